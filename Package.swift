@@ -1,0 +1,56 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+let package = Package(
+    name: "Concord",
+    platforms: [.macOS(.v13), .iOS(.v16)],
+    products: [
+        .library(name: "ConcordCore", targets: ["ConcordCore"]),
+        .library(name: "ConcordStore", targets: ["ConcordStore"]),
+        .executable(name: "syncctl", targets: ["syncctl"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
+    ],
+    targets: [
+        // The pure merge core: no I/O, no dependencies.
+        .target(name: "ConcordCore"),
+        // The replica store over SQLite.
+        .target(
+            name: "ConcordStore",
+            dependencies: [
+                "ConcordCore",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]
+        ),
+        .executableTarget(
+            name: "syncctl",
+            dependencies: [
+                "ConcordCore",
+                "ConcordStore",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .testTarget(
+            name: "ConcordCoreTests",
+            dependencies: [
+                "ConcordCore",
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ]
+        ),
+        .testTarget(
+            name: "ConcordStoreTests",
+            dependencies: [
+                "ConcordCore",
+                "ConcordStore",
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ]
+        ),
+        .testTarget(
+            name: "SyncctlTests",
+            dependencies: ["ConcordCore"]
+        ),
+    ]
+)

@@ -1,0 +1,127 @@
+/// Appends the primitives of Concord's binary formats (SPEC.md, "Primitives").
+public struct ByteWriter: Sendable {
+    public private(set) var bytes: [UInt8]
+
+    public init(capacity: Int = 0) {
+        bytes = []
+        bytes.reserveCapacity(capacity)
+    }
+
+    public mutating func byte(_ value: UInt8) { bytes.append(value) }
+
+    public mutating func bytes(_ values: some Sequence<UInt8>) { bytes.append(contentsOf: values) }
+
+    /// Unsigned LEB128.
+    public mutating func varint(_ value: UInt64) {
+        var rest = value
+        while rest >= 0x80 {
+            bytes.append(UInt8(truncatingIfNeeded: rest) | 0x80)
+            rest >>= 7
+        }
+        bytes.append(UInt8(rest))
+    }
+
+    /// Zigzag, then unsigned LEB128.
+    public mutating func signedVarint(_ value: Int64) {
+        varint(UInt64(bitPattern: (value << 1) ^ (value >> 63)))
+    }
+
+    /// A varint byte count, then the UTF-8 bytes.
+    public mutating func string(_ value: String) {
+        varint(UInt64(value.utf8.count))
+        bytes.append(contentsOf: value.utf8)
+    }
+
+    public mutating func identifier(_ id: some Identifier128) {
+        fixed64(id.high)
+        fixed64(id.low)
+    }
+
+    /// Eight bytes, big-endian.
+    public mutating func fixed64(_ value: UInt64) {
+        for shift in stride(from: 56, through: 0, by: -8) {
+            bytes.append(UInt8(truncatingIfNeeded: value >> UInt64(shift)))
+        }
+    }
+}
+
+/// Reads what `ByteWriter` writes, refusing anything malformed with a `DecodeError`.
+public struct ByteReader {
+    public let bytes: [UInt8]
+    public private(set) var offset: Int
+
+    public init(_ bytes: [UInt8], offset: Int = 0) {
+        self.bytes = bytes
+        self.offset = offset
+    }
+
+    public var isAtEnd: Bool { offset >= bytes.count }
+    public var remaining: Int { bytes.count - offset }
+
+    public mutating func byte() throws(DecodeError) -> UInt8 {
+        guard offset < bytes.count else { throw .truncated }
+        defer { offset += 1 }
+        return bytes[offset]
+    }
+
+    public mutating func bytes(_ count: Int) throws(DecodeError) -> ArraySlice<UInt8> {
+        guard count >= 0, count <= remaining else { throw .truncated }
+        defer { offset += count }
+        return bytes[offset..<offset + count]
+    }
+
+    public mutating func varint() throws(DecodeError) -> UInt64 {
+        var result: UInt64 = 0
+        var shift: UInt64 = 0
+        while true {
+            let byte = try byte()
+            if shift == 63, byte > 1 { throw .malformed("varint overflows 64 bits") }
+            result |= UInt64(byte & 0x7F) << shift
+            if byte & 0x80 == 0 {
+                if byte == 0, shift > 0 { throw .malformed("varint has a redundant zero byte") }
+                return result
+            }
+            shift += 7
+            if shift > 63 { throw .malformed("varint longer than 10 bytes") }
+        }
+    }
+
+    public mutating func signedVarint() throws(DecodeError) -> Int64 {
+        let raw = try varint()
+        return Int64(bitPattern: raw >> 1) ^ -Int64(bitPattern: raw & 1)
+    }
+
+    /// A length-prefixed string; its bytes must be valid UTF-8.
+    public mutating func string(maxBytes: Int = Int.max) throws(DecodeError) -> String {
+        let length = try varint()
+        guard length <= UInt64(min(remaining, maxBytes)) else {
+            throw length > UInt64(remaining) ? .truncated : .malformed("string of \(length) bytes exceeds the limit")
+        }
+        let slice = try bytes(Int(length))
+        guard let string = String(validating: slice, as: UTF8.self) else { throw .malformed("string is not valid UTF-8") }
+        return string
+    }
+
+    public mutating func fixed64() throws(DecodeError) -> UInt64 {
+        var value: UInt64 = 0
+        for byte in try bytes(8) { value = value << 8 | UInt64(byte) }
+        return value
+    }
+
+    public mutating func identifier<ID: Identifier128>(_: ID.Type = ID.self) throws(DecodeError) -> ID {
+        let high = try fixed64()
+        return ID(high: high, low: try fixed64())
+    }
+}
+
+public enum DecodeError: Error, Hashable, CustomStringConvertible {
+    case truncated
+    case malformed(String)
+
+    public var description: String {
+        switch self {
+        case .truncated: "data ends early (truncated)"
+        case .malformed(let why): "malformed data: \(why)"
+        }
+    }
+}

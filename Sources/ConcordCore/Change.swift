@@ -1,0 +1,249 @@
+/// A new reminder's values. Instants are milliseconds since the Unix epoch.
+public struct ReminderDraft: Hashable, Sendable {
+    public var title: String
+    public var notes: String?
+    public var due: Int64?
+    public var priority: Priority
+    public var tags: [String]
+    /// `hourly`, `daily`, `weekly` or `monthly` (a monthly rule repeats on the due date's day).
+    public var repeatRule: String?
+
+    public init(
+        title: String, notes: String? = nil, due: Int64? = nil, priority: Priority = .none, tags: [String] = [],
+        repeatRule: String? = nil
+    ) {
+        self.title = title
+        self.notes = notes
+        self.due = due
+        self.priority = priority
+        self.tags = tags
+        self.repeatRule = repeatRule
+    }
+}
+
+/// Changes to a reminder's fields; `nil` leaves a field as it is, `.some(nil)` clears it.
+public struct ReminderPatch: Hashable, Sendable {
+    public var title: String?
+    public var notes: String??
+    public var due: Int64??
+    public var priority: Priority?
+    public var repeatRule: String??
+
+    public init(
+        title: String? = nil, notes: String?? = nil, due: Int64?? = nil, priority: Priority? = nil,
+        repeatRule: String?? = nil
+    ) {
+        self.title = title
+        self.notes = notes
+        self.due = due
+        self.priority = priority
+        self.repeatRule = repeatRule
+    }
+}
+
+public struct NoteDraft: Hashable, Sendable {
+    public var title: String
+    public var body: String
+    public var tags: [String]
+    public var isPinned: Bool
+
+    public init(title: String, body: String = "", tags: [String] = [], isPinned: Bool = false) {
+        self.title = title
+        self.body = body
+        self.tags = tags
+        self.isPinned = isPinned
+    }
+}
+
+public struct NotePatch: Hashable, Sendable {
+    public var title: String?
+    public var body: String?
+    public var isPinned: Bool?
+
+    public init(title: String? = nil, body: String? = nil, isPinned: Bool? = nil) {
+        self.title = title
+        self.body = body
+        self.isPinned = isPinned
+    }
+}
+
+/// A user's intent on one record. `plan` turns it into the actions that carry it out, given the
+/// record's current state; a replica then stamps each action into an operation.
+public enum Change: Hashable, Sendable {
+    case createReminder(ReminderDraft)
+    case editReminder(ReminderPatch)
+    /// Completes ("dismisses") a reminder; a repeating one with a due date moves to its next occurrence instead.
+    case complete
+    case reopen
+    /// Snoozes a reminder until the given instant (milliseconds since the epoch).
+    case snooze(until: Int64)
+    case createNote(NoteDraft)
+    case editNote(NotePatch)
+    case tag(add: [String], remove: [String])
+    case delete
+    case restore
+
+    /// The longest a reminder can be snoozed: 366 days.
+    public static let maxSnoozeMillis: Int64 = 366 * 24 * 3_600_000
+
+    /// The actions that carry the change out on `current` (nil when the record does not exist yet)
+    /// at wall-clock time `now`. Empty when the record already is as asked.
+    public func plan(on ref: RecordRef, current: RecordState?, now: Int64) throws(ChangeError) -> [Action] {
+        switch self {
+        case .createReminder(let draft):
+            guard ref.kind == .reminder else { throw .wrongKind(ref, expected: .reminder) }
+            guard current == nil else { throw .alreadyExists(ref) }
+            try Self.checkTitle(draft.title)
+            try Self.checkTags(draft.tags)
+            var actions: [Action] = [
+                .assign(.title, .string(draft.title)),
+                .assign(.notes, draft.notes.map(Value.string) ?? .null),
+                .assign(.due, draft.due.map(Value.int) ?? .null),
+                .assign(.completed, .null),
+                .assign(.priority, .int(draft.priority.rawValue)),
+            ]
+            if let name = draft.repeatRule {
+                actions.append(.assign(.repeatRule, .string(try Self.rule(named: name, due: draft.due).rawValue)))
+            }
+            actions += Self.uniqueTags(draft.tags).map { .addTag(ExactString($0)) }
+            return actions
+
+        case .createNote(let draft):
+            guard ref.kind == .note else { throw .wrongKind(ref, expected: .note) }
+            guard current == nil else { throw .alreadyExists(ref) }
+            try Self.checkTitle(draft.title)
+            try Self.checkTags(draft.tags)
+            return [
+                .assign(.title, .string(draft.title)),
+                .assign(.body, .string(draft.body)),
+                .assign(.pinned, .bool(draft.isPinned)),
+            ] + Self.uniqueTags(draft.tags).map { .addTag(ExactString($0)) }
+
+        case .editReminder(let patch):
+            let state = try Self.live(ref, current, kind: .reminder)
+            var actions: [Action] = []
+            if let title = patch.title {
+                try Self.checkTitle(title)
+                actions.append(.assign(.title, .string(title)))
+            }
+            if let notes = patch.notes { actions.append(.assign(.notes, notes.map(Value.string) ?? .null)) }
+            if let due = patch.due { actions.append(.assign(.due, due.map(Value.int) ?? .null)) }
+            if let priority = patch.priority { actions.append(.assign(.priority, .int(priority.rawValue))) }
+            let newDue = patch.due ?? state.value(.due).intValue
+            if let rule = patch.repeatRule {
+                var value = Value.null
+                if let rule { value = .string(try Self.rule(named: rule, due: newDue).rawValue) }
+                actions.append(.assign(.repeatRule, value))
+            } else if patch.due != nil, let newDue,
+                      case .monthly(let day)? = state.value(.repeatRule).stringValue.flatMap(RepeatRule.init(rawValue:)),
+                      CivilTime(millis: newDue).day != day {
+                // A monthly rule follows its due date's day of the month.
+                actions.append(.assign(.repeatRule, .string(RepeatRule.monthly(day: CivilTime(millis: newDue).day).rawValue)))
+            }
+            return actions
+
+        case .editNote(let patch):
+            _ = try Self.live(ref, current, kind: .note)
+            var actions: [Action] = []
+            if let title = patch.title {
+                try Self.checkTitle(title)
+                actions.append(.assign(.title, .string(title)))
+            }
+            if let body = patch.body { actions.append(.assign(.body, .string(body))) }
+            if let pinned = patch.isPinned { actions.append(.assign(.pinned, .bool(pinned))) }
+            return actions
+
+        case .complete:
+            let state = try Self.live(ref, current, kind: .reminder)
+            let rule = state.value(.repeatRule).stringValue.flatMap(RepeatRule.init(rawValue:))
+            if let rule, let due = state.value(.due).intValue {
+                var actions: [Action] = [.assign(.due, .int(rule.next(after: due)))]
+                if !state.value(.snoozedUntil).isNull { actions.append(.assign(.snoozedUntil, .null)) }
+                return actions
+            }
+            return state.value(.completed).isNull ? [.assign(.completed, .int(now))] : []
+
+        case .reopen:
+            let state = try Self.live(ref, current, kind: .reminder)
+            return state.value(.completed).isNull ? [] : [.assign(.completed, .null)]
+
+        case .snooze(let until):
+            _ = try Self.live(ref, current, kind: .reminder)
+            guard until > now, until - now <= Self.maxSnoozeMillis else { throw .snoozeOutOfRange }
+            return [.assign(.snoozedUntil, .int(until))]
+
+        case .tag(let add, let remove):
+            let state = try Self.live(ref, current, kind: ref.kind)
+            try Self.checkTags(add + remove)
+            var actions: [Action] = []
+            for tag in Self.uniqueTags(remove) where !add.contains(where: { $0.utf8.elementsEqual(tag.utf8) }) {
+                let dots = state.tags.liveDots(of: ExactString(tag))
+                if !dots.isEmpty { actions.append(.removeTag(ExactString(tag), observed: dots)) }
+            }
+            for tag in Self.uniqueTags(add) where !state.tags.contains(ExactString(tag)) {
+                actions.append(.addTag(ExactString(tag)))
+            }
+            return actions
+
+        case .delete:
+            guard let current else { throw .notFound(ref) }
+            return current.isDeleted ? [] : [.assign(.deleted, .bool(true))]
+
+        case .restore:
+            guard let current else { throw .notFound(ref) }
+            return current.isDeleted ? [.assign(.deleted, .bool(false))] : []
+        }
+    }
+
+    private static func live(_ ref: RecordRef, _ current: RecordState?, kind: RecordKind) throws(ChangeError) -> RecordState {
+        guard ref.kind == kind else { throw .wrongKind(ref, expected: kind) }
+        guard let current else { throw .notFound(ref) }
+        guard !current.isDeleted else { throw .deleted(ref) }
+        return current
+    }
+
+    private static func checkTitle(_ title: String) throws(ChangeError) {
+        guard title.contains(where: { !$0.isWhitespace }) else { throw .emptyTitle }
+    }
+
+    private static func checkTags(_ tags: [String]) throws(ChangeError) {
+        for tag in tags {
+            guard !tag.isEmpty, !tag.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+            else { throw .invalidTag(tag) }
+        }
+    }
+
+    private static func uniqueTags(_ tags: [String]) -> [String] {
+        var seen = Set<ExactString>()
+        return tags.filter { seen.insert(ExactString($0)).inserted }
+    }
+
+    private static func rule(named name: String, due: Int64?) throws(ChangeError) -> RepeatRule {
+        guard let rule = RepeatRule(name: name, due: due) else { throw .unknownRepeatRule(name) }
+        return rule
+    }
+}
+
+public enum ChangeError: Error, Hashable, CustomStringConvertible {
+    case notFound(RecordRef)
+    case alreadyExists(RecordRef)
+    case deleted(RecordRef)
+    case wrongKind(RecordRef, expected: RecordKind)
+    case emptyTitle
+    case invalidTag(String)
+    case unknownRepeatRule(String)
+    case snoozeOutOfRange
+
+    public var description: String {
+        switch self {
+        case .notFound(let ref): "no \(ref.kind.name) with id \(ref.id.hex)"
+        case .alreadyExists(let ref): "a \(ref.kind.name) with id \(ref.id.hex) already exists"
+        case .deleted(let ref): "\(ref.kind.name) \(ref.id.hex) is deleted; restore it first"
+        case .wrongKind(let ref, let expected): "\(ref.id.hex) is a \(ref.kind.name), not a \(expected.name)"
+        case .emptyTitle: "the title is empty"
+        case .invalidTag(let tag): "invalid tag \(String(reflecting: tag)): tags are non-empty and have no control characters"
+        case .unknownRepeatRule(let name): "unknown repeat rule '\(name)' (expected hourly, daily, weekly or monthly)"
+        case .snoozeOutOfRange: "a snooze must end after now and at most 366 days from now"
+        }
+    }
+}

@@ -1,0 +1,154 @@
+/// A JSON value with one canonical text form: object keys sorted by their UTF-8 bytes, no
+/// insignificant white space, integers only, strings escaped minimally (`"`, `\`, and control
+/// characters as `\u00XX`), everything else written as UTF-8. Equal values give equal bytes on
+/// every platform.
+public indirect enum JSON: Hashable, Sendable {
+    case null
+    case bool(Bool)
+    case int(Int64)
+    case string(String)
+    case array([JSON])
+    case object([(String, JSON)])
+
+    public static func == (lhs: JSON, rhs: JSON) -> Bool { lhs.canonical == rhs.canonical }
+    public func hash(into hasher: inout Hasher) { hasher.combine(canonical) }
+
+    public var canonical: String {
+        var out: [UInt8] = []
+        write(into: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    public func write(into out: inout [UInt8]) {
+        switch self {
+        case .null: out += Array("null".utf8)
+        case .bool(let b): out += Array((b ? "true" : "false").utf8)
+        case .int(let i): out += Array(String(i).utf8)
+        case .string(let s): JSON.writeString(s, into: &out)
+        case .array(let items):
+            out.append(UInt8(ascii: "["))
+            for (index, item) in items.enumerated() {
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                item.write(into: &out)
+            }
+            out.append(UInt8(ascii: "]"))
+        case .object(let members):
+            out.append(UInt8(ascii: "{"))
+            let sorted = members.sorted { $0.0.utf8.lexicographicallyPrecedes($1.0.utf8) }
+            for (index, member) in sorted.enumerated() {
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                JSON.writeString(member.0, into: &out)
+                out.append(UInt8(ascii: ":"))
+                member.1.write(into: &out)
+            }
+            out.append(UInt8(ascii: "}"))
+        }
+    }
+
+    static func writeString(_ string: String, into out: inout [UInt8]) {
+        let hex = Array("0123456789abcdef".utf8)
+        out.append(UInt8(ascii: "\""))
+        for byte in string.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): out += [UInt8(ascii: "\\"), UInt8(ascii: "\"")]
+            case UInt8(ascii: "\\"): out += [UInt8(ascii: "\\"), UInt8(ascii: "\\")]
+            case 0..<0x20:
+                out += Array("\\u00".utf8)
+                out.append(hex[Int(byte >> 4)])
+                out.append(hex[Int(byte & 0xF)])
+            default: out.append(byte)
+            }
+        }
+        out.append(UInt8(ascii: "\""))
+    }
+
+    public static func instant(_ millis: Int64?) -> JSON {
+        millis.map { .string(CivilTime(millis: $0).iso8601) } ?? .null
+    }
+
+    public init(_ value: Value) {
+        switch value {
+        case .null: self = .null
+        case .bool(let b): self = .bool(b)
+        case .int(let i): self = .int(i)
+        case .string(let s): self = .string(s)
+        }
+    }
+}
+
+extension Reminder {
+    /// The reminder's JSON object (SPEC.md, "JSON output").
+    public var json: JSON {
+        .object([
+            ("id", .string(id.hex)),
+            ("kind", .string("reminder")),
+            ("title", .string(title)),
+            ("notes", notes.map(JSON.string) ?? .null),
+            ("due", .instant(due?.millisecondsSince1970)),
+            ("priority", (0...3).contains(priority.rawValue) ? .string(priority.name) : .int(priority.rawValue)),
+            ("completed", .bool(isCompleted)),
+            ("completedAt", .instant(completedAt?.millisecondsSince1970)),
+            ("snoozedUntil", .instant(snoozedUntil?.millisecondsSince1970)),
+            ("repeat", repeatRule.map { .string($0.rawValue) } ?? .null),
+            ("tags", .array(tags.map(JSON.string))),
+            ("deleted", .bool(isDeleted)),
+        ])
+    }
+}
+
+extension Note {
+    /// The note's JSON object (SPEC.md, "JSON output").
+    public var json: JSON {
+        .object([
+            ("id", .string(id.hex)),
+            ("kind", .string("note")),
+            ("title", .string(title)),
+            ("body", .string(body)),
+            ("pinned", .bool(isPinned)),
+            ("tags", .array(tags.map(JSON.string))),
+            ("deleted", .bool(isDeleted)),
+        ])
+    }
+}
+
+/// The canonical dump of a replica's state (SPEC.md, "Dump").
+public enum Dump {
+    public static let formatVersion: Int64 = 1
+
+    /// The dump of the given records, which must be sorted by `RecordRef`.
+    public static func canonical(_ states: [RecordState]) -> String {
+        var out: [UInt8] = Array("{\"format\":\"concord-dump\",\"records\":[".utf8)
+        for (index, state) in states.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            json(of: state).write(into: &out)
+        }
+        out += Array("],\"version\":\(formatVersion)}".utf8)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// One record's object in the dump: its JSON output, with the raw value of a repeat rule
+    /// this version does not know and an `unknown` object of fields it does not know.
+    public static func json(of state: RecordState) -> JSON {
+        var members: [(String, JSON)]
+        switch state.ref.kind {
+        case .reminder:
+            guard case .object(let object) = Reminder(state: state).json else { preconditionFailure() }
+            members = object.map { key, value in key == "repeat" ? (key, JSON(state.value(.repeatRule))) : (key, value) }
+        case .note:
+            guard case .object(let object) = Note(state: state).json else { preconditionFailure() }
+            members = object
+        default:
+            members = [
+                ("id", .string(state.ref.id.hex)),
+                ("kind", .string(state.ref.kind.name)),
+                ("tags", .array(state.tags.present.map { .string($0.string) })),
+                ("deleted", .bool(state.isDeleted)),
+            ]
+        }
+        let unknown = state.registers.filter { !state.ref.kind.knows($0.field) }
+        if !unknown.isEmpty {
+            members.append(("unknown", .object(unknown.map { ($0.field.name, JSON($0.register.value)) })))
+        }
+        return .object(members)
+    }
+}

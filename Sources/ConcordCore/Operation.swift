@@ -1,0 +1,80 @@
+/// What one operation does to its record.
+public enum Action: Hashable, Sendable {
+    /// Writes `value` into the LWW register `field`.
+    case assign(Field, Value)
+    /// Adds `tag` to the record's tag OR-set; the operation's own id is the add's dot.
+    case addTag(ExactString)
+    /// Removes the adds of `tag` that the author had observed (their dots), and no others.
+    case removeTag(ExactString, observed: [OperationID])
+}
+
+/// One entry of a replica's append-only operation log.
+public struct Operation: Hashable, Sendable, CustomStringConvertible {
+    public var id: OperationID
+    public var timestamp: Timestamp
+    public var record: RecordRef
+    public var action: Action
+
+    public init(id: OperationID, timestamp: Timestamp, record: RecordRef, action: Action) {
+        self.id = id
+        self.timestamp = timestamp
+        self.record = record
+        self.action = action
+    }
+
+    /// The key that orders concurrent writes of one register: (timestamp, replica, seq).
+    public var stamp: Stamp { Stamp(timestamp: timestamp, replica: id.replica, seq: id.seq) }
+
+    public var description: String {
+        let what: String
+        switch action {
+        case let .assign(field, value): what = "\(field.name) = \(value)"
+        case let .addTag(tag): what = "tag + \(tag)"
+        case let .removeTag(tag, observed): what = "tag - \(tag) (\(observed.count) observed)"
+        }
+        return "\(id) @\(timestamp) \(record): \(what)"
+    }
+
+    /// Checks the rules SPEC.md gives every operation ("Valid operations").
+    public func validate() throws(InvalidOperation) {
+        guard id.seq >= 1 else { throw InvalidOperation(operation: id, reason: "sequence number 0") }
+        guard timestamp.isValid else {
+            throw InvalidOperation(operation: id, reason: "timestamp \(timestamp.physicalMillis) ms is past year 9999")
+        }
+        switch action {
+        case let .assign(field, value):
+            if record.kind.knows(field), !field.accepts(value) {
+                throw InvalidOperation(operation: id, reason: "\(record.kind.name) field '\(field.name)' cannot hold \(value)")
+            }
+        case .addTag, .removeTag:
+            break
+        }
+    }
+}
+
+public struct InvalidOperation: Error, Equatable, CustomStringConvertible {
+    public var operation: OperationID
+    public var reason: String
+
+    public var description: String { "invalid operation \(operation): \(reason)" }
+}
+
+/// The total order of writes to one LWW register: timestamp first, then replica id, then sequence
+/// number (which only matters for a replica that broke its clock's rules).
+public struct Stamp: Hashable, Comparable, Sendable {
+    public var timestamp: Timestamp
+    public var replica: ReplicaID
+    public var seq: UInt64
+
+    public init(timestamp: Timestamp, replica: ReplicaID, seq: UInt64) {
+        self.timestamp = timestamp
+        self.replica = replica
+        self.seq = seq
+    }
+
+    public static func < (lhs: Self, rhs: Self) -> Bool {
+        if lhs.timestamp != rhs.timestamp { return lhs.timestamp < rhs.timestamp }
+        if lhs.replica != rhs.replica { return lhs.replica < rhs.replica }
+        return lhs.seq < rhs.seq
+    }
+}

@@ -1,0 +1,157 @@
+/// Encodes and decodes a *run*: operations of one author with contiguous sequence numbers, in
+/// sequence order (SPEC.md, "Operation runs"). The author and the first sequence number travel
+/// beside the run, so they are not repeated per operation.
+public enum OperationCodec {
+    static let actionMask: UInt8 = 0x03
+    static let sameRecordFlag: UInt8 = 0x04
+    static let reservedBits: UInt8 = 0xF8
+
+    /// Appends `operations` (one author, contiguous ascending seqs) to `writer`.
+    public static func encode(_ operations: some Sequence<Operation>, into writer: inout ByteWriter) {
+        var previousTimestamp: UInt64 = 0
+        var previousRecord: RecordRef?
+        for operation in operations {
+            var header: UInt8
+            switch operation.action {
+            case .assign: header = 0
+            case .addTag: header = 1
+            case .removeTag: header = 2
+            }
+            let sameRecord = operation.record == previousRecord
+            if sameRecord { header |= sameRecordFlag }
+            writer.byte(header)
+            writer.signedVarint(Int64(bitPattern: operation.timestamp.rawValue &- previousTimestamp))
+            previousTimestamp = operation.timestamp.rawValue
+            if !sameRecord {
+                writer.byte(operation.record.kind.rawValue)
+                writer.identifier(operation.record.id)
+                previousRecord = operation.record
+            }
+            switch operation.action {
+            case let .assign(field, value):
+                writer.byte(field.code)
+                if case .other(let name) = field { writer.string(name.string) }
+                encode(value, into: &writer)
+            case let .addTag(tag):
+                writer.string(tag.string)
+            case let .removeTag(tag, observed):
+                writer.string(tag.string)
+                writer.varint(UInt64(observed.count))
+                for dot in observed {
+                    writer.identifier(dot.replica)
+                    writer.varint(dot.seq)
+                }
+            }
+        }
+    }
+
+    public static func encode(_ value: Value, into writer: inout ByteWriter) {
+        switch value {
+        case .null: writer.byte(0)
+        case .bool(false): writer.byte(1)
+        case .bool(true): writer.byte(2)
+        case .int(let i):
+            writer.byte(3)
+            writer.signedVarint(i)
+        case .string(let s):
+            writer.byte(4)
+            writer.string(s)
+        }
+    }
+
+    /// Decodes a whole run of `count` operations by `author` starting at `firstSeq`, validating each.
+    public static func decode(
+        _ bytes: [UInt8], author: ReplicaID, firstSeq: UInt64, count: Int
+    ) throws(DecodeError) -> [Operation] {
+        var reader = ByteReader(bytes)
+        var run = RunDecoder(author: author, firstSeq: firstSeq)
+        var result: [Operation] = []
+        result.reserveCapacity(count)
+        for _ in 0..<count { result.append(try run.next(from: &reader)) }
+        guard reader.isAtEnd else { throw .malformed("\(reader.remaining) bytes after the last operation") }
+        return result
+    }
+
+    /// Decodes the operations of one run one at a time, carrying the deltas between them.
+    public struct RunDecoder {
+        public let author: ReplicaID
+        public private(set) var nextSeq: UInt64
+        private var previousTimestamp: UInt64 = 0
+        private var previousRecord: RecordRef?
+
+        public init(author: ReplicaID, firstSeq: UInt64) {
+            self.author = author
+            nextSeq = firstSeq
+        }
+
+        public mutating func next(from reader: inout ByteReader) throws(DecodeError) -> Operation {
+            let header = try reader.byte()
+            guard header & OperationCodec.reservedBits == 0 else {
+                throw .malformed("operation header 0x\(String(header, radix: 16)) has reserved bits set")
+            }
+            let delta = try reader.signedVarint()
+            let timestamp = Timestamp(rawValue: previousTimestamp &+ UInt64(bitPattern: delta))
+            previousTimestamp = timestamp.rawValue
+            let record: RecordRef
+            if header & OperationCodec.sameRecordFlag != 0 {
+                guard let previousRecord else { throw .malformed("first operation of a run refers to a previous record") }
+                record = previousRecord
+            } else {
+                let kind = RecordKind(rawValue: try reader.byte())
+                guard kind.rawValue != 0 else { throw .malformed("record kind 0") }
+                record = RecordRef(kind: kind, id: try reader.identifier())
+                previousRecord = record
+            }
+            let action: Action
+            switch header & OperationCodec.actionMask {
+            case 0:
+                let code = try reader.byte()
+                let field: Field
+                if code == 0 {
+                    let name = try reader.string()
+                    guard !name.isEmpty else { throw .malformed("empty field name") }
+                    field = Field(name: name)
+                } else {
+                    guard let known = Field(code: code) else { throw .malformed("unknown field code \(code)") }
+                    field = known
+                }
+                action = .assign(field, try OperationCodec.decodeValue(from: &reader))
+            case 1:
+                action = .addTag(ExactString(try reader.string()))
+            case 2:
+                let tag = ExactString(try reader.string())
+                let count = try reader.varint()
+                guard count <= UInt64(reader.remaining / 17) else { throw .truncated }
+                var observed: [OperationID] = []
+                observed.reserveCapacity(Int(count))
+                for _ in 0..<count {
+                    let replica: ReplicaID = try reader.identifier()
+                    observed.append(OperationID(replica: replica, seq: try reader.varint()))
+                }
+                action = .removeTag(tag, observed: observed)
+            default:
+                throw .malformed("unknown action \(header & OperationCodec.actionMask)")
+            }
+            let operation = Operation(
+                id: OperationID(replica: author, seq: nextSeq), timestamp: timestamp, record: record, action: action)
+            nextSeq += 1
+            do {
+                try operation.validate()
+            } catch {
+                throw .malformed(error.description)
+            }
+            return operation
+        }
+    }
+
+    public static func decodeValue(from reader: inout ByteReader) throws(DecodeError) -> Value {
+        switch try reader.byte() {
+        case 0: return .null
+        case 1: return .bool(false)
+        case 2: return .bool(true)
+        case 3: return .int(try reader.signedVarint())
+        case 4: return .string(try reader.string())
+        case let tag: throw .malformed("unknown value type \(tag)")
+        }
+    }
+}

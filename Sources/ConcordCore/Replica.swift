@@ -1,0 +1,93 @@
+/// An in-memory replica: the operation log, the state it materializes, and the clock.
+///
+/// This is the reference model of Concord's semantics. The SQLite store keeps the same state
+/// durably and is tested against this model.
+public struct Replica: Sendable {
+    public let id: ReplicaID
+    public private(set) var clock: HybridLogicalClock
+    public private(set) var operations: [OperationID: Operation] = [:]
+    public private(set) var records: [RecordRef: RecordState] = [:]
+    public private(set) var versionVector = VersionVector()
+    /// Sequence numbers held above the version vector (operations delivered out of order).
+    private var held: [ReplicaID: Set<UInt64>] = [:]
+
+    public init(id: ReplicaID, clock: HybridLogicalClock = HybridLogicalClock()) {
+        self.id = id
+        self.clock = clock
+    }
+
+    /// Carries out `change` on `ref`, appending the operations it takes to the log.
+    @discardableResult
+    public mutating func perform(_ change: Change, on ref: RecordRef, wallMillis: UInt64) throws -> [Operation] {
+        let actions = try change.plan(on: ref, current: records[ref], now: Int64(clamping: wallMillis))
+        var made: [Operation] = []
+        for action in actions {
+            let seq = versionVector[id] + 1
+            let operation = Operation(
+                id: OperationID(replica: id, seq: seq), timestamp: try clock.tick(wallMillis: wallMillis),
+                record: ref, action: action)
+            insert(operation)
+            made.append(operation)
+        }
+        return made
+    }
+
+    /// Merges operations from anywhere. Operations already held are skipped; invalid ones are
+    /// refused before anything is applied.
+    @discardableResult
+    public mutating func merge(_ incoming: some Sequence<Operation>, wallMillis: UInt64 = 0) throws(InvalidOperation) -> MergeReport {
+        let incoming = Array(incoming)
+        for operation in incoming { try operation.validate() }
+        var report = MergeReport()
+        let farLimit = wallMillis + HybridLogicalClock.farFutureThresholdMillis
+        for operation in incoming {
+            guard operations[operation.id] == nil else {
+                report.duplicates += 1
+                continue
+            }
+            insert(operation)
+            clock.observe(operation.timestamp)
+            report.newOperations[operation.id.replica, default: 0] += 1
+            report.touchedRecords.insert(operation.record)
+            if wallMillis > 0, operation.timestamp.physicalMillis > farLimit,
+               operation.timestamp > (report.farFutureTimestamp ?? .zero) {
+                report.farFutureTimestamp = operation.timestamp
+            }
+        }
+        return report
+    }
+
+    /// The operations a peer with version vector `since` lacks, by author and sequence number.
+    public func operations(since: VersionVector = VersionVector()) -> [Operation] {
+        operations.values.filter { !since.covers($0.id) }.sorted { $0.id < $1.id }
+    }
+
+    public var reminders: [Reminder] {
+        records.values.filter { $0.ref.kind == .reminder }.sorted { $0.ref < $1.ref }.map(Reminder.init(state:))
+    }
+
+    public var notes: [Note] {
+        records.values.filter { $0.ref.kind == .note }.sorted { $0.ref < $1.ref }.map(Note.init(state:))
+    }
+
+    /// The canonical JSON of the replicated state (SPEC.md, "Dump").
+    public func dump() -> String {
+        Dump.canonical(records.values.sorted { $0.ref < $1.ref })
+    }
+
+    private mutating func insert(_ operation: Operation) {
+        operations[operation.id] = operation
+        records[operation.record, default: RecordState(ref: operation.record)].apply(operation)
+        let author = operation.id.replica
+        var contiguous = versionVector[author]
+        if operation.id.seq == contiguous + 1 {
+            contiguous += 1
+            var pending = held[author] ?? []
+            while pending.remove(contiguous + 1) != nil { contiguous += 1 }
+            held[author] = pending.isEmpty ? nil : pending
+            versionVector[author] = contiguous
+        } else if operation.id.seq > contiguous {
+            held[author, default: []].insert(operation.id.seq)
+        }
+    }
+}

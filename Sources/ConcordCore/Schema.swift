@@ -1,0 +1,150 @@
+/// What a record is. Kinds this version does not know are kept and passed on as they are.
+public struct RecordKind: RawRepresentable, Hashable, Comparable, Sendable, CustomStringConvertible {
+    public let rawValue: UInt8
+
+    public init(rawValue: UInt8) {
+        self.rawValue = rawValue
+    }
+
+    public static let reminder = RecordKind(rawValue: 1)
+    public static let note = RecordKind(rawValue: 2)
+
+    /// The fields this version materializes for the kind; any other field is kept as an unknown field.
+    public var knownFields: [Field] {
+        switch self {
+        case .reminder: [.title, .notes, .due, .priority, .completed, .snoozedUntil, .repeatRule, .deleted]
+        case .note: [.title, .body, .pinned, .deleted]
+        default: []
+        }
+    }
+
+    public func knows(_ field: Field) -> Bool {
+        switch self {
+        case .reminder: field.code >= 1 && field.code <= 8
+        case .note: field == .title || field == .body || field == .pinned || field == .deleted
+        default: false
+        }
+    }
+
+    public var name: String {
+        switch self {
+        case .reminder: "reminder"
+        case .note: "note"
+        default: "kind-\(rawValue)"
+        }
+    }
+
+    public var description: String { name }
+
+    public static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
+}
+
+/// A record's identity: its kind and its id.
+public struct RecordRef: Hashable, Comparable, Sendable, CustomStringConvertible {
+    public var kind: RecordKind
+    public var id: RecordID
+
+    public init(kind: RecordKind, id: RecordID) {
+        self.kind = kind
+        self.id = id
+    }
+
+    public static func reminder(_ id: RecordID) -> RecordRef { RecordRef(kind: .reminder, id: id) }
+    public static func note(_ id: RecordID) -> RecordRef { RecordRef(kind: .note, id: id) }
+
+    /// Records order by id, then by kind.
+    public static func < (lhs: Self, rhs: Self) -> Bool { (lhs.id, lhs.kind) < (rhs.id, rhs.kind) }
+
+    public var description: String { "\(kind.name) \(id.hex)" }
+}
+
+/// A field of a record. Known fields have a one-byte code (used by the binary formats); any other
+/// field name is carried as `.other(name)`.
+public enum Field: Hashable, Sendable, CustomStringConvertible {
+    case title, notes, due, priority, completed, snoozedUntil, repeatRule, deleted, body, pinned
+    case other(ExactString)
+
+    /// The code of a known field in the binary formats (SPEC.md, "Field codes"); 0 for `.other`.
+    public var code: UInt8 {
+        switch self {
+        case .title: 1
+        case .notes: 2
+        case .due: 3
+        case .priority: 4
+        case .completed: 5
+        case .snoozedUntil: 6
+        case .repeatRule: 7
+        case .deleted: 8
+        case .body: 9
+        case .pinned: 10
+        case .other: 0
+        }
+    }
+
+    public static let maxKnownCode: UInt8 = 10
+
+    public init?(code: UInt8) {
+        switch code {
+        case 1: self = .title
+        case 2: self = .notes
+        case 3: self = .due
+        case 4: self = .priority
+        case 5: self = .completed
+        case 6: self = .snoozedUntil
+        case 7: self = .repeatRule
+        case 8: self = .deleted
+        case 9: self = .body
+        case 10: self = .pinned
+        default: return nil
+        }
+    }
+
+    /// The field's name in JSON and in the binary formats.
+    public var name: String {
+        switch self {
+        case .title: "title"
+        case .notes: "notes"
+        case .due: "due"
+        case .priority: "priority"
+        case .completed: "completed"
+        case .snoozedUntil: "snoozedUntil"
+        case .repeatRule: "repeat"
+        case .deleted: "deleted"
+        case .body: "body"
+        case .pinned: "pinned"
+        case .other(let name): name.string
+        }
+    }
+
+    /// The field with that name: a known field when the name is one, otherwise `.other`.
+    public init(name: String) {
+        for code in 1...Self.maxKnownCode {
+            let field = Field(code: code)!
+            if field.name.utf8.elementsEqual(name.utf8) {
+                self = field
+                return
+            }
+        }
+        self = .other(ExactString(name))
+    }
+
+    public var description: String { name }
+
+    /// Whether `value` has the type SPEC.md gives this known field (always true for `.other`).
+    /// Only the type is checked: a newer version may add priorities or repeat rules, and those
+    /// values are kept and passed on like unknown fields.
+    public func accepts(_ value: Value) -> Bool {
+        switch (self, value) {
+        case (.other, _): true
+        case (.title, .string), (.notes, .string), (.body, .string): true
+        case (.notes, .null): true
+        case (.due, .null), (.due, .int), (.completed, .null), (.completed, .int),
+             (.snoozedUntil, .null), (.snoozedUntil, .int):
+            true
+        case (.priority, .int): true
+        case (.repeatRule, .null), (.repeatRule, .string): true
+        case (.deleted, .bool), (.pinned, .bool): true
+        default: false
+        }
+    }
+}

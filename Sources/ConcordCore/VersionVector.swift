@@ -1,0 +1,75 @@
+/// For each replica, the highest sequence number held from it with no gap below.
+///
+/// Merge law: the pointwise maximum, commutative, associative and idempotent.
+public struct VersionVector: Hashable, Sendable, Codable, CustomStringConvertible {
+    public private(set) var entries: [ReplicaID: UInt64]
+
+    public init(_ entries: [ReplicaID: UInt64] = [:]) {
+        self.entries = entries.filter { $0.value > 0 }
+    }
+
+    public subscript(replica: ReplicaID) -> UInt64 {
+        get { entries[replica] ?? 0 }
+        set { entries[replica] = newValue == 0 ? nil : newValue }
+    }
+
+    /// Whether the operation with this id is covered (held, by the vector's definition).
+    public func covers(_ id: OperationID) -> Bool { id.seq <= self[id.replica] }
+
+    public mutating func merge(_ other: VersionVector) {
+        for (replica, seq) in other.entries where seq > self[replica] { self[replica] = seq }
+    }
+
+    /// Replicas in id order with their sequence numbers.
+    public var sorted: [(replica: ReplicaID, seq: UInt64)] {
+        entries.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+    }
+
+    public var description: String {
+        "{" + sorted.map { "\($0.replica.hex):\($0.seq)" }.joined(separator: ", ") + "}"
+    }
+
+    /// Canonical JSON: an object from replica id (hex) to sequence number.
+    public var json: JSON {
+        .object(sorted.map { ($0.replica.hex, .int(Int64(clamping: $0.seq))) })
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let raw = try [String: UInt64](from: decoder)
+        var entries: [ReplicaID: UInt64] = [:]
+        for (key, value) in raw {
+            guard let id = ReplicaID(hex: key) else {
+                throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "not a replica id: \(key)"))
+            }
+            entries[id] = value
+        }
+        self.init(entries)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        try Dictionary(uniqueKeysWithValues: entries.map { ($0.key.hex, $0.value) }).encode(to: encoder)
+    }
+}
+
+/// What a merge brought in.
+public struct MergeReport: Hashable, Sendable {
+    /// New operations, by author.
+    public var newOperations: [ReplicaID: Int] = [:]
+    /// Operations that were already held and were skipped.
+    public var duplicates: Int = 0
+    /// The greatest remote timestamp that was more than a day ahead of the local wall clock, if any.
+    public var farFutureTimestamp: Timestamp?
+    /// The records whose state the merge touched.
+    public var touchedRecords: Set<RecordRef> = []
+
+    public init() {}
+
+    public var newOperationCount: Int { newOperations.values.reduce(0, +) }
+
+    public mutating func formUnion(_ other: MergeReport) {
+        newOperations.merge(other.newOperations, uniquingKeysWith: +)
+        duplicates += other.duplicates
+        if let far = other.farFutureTimestamp, far > (farFutureTimestamp ?? .zero) { farFutureTimestamp = far }
+        touchedRecords.formUnion(other.touchedRecords)
+    }
+}

@@ -1,0 +1,2 @@
+import ArgumentParser
+print("x")
