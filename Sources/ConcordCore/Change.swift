@@ -1,15 +1,17 @@
-/// A new reminder's values. Instants are milliseconds since the Unix epoch.
+import Foundation
+
+/// A new reminder's values.
 public struct ReminderDraft: Hashable, Sendable {
     public var title: String
     public var notes: String?
-    public var due: Int64?
+    public var due: Date?
     public var priority: Priority
     public var tags: [String]
     /// `hourly`, `daily`, `weekly` or `monthly` (a monthly rule repeats on the due date's day).
     public var repeatRule: String?
 
     public init(
-        title: String, notes: String? = nil, due: Int64? = nil, priority: Priority = .none, tags: [String] = [],
+        title: String, notes: String? = nil, due: Date? = nil, priority: Priority = .none, tags: [String] = [],
         repeatRule: String? = nil
     ) {
         self.title = title
@@ -25,12 +27,12 @@ public struct ReminderDraft: Hashable, Sendable {
 public struct ReminderPatch: Hashable, Sendable {
     public var title: String?
     public var notes: String??
-    public var due: Int64??
+    public var due: Date??
     public var priority: Priority?
     public var repeatRule: String??
 
     public init(
-        title: String? = nil, notes: String?? = nil, due: Int64?? = nil, priority: Priority? = nil,
+        title: String? = nil, notes: String?? = nil, due: Date?? = nil, priority: Priority? = nil,
         repeatRule: String?? = nil
     ) {
         self.title = title
@@ -75,8 +77,8 @@ public enum Change: Hashable, Sendable {
     /// Completes ("dismisses") a reminder; a repeating one with a due date moves to its next occurrence instead.
     case complete
     case reopen
-    /// Snoozes a reminder until the given instant (milliseconds since the epoch).
-    case snooze(until: Int64)
+    /// Snoozes a reminder until the given instant.
+    case snooze(until: Date)
     case createNote(NoteDraft)
     case editNote(NotePatch)
     case tag(add: [String], remove: [String])
@@ -87,7 +89,7 @@ public enum Change: Hashable, Sendable {
     public static let maxSnoozeMillis: Int64 = 366 * 24 * 3_600_000
 
     /// The actions that carry the change out on `current` (nil when the record does not exist yet)
-    /// at wall-clock time `now`. Empty when the record already is as asked.
+    /// at wall-clock time `now` (milliseconds since the epoch). Empty when the record already is as asked.
     public func plan(on ref: RecordRef, current: RecordState?, now: Int64) throws(ChangeError) -> [Action] {
         switch self {
         case .createReminder(let draft):
@@ -98,12 +100,12 @@ public enum Change: Hashable, Sendable {
             var actions: [Action] = [
                 .assign(.title, .string(draft.title)),
                 .assign(.notes, draft.notes.map(Value.string) ?? .null),
-                .assign(.due, draft.due.map(Value.int) ?? .null),
+                .assign(.due, draft.due.map { .int($0.millisecondsSince1970) } ?? .null),
                 .assign(.completed, .null),
                 .assign(.priority, .int(draft.priority.rawValue)),
             ]
             if let name = draft.repeatRule {
-                actions.append(.assign(.repeatRule, .string(try Self.rule(named: name, due: draft.due).rawValue)))
+                actions.append(.assign(.repeatRule, .string(try Self.rule(named: name, due: draft.due?.millisecondsSince1970).rawValue)))
             }
             actions += Self.uniqueTags(draft.tags).map { .addTag(ExactString($0)) }
             return actions
@@ -127,9 +129,10 @@ public enum Change: Hashable, Sendable {
                 actions.append(.assign(.title, .string(title)))
             }
             if let notes = patch.notes { actions.append(.assign(.notes, notes.map(Value.string) ?? .null)) }
-            if let due = patch.due { actions.append(.assign(.due, due.map(Value.int) ?? .null)) }
+            let patchedDue: Int64?? = patch.due.map { $0?.millisecondsSince1970 }
+            if let due = patchedDue { actions.append(.assign(.due, due.map(Value.int) ?? .null)) }
             if let priority = patch.priority { actions.append(.assign(.priority, .int(priority.rawValue))) }
-            let newDue = patch.due ?? state.value(.due).intValue
+            let newDue = patchedDue ?? state.value(.due).intValue
             if let rule = patch.repeatRule {
                 var value = Value.null
                 if let rule { value = .string(try Self.rule(named: rule, due: newDue).rawValue) }
@@ -167,8 +170,9 @@ public enum Change: Hashable, Sendable {
             let state = try Self.live(ref, current, kind: .reminder)
             return state.value(.completed).isNull ? [] : [.assign(.completed, .null)]
 
-        case .snooze(let until):
+        case .snooze(let date):
             _ = try Self.live(ref, current, kind: .reminder)
+            let until = date.millisecondsSince1970
             guard until > now, until - now <= Self.maxSnoozeMillis else { throw .snoozeOutOfRange }
             return [.assign(.snoozedUntil, .int(until))]
 

@@ -9,7 +9,7 @@ public enum Action: Hashable, Sendable {
 }
 
 /// One entry of a replica's append-only operation log.
-public struct Operation: Hashable, Sendable, CustomStringConvertible {
+public struct Op: Hashable, Sendable, CustomStringConvertible {
     public var id: OperationID
     public var timestamp: Timestamp
     public var record: RecordRef

@@ -1,5 +1,5 @@
 /// Encodes and decodes a *run*: operations of one author with contiguous sequence numbers, in
-/// sequence order (SPEC.md, "Operation runs"). The author and the first sequence number travel
+/// sequence order (SPEC.md, "Op runs"). The author and the first sequence number travel
 /// beside the run, so they are not repeated per operation.
 public enum OperationCodec {
     static let actionMask: UInt8 = 0x03
@@ -7,7 +7,7 @@ public enum OperationCodec {
     static let reservedBits: UInt8 = 0xF8
 
     /// Appends `operations` (one author, contiguous ascending seqs) to `writer`.
-    public static func encode(_ operations: some Sequence<Operation>, into writer: inout ByteWriter) {
+    public static func encode(_ operations: some Sequence<Op>, into writer: inout ByteWriter) {
         var previousTimestamp: UInt64 = 0
         var previousRecord: RecordRef?
         for operation in operations {
@@ -62,10 +62,10 @@ public enum OperationCodec {
     /// Decodes a whole run of `count` operations by `author` starting at `firstSeq`, validating each.
     public static func decode(
         _ bytes: [UInt8], author: ReplicaID, firstSeq: UInt64, count: Int
-    ) throws(DecodeError) -> [Operation] {
+    ) throws(DecodeError) -> [Op] {
         var reader = ByteReader(bytes)
         var run = RunDecoder(author: author, firstSeq: firstSeq)
-        var result: [Operation] = []
+        var result: [Op] = []
         result.reserveCapacity(count)
         for _ in 0..<count { result.append(try run.next(from: &reader)) }
         guard reader.isAtEnd else { throw .malformed("\(reader.remaining) bytes after the last operation") }
@@ -84,7 +84,7 @@ public enum OperationCodec {
             nextSeq = firstSeq
         }
 
-        public mutating func next(from reader: inout ByteReader) throws(DecodeError) -> Operation {
+        public mutating func next(from reader: inout ByteReader) throws(DecodeError) -> Op {
             let header = try reader.byte()
             guard header & OperationCodec.reservedBits == 0 else {
                 throw .malformed("operation header 0x\(String(header, radix: 16)) has reserved bits set")
@@ -132,7 +132,7 @@ public enum OperationCodec {
             default:
                 throw .malformed("unknown action \(header & OperationCodec.actionMask)")
             }
-            let operation = Operation(
+            let operation = Op(
                 id: OperationID(replica: author, seq: nextSeq), timestamp: timestamp, record: record, action: action)
             nextSeq += 1
             do {

@@ -25,7 +25,7 @@ public struct RecordState: Hashable, Sendable {
         self.tags = tags
     }
 
-    public mutating func apply(_ operation: Operation) {
+    public mutating func apply(_ operation: Op) {
         switch operation.action {
         case let .assign(field, value):
             write(field, LWWRegister(value: value, stamp: operation.stamp))

@@ -5,7 +5,7 @@
 public struct Replica: Sendable {
     public let id: ReplicaID
     public private(set) var clock: HybridLogicalClock
-    public private(set) var operations: [OperationID: Operation] = [:]
+    public private(set) var operations: [OperationID: Op] = [:]
     public private(set) var records: [RecordRef: RecordState] = [:]
     public private(set) var versionVector = VersionVector()
     /// Sequence numbers held above the version vector (operations delivered out of order).
@@ -18,12 +18,12 @@ public struct Replica: Sendable {
 
     /// Carries out `change` on `ref`, appending the operations it takes to the log.
     @discardableResult
-    public mutating func perform(_ change: Change, on ref: RecordRef, wallMillis: UInt64) throws -> [Operation] {
+    public mutating func perform(_ change: Change, on ref: RecordRef, wallMillis: UInt64) throws -> [Op] {
         let actions = try change.plan(on: ref, current: records[ref], now: Int64(clamping: wallMillis))
-        var made: [Operation] = []
+        var made: [Op] = []
         for action in actions {
             let seq = versionVector[id] + 1
-            let operation = Operation(
+            let operation = Op(
                 id: OperationID(replica: id, seq: seq), timestamp: try clock.tick(wallMillis: wallMillis),
                 record: ref, action: action)
             insert(operation)
@@ -35,7 +35,7 @@ public struct Replica: Sendable {
     /// Merges operations from anywhere. Operations already held are skipped; invalid ones are
     /// refused before anything is applied.
     @discardableResult
-    public mutating func merge(_ incoming: some Sequence<Operation>, wallMillis: UInt64 = 0) throws(InvalidOperation) -> MergeReport {
+    public mutating func merge(_ incoming: some Sequence<Op>, wallMillis: UInt64 = 0) throws(InvalidOperation) -> MergeReport {
         let incoming = Array(incoming)
         for operation in incoming { try operation.validate() }
         var report = MergeReport()
@@ -58,7 +58,7 @@ public struct Replica: Sendable {
     }
 
     /// The operations a peer with version vector `since` lacks, by author and sequence number.
-    public func operations(since: VersionVector = VersionVector()) -> [Operation] {
+    public func operations(since: VersionVector = VersionVector()) -> [Op] {
         operations.values.filter { !since.covers($0.id) }.sorted { $0.id < $1.id }
     }
 
@@ -75,7 +75,7 @@ public struct Replica: Sendable {
         Dump.canonical(records.values.sorted { $0.ref < $1.ref })
     }
 
-    private mutating func insert(_ operation: Operation) {
+    private mutating func insert(_ operation: Op) {
         operations[operation.id] = operation
         records[operation.record, default: RecordState(ref: operation.record)].apply(operation)
         let author = operation.id.replica

@@ -1,0 +1,55 @@
+import ConcordCore
+import Foundation
+import GRDB
+
+extension ConcordStore {
+    /// Calls `body` with every operation in the log that `since` does not cover, author by
+    /// author in sequence order. Chunks are decoded one at a time, so memory stays flat.
+    public func forEachOperation(since: VersionVector = VersionVector(), _ body: (Op) throws -> Void) throws(StoreError) {
+        try guarded {
+            try writer.read { db in
+                let directory = try ReplicaDirectory(db)
+                let rows = try Row.fetchCursor(db, sql: "SELECT replica, first_seq, last_seq, ops FROM log ORDER BY replica, first_seq")
+                while let row = try rows.next() {
+                    let author = try directory.id(at: row[0])
+                    let first = UInt64(row[1] as Int64)
+                    let last = UInt64(row[2] as Int64)
+                    guard last > since[author] else { continue }
+                    for operation in try Self.decodeChunk(row[3], author: author, first: first, last: last)
+                    where !since.covers(operation.id) {
+                        try body(operation)
+                    }
+                }
+            }
+        }
+    }
+
+    /// The `limit` newest operations by timestamp, newest first.
+    public func recentOperations(limit: Int) throws(StoreError) -> [Op] {
+        guard limit > 0 else { return [] }
+        return try guarded {
+            try writer.read { db in
+                let directory = try ReplicaDirectory(db)
+                let rows = try Row.fetchCursor(db, sql: "SELECT replica, first_seq, last_seq, max_ts, ops FROM log ORDER BY max_ts DESC")
+                var collected: [Op] = []
+                while let row = try rows.next() {
+                    let chunkMax = Timestamp(rawValue: UInt64(bitPattern: row[3] as Int64))
+                    if collected.count >= limit, chunkMax < collected[limit - 1].timestamp { break }
+                    collected += try Self.decodeChunk(
+                        row[4], author: try directory.id(at: row[0]), first: UInt64(row[1] as Int64), last: UInt64(row[2] as Int64))
+                    collected.sort { $0.stamp > $1.stamp }
+                    if collected.count > limit { collected.removeLast(collected.count - limit) }
+                }
+                return collected
+            }
+        }
+    }
+
+    static func decodeChunk(_ data: Data, author: ReplicaID, first: UInt64, last: UInt64) throws -> [Op] {
+        do {
+            return try OperationCodec.decode([UInt8](data), author: author, firstSeq: first, count: Int(last - first + 1))
+        } catch {
+            throw StoreError(.corrupt, "log chunk \(author.hex):\(first)-\(last) is damaged (\(error))")
+        }
+    }
+}

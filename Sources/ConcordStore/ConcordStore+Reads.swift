@@ -1,0 +1,215 @@
+import ConcordCore
+import Foundation
+import GRDB
+
+extension ConcordStore {
+    // MARK: Reminders and notes
+
+    /// Reminders ordered by due date (undated last), then id. By default only open, live ones.
+    public func reminders(includeCompleted: Bool = false, includeDeleted: Bool = false) throws(StoreError) -> [Reminder] {
+        var conditions: [String] = []
+        if !includeCompleted { conditions.append("completed IS NULL") }
+        if !includeDeleted { conditions.append("deleted = 0") }
+        return try fetchReminders(where: conditions.isEmpty ? "1" : conditions.joined(separator: " AND "))
+    }
+
+    public func reminder(_ id: RecordID) throws(StoreError) -> Reminder? {
+        try fetchReminders(where: "id = ?", [Data(id.bytes)]).first
+    }
+
+    /// The reminders that should alert at `instant`: due at or before it, open, not deleted, and
+    /// not snoozed past it.
+    public func dueReminders(at instant: Date) throws(StoreError) -> [Reminder] {
+        let millis = instant.millisecondsSince1970
+        return try fetchReminders(
+            where: "due <= ? AND completed IS NULL AND deleted = 0 AND (snoozed_until IS NULL OR snoozed_until <= ?)",
+            [millis, millis])
+    }
+
+    /// Notes, pinned first, then by id. By default only live ones.
+    public func notes(includeDeleted: Bool = false) throws(StoreError) -> [Note] {
+        try fetchNotes(where: includeDeleted ? "1" : "deleted = 0")
+    }
+
+    public func note(_ id: RecordID) throws(StoreError) -> Note? {
+        try fetchNotes(where: "id = ?", [Data(id.bytes)]).first
+    }
+
+    private func fetchReminders(where condition: String, _ arguments: StatementArguments = []) throws(StoreError) -> [Reminder] {
+        try guarded {
+            try writer.read { db in
+                let rows = try Row.fetchCursor(db, sql: """
+                    SELECT id, title, notes, due, priority, completed, snoozed_until, repeat, tags, deleted
+                    FROM reminders WHERE \(condition) ORDER BY due IS NULL, due, id
+                    """, arguments: arguments)
+                var result: [Reminder] = []
+                while let row = try rows.next() {
+                    result.append(Reminder(
+                        id: try Self.recordID(row[0]), title: row[1] ?? "", notes: row[2],
+                        due: (row[3] as Int64?).map(Date.init(millisecondsSince1970:)),
+                        priority: Priority(rawValue: row[4] ?? 0),
+                        completedAt: (row[5] as Int64?).map(Date.init(millisecondsSince1970:)),
+                        snoozedUntil: (row[6] as Int64?).map(Date.init(millisecondsSince1970:)),
+                        repeatRule: (row[7] as String?).flatMap(RepeatRule.init(rawValue:)),
+                        tags: try Self.tags(row[8]), isDeleted: row[9]))
+                }
+                return result
+            }
+        }
+    }
+
+    private func fetchNotes(where condition: String, _ arguments: StatementArguments = []) throws(StoreError) -> [Note] {
+        try guarded {
+            try writer.read { db in
+                let rows = try Row.fetchCursor(db, sql: """
+                    SELECT id, title, body, pinned, tags, deleted FROM notes WHERE \(condition)
+                    ORDER BY pinned DESC, id
+                    """, arguments: arguments)
+                var result: [Note] = []
+                while let row = try rows.next() {
+                    result.append(Note(
+                        id: try Self.recordID(row[0]), title: row[1] ?? "", body: row[2] ?? "", isPinned: row[3] ?? false,
+                        tags: try Self.tags(row[4]), isDeleted: row[5]))
+                }
+                return result
+            }
+        }
+    }
+
+    static func recordID(_ data: Data) throws -> RecordID {
+        guard let id = RecordID(bytes: data) else { throw StoreError(.corrupt, "a record has a malformed id") }
+        return id
+    }
+
+    static func tags(_ json: String) throws -> [String] {
+        do {
+            return try JSONDecoder().decode([String].self, from: Data(json.utf8))
+        } catch {
+            throw StoreError(.corrupt, "a record's tags column is damaged")
+        }
+    }
+
+    // MARK: Records by id
+
+    /// Finds the record whose id is `text` or starts with it (at least 4 hex digits).
+    public func resolve(_ text: String, kind: RecordKind? = nil) throws(StoreError) -> RecordRef {
+        let prefix = text.lowercased()
+        guard prefix.count >= 4, prefix.count <= 32, prefix.allSatisfy(\.isHexDigit) else {
+            throw StoreError(.notFound, "'\(text)' is not a record id (ids are 32 hex digits; a unique prefix of at least 4 will do)")
+        }
+        let low = RecordID(hex: prefix.padding(toLength: 32, withPad: "0", startingAt: 0))!
+        let high = RecordID(hex: prefix.padding(toLength: 32, withPad: "f", startingAt: 0))!
+        let arguments: StatementArguments = [Data(low.bytes), Data(high.bytes)]
+        let matches: [RecordRef] = try guarded {
+            try writer.read { db in
+                var refs: [RecordRef] = []
+                for table in RecordTable.known where kind == nil || kind == table.kind {
+                    for data in try Data.fetchAll(db, sql: "SELECT id FROM \(table.name) WHERE id BETWEEN ? AND ? LIMIT 10", arguments: arguments) {
+                        refs.append(RecordRef(kind: table.kind, id: try Self.recordID(data)))
+                    }
+                }
+                if kind == nil || RecordTable.of(kind!) == nil {
+                    for row in try Row.fetchAll(db, sql: "SELECT kind, id FROM other_records WHERE id BETWEEN ? AND ? LIMIT 10", arguments: arguments) {
+                        let other = RecordKind(rawValue: UInt8(row[0] as Int64))
+                        if kind == nil || kind == other { refs.append(RecordRef(kind: other, id: try Self.recordID(row[1]))) }
+                    }
+                }
+                return refs.sorted()
+            }
+        }
+        switch matches.count {
+        case 0: throw StoreError(.notFound, "no \(kind?.name ?? "record") with id \(text)")
+        case 1: return matches[0]
+        default:
+            throw StoreError(.ambiguous, "id prefix \(text) is ambiguous: it matches \(matches.map(\.id.hex).joined(separator: ", "))")
+        }
+    }
+
+    /// The full replicated state of a record, merge metadata included.
+    public func state(of ref: RecordRef) throws(StoreError) -> RecordState? {
+        try guarded {
+            try writer.read { db in try RecordRows.load(ref, db, try ReplicaDirectory(db)) }
+        }
+    }
+
+    /// Every record's state in `RecordRef` order, one at a time.
+    public func forEachRecord(_ body: (RecordState) throws -> Void) throws(StoreError) {
+        try guarded {
+            try writer.read { db in
+                let directory = try ReplicaDirectory(db)
+                var sources: [(kind: RecordKind?, table: RecordTable?, cursor: RowCursor)] = []
+                for table in RecordTable.known {
+                    let sql = "SELECT id, " + table.columns.map(\.column).joined(separator: ", ") + ", crdt FROM \(table.name) ORDER BY id"
+                    sources.append((table.kind, table, try Row.fetchCursor(db, sql: sql)))
+                }
+                sources.append((nil, nil, try Row.fetchCursor(db, sql: "SELECT id, crdt, kind FROM other_records ORDER BY id, kind")))
+                // A k-way merge of cursors sorted by id, so memory stays flat however large the store.
+                var heads: [(RecordRef, Row)?] = []
+                func advance(_ index: Int) throws -> (RecordRef, Row)? {
+                    guard let row = try sources[index].cursor.next() else { return nil }
+                    let kind = sources[index].kind ?? RecordKind(rawValue: UInt8(row[2] as Int64))
+                    return (RecordRef(kind: kind, id: try Self.recordID(row[0])), row.copy())
+                }
+                for index in sources.indices { heads.append(try advance(index)) }
+                while let next = heads.indices.filter({ heads[$0] != nil }).min(by: { heads[$0]!.0 < heads[$1]!.0 }) {
+                    let (ref, row) = heads[next]!
+                    try body(try RecordRows.decode(ref: ref, table: sources[next].table, row: row, offset: 1, directory))
+                    heads[next] = try advance(next)
+                }
+            }
+        }
+    }
+
+    /// The canonical JSON of the replicated state (SPEC.md, "Dump"): byte-identical on replicas
+    /// that hold the same operations.
+    public func dump() throws(StoreError) -> String {
+        var states: [RecordState] = []
+        try forEachRecord { states.append($0) }
+        return Dump.canonical(states)
+    }
+
+    // MARK: Replica
+
+    public func versionVector() throws(StoreError) -> VersionVector {
+        try guarded { try writer.read { db in try ReplicaDirectory(db).versionVector } }
+    }
+
+    public func status() throws(StoreError) -> StoreStatus {
+        try guarded {
+            try writer.read { db in
+                let count = { (sql: String) in try Int.fetchOne(db, sql: sql) ?? 0 }
+                return StoreStatus(
+                    replicaID: replicaID,
+                    name: try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'name'") ?? "",
+                    path: path,
+                    schemaVersion: try Int.fetchOne(db, sql: "PRAGMA user_version") ?? 0,
+                    openReminders: try count("SELECT count(*) FROM reminders WHERE completed IS NULL AND deleted = 0"),
+                    completedReminders: try count("SELECT count(*) FROM reminders WHERE completed IS NOT NULL AND deleted = 0"),
+                    deletedReminders: try count("SELECT count(*) FROM reminders WHERE deleted = 1"),
+                    notes: try count("SELECT count(*) FROM notes WHERE deleted = 0"),
+                    deletedNotes: try count("SELECT count(*) FROM notes WHERE deleted = 1"),
+                    otherRecords: try count("SELECT count(*) FROM other_records"),
+                    operations: try count("SELECT coalesce(sum(last_seq - first_seq + 1), 0) FROM log"),
+                    versionVector: try ReplicaDirectory(db).versionVector,
+                    clock: Timestamp(rawValue: UInt64(bitPattern: try Int64.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'clock'") ?? 0)))
+            }
+        }
+    }
+}
+
+/// A summary of a store (`syncctl status`).
+public struct StoreStatus: Hashable, Sendable {
+    public var replicaID: ReplicaID
+    public var name: String
+    public var path: String
+    public var schemaVersion: Int
+    public var openReminders: Int
+    public var completedReminders: Int
+    public var deletedReminders: Int
+    public var notes: Int
+    public var deletedNotes: Int
+    public var otherRecords: Int
+    public var operations: Int
+    public var versionVector: VersionVector
+    public var clock: Timestamp
+}

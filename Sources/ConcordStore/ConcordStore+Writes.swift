@@ -1,0 +1,148 @@
+import ConcordCore
+import Foundation
+import GRDB
+
+extension ConcordStore {
+    /// Carries out changes in one transaction: all of them or, if one is refused, none.
+    /// - Returns: the operations they appended to the log.
+    @discardableResult
+    public func perform(_ changes: [(RecordRef, Change)]) throws(StoreError) -> [Op] {
+        let now = environment.wallClock()
+        let (operations, touched) = try guarded {
+            try writer.write { db in
+                var context = try WriteContext(db, localReplica: replicaID)
+                var made: [Op] = []
+                for (ref, change) in changes {
+                    let actions = try change.plan(on: ref, current: try context.state(of: ref), now: Int64(clamping: now))
+                    for action in actions {
+                        let operation = Op(
+                            id: OperationID(replica: replicaID, seq: try context.nextLocalSeq()),
+                            timestamp: try context.clock.tick(wallMillis: now), record: ref, action: action)
+                        try context.append(operation)
+                        made.append(operation)
+                    }
+                }
+                try context.flush()
+                return (made, context.touched)
+            }
+        }
+        notify(StoreChange(origin: .local, records: touched))
+        return operations
+    }
+
+    @discardableResult
+    public func perform(_ change: Change, on ref: RecordRef) throws(StoreError) -> [Op] {
+        try perform([(ref, change)])
+    }
+
+    /// Merges operations from anywhere, in one transaction. Operations already held are skipped;
+    /// if any operation is invalid, nothing is applied.
+    @discardableResult
+    public func merge(_ operations: some Sequence<Op>) throws(StoreError) -> MergeReport {
+        try merging { context, report in
+            for operation in operations { try Self.ingest(operation, &context, &report) }
+        }
+    }
+
+    /// Merges every operation of the store at `path` that this one lacks. The other store is
+    /// opened read-only and never modified; merging a store into itself changes nothing.
+    @discardableResult
+    public func merge(storeAt otherPath: String) throws(StoreError) -> MergeReport {
+        let other = try ConcordStore.open(at: otherPath, readOnly: true, environment: environment)
+        defer { try? other.close() }
+        return try merging { context, report in
+            let since = context.directory.versionVector
+            try other.forEachOperation(since: since) { operation in
+                try Self.ingest(operation, &context, &report)
+            }
+        }
+    }
+
+    /// Runs `body` in one write transaction with a fresh context, flushing every bounded batch.
+    func merging(_ body: (inout WriteContext, inout MergeReport) throws -> Void) throws(StoreError) -> MergeReport {
+        let report = try guarded {
+            try writer.write { db in
+                var context = try WriteContext(db, localReplica: replicaID)
+                var report = MergeReport()
+                report.touchedRecords = []
+                try body(&context, &report)
+                try context.flush()
+                report.touchedRecords = context.touched
+                let wall = environment.wallClock()
+                if context.clock.latest.physicalMillis > wall + HybridLogicalClock.farFutureThresholdMillis,
+                   report.newOperationCount > 0 {
+                    report.farFutureTimestamp = context.clock.latest
+                }
+                return report
+            }
+        }
+        notify(StoreChange(origin: .merge, records: report.touchedRecords))
+        return report
+    }
+
+    static let mergeBatchOperations = 50_000
+
+    static func ingest(_ operation: Op, _ context: inout WriteContext, _ report: inout MergeReport) throws {
+        try operation.validate()
+        if try context.isHeld(operation.id) {
+            report.duplicates += 1
+            return
+        }
+        context.clock.observe(operation.timestamp)
+        try context.append(operation)
+        report.newOperations[operation.id.replica, default: 0] += 1
+        if context.appendedCount >= mergeBatchOperations || context.cachedRecordCount >= mergeBatchOperations {
+            try context.flush()
+        }
+    }
+
+    // MARK: Conveniences over `perform`
+
+    /// Adds a reminder and returns its new id.
+    @discardableResult
+    public func addReminder(_ draft: ReminderDraft) throws(StoreError) -> RecordID {
+        let id: RecordID = environment.makeID()
+        try perform(.createReminder(draft), on: .reminder(id))
+        return id
+    }
+
+    public func editReminder(_ id: RecordID, _ patch: ReminderPatch) throws(StoreError) {
+        try perform(.editReminder(patch), on: .reminder(id))
+    }
+
+    /// Completes ("dismisses") a reminder; a repeating one moves to its next occurrence instead.
+    public func completeReminder(_ id: RecordID) throws(StoreError) {
+        try perform(.complete, on: .reminder(id))
+    }
+
+    public func reopenReminder(_ id: RecordID) throws(StoreError) {
+        try perform(.reopen, on: .reminder(id))
+    }
+
+    public func snoozeReminder(_ id: RecordID, until: Date) throws(StoreError) {
+        try perform(.snooze(until: until), on: .reminder(id))
+    }
+
+    @discardableResult
+    public func addNote(_ draft: NoteDraft) throws(StoreError) -> RecordID {
+        let id: RecordID = environment.makeID()
+        try perform(.createNote(draft), on: .note(id))
+        return id
+    }
+
+    public func editNote(_ id: RecordID, _ patch: NotePatch) throws(StoreError) {
+        try perform(.editNote(patch), on: .note(id))
+    }
+
+    public func tag(_ ref: RecordRef, add: [String] = [], remove: [String] = []) throws(StoreError) {
+        try perform(.tag(add: add, remove: remove), on: ref)
+    }
+
+    public func delete(_ ref: RecordRef) throws(StoreError) {
+        try perform(.delete, on: ref)
+    }
+
+    public func restore(_ ref: RecordRef) throws(StoreError) {
+        try perform(.restore, on: ref)
+    }
+}

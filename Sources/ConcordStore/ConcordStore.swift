@@ -1,0 +1,186 @@
+import ConcordCore
+import Foundation
+import GRDB
+
+/// One replica kept durably in one SQLite file (WAL mode).
+///
+/// A local change writes its operations and the materialized state in one transaction; a merge
+/// applies other replicas' operations the same way. Reads are plain queries over the
+/// materialized tables. All methods are synchronous and safe to call from any thread; several
+/// processes may open the same store at once (writers wait for each other).
+public final class ConcordStore: Sendable {
+    /// The store's file, or `:memory:`.
+    public let path: String
+    /// This replica's id, made once when the store was created.
+    public let replicaID: ReplicaID
+    let writer: any DatabaseWriter
+    let environment: StoreEnvironment
+    let observers = LockedState<(next: Int, continuations: [Int: AsyncStream<StoreChange>.Continuation])>((0, [:]))
+
+    private init(path: String, writer: any DatabaseWriter, environment: StoreEnvironment) throws {
+        self.path = path
+        self.writer = writer
+        self.environment = environment
+        replicaID = try Self.guarded(path) {
+            try writer.read { db in
+                guard let data = try Data.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'replica_id'"),
+                      let id = ReplicaID(bytes: data)
+                else { throw StoreError(.corrupt, "the store at \(path) has no replica id") }
+                return id
+            }
+        }
+    }
+
+    // MARK: Creating and opening
+
+    /// Creates a new store at `path` with a new random replica id. The file appears whole or not
+    /// at all: it is built under a temporary name and linked into place.
+    public static func create(at path: String, name: String? = nil, environment: StoreEnvironment = .live) throws(StoreError) -> ConcordStore {
+        let fileManager = FileManager.default
+        guard !fileManager.fileExists(atPath: path) else {
+            throw StoreError(.exists, "a store already exists at \(path)")
+        }
+        let directory = (path as NSString).deletingLastPathComponent
+        if !directory.isEmpty {
+            do {
+                try fileManager.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            } catch {
+                throw StoreError(.io, "cannot create the directory \(directory): \(error.localizedDescription)")
+            }
+        }
+        let temporary = path + ".init-" + String(environment.random(), radix: 16)
+        defer {
+            for suffix in ["", "-wal", "-shm"] { try? fileManager.removeItem(atPath: temporary + suffix) }
+        }
+        try guarded(path) {
+            let pool = try DatabasePool(path: temporary, configuration: configuration(readOnly: false))
+            try initialize(pool, name: name, environment: environment)
+            try pool.close()
+        }
+        guard link(temporary, path) == 0 else {
+            let reason = errno == EEXIST ? "a store already exists at \(path)" : "cannot create \(path): \(String(cString: strerror(errno)))"
+            throw StoreError(errno == EEXIST ? .exists : .io, reason)
+        }
+        return try open(at: path, environment: environment)
+    }
+
+    /// Opens the existing store at `path`. A missing file, a file that is not a Concord store, or a
+    /// store of a newer schema is refused before anything is written.
+    public static func open(at path: String, readOnly: Bool = false, environment: StoreEnvironment = .live) throws(StoreError) -> ConcordStore {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
+            throw StoreError(.missing, "no store at \(path); run 'syncctl init' to create one")
+        }
+        guard !isDirectory.boolValue else { throw StoreError(.notAStore, "\(path) is a directory, not a Concord store") }
+        try guarded(path) {
+            let probe = try DatabaseQueue(path: path, configuration: configuration(readOnly: true))
+            defer { try? probe.close() }
+            try probe.read { db in try checkIdentity(db, path: path) }
+        }
+        return try guarded(path) {
+            let writer: any DatabaseWriter
+            if readOnly {
+                writer = try DatabaseQueue(path: path, configuration: configuration(readOnly: true))
+            } else {
+                let pool = try DatabasePool(path: path, configuration: configuration(readOnly: false))
+                try StoreSchema.migrator.migrate(pool)
+                writer = pool
+            }
+            return try ConcordStore(path: path, writer: writer, environment: environment)
+        }
+    }
+
+    /// A store that lives in memory only, for tests and previews.
+    public static func inMemory(name: String? = nil, environment: StoreEnvironment = .live) throws(StoreError) -> ConcordStore {
+        try guarded(":memory:") {
+            let queue = try DatabaseQueue(configuration: configuration(readOnly: false))
+            try initialize(queue, name: name, environment: environment)
+            return try ConcordStore(path: ":memory:", writer: queue, environment: environment)
+        }
+    }
+
+    static func configuration(readOnly: Bool) -> Configuration {
+        var configuration = Configuration()
+        configuration.readonly = readOnly
+        configuration.busyMode = .timeout(30)
+        configuration.label = "Concord"
+        if !readOnly {
+            configuration.prepareDatabase { db in
+                // Durable commits: a transaction that returned is on disk.
+                try db.execute(sql: "PRAGMA synchronous = FULL")
+            }
+        }
+        return configuration
+    }
+
+    private static func initialize(_ writer: any DatabaseWriter, name: String?, environment: StoreEnvironment) throws {
+        try writer.writeWithoutTransaction { db in
+            try db.execute(sql: "PRAGMA application_id = \(StoreSchema.applicationID)")
+        }
+        try StoreSchema.migrator.migrate(writer)
+        let id: ReplicaID = environment.makeID()
+        try writer.write { db in
+            try db.execute(sql: "INSERT INTO meta (key, value) VALUES ('replica_id', ?)", arguments: [Data(id.bytes)])
+            try db.execute(sql: "INSERT INTO meta (key, value) VALUES ('name', ?)", arguments: [name ?? ""])
+            try db.execute(sql: "INSERT INTO meta (key, value) VALUES ('clock', 0)")
+            try db.execute(sql: "INSERT INTO replicas (id) VALUES (?)", arguments: [Data(id.bytes)])
+        }
+    }
+
+    private static func checkIdentity(_ db: Database, path: String) throws {
+        let applicationID = try Int32.fetchOne(db, sql: "PRAGMA application_id") ?? 0
+        guard applicationID == StoreSchema.applicationID else {
+            throw StoreError(.notAStore, "\(path) is not a Concord store")
+        }
+        let version = try Int.fetchOne(db, sql: "PRAGMA user_version") ?? 0
+        guard version <= StoreSchema.version else {
+            throw StoreError(.newerSchema, "the store at \(path) has schema version \(version), newer than this build supports (\(StoreSchema.version)); upgrade Concord")
+        }
+    }
+
+    /// Runs `body`, turning whatever it throws into a `StoreError` that names `path`.
+    static func guarded<T>(_ path: String, _ body: () throws -> T) throws(StoreError) -> T {
+        do {
+            return try body()
+        } catch {
+            throw StoreError.wrap(error, path: path)
+        }
+    }
+
+    func guarded<T>(_ body: () throws -> T) throws(StoreError) -> T {
+        try Self.guarded(path, body)
+    }
+
+    /// Closes the store's connections. Later calls fail.
+    public func close() throws(StoreError) {
+        try guarded { try writer.close() }
+    }
+
+    // MARK: Observing
+
+    /// A stream of the changes committed through this store object, local or merged.
+    public func changes() -> AsyncStream<StoreChange> {
+        let (stream, continuation) = AsyncStream<StoreChange>.makeStream()
+        let key = observers.withLock { state in
+            state.next += 1
+            state.continuations[state.next] = continuation
+            return state.next
+        }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.observers.withLock { $0.continuations.removeValue(forKey: key) }
+        }
+        return stream
+    }
+
+    func notify(_ change: StoreChange) {
+        guard !change.records.isEmpty else { return }
+        for continuation in observers.withLock({ Array($0.continuations.values) }) { continuation.yield(change) }
+    }
+}
+
+/// What one committed write changed.
+public struct StoreChange: Hashable, Sendable {
+    public enum Origin: Hashable, Sendable { case local, merge }
+    public var origin: Origin
+    public var records: Set<RecordRef>
+}

@@ -1,0 +1,44 @@
+import ConcordCore
+import Foundation
+import GRDB
+
+/// The store-local small integers that stand for replica ids inside rows and log chunks.
+struct ReplicaDirectory {
+    private(set) var indexByID: [ReplicaID: Int64] = [:]
+    private(set) var idByIndex: [Int64: ReplicaID] = [:]
+    private(set) var contiguous: [ReplicaID: UInt64] = [:]
+
+    init(_ db: Database) throws {
+        let rows = try Row.fetchCursor(db, sql: "SELECT idx, id, contiguous FROM replicas")
+        while let row = try rows.next() {
+            let data: Data = row[1]
+            guard let id = ReplicaID(bytes: data) else { throw StoreError(.corrupt, "a replica row has a malformed id") }
+            let index: Int64 = row[0]
+            indexByID[id] = index
+            idByIndex[index] = id
+            contiguous[id] = UInt64(row[2] as Int64)
+        }
+    }
+
+    /// The index of `id`, registering the replica when it is new.
+    mutating func index(of id: ReplicaID, _ db: Database) throws -> Int64 {
+        if let index = indexByID[id] { return index }
+        try db.execute(sql: "INSERT INTO replicas (id) VALUES (?)", arguments: [Data(id.bytes)])
+        let index = db.lastInsertedRowID
+        indexByID[id] = index
+        idByIndex[index] = id
+        contiguous[id] = 0
+        return index
+    }
+
+    func id(at index: Int64) throws -> ReplicaID {
+        guard let id = idByIndex[index] else { throw StoreError(.corrupt, "a record refers to unknown replica #\(index)") }
+        return id
+    }
+
+    var versionVector: VersionVector { VersionVector(contiguous) }
+
+    mutating func setContiguous(_ seq: UInt64, for id: ReplicaID) {
+        contiguous[id] = seq
+    }
+}

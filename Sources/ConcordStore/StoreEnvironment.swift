@@ -1,0 +1,60 @@
+import ConcordCore
+import Foundation
+
+/// Where a store gets time and randomness. Inject a deterministic one in tests.
+public struct StoreEnvironment: Sendable {
+    /// The wall clock, in milliseconds since the Unix epoch.
+    public var wallClock: @Sendable () -> UInt64
+    /// Draws 64 random bits, for replica and record ids.
+    public var random: @Sendable () -> UInt64
+
+    public init(wallClock: @escaping @Sendable () -> UInt64, random: @escaping @Sendable () -> UInt64) {
+        self.wallClock = wallClock
+        self.random = random
+    }
+
+    /// The system clock and the system's secure random generator.
+    public static let live = StoreEnvironment(
+        wallClock: { UInt64(max(0, Date().millisecondsSince1970)) },
+        random: {
+            var generator = SystemRandomNumberGenerator()
+            return generator.next()
+        })
+
+    /// A seeded generator and a clock that starts at `startMillis` and advances `stepMillis` per reading.
+    public static func deterministic(seed: UInt64, startMillis: UInt64 = 1_795_000_000_000, stepMillis: UInt64 = 1) -> StoreEnvironment {
+        let state = LockedState((SplitMix64(seed: seed), startMillis))
+        return StoreEnvironment(
+            wallClock: { state.withLock { value in
+                defer { value.1 += stepMillis }
+                return value.1
+            } },
+            random: { state.withLock { value in value.0.next() } })
+    }
+
+    func makeID<ID: Identifier128>(_: ID.Type = ID.self) -> ID {
+        ID(high: random(), low: random())
+    }
+}
+
+/// A value behind a lock, for the little shared state a store keeps.
+final class LockedState<Value>: @unchecked Sendable {
+    private var value: Value
+    private let lock = NSLock()
+
+    init(_ value: Value) {
+        self.value = value
+    }
+
+    func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body(&value)
+    }
+}
+
+enum FileAccess {
+    static func isReadOnly(_ path: String) -> Bool {
+        FileManager.default.fileExists(atPath: path) && !FileManager.default.isWritableFile(atPath: path)
+    }
+}

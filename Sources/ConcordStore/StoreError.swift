@@ -1,0 +1,91 @@
+import ConcordCore
+import GRDB
+
+/// An error a store reports: a code to branch on and a message that says what went wrong and,
+/// where there is one, what to do about it.
+public struct StoreError: Error, Hashable, CustomStringConvertible {
+    public struct Code: Hashable, Sendable {
+        fileprivate enum Wrapped: Hashable { case missing, exists, notAStore, newerSchema, corrupt, readOnly, invalidChange, invalidInput, notFound, ambiguous, io }
+        fileprivate let wrapped: Wrapped
+
+        /// No store at the path.
+        public static let missing = Code(wrapped: .missing)
+        /// `create` found a file already at the path.
+        public static let exists = Code(wrapped: .exists)
+        /// The file is not a Concord store (not SQLite, or another application's database).
+        public static let notAStore = Code(wrapped: .notAStore)
+        /// The store was written by a newer version of Concord.
+        public static let newerSchema = Code(wrapped: .newerSchema)
+        /// SQLite reports the file as damaged.
+        public static let corrupt = Code(wrapped: .corrupt)
+        /// The store cannot be written (read-only file or file system).
+        public static let readOnly = Code(wrapped: .readOnly)
+        /// A change was refused (unknown record, empty title, …); the store is unchanged.
+        public static let invalidChange = Code(wrapped: .invalidChange)
+        /// Operations from elsewhere were refused as malformed; the store is unchanged.
+        public static let invalidInput = Code(wrapped: .invalidInput)
+        /// No record matches an id or prefix.
+        public static let notFound = Code(wrapped: .notFound)
+        /// An id prefix matches more than one record.
+        public static let ambiguous = Code(wrapped: .ambiguous)
+        /// Any other failure of the file system or SQLite.
+        public static let io = Code(wrapped: .io)
+    }
+
+    public var code: Code
+    public var message: String
+    public var underlying: (any Error)?
+
+    public init(_ code: Code, _ message: String, underlying: (any Error)? = nil) {
+        self.code = code
+        self.message = message
+        self.underlying = underlying
+    }
+
+    public var description: String { message }
+
+    public static func == (lhs: StoreError, rhs: StoreError) -> Bool {
+        lhs.code == rhs.code && lhs.message == rhs.message
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(code)
+        hasher.combine(message)
+    }
+
+    /// Maps any error thrown inside a store operation to a `StoreError` naming `path`.
+    static func wrap(_ error: any Error, path: String) -> StoreError {
+        switch error {
+        case let error as StoreError:
+            return error
+        case let error as ChangeError:
+            let code: Code =
+                switch error {
+                case .notFound: .notFound
+                default: .invalidChange
+                }
+            return StoreError(code, error.description, underlying: error)
+        case let error as InvalidOperation:
+            return StoreError(.invalidInput, error.description, underlying: error)
+        case let error as ClockError:
+            return StoreError(.invalidChange, error.description, underlying: error)
+        case let error as DatabaseError:
+            switch error.resultCode {
+            case .SQLITE_NOTADB:
+                return StoreError(.notAStore, "\(path) is not a Concord store", underlying: error)
+            case .SQLITE_CORRUPT:
+                return StoreError(.corrupt, "the store at \(path) is corrupt (\(error.message ?? "SQLite reports corruption")); restore it from a backup or another replica", underlying: error)
+            case .SQLITE_READONLY, .SQLITE_CANTOPEN where FileAccess.isReadOnly(path):
+                return StoreError(.readOnly, "the store at \(path) is read-only", underlying: error)
+            case .SQLITE_FULL:
+                return StoreError(.io, "the disk is full; nothing was written to \(path)", underlying: error)
+            case .SQLITE_BUSY, .SQLITE_LOCKED:
+                return StoreError(.io, "the store at \(path) stayed locked by another process; try again", underlying: error)
+            default:
+                return StoreError(.io, "SQLite error on \(path): \(error.message ?? "\(error.resultCode)")", underlying: error)
+            }
+        default:
+            return StoreError(.io, "\(path): \(error)", underlying: error)
+        }
+    }
+}

@@ -1,0 +1,72 @@
+import GRDB
+
+/// The store's SQLite schema (SPEC.md, "Store"). Migrations are never edited once shipped.
+enum StoreSchema {
+    /// `PRAGMA application_id`: "Conc".
+    static let applicationID: Int32 = 0x436F_6E63
+    /// `PRAGMA user_version`: the newest schema this build writes and reads.
+    static let version = 1
+
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            try db.execute(sql: """
+                CREATE TABLE meta (
+                    key TEXT PRIMARY KEY NOT NULL,
+                    value NOT NULL
+                ) WITHOUT ROWID;
+
+                CREATE TABLE replicas (
+                    idx INTEGER PRIMARY KEY,
+                    id BLOB NOT NULL UNIQUE CHECK (length(id) = 16),
+                    contiguous INTEGER NOT NULL DEFAULT 0 CHECK (contiguous >= 0)
+                );
+
+                CREATE TABLE log (
+                    replica INTEGER NOT NULL REFERENCES replicas(idx),
+                    first_seq INTEGER NOT NULL CHECK (first_seq >= 1),
+                    last_seq INTEGER NOT NULL,
+                    max_ts INTEGER NOT NULL,
+                    ops BLOB NOT NULL,
+                    PRIMARY KEY (replica, first_seq),
+                    CHECK (last_seq >= first_seq)
+                ) WITHOUT ROWID;
+                CREATE INDEX log_by_time ON log(max_ts);
+
+                CREATE TABLE reminders (
+                    id BLOB PRIMARY KEY NOT NULL CHECK (length(id) = 16),
+                    title TEXT,
+                    notes TEXT,
+                    due INTEGER,
+                    priority INTEGER,
+                    completed INTEGER,
+                    snoozed_until INTEGER,
+                    repeat TEXT,
+                    deleted INTEGER NOT NULL DEFAULT 0 CHECK (deleted IN (0, 1)),
+                    tags TEXT NOT NULL DEFAULT '[]',
+                    crdt BLOB NOT NULL
+                ) WITHOUT ROWID;
+
+                CREATE TABLE notes (
+                    id BLOB PRIMARY KEY NOT NULL CHECK (length(id) = 16),
+                    title TEXT,
+                    body TEXT,
+                    pinned INTEGER,
+                    deleted INTEGER NOT NULL DEFAULT 0 CHECK (deleted IN (0, 1)),
+                    tags TEXT NOT NULL DEFAULT '[]',
+                    crdt BLOB NOT NULL
+                ) WITHOUT ROWID;
+
+                CREATE TABLE other_records (
+                    kind INTEGER NOT NULL CHECK (kind NOT IN (0, 1, 2)),
+                    id BLOB NOT NULL CHECK (length(id) = 16),
+                    crdt BLOB NOT NULL,
+                    PRIMARY KEY (kind, id)
+                ) WITHOUT ROWID;
+
+                PRAGMA user_version = 1;
+                """)
+        }
+        return migrator
+    }
+}
