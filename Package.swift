@@ -50,7 +50,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SyncctlTests",
-            dependencies: ["ConcordCore"]
+            dependencies: ["ConcordCore", "syncctl"]
         ),
     ]
 )

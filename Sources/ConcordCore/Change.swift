@@ -184,7 +184,9 @@ public enum Change: Hashable, Sendable {
                 let dots = state.tags.liveDots(of: ExactString(tag))
                 if !dots.isEmpty { actions.append(.removeTag(ExactString(tag), observed: dots)) }
             }
-            for tag in Self.uniqueTags(add) where !state.tags.contains(ExactString(tag)) {
+            // An explicit add is always issued, even for a tag already present: it is what lets the
+            // user's add win over a remove made concurrently elsewhere.
+            for tag in Self.uniqueTags(add) {
                 actions.append(.addTag(ExactString(tag)))
             }
             return actions

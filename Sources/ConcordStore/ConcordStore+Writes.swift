@@ -48,12 +48,21 @@ extension ConcordStore {
     /// opened read-only and never modified; merging a store into itself changes nothing.
     @discardableResult
     public func merge(storeAt otherPath: String) throws(StoreError) -> MergeReport {
-        let other = try ConcordStore.open(at: otherPath, readOnly: true, environment: environment)
-        defer { try? other.close() }
+        try merge(storesAt: [otherPath])
+    }
+
+    /// Merges several stores in one transaction: every one of them, or (if one cannot be read)
+    /// none. Each is opened read-only before anything is applied.
+    @discardableResult
+    public func merge(storesAt paths: [String]) throws(StoreError) -> MergeReport {
+        var others: [ConcordStore] = []
+        defer { for other in others { try? other.close() } }
+        for path in paths { others.append(try ConcordStore.open(at: path, readOnly: true, environment: environment)) }
         return try merging { context, report in
-            let since = context.directory.versionVector
-            try other.forEachOperation(since: since) { operation in
-                try Self.ingest(operation, &context, &report)
+            for other in others {
+                try other.forEachOperation(since: context.directory.versionVector) { operation in
+                    try Self.ingest(operation, &context, &report)
+                }
             }
         }
     }

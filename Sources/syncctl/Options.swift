@@ -1,0 +1,158 @@
+import ArgumentParser
+import ConcordCore
+import ConcordStore
+import Foundation
+
+struct StoreOptions: ParsableArguments {
+    @Option(name: .customLong("store"), help: ArgumentHelp("The store file.", valueName: "path"))
+    var path: String?
+
+    /// `--store`, else `SYNCCTL_STORE`, else `$XDG_DATA_HOME/concord/store.db`.
+    var resolvedPath: String {
+        if let path { return path }
+        let environment = ProcessInfo.processInfo.environment
+        if let path = environment["SYNCCTL_STORE"], !path.isEmpty { return path }
+        let dataHome = environment["XDG_DATA_HOME"].flatMap { $0.isEmpty ? nil : $0 }
+            ?? (NSHomeDirectory() as NSString).appendingPathComponent(".local/share")
+        return (dataHome as NSString).appendingPathComponent("concord/store.db")
+    }
+
+    func open() throws -> ConcordStore {
+        try ConcordStore.open(at: resolvedPath)
+    }
+
+    /// Moves `--store PATH` / `--store=PATH` given before the first subcommand to the end.
+    static func hoistLeadingStoreOption(_ arguments: inout [String]) {
+        var index = 0
+        var hoisted: [String] = []
+        while index < arguments.count, arguments[index].hasPrefix("-") {
+            if arguments[index] == "--store", index + 1 < arguments.count {
+                hoisted += arguments[index...index + 1]
+                arguments.removeSubrange(index...index + 1)
+            } else if arguments[index].hasPrefix("--store=") {
+                hoisted.append(arguments.remove(at: index))
+            } else {
+                index += 1
+            }
+        }
+        arguments += hoisted
+    }
+}
+
+struct JSONFlag: ParsableArguments {
+    @Flag(name: .long, help: "Print JSON (SPEC.md, \"JSON output\").")
+    var json = false
+}
+
+/// A date on the command line: `2026-11-22T09:30:00Z`, with an offset (`+02:00`), without a
+/// zone (local time), or a plain date (local midnight).
+struct DateArgument: ExpressibleByArgument {
+    var date: Date
+
+    init(date: Date) {
+        self.date = date
+    }
+
+    init?(argument: String) {
+        guard let date = Self.parse(argument) else { return nil }
+        self.date = date
+    }
+
+    static func parse(_ text: String) -> Date? {
+        let bytes = Array(text.utf8)
+        var index = 0
+        func number(_ digits: Int) -> Int? {
+            guard index + digits <= bytes.count else { return nil }
+            var value = 0
+            for byte in bytes[index..<index + digits] {
+                guard byte >= 0x30, byte <= 0x39 else { return nil }
+                value = value * 10 + Int(byte - 0x30)
+            }
+            index += digits
+            return value
+        }
+        func expect(_ character: Character) -> Bool {
+            guard index < bytes.count, bytes[index] == character.asciiValue else { return false }
+            index += 1
+            return true
+        }
+        guard let year = number(4), expect("-"), let month = number(2), expect("-"), let day = number(2),
+              (1...12).contains(month), (1...CivilTime.daysIn(month: month, year: year)).contains(day)
+        else { return nil }
+        var millisOfDay: Int64 = 0
+        var offsetSeconds: Int?
+        if index < bytes.count {
+            guard expect("T") || expect("t") || expect(" "), let hour = number(2), hour < 24, expect(":"),
+                  let minute = number(2), minute < 60
+            else { return nil }
+            var second = 0
+            var millis = 0
+            if expect(":") {
+                guard let s = number(2), s < 60 else { return nil }
+                second = s
+                if expect(".") {
+                    let start = index
+                    while index < bytes.count, bytes[index] >= 0x30, bytes[index] <= 0x39 { index += 1 }
+                    guard index > start else { return nil }
+                    let fraction = String(decoding: bytes[start..<min(index, start + 3)], as: UTF8.self)
+                    millis = Int(fraction.padding(toLength: 3, withPad: "0", startingAt: 0)) ?? 0
+                }
+            }
+            millisOfDay = Int64(((hour * 60 + minute) * 60 + second) * 1000 + millis)
+            if expect("Z") || expect("z") {
+                offsetSeconds = 0
+            } else if index < bytes.count {
+                let sign: Int
+                if expect("+") { sign = 1 } else if expect("-") { sign = -1 } else { return nil }
+                guard let hours = number(2), hours <= 23 else { return nil }
+                _ = expect(":")
+                guard let minutes = number(2), minutes < 60 else { return nil }
+                offsetSeconds = sign * (hours * 3600 + minutes * 60)
+            }
+            guard index == bytes.count else { return nil }
+        }
+        let asUTC = CivilTime(year: year, month: month, day: day, millisOfDay: millisOfDay).millis
+        if let offsetSeconds {
+            return Date(millisecondsSince1970: asUTC - Int64(offsetSeconds) * 1000)
+        }
+        // Local time: find the offset in force at that local time.
+        let zone = TimeZone.current
+        let guess = Date(millisecondsSince1970: asUTC)
+        var offset = zone.secondsFromGMT(for: guess)
+        let adjusted = zone.secondsFromGMT(for: guess.addingTimeInterval(TimeInterval(-offset)))
+        if adjusted != offset { offset = adjusted }
+        return Date(millisecondsSince1970: asUTC - Int64(offset) * 1000)
+    }
+
+    static var defaultCompletionKind: CompletionKind { .default }
+}
+
+extension Priority: ExpressibleByArgument {
+    public init?(argument: String) {
+        self.init(name: argument)
+    }
+
+    public static var allValueStrings: [String] { ["none", "low", "medium", "high"] }
+}
+
+/// One of `hourly`, `daily`, `weekly`, `monthly`.
+struct RepeatArgument: ExpressibleByArgument {
+    var name: String
+
+    init?(argument: String) {
+        guard ["hourly", "daily", "weekly", "monthly"].contains(argument) else { return nil }
+        name = argument
+    }
+
+    static var allValueStrings: [String] { ["hourly", "daily", "weekly", "monthly"] }
+}
+
+/// Writes a line to standard output.
+func say(_ text: String) {
+    print(text)
+}
+
+/// Writes a line to standard error.
+func warn(_ text: String) {
+    FileHandle.standardError.write(Data("syncctl: \(text)\n".utf8))
+}

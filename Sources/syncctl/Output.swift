@@ -1,0 +1,130 @@
+import ConcordCore
+import ConcordStore
+import Foundation
+
+/// Human-readable and JSON renderings of what syncctl prints.
+enum Output {
+    static func instant(_ date: Date?) -> String {
+        date.map { CivilTime(millis: $0.millisecondsSince1970).iso8601 } ?? "-"
+    }
+
+    static func printReminders(_ reminders: [Reminder], json: Bool) {
+        if json {
+            say(JSON.array(reminders.map(\.json)).canonical)
+            return
+        }
+        for reminder in reminders {
+            let state = reminder.isDeleted ? "deleted" : reminder.isCompleted ? "done" : "open"
+            var line = "\(reminder.id.hex)  \(state.padding(toLength: 7, withPad: " ", startingAt: 0))  "
+                + "\(instant(reminder.due).padding(toLength: 24, withPad: " ", startingAt: 0))  "
+                + "\(reminder.priority.name.padding(toLength: 6, withPad: " ", startingAt: 0))  \(reminder.title)"
+            if !reminder.tags.isEmpty { line += "  " + reminder.tags.map { "#" + $0 }.joined(separator: " ") }
+            say(line)
+        }
+    }
+
+    static func printNotes(_ notes: [Note], json: Bool) {
+        if json {
+            say(JSON.array(notes.map(\.json)).canonical)
+            return
+        }
+        for note in notes {
+            var line = "\(note.id.hex)  \(note.isDeleted ? "deleted" : note.isPinned ? "pinned " : "       ")  \(note.title)"
+            if !note.tags.isEmpty { line += "  " + note.tags.map { "#" + $0 }.joined(separator: " ") }
+            say(line)
+        }
+    }
+
+    static func details(of reminder: Reminder) -> String {
+        [
+            "reminder  \(reminder.id.hex)",
+            "title     \(reminder.title)",
+            "notes     \(reminder.notes ?? "-")",
+            "due       \(instant(reminder.due))",
+            "priority  \(reminder.priority.name)",
+            "completed \(instant(reminder.completedAt))",
+            "snoozed   \(instant(reminder.snoozedUntil))",
+            "repeat    \(reminder.repeatRule?.rawValue ?? "-")",
+            "tags      \(reminder.tags.isEmpty ? "-" : reminder.tags.joined(separator: ", "))",
+            "deleted   \(reminder.isDeleted ? "yes" : "no")",
+        ].joined(separator: "\n")
+    }
+
+    static func details(of note: Note) -> String {
+        [
+            "note      \(note.id.hex)",
+            "title     \(note.title)",
+            "pinned    \(note.isPinned ? "yes" : "no")",
+            "tags      \(note.tags.isEmpty ? "-" : note.tags.joined(separator: ", "))",
+            "deleted   \(note.isDeleted ? "yes" : "no")",
+            "",
+            note.body,
+        ].joined(separator: "\n")
+    }
+
+    static func json(of status: StoreStatus) -> JSON {
+        .object([
+            ("replica", .string(status.replicaID.hex)),
+            ("name", .string(status.name)),
+            ("store", .string(status.path)),
+            ("schemaVersion", .int(Int64(status.schemaVersion))),
+            ("reminders", .object([
+                ("open", .int(Int64(status.openReminders))),
+                ("completed", .int(Int64(status.completedReminders))),
+                ("deleted", .int(Int64(status.deletedReminders))),
+            ])),
+            ("notes", .object([("live", .int(Int64(status.notes))), ("deleted", .int(Int64(status.deletedNotes)))])),
+            ("otherRecords", .int(Int64(status.otherRecords))),
+            ("operations", .int(Int64(status.operations))),
+            ("versionVector", status.versionVector.json),
+        ])
+    }
+
+    static func text(of status: StoreStatus) -> String {
+        var lines = [
+            "replica   \(status.replicaID.hex)\(status.name.isEmpty ? "" : " (\(status.name))")",
+            "store     \(status.path)",
+            "reminders \(status.openReminders) open, \(status.completedReminders) completed, \(status.deletedReminders) deleted",
+            "notes     \(status.notes) live, \(status.deletedNotes) deleted",
+            "log       \(status.operations) operations",
+            "version vector:",
+        ]
+        for (replica, seq) in status.versionVector.sorted {
+            lines.append("  \(replica.hex)  \(seq)\(replica == status.replicaID ? "  (this replica)" : "")")
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    static func json(of operation: Op) -> JSON {
+        var members: [(String, JSON)] = [
+            ("replica", .string(operation.id.replica.hex)),
+            ("seq", .int(Int64(clamping: operation.id.seq))),
+            ("timestamp", .int(Int64(bitPattern: operation.timestamp.rawValue))),
+            ("time", .instant(Int64(operation.timestamp.physicalMillis))),
+            ("kind", .string(operation.record.kind.name)),
+            ("record", .string(operation.record.id.hex)),
+        ]
+        switch operation.action {
+        case let .assign(field, value):
+            members += [("action", .string("assign")), ("field", .string(field.name)), ("value", JSON(value))]
+        case let .addTag(tag):
+            members += [("action", .string("addTag")), ("tag", .string(tag.string))]
+        case let .removeTag(tag, observed):
+            members += [
+                ("action", .string("removeTag")), ("tag", .string(tag.string)),
+                ("observed", .array(observed.map { .string($0.description) })),
+            ]
+        }
+        return .object(members)
+    }
+
+    static func text(of operation: Op) -> String {
+        let what: String
+        switch operation.action {
+        case let .assign(field, value): what = "\(field.name) = \(JSON(value).canonical)"
+        case let .addTag(tag): what = "tag +\(JSON.string(tag.string).canonical)"
+        case let .removeTag(tag, observed): what = "tag -\(JSON.string(tag.string).canonical) (removes \(observed.count) add\(observed.count == 1 ? "" : "s"))"
+        }
+        return "\(CivilTime(millis: Int64(operation.timestamp.physicalMillis)).iso8601)  \(operation.id.replica.hex.prefix(8)):\(operation.id.seq)  \(operation.record.kind.name) \(operation.record.id.hex.prefix(8))  \(what)"
+    }
+}

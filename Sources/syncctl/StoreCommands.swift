@@ -1,0 +1,101 @@
+import ArgumentParser
+import ConcordCore
+import ConcordStore
+import Foundation
+
+struct Init: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Create the store and print its replica id.")
+    @OptionGroup var store: StoreOptions
+    @Option(help: "A name for this replica (shown by status).") var name: String?
+
+    func run() throws {
+        let created = try ConcordStore.create(at: store.resolvedPath, name: name)
+        say(created.replicaID.hex)
+    }
+}
+
+struct Show: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Show one reminder or note.")
+    @OptionGroup var store: StoreOptions
+    @Argument(help: "The record's id or a unique prefix.") var id: String
+    @OptionGroup var output: JSONFlag
+
+    func run() throws {
+        let store = try store.open()
+        let ref = try store.resolve(id)
+        switch ref.kind {
+        case .reminder:
+            guard let reminder = try store.reminder(ref.id) else { throw StoreError(.notFound, "no reminder with id \(id)") }
+            say(output.json ? reminder.json.canonical : Output.details(of: reminder))
+        case .note:
+            guard let note = try store.note(ref.id) else { throw StoreError(.notFound, "no note with id \(id)") }
+            say(output.json ? note.json.canonical : Output.details(of: note))
+        default:
+            guard let state = try store.state(of: ref) else { throw StoreError(.notFound, "no record with id \(id)") }
+            say(ConcordCore.Dump.json(of: state).canonical)
+        }
+    }
+}
+
+struct Dump: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print the whole replicated state as canonical JSON.",
+        discussion: "Replicas that hold the same operations print byte-identical dumps.")
+    @OptionGroup var store: StoreOptions
+
+    func run() throws {
+        say(try store.open().dump())
+    }
+}
+
+struct Status: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Show the replica, its counts and its version vector.")
+    @OptionGroup var store: StoreOptions
+    @OptionGroup var output: JSONFlag
+
+    func run() throws {
+        let status = try store.open().status()
+        say(output.json ? Output.json(of: status).canonical : Output.text(of: status))
+    }
+}
+
+struct Log: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Show the newest operations.")
+    @OptionGroup var store: StoreOptions
+    @Option(help: "How many (default 20).") var limit = 20
+    @OptionGroup var output: JSONFlag
+
+    func validate() throws {
+        guard limit >= 1 else { throw ValidationError("--limit must be at least 1") }
+    }
+
+    func run() throws {
+        let operations = try store.open().recentOperations(limit: limit)
+        if output.json {
+            say(JSON.array(operations.map(Output.json(of:))).canonical)
+        } else {
+            operations.forEach { say(Output.text(of: $0)) }
+        }
+    }
+}
+
+struct Merge: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Merge other stores into this one.",
+        discussion: "The other stores are opened read-only and never modified. All of them are merged, or none.")
+    @OptionGroup var store: StoreOptions
+    @Argument(help: "Stores to merge from.") var paths: [String]
+
+    func validate() throws {
+        if paths.isEmpty { throw ValidationError("give at least one store to merge") }
+    }
+
+    func run() throws {
+        let report = try store.open().merge(storesAt: paths)
+        let replicas = report.newOperations.count
+        say("merged \(report.newOperationCount) new operation\(report.newOperationCount == 1 ? "" : "s") from \(replicas) replica\(replicas == 1 ? "" : "s")")
+        if let far = report.farFutureTimestamp {
+            warn("warning: merged a timestamp from \(CivilTime(millis: Int64(far.physicalMillis)).iso8601), more than a day ahead of this machine's clock; this replica's clock now follows it (SPEC.md, \"Clock\")")
+        }
+    }
+}
