@@ -45,6 +45,7 @@ let package = Package(
             dependencies: [
                 "ConcordCore",
                 "ConcordStore",
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ]
         ),

@@ -183,4 +183,9 @@ public struct StoreChange: Hashable, Sendable {
     public enum Origin: Hashable, Sendable { case local, merge }
     public var origin: Origin
     public var records: Set<RecordRef>
+
+    public init(origin: Origin, records: Set<RecordRef>) {
+        self.origin = origin
+        self.records = records
+    }
 }

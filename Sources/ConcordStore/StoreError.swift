@@ -75,7 +75,9 @@ public struct StoreError: Error, Hashable, CustomStringConvertible {
                 return StoreError(.notAStore, "\(path) is not a Concord store", underlying: error)
             case .SQLITE_CORRUPT:
                 return StoreError(.corrupt, "the store at \(path) is corrupt (\(error.message ?? "SQLite reports corruption")); restore it from a backup or another replica", underlying: error)
-            case .SQLITE_READONLY, .SQLITE_CANTOPEN where FileAccess.isReadOnly(path):
+            case .SQLITE_READONLY:
+                return StoreError(.readOnly, "the store at \(path) is read-only", underlying: error)
+            case .SQLITE_CANTOPEN where FileAccess.isReadOnly(path):
                 return StoreError(.readOnly, "the store at \(path) is read-only", underlying: error)
             case .SQLITE_FULL:
                 return StoreError(.io, "the disk is full; nothing was written to \(path)", underlying: error)

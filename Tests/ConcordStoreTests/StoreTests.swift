@@ -1,0 +1,292 @@
+import ConcordCore
+import ConcordStore
+import Foundation
+import GRDB
+import Testing
+
+@Suite struct StoreTests {
+    let clock = ManualClock(baseMillis)
+
+    func makeStore(seed: UInt64 = 7) throws -> ConcordStore {
+        try ConcordStore.inMemory(environment: environment(clock: clock, seed: seed))
+    }
+
+    @Test func localChangesAreMaterializedAndLogged() throws {
+        let store = try makeStore()
+        let id = try store.addReminder(ReminderDraft(title: "Call Ana", notes: "about Friday", priority: .high, tags: ["work", "phone"]))
+        let reminder = try #require(try store.reminder(id))
+        #expect(reminder.title == "Call Ana")
+        #expect(reminder.notes == "about Friday")
+        #expect(reminder.priority == .high)
+        #expect(reminder.tags == ["phone", "work"])
+        #expect(!reminder.isCompleted)
+        // title, notes, due, completed, priority, and one add per tag.
+        let operations = try store.allOperations()
+        #expect(operations.map(\.id.seq) == Array(1...7))
+        #expect(try store.versionVector()[store.replicaID] == 7)
+
+        try store.completeReminder(id)
+        #expect(try store.reminders().isEmpty)
+        #expect(try store.reminders(includeCompleted: true).map(\.id) == [id])
+        #expect(try store.reminder(id)?.completedAt == Date(millisecondsSince1970: Int64(baseMillis)))
+    }
+
+    @Test func clockIsPersistedAndNeverGoesBack() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.file("store.db")
+        clock.now = baseMillis + 60_000
+        var store = try ConcordStore.create(at: path, environment: environment(clock: clock, seed: 1))
+        try store.addNote(NoteDraft(title: "first"))
+        let first = try store.recentOperations(limit: 1)[0].timestamp
+        try store.close()
+
+        clock.now = baseMillis  // the wall clock jumped a minute back
+        store = try ConcordStore.open(at: path, environment: environment(clock: clock, seed: 2))
+        try store.addNote(NoteDraft(title: "second"))
+        let second = try store.recentOperations(limit: 1)[0].timestamp
+        #expect(second > first)
+        #expect(second.physicalMillis == first.physicalMillis)
+    }
+
+    @Test func createIsAtomicAndRefusesAnExistingFile() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.file("nested/dir/store.db")
+        let store = try ConcordStore.create(at: path, name: "laptop")
+        #expect(try store.status().name == "laptop")
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: directory.file("nested/dir"))
+            .filter { $0.contains(".init-") }
+        #expect(leftovers.isEmpty)
+        #expect(throws: StoreError.self) { try ConcordStore.create(at: path) }
+        do {
+            _ = try ConcordStore.create(at: path)
+        } catch {
+            #expect(error.code == .exists)
+        }
+    }
+
+    @Test func openRefusesWhatIsNotAStore() throws {
+        let directory = try TemporaryDirectory()
+        func code(_ path: String) -> StoreError.Code? {
+            do {
+                _ = try ConcordStore.open(at: path)
+                return nil
+            } catch {
+                return error.code
+            }
+        }
+        #expect(code(directory.file("missing.db")) == .missing)
+
+        let garbage = directory.file("garbage.db")
+        try Data((0..<4096).map { UInt8(truncatingIfNeeded: $0 &* 31) }).write(to: URL(fileURLWithPath: garbage))
+        let before = try Data(contentsOf: URL(fileURLWithPath: garbage))
+        #expect(code(garbage) == .notAStore)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: garbage)) == before)
+
+        let foreign = directory.file("foreign.db")
+        try DatabaseQueue(path: foreign).write { db in try db.execute(sql: "CREATE TABLE t (x)") }
+        #expect(code(foreign) == .notAStore)
+
+        let newer = directory.file("newer.db")
+        try ConcordStore.create(at: newer).close()
+        try DatabaseQueue(path: newer).writeWithoutTransaction { db in try db.execute(sql: "PRAGMA user_version = 99") }
+        #expect(code(newer) == .newerSchema)
+
+        #expect(code(directory.path) == .notAStore)
+    }
+
+    @Test func unknownFieldsAndKindsAreKeptAndPassedOn() throws {
+        let author = ReplicaID(high: 9, low: 9)
+        let record = RecordRef.reminder(RecordID(high: 1, low: 1))
+        let future = RecordRef(kind: RecordKind(rawValue: 7), id: RecordID(high: 2, low: 2))
+        let stamp = Timestamp(physicalMillis: baseMillis, logical: 0)
+        let operations = [
+            Op(id: OperationID(replica: author, seq: 1), timestamp: stamp, record: record, action: .assign(.title, .string("hi"))),
+            Op(id: OperationID(replica: author, seq: 2), timestamp: Timestamp(rawValue: stamp.rawValue + 1), record: record,
+               action: .assign(.other("color"), .string("teal"))),
+            Op(id: OperationID(replica: author, seq: 3), timestamp: Timestamp(rawValue: stamp.rawValue + 2), record: future,
+               action: .assign(.other("where"), .int(42))),
+            Op(id: OperationID(replica: author, seq: 4), timestamp: Timestamp(rawValue: stamp.rawValue + 3), record: future,
+               action: .addTag("x")),
+        ]
+        let first = try makeStore(seed: 1)
+        try first.merge(operations)
+        let dump = try first.dump()
+        #expect(dump.contains(#""unknown":{"color":"teal"}"#))
+        #expect(dump.contains(#""kind":"kind-7""#))
+        #expect(dump.contains(#""unknown":{"where":42}"#))
+        #expect(try first.allOperations() == operations)
+
+        let second = try makeStore(seed: 2)
+        try second.merge(try first.allOperations())
+        #expect(try second.dump() == dump)
+        var model = Replica(id: ReplicaID(high: 5, low: 5))
+        try model.merge(operations)
+        #expect(model.dump() == dump)
+    }
+
+    @Test func outOfOrderAndDuplicateDeliveryConverges() throws {
+        let source = try makeStore(seed: 1)
+        let id = try source.addReminder(ReminderDraft(title: "a", tags: ["x"]))
+        try source.editReminder(id, ReminderPatch(title: "b"))
+        try source.tag(.reminder(id), remove: ["x"])
+        try source.completeReminder(id)
+        let operations = try source.allOperations()
+
+        let target = try makeStore(seed: 2)
+        let reversed = Array(operations.reversed())
+        for chunk in stride(from: 0, to: reversed.count, by: 3) {
+            let report = try target.merge(reversed[chunk..<min(chunk + 3, reversed.count)])
+            #expect(report.duplicates == 0)
+        }
+        #expect(try target.dump() == source.dump())
+        #expect(try target.versionVector()[source.replicaID] == UInt64(operations.count))
+        let again = try target.merge(operations + operations)
+        #expect(again.newOperationCount == 0)
+        #expect(again.duplicates == operations.count * 2)
+        #expect(try target.dump() == source.dump())
+    }
+
+    @Test func gapsInTheLogAreTrackedAcrossTransactions() throws {
+        let source = try makeStore(seed: 1)
+        for index in 0..<5 { try source.addNote(NoteDraft(title: "n\(index)")) }
+        let operations = try source.allOperations()
+        let target = try makeStore(seed: 2)
+        try target.merge(operations.filter { $0.id.seq % 2 == 0 })
+        #expect(try target.versionVector()[source.replicaID] == 0)
+        try target.merge(operations.filter { $0.id.seq % 2 == 0 })  // still held, beyond the gap
+        #expect(try target.allOperations().count == operations.count / 2)
+        try target.merge(operations.filter { $0.id.seq % 2 == 1 })
+        #expect(try target.versionVector()[source.replicaID] == UInt64(operations.count))
+        #expect(try target.dump() == source.dump())
+    }
+
+    @Test func anInvalidOperationRefusesTheWholeMerge() throws {
+        let store = try makeStore()
+        try store.addReminder(ReminderDraft(title: "keep"))
+        let dump = try store.dump()
+        let vector = try store.versionVector()
+        let author = ReplicaID(high: 3, low: 3)
+        let good = Op(
+            id: OperationID(replica: author, seq: 1), timestamp: Timestamp(physicalMillis: baseMillis, logical: 0),
+            record: .note(RecordID(high: 4, low: 4)), action: .assign(.title, .string("ok")))
+        var bad = good
+        bad.id.seq = 2
+        bad.action = .assign(.title, .int(5))
+        #expect(throws: StoreError.self) { try store.merge([good, bad]) }
+        #expect(try store.dump() == dump)
+        #expect(try store.versionVector() == vector)
+    }
+
+    @Test func farFutureTimestampsAreReportedAndFollowed() throws {
+        let store = try makeStore()
+        let ahead = Timestamp(physicalMillis: baseMillis + 3 * 86_400_000, logical: 0)
+        let report = try store.merge([
+            Op(id: OperationID(replica: ReplicaID(high: 1, low: 2), seq: 1), timestamp: ahead,
+               record: .note(RecordID(high: 5, low: 5)), action: .assign(.title, .string("from the future"))),
+        ])
+        #expect(report.farFutureTimestamp == ahead)
+        let id = try store.addNote(NoteDraft(title: "now"))
+        let mine = try store.allOperations().filter { $0.record.id == id }
+        #expect(mine.allSatisfy { $0.timestamp > ahead })
+    }
+
+    @Test func mergeOfStoresLeavesTheSourceUntouched() throws {
+        let directory = try TemporaryDirectory()
+        let a = try ConcordStore.create(at: directory.file("a.db"), environment: environment(clock: clock, seed: 1))
+        let b = try ConcordStore.create(at: directory.file("b.db"), environment: environment(clock: clock, seed: 2))
+        let id = try a.addReminder(ReminderDraft(title: "milk", tags: ["home"]))
+        try a.close()
+        let before = try Data(contentsOf: URL(fileURLWithPath: directory.file("a.db")))
+        let report = try b.merge(storeAt: directory.file("a.db"))
+        #expect(report.newOperations == [try ConcordStore.open(at: directory.file("a.db"), readOnly: true).replicaID: 6])
+        #expect(try Data(contentsOf: URL(fileURLWithPath: directory.file("a.db"))) == before)
+        #expect(try b.reminder(id)?.title == "milk")
+        #expect(try b.merge(storeAt: directory.file("a.db")).newOperationCount == 0)
+        #expect(try b.merge(storeAt: directory.file("b.db")).newOperationCount == 0)
+        #expect(throws: StoreError.self) { try b.merge(storesAt: [directory.file("a.db"), directory.file("nope.db")]) }
+    }
+
+    @Test func resolvesUniquePrefixesAndRefusesAmbiguousOnes() throws {
+        let store = try makeStore()
+        let first = try store.addReminder(ReminderDraft(title: "one"))
+        #expect(try store.resolve(String(first.hex.prefix(6))) == .reminder(first))
+        #expect(try store.resolve(first.hex.uppercased()) == .reminder(first))
+        // Two records whose ids share a prefix, made through merge.
+        let author = ReplicaID(high: 8, low: 8)
+        let twins = [RecordID(hex: "abcd0000000000000000000000000001")!, RecordID(hex: "abcd0000000000000000000000000002")!]
+        try store.merge(twins.enumerated().map { index, id in
+            Op(id: OperationID(replica: author, seq: UInt64(index + 1)), timestamp: Timestamp(physicalMillis: baseMillis, logical: UInt16(index)),
+               record: .note(id), action: .assign(.title, .string("twin")))
+        })
+        do {
+            _ = try store.resolve("abcd")
+            Issue.record("an ambiguous prefix resolved")
+        } catch {
+            #expect(error.code == .ambiguous)
+            #expect(error.message.contains(twins[0].hex) && error.message.contains(twins[1].hex))
+        }
+        #expect(try store.resolve("abcd0000000000000000000000000002") == .note(twins[1]))
+        #expect(throws: StoreError.self) { try store.resolve("abc") }
+        #expect(throws: StoreError.self) { try store.resolve("ffffffff") }
+    }
+
+    @Test func dueRemindersHonourSnoozeCompletionAndDeletion() throws {
+        let store = try makeStore()
+        let due = Date(millisecondsSince1970: Int64(baseMillis) + 3_600_000)
+        let plain = try store.addReminder(ReminderDraft(title: "plain", due: due))
+        let snoozed = try store.addReminder(ReminderDraft(title: "snoozed", due: due))
+        let done = try store.addReminder(ReminderDraft(title: "done", due: due))
+        let gone = try store.addReminder(ReminderDraft(title: "gone", due: due))
+        let later = try store.addReminder(ReminderDraft(title: "later", due: due.addingTimeInterval(86_400)))
+        try store.snoozeReminder(snoozed, until: due.addingTimeInterval(1800))
+        try store.completeReminder(done)
+        try store.delete(.reminder(gone))
+        #expect(try store.dueReminders(at: due).map(\.id) == [plain])
+        #expect(Set(try store.dueReminders(at: due.addingTimeInterval(1800)).map(\.id)) == [plain, snoozed])
+        #expect(Set(try store.dueReminders(at: due.addingTimeInterval(86_400)).map(\.id)) == [plain, snoozed, later])
+        #expect(throws: StoreError.self) { try store.snoozeReminder(plain, until: Date(millisecondsSince1970: Int64(baseMillis) - 1)) }
+    }
+
+    @Test func repeatingReminderAdvancesInsteadOfCompleting() throws {
+        let store = try makeStore()
+        let due = Date(millisecondsSince1970: CivilTime(year: 2027, month: 1, day: 31, millisOfDay: 9 * 3_600_000).millis)
+        let id = try store.addReminder(ReminderDraft(title: "rent", due: due, repeatRule: "monthly"))
+        try store.completeReminder(id)
+        var reminder = try #require(try store.reminder(id))
+        #expect(!reminder.isCompleted)
+        #expect(reminder.repeatRule == .monthly(day: 31))
+        #expect(reminder.due == Date(millisecondsSince1970: CivilTime(year: 2027, month: 2, day: 28, millisOfDay: 9 * 3_600_000).millis))
+        try store.completeReminder(id)
+        reminder = try #require(try store.reminder(id))
+        #expect(reminder.due == Date(millisecondsSince1970: CivilTime(year: 2027, month: 3, day: 31, millisOfDay: 9 * 3_600_000).millis))
+    }
+
+    @Test func changesAreObserved() async throws {
+        let store = try makeStore()
+        let stream = store.changes()
+        let id = try store.addNote(NoteDraft(title: "watch me"))
+        try store.merge([
+            Op(id: OperationID(replica: ReplicaID(high: 6, low: 6), seq: 1), timestamp: Timestamp(physicalMillis: baseMillis, logical: 0),
+               record: .note(id), action: .assign(.pinned, .bool(true))),
+        ])
+        var iterator = stream.makeAsyncIterator()
+        #expect(await iterator.next() == StoreChange(origin: .local, records: [.note(id)]))
+        #expect(await iterator.next() == StoreChange(origin: .merge, records: [.note(id)]))
+    }
+
+    @Test func refusedChangesLeaveTheStoreUnchanged() throws {
+        let store = try makeStore()
+        let id = try store.addReminder(ReminderDraft(title: "x"))
+        let dump = try store.dump()
+        #expect(throws: StoreError.self) { try store.editReminder(id, ReminderPatch(title: "  ")) }
+        #expect(throws: StoreError.self) { try store.addReminder(ReminderDraft(title: "")) }
+        #expect(throws: StoreError.self) { try store.completeReminder(RecordID(high: 1, low: 1)) }
+        // All changes of one call, or none.
+        #expect(throws: StoreError.self) {
+            try store.perform([(.reminder(id), .complete), (.reminder(RecordID(high: 1, low: 1)), .complete)])
+        }
+        #expect(try store.dump() == dump)
+        try store.delete(.reminder(id))
+        #expect(throws: StoreError.self) { try store.editReminder(id, ReminderPatch(title: "y")) }
+    }
+}
