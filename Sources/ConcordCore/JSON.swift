@@ -111,6 +111,32 @@ extension Note {
     }
 }
 
+extension Op {
+    /// The operation's JSON object (SPEC.md, "Dump and JSON").
+    public var json: JSON {
+        var members: [(String, JSON)] = [
+            ("replica", .string(id.replica.hex)),
+            ("seq", .int(Int64(clamping: id.seq))),
+            ("timestamp", .int(Int64(bitPattern: timestamp.rawValue))),
+            ("time", .instant(Int64(timestamp.physicalMillis))),
+            ("kind", .string(record.kind.name)),
+            ("record", .string(record.id.hex)),
+        ]
+        switch action {
+        case let .assign(field, value):
+            members += [("action", .string("assign")), ("field", .string(field.name)), ("value", JSON(value))]
+        case let .addTag(tag):
+            members += [("action", .string("addTag")), ("tag", .string(tag.string))]
+        case let .removeTag(tag, observed):
+            members += [
+                ("action", .string("removeTag")), ("tag", .string(tag.string)),
+                ("observed", .array(observed.map { .string($0.description) })),
+            ]
+        }
+        return .object(members)
+    }
+}
+
 /// The canonical dump of a replica's state (SPEC.md, "Dump").
 public enum Dump {
     public static let formatVersion: Int64 = 1

@@ -10,6 +10,21 @@ struct RecordTable: Sendable {
     /// The known fields and the columns that hold their values.
     let columns: [(field: Field, column: String)]
 
+    /// `SELECT <field columns>, crdt FROM <table> WHERE id = ?`
+    let selectSQL: String
+    /// `INSERT OR REPLACE INTO <table> (id, <field columns>, tags, crdt) VALUES (?, …)`
+    let upsertSQL: String
+
+    init(kind: RecordKind, name: String, columns: [(field: Field, column: String)]) {
+        self.kind = kind
+        self.name = name
+        self.columns = columns
+        selectSQL = "SELECT " + columns.map(\.column).joined(separator: ", ") + ", crdt FROM \(name) WHERE id = ?"
+        let names = ["id"] + columns.map(\.column) + ["tags", "crdt"]
+        upsertSQL = "INSERT OR REPLACE INTO \(name) (" + names.joined(separator: ", ") + ") VALUES ("
+            + names.map { _ in "?" }.joined(separator: ", ") + ")"
+    }
+
     static let reminders = RecordTable(kind: .reminder, name: "reminders", columns: [
         (.title, "title"), (.notes, "notes"), (.due, "due"), (.priority, "priority"), (.completed, "completed"),
         (.snoozedUntil, "snoozed_until"), (.repeatRule, "repeat"), (.deleted, "deleted"),
@@ -25,16 +40,6 @@ struct RecordTable: Sendable {
         case .note: notes
         default: nil
         }
-    }
-
-    var selectSQL: String {
-        "SELECT " + columns.map(\.column).joined(separator: ", ") + ", crdt FROM \(name) WHERE id = ?"
-    }
-
-    var upsertSQL: String {
-        let names = ["id"] + columns.map(\.column) + ["tags", "crdt"]
-        return "INSERT OR REPLACE INTO \(name) (" + names.joined(separator: ", ") + ") VALUES ("
-            + names.map { _ in "?" }.joined(separator: ", ") + ")"
     }
 }
 

@@ -89,9 +89,9 @@ struct WriteContext {
 
     /// Applies a new operation (one not held yet) to its record and queues it for the log.
     mutating func append(_ operation: Op) throws {
-        var state = try state(of: operation.record) ?? RecordState(ref: operation.record)
-        state.apply(operation)
-        states[operation.record] = state
+        if try state(of: operation.record) == nil { states[operation.record] = RecordState(ref: operation.record) }
+        // Mutate in place: copying the state out and back would copy its storage on every operation.
+        states[operation.record]!.apply(operation)
         touched.insert(operation.record)
         held[operation.id.replica]!.insert(operation.id.seq)
         appended[operation.id.replica, default: []].append(operation)

@@ -95,29 +95,6 @@ enum Output {
         return lines.joined(separator: "\n")
     }
 
-    static func json(of operation: Op) -> JSON {
-        var members: [(String, JSON)] = [
-            ("replica", .string(operation.id.replica.hex)),
-            ("seq", .int(Int64(clamping: operation.id.seq))),
-            ("timestamp", .int(Int64(bitPattern: operation.timestamp.rawValue))),
-            ("time", .instant(Int64(operation.timestamp.physicalMillis))),
-            ("kind", .string(operation.record.kind.name)),
-            ("record", .string(operation.record.id.hex)),
-        ]
-        switch operation.action {
-        case let .assign(field, value):
-            members += [("action", .string("assign")), ("field", .string(field.name)), ("value", JSON(value))]
-        case let .addTag(tag):
-            members += [("action", .string("addTag")), ("tag", .string(tag.string))]
-        case let .removeTag(tag, observed):
-            members += [
-                ("action", .string("removeTag")), ("tag", .string(tag.string)),
-                ("observed", .array(observed.map { .string($0.description) })),
-            ]
-        }
-        return .object(members)
-    }
-
     static func text(of operation: Op) -> String {
         let what: String
         switch operation.action {

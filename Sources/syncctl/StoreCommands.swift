@@ -72,7 +72,7 @@ struct Log: ParsableCommand {
     func run() throws {
         let operations = try store.open().recentOperations(limit: limit)
         if output.json {
-            say(JSON.array(operations.map(Output.json(of:))).canonical)
+            say(JSON.array(operations.map(\.json)).canonical)
         } else {
             operations.forEach { say(Output.text(of: $0)) }
         }
