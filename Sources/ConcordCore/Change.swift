@@ -91,6 +91,14 @@ public enum Change: Hashable, Sendable {
     /// The actions that carry the change out on `current` (nil when the record does not exist yet)
     /// at wall-clock time `now` (milliseconds since the epoch). Empty when the record already is as asked.
     public func plan(on ref: RecordRef, current: RecordState?, now: Int64) throws(ChangeError) -> [Action] {
+        let actions = try unchecked(on: ref, current: current, now: now)
+        for case let .assign(field, value) in actions where !field.accepts(value) {
+            throw .outOfRange(field)
+        }
+        return actions
+    }
+
+    private func unchecked(on ref: RecordRef, current: RecordState?, now: Int64) throws(ChangeError) -> [Action] {
         switch self {
         case .createReminder(let draft):
             guard ref.kind == .reminder else { throw .wrongKind(ref, expected: .reminder) }
@@ -239,6 +247,7 @@ public enum ChangeError: Error, Hashable, CustomStringConvertible {
     case invalidTag(String)
     case unknownRepeatRule(String)
     case snoozeOutOfRange
+    case outOfRange(Field)
 
     public var description: String {
         switch self {
@@ -250,6 +259,7 @@ public enum ChangeError: Error, Hashable, CustomStringConvertible {
         case .invalidTag(let tag): "invalid tag \(String(reflecting: tag)): tags are non-empty and have no control characters"
         case .unknownRepeatRule(let name): "unknown repeat rule '\(name)' (expected hourly, daily, weekly or monthly)"
         case .snoozeOutOfRange: "a snooze must end after now and at most 366 days from now"
+        case .outOfRange(let field): "the \(field.name) date is outside the years 1 to 9999"
         }
     }
 }

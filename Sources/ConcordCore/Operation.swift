@@ -43,6 +43,12 @@ public struct Op: Hashable, Sendable, CustomStringConvertible {
         }
         switch action {
         case let .assign(field, value):
+            if case .other(let name) = field {
+                guard !name.string.isEmpty else { throw InvalidOperation(operation: id, reason: "empty field name") }
+                guard case .other = Field(name: name.string) else {
+                    throw InvalidOperation(operation: id, reason: "field '\(name)' must be sent as the known field, not by name")
+                }
+            }
             if record.kind.knows(field), !field.accepts(value) {
                 throw InvalidOperation(operation: id, reason: "\(record.kind.name) field '\(field.name)' cannot hold \(value)")
             }

@@ -63,6 +63,9 @@ public enum OperationCodec {
     public static func decode(
         _ bytes: [UInt8], author: ReplicaID, firstSeq: UInt64, count: Int
     ) throws(DecodeError) -> [Op] {
+        guard count >= 0, firstSeq >= 1, count == 0 || UInt64(count - 1) <= UInt64.max - firstSeq else {
+            throw .malformed("a run of \(count) operations cannot start at seq \(firstSeq)")
+        }
         var reader = ByteReader(bytes)
         var run = RunDecoder(author: author, firstSeq: firstSeq)
         var result: [Op] = []
@@ -134,6 +137,7 @@ public enum OperationCodec {
             }
             let operation = Op(
                 id: OperationID(replica: author, seq: nextSeq), timestamp: timestamp, record: record, action: action)
+            guard nextSeq < UInt64.max else { throw .malformed("sequence number overflows") }
             nextSeq += 1
             do {
                 try operation.validate()

@@ -37,6 +37,12 @@ public struct RecordState: Hashable, Sendable {
     }
 
     public mutating func write(_ field: Field, _ register: LWWRegister) {
+        // A known field spelled by name is that field (validation refuses such operations; a state
+        // never holds them as unknown fields either way).
+        if case .other(let name) = field, case let known = Field(name: name.string), known.code != 0 {
+            write(known, register)
+            return
+        }
         if ref.kind.knows(field) {
             known[Int(field.code)].merge(register)
         } else {

@@ -40,9 +40,12 @@ extension Date {
         self.init(timeIntervalSince1970: Double(millis) / 1000)
     }
 
-    /// Milliseconds since the Unix epoch, rounded to the nearest millisecond.
+    /// Milliseconds since the Unix epoch, rounded to the nearest millisecond (clamped to what an
+    /// `Int64` holds; dates that far out are refused by `Field.accepts` anyway).
     public var millisecondsSince1970: Int64 {
-        Int64((timeIntervalSince1970 * 1000).rounded())
+        let millis = (timeIntervalSince1970 * 1000).rounded()
+        guard millis.isFinite else { return millis > 0 ? .max : .min }
+        return Int64(exactly: millis) ?? (millis > 0 ? .max : .min)
     }
 }
 

@@ -20,26 +20,28 @@ public struct Replica: Sendable {
     @discardableResult
     public mutating func perform(_ change: Change, on ref: RecordRef, wallMillis: UInt64) throws -> [Op] {
         let actions = try change.plan(on: ref, current: records[ref], now: Int64(clamping: wallMillis))
+        // Stamp every operation before inserting any, so a refused change leaves nothing behind.
+        var ticking = clock
         var made: [Op] = []
-        for action in actions {
-            let seq = versionVector[id] + 1
-            let operation = Op(
-                id: OperationID(replica: id, seq: seq), timestamp: try clock.tick(wallMillis: wallMillis),
-                record: ref, action: action)
-            insert(operation)
-            made.append(operation)
+        for (index, action) in actions.enumerated() {
+            let seq = versionVector[id] + 1 + UInt64(index)
+            made.append(Op(
+                id: OperationID(replica: id, seq: seq), timestamp: try ticking.tick(wallMillis: wallMillis),
+                record: ref, action: action))
         }
+        clock = ticking
+        for operation in made { insert(operation) }
         return made
     }
 
     /// Merges operations from anywhere. Operations already held are skipped; invalid ones are
-    /// refused before anything is applied.
+    /// refused before anything is applied. With a wall-clock reading, the report says when the
+    /// clock is left more than a day ahead of it (SPEC.md §3).
     @discardableResult
     public mutating func merge(_ incoming: some Sequence<Op>, wallMillis: UInt64 = 0) throws(InvalidOperation) -> MergeReport {
         let incoming = Array(incoming)
         for operation in incoming { try operation.validate() }
         var report = MergeReport()
-        let farLimit = wallMillis + HybridLogicalClock.farFutureThresholdMillis
         for operation in incoming {
             guard operations[operation.id] == nil else {
                 report.duplicates += 1
@@ -49,10 +51,9 @@ public struct Replica: Sendable {
             clock.observe(operation.timestamp)
             report.newOperations[operation.id.replica, default: 0] += 1
             report.touchedRecords.insert(operation.record)
-            if wallMillis > 0, operation.timestamp.physicalMillis > farLimit,
-               operation.timestamp > (report.farFutureTimestamp ?? .zero) {
-                report.farFutureTimestamp = operation.timestamp
-            }
+        }
+        if wallMillis > 0, report.newOperationCount > 0, clock.isFarAhead(ofWallMillis: wallMillis) {
+            report.farFutureTimestamp = clock.latest
         }
         return report
     }

@@ -83,6 +83,9 @@ public enum Field: Hashable, Sendable, CustomStringConvertible {
 
     public static let maxKnownCode: UInt8 = 10
 
+    /// The instants a field may hold: 0001-01-01T00:00:00.000Z through 9999-12-31T23:59:59.999Z.
+    public static let instantRange: ClosedRange<Int64> = -62_135_596_800_000...253_402_300_799_999
+
     public init?(code: UInt8) {
         switch code {
         case 1: self = .title
@@ -138,9 +141,9 @@ public enum Field: Hashable, Sendable, CustomStringConvertible {
         case (.other, _): true
         case (.title, .string), (.notes, .string), (.body, .string): true
         case (.notes, .null): true
-        case (.due, .null), (.due, .int), (.completed, .null), (.completed, .int),
-             (.snoozedUntil, .null), (.snoozedUntil, .int):
-            true
+        case (.due, .null), (.completed, .null), (.snoozedUntil, .null): true
+        case (.due, .int(let millis)), (.completed, .int(let millis)), (.snoozedUntil, .int(let millis)):
+            Field.instantRange.contains(millis)
         case (.priority, .int): true
         case (.repeatRule, .null), (.repeatRule, .string): true
         case (.deleted, .bool), (.pinned, .bool): true

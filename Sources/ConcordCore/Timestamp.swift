@@ -57,6 +57,12 @@ public struct HybridLogicalClock: Hashable, Sendable {
         return latest
     }
 
+    /// Whether `latest` is more than `farFutureThresholdMillis` ahead of a wall-clock reading.
+    public func isFarAhead(ofWallMillis wallMillis: UInt64) -> Bool {
+        let (limit, overflow) = wallMillis.addingReportingOverflow(Self.farFutureThresholdMillis)
+        return !overflow && latest.physicalMillis > limit
+    }
+
     /// Moves the clock past a timestamp received from another replica.
     public mutating func observe(_ remote: Timestamp) {
         if remote > latest { latest = remote }

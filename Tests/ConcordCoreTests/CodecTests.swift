@@ -1,0 +1,585 @@
+import ConcordCore
+import Foundation
+import PropertyBased
+import Testing
+
+enum CodecGen {
+    static let author = Universe.replicaIDs[0]
+    static let maxRaw = Timestamp(physicalMillis: Timestamp.maxPhysicalMillis, logical: .max).rawValue
+
+    static let strings: [String] = [
+        "", "a", "\u{E9}", "e\u{301}", "🎉 party", "\u{0}\u{1F}\"\\/\u{7F}", "日本語テキスト", "\u{FEFF}bom",
+        String(repeating: "long-", count: 40), "👩‍👩‍👧",
+    ]
+    /// Names of fields no kind knows (the codec sends them by name). "Title" is not "title".
+    static let fieldNames: [String] = ["x", "color", "\u{E9}t\u{E9}", "🎨", "unknown", "Title"]
+    static let ints: [Int64] = [0, 1, -1, 63, 64, -64, -65, 127, 128, .max, .min, 1_709_200_800_000, -1_709_200_800_000]
+    static let records: [RecordRef] = Universe.records + [
+        RecordRef(kind: RecordKind(rawValue: 3), id: Universe.recordIDs[0]),
+        RecordRef(kind: RecordKind(rawValue: 255), id: RecordID(high: .max, low: .max)),
+        RecordRef(kind: RecordKind(rawValue: 200), id: RecordID(high: 0, low: 0)),
+    ]
+    static let seqs: [UInt64] = [1, 2, 127, 128, 16_384, .max, UInt64(Int64.max)]
+
+    static func value(_ choice: Int, _ aux: Int) -> Value {
+        switch choice {
+        case 0: .null
+        case 1: .bool(aux % 2 == 0)
+        case 2: .int(ints[aux % ints.count])
+        default: .string(strings[aux % strings.count])
+        }
+    }
+
+    /// A value of the type a known field of a known kind takes.
+    static func acceptable(for field: Field, _ aux: Int) -> Value {
+        switch field {
+        case .title, .body: .string(strings[aux % strings.count])
+        case .notes: aux % 3 == 0 ? .null : .string(strings[aux % strings.count])
+        case .due, .completed, .snoozedUntil:
+            aux % 3 == 0 ? .null : .int(min(max(ints[aux % ints.count], Field.instantRange.lowerBound), Field.instantRange.upperBound))
+        case .priority: .int(ints[aux % ints.count])
+        case .repeatRule: aux % 3 == 0 ? .null : .string(["daily", "monthly:31", "yearly", ""][aux % 4])
+        case .deleted, .pinned: .bool(aux % 2 == 0)
+        case .other: value(aux % 4, aux / 4)
+        }
+    }
+
+    struct Spec: Sendable {
+        var record: Int, action: Int, field: Int, valueChoice: Int, aux: Int, tsChoice: Int, tsRandom: UInt64
+        var dots: [(replica: Int, seq: Int)]
+    }
+
+    static let spec = zip(
+        Gen.int(in: 0...5), Gen.int(in: 0...2), Gen.int(in: 0...15), Gen.int(in: 0...3), Gen.int(in: 0...40),
+        Gen.int(in: 0...3), Gen<UInt64>.value(in: 0...maxRaw), zip(Gen.int(in: 0...4), Gen.int(in: 0...6)).array(of: 0...3)
+    ).map { Spec(record: $0, action: $1, field: $2, valueChoice: $3, aux: $4, tsChoice: $5, tsRandom: $6, dots: $7.map { ($0.0, $0.1) }) }
+
+    static func op(_ spec: Spec, seq: UInt64) -> Op {
+        let record = records[spec.record]
+        let timestamp: UInt64 = switch spec.tsChoice {
+        case 0: 0
+        case 1: spec.tsRandom % 100_000
+        case 2: spec.tsRandom
+        default: maxRaw
+        }
+        let action: Action
+        switch spec.action {
+        case 0:
+            let field = spec.field < 10 ? Field(code: UInt8(spec.field + 1))! : .other(ExactString(fieldNames[spec.field - 10]))
+            var value = value(spec.valueChoice, spec.aux)
+            if record.kind.knows(field), !field.accepts(value) { value = acceptable(for: field, spec.aux) }
+            action = .assign(field, value)
+        case 1:
+            action = .addTag(ExactString(strings[spec.aux % strings.count]))
+        default:
+            let replicas = Universe.replicaIDs + [ReplicaID(high: .max, low: .max)]
+            action = .removeTag(
+                ExactString(strings[spec.aux % strings.count]),
+                observed: spec.dots.map { OperationID(replica: replicas[$0.replica], seq: seqs[$0.seq]) })
+        }
+        return Op(id: OperationID(replica: author, seq: seq), timestamp: Timestamp(rawValue: timestamp), record: record, action: action)
+    }
+
+    /// Runs of one author with contiguous seqs, and the first seq.
+    static let run = zip(spec.array(of: 1...12), Gen.int(in: 0...2), Gen<UInt64>.value(in: 1...1_000_000)).map { specs, seqChoice, randomSeq in
+        let firstSeq: UInt64 = switch seqChoice {
+        case 0: 1
+        case 1: randomSeq
+        default: UInt64.max - 100
+        }
+        return specs.enumerated().map { op($0.element, seq: firstSeq + UInt64($0.offset)) }
+    }
+
+    static func encode(_ ops: [Op]) -> [UInt8] {
+        var writer = ByteWriter()
+        OperationCodec.encode(ops, into: &writer)
+        return writer.bytes
+    }
+
+    static func decode(_ bytes: [UInt8], like ops: [Op], count: Int? = nil) throws(DecodeError) -> [Op] {
+        try OperationCodec.decode(bytes, author: ops[0].id.replica, firstSeq: ops[0].id.seq, count: count ?? ops.count)
+    }
+}
+
+@Suite("Operation codec")
+struct CodecTests {
+    @Test func generatedOperationsAreValid() async {
+        await propertyCheck(count: 200, input: CodecGen.run) { ops in
+            for op in ops { #expect(throws: Never.self) { try op.validate() } }
+        }
+    }
+
+    @Test func runsRoundTrip() async {
+        await propertyCheck(count: 300, input: CodecGen.run) { ops in
+            let bytes = CodecGen.encode(ops)
+            let decoded = try CodecGen.decode(bytes, like: ops)
+            #expect(decoded == ops)
+            // Byte-exact values and names survive (Swift's String equality would hide NFC/NFD changes).
+            #expect(decoded.map(\.description).elementsEqual(ops.map(\.description)))
+            #expect(CodecGen.encode(decoded) == bytes)
+            // The run decoder reads the same operations one at a time.
+            var reader = ByteReader(bytes)
+            var run = OperationCodec.RunDecoder(author: ops[0].id.replica, firstSeq: ops[0].id.seq)
+            for op in ops {
+                let next = try run.next(from: &reader)
+                #expect(next == op)
+            }
+            #expect(reader.isAtEnd)
+            #expect(run.nextSeq == ops.last!.id.seq + 1)
+        }
+    }
+
+    @Test func everyTruncationThrowsTruncated() async {
+        await propertyCheck(count: 300, input: CodecGen.run) { ops in
+            let bytes = CodecGen.encode(ops)
+            for length in 0..<bytes.count {
+                #expect(throws: DecodeError.truncated, "prefix of \(length) of \(bytes.count) bytes") {
+                    try CodecGen.decode(Array(bytes.prefix(length)), like: ops)
+                }
+            }
+        }
+    }
+
+    @Test func trailingBytesAndWrongCountsAreRefused() async {
+        await propertyCheck(count: 200, input: CodecGen.run, Gen<UInt8>.value(in: 0...255)) { ops, extra in
+            let bytes = CodecGen.encode(ops)
+            #expect(throws: DecodeError.self) { try CodecGen.decode(bytes + [extra], like: ops) }
+            #expect(throws: DecodeError.self) { try CodecGen.decode(bytes, like: ops, count: ops.count + 1) }
+            if ops.count > 1 {
+                #expect(throws: DecodeError.self) { try CodecGen.decode(bytes, like: ops, count: ops.count - 1) }
+            }
+            #expect((try? CodecGen.decode([], like: ops, count: 0)) == [])
+        }
+    }
+
+    /// Corrupting bytes never crashes the decoder: it throws a `DecodeError` or decodes valid
+    /// operations that re-encode to a decodable run of the same operations.
+    @Test func corruptedRunsThrowOrDecodeValidOperations() async {
+        let corruption = zip(Gen.int(in: 0...1_000), Gen<UInt8>.value(in: 0...255)).array(of: 1...3)
+        await propertyCheck(count: 300, input: CodecGen.run, corruption) { ops, changes in
+            var bytes = CodecGen.encode(ops)
+            for (position, byte) in changes { bytes[position % bytes.count] = byte }
+            guard let decoded = try? CodecGen.decode(bytes, like: ops) else { return }
+            #expect(decoded.count == ops.count)
+            for op in decoded { #expect(throws: Never.self) { try op.validate() } }
+            #expect((try? CodecGen.decode(CodecGen.encode(decoded), like: decoded)) == decoded)
+        }
+    }
+
+    /// A run's bytes are fixed by SPEC.md: header, zigzag timestamp delta, kind and id (unless the
+    /// record is the previous one's), then the action.
+    @Test func goldenEncoding() throws {
+        let author = Universe.replicaIDs[0]
+        let record = RecordRef.reminder(RecordID(high: 0x0102_0304_0506_0708, low: 0x090A_0B0C_0D0E_0F10))
+        let ops = [
+            Op(id: OperationID(replica: author, seq: 5), timestamp: Timestamp(rawValue: 300), record: record, action: .assign(.title, .string("é"))),
+            Op(id: OperationID(replica: author, seq: 6), timestamp: Timestamp(rawValue: 299), record: record, action: .addTag("t")),
+            Op(id: OperationID(replica: author, seq: 7), timestamp: Timestamp(rawValue: 299), record: record,
+               action: .removeTag("t", observed: [OperationID(replica: ReplicaID(high: 0, low: 1), seq: 128)])),
+            Op(id: OperationID(replica: author, seq: 8), timestamp: Timestamp(rawValue: 300), record: .note(RecordID(high: 0, low: 2)),
+               action: .assign(.other("x"), .int(-2))),
+        ]
+        let expected: [UInt8] = [
+            0x00, 0xD8, 0x04, 0x01, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 0x01, 0x04, 0x02, 0xC3, 0xA9,
+            0x05, 0x01, 0x01, 0x74,
+            0x06, 0x00, 0x01, 0x74, 0x01, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0x80, 0x01,
+            0x00, 0x02, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0x00, 0x01, 0x78, 0x03, 0x03,
+        ]
+        #expect(CodecGen.encode(ops) == expected)
+        #expect(try OperationCodec.decode(expected, author: author, firstSeq: 5, count: 4) == ops)
+    }
+
+    @Test func malformedRunsAreRefused() throws {
+        let author = Universe.replicaIDs[0]
+        let id = [UInt8](repeating: 7, count: 16)
+        func decode(_ bytes: [UInt8], firstSeq: UInt64 = 1) throws(DecodeError) -> [Op] {
+            try OperationCodec.decode(bytes, author: author, firstSeq: firstSeq, count: 1)
+        }
+        let title: [UInt8] = [0x01, 0x04, 0x01, 0x61]
+        #expect(try decode([0x00, 0x02, 0x01] + id + title).count == 1)
+        // Reserved header bits, an unknown action, a same-record flag with no previous record.
+        #expect(throws: DecodeError.malformed("operation header 0x8 has reserved bits set")) { try decode([0x08, 0x02, 0x01] + id + title) }
+        #expect(throws: DecodeError.self) { try decode([0x03, 0x02, 0x01] + id + title) }
+        #expect(throws: DecodeError.self) { try decode([0x04, 0x02] + title) }
+        // Record kind 0, unknown field code, empty field name, unknown value type.
+        #expect(throws: DecodeError.self) { try decode([0x00, 0x02, 0x00] + id + title) }
+        #expect(throws: DecodeError.self) { try decode([0x00, 0x02, 0x01] + id + [0x0B, 0x00]) }
+        #expect(throws: DecodeError.self) { try decode([0x00, 0x02, 0x01] + id + [0x00, 0x00, 0x00]) }
+        #expect(throws: DecodeError.self) { try decode([0x00, 0x02, 0x01] + id + [0x01, 0x05]) }
+        // A known field with the wrong type, a timestamp past year 9999, seq 0.
+        #expect(throws: DecodeError.self) { try decode([0x00, 0x02, 0x01] + id + [0x01, 0x03, 0x02]) }
+        var writer = ByteWriter()
+        writer.signedVarint(Int64(bitPattern: Timestamp(physicalMillis: Timestamp.maxPhysicalMillis + 1, logical: 0).rawValue))
+        #expect(throws: DecodeError.self) { try decode([0x00] + writer.bytes + [0x01] + id + title) }
+        #expect(throws: DecodeError.self) { try decode([0x00, 0x02, 0x01] + id + title, firstSeq: 0) }
+        // Invalid UTF-8 in a string, a remove claiming more dots than there are bytes.
+        #expect(throws: DecodeError.malformed("string is not valid UTF-8")) { try decode([0x01, 0x02, 0x01] + id + [0x02, 0xC3, 0x28]) }
+        #expect(throws: DecodeError.truncated) { try decode([0x02, 0x02, 0x01] + id + [0x01, 0x74, 0xFF, 0xFF, 0x03]) }
+        // A field name given by name decodes to the known field.
+        let byName = try decode([0x00, 0x02, 0x01] + id + [0x00, 0x05, 0x74, 0x69, 0x74, 0x6C, 0x65, 0x04, 0x01, 0x61])
+        #expect(byName[0].action == .assign(.title, .string("a")))
+    }
+
+    /// BUG (Sources/ConcordCore/OperationCodec.swift:137): `RunDecoder.next` does `nextSeq += 1`
+    /// after building each operation, which traps when the run's (untrusted) first seq plus its
+    /// count passes `UInt64.max`, e.g. a one-operation run at seq `UInt64.max`. Decoding must throw a
+    /// `DecodeError`, never crash. Fix: check `nextSeq < UInt64.max` (throw `.malformed`) or use
+    /// `&+=` and refuse the next operation when the sequence number has wrapped.
+    @Test func runAtTheLastSeqDoesNotCrash() async {
+        await #expect(processExitsWith: .success) {
+            let author = ReplicaID(high: 1, low: 1)
+            let op = Op(
+                id: OperationID(replica: author, seq: .max), timestamp: Timestamp(physicalMillis: 1, logical: 0),
+                record: .reminder(RecordID(high: 2, low: 2)), action: .addTag("t"))
+            var writer = ByteWriter()
+            OperationCodec.encode([op], into: &writer)
+            _ = try? OperationCodec.decode(writer.bytes, author: author, firstSeq: .max, count: 1)
+        }
+    }
+
+    // MARK: Primitives
+
+    @Test func varints() throws {
+        func varint(_ value: UInt64) -> [UInt8] {
+            var writer = ByteWriter()
+            writer.varint(value)
+            return writer.bytes
+        }
+        func signed(_ value: Int64) -> [UInt8] {
+            var writer = ByteWriter()
+            writer.signedVarint(value)
+            return writer.bytes
+        }
+        #expect(varint(0) == [0x00])
+        #expect(varint(127) == [0x7F])
+        #expect(varint(128) == [0x80, 0x01])
+        #expect(varint(300) == [0xAC, 0x02])
+        #expect(varint(.max) == [0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01])
+        #expect(signed(0) == [0x00])
+        #expect(signed(-1) == [0x01])
+        #expect(signed(1) == [0x02])
+        #expect(signed(-64) == [0x7F])
+        #expect(signed(64) == [0x80, 0x01])
+        #expect(signed(.max) == varint(.max - 1))
+        #expect(signed(.min) == varint(.max))
+
+        func read(_ bytes: [UInt8]) throws(DecodeError) -> UInt64 {
+            var reader = ByteReader(bytes)
+            return try reader.varint()
+        }
+        #expect(throws: DecodeError.self) { try read([0x80, 0x00]) }  // redundant zero byte
+        #expect(throws: DecodeError.self) { try read([0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x02]) }  // overflow
+        #expect(throws: DecodeError.self) { try read([0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x81, 0x00]) }
+        #expect(throws: DecodeError.truncated) { try read([0x80]) }
+        #expect(throws: DecodeError.truncated) { try read([]) }
+    }
+
+    @Test func primitivesRoundTrip() async {
+        let input = zip(Gen<UInt64>.value(in: 0...UInt64.max), Gen<Int64>.value(in: Int64.min...Int64.max), Gen.int(in: 0...9), Gen<UInt64>.value(in: 0...UInt64.max))
+        await propertyCheck(count: 300, input: input) { unsigned, signed, stringIndex, high in
+            var writer = ByteWriter()
+            writer.varint(unsigned)
+            writer.varint(unsigned >> (unsigned % 64))  // small values too
+            writer.signedVarint(signed)
+            writer.signedVarint(signed >> (unsigned % 64))
+            writer.string(CodecGen.strings[stringIndex])
+            writer.identifier(RecordID(high: high, low: unsigned))
+            writer.fixed64(high)
+            var reader = ByteReader(writer.bytes)
+            #expect((try? reader.varint()) == unsigned)
+            #expect((try? reader.varint()) == unsigned >> (unsigned % 64))
+            #expect((try? reader.signedVarint()) == signed)
+            #expect((try? reader.signedVarint()) == signed >> (unsigned % 64))
+            #expect((try? reader.string()).map { Array($0.utf8) } == Array(CodecGen.strings[stringIndex].utf8))
+            #expect((try? reader.identifier(RecordID.self)) == RecordID(high: high, low: unsigned))
+            #expect((try? reader.fixed64()) == high)
+            #expect(reader.isAtEnd)
+        }
+    }
+
+    @Test func identifiersRoundTripThroughHexAndBytes() async {
+        await propertyCheck(count: 300, input: Gen<UInt64>.value(in: 0...UInt64.max), Gen<UInt64>.value(in: 0...UInt64.max)) { high, low in
+            let id = ReplicaID(high: high, low: low)
+            #expect(id.hex.utf8.count == 32)
+            #expect(ReplicaID(hex: id.hex) == id)
+            #expect(ReplicaID(hex: id.hex.uppercased()) == id)
+            #expect(ReplicaID(bytes: id.bytes) == id)
+            let other = ReplicaID(high: low, low: high)
+            // Identifier order is the order of the hex strings and of the bytes.
+            #expect((id < other) == id.hex.utf8.lexicographicallyPrecedes(other.hex.utf8))
+            #expect((id < other) == id.bytes.lexicographicallyPrecedes(other.bytes))
+        }
+        #expect(ReplicaID(hex: "0123456789abcdef0123456789abcde") == nil)
+        #expect(ReplicaID(hex: "0123456789abcdef0123456789abcdeg") == nil)
+        #expect(ReplicaID(bytes: [UInt8](repeating: 0, count: 15)) == nil)
+        #expect(RecordID(hex: "000000000000000a000000000000000b") == RecordID(high: 10, low: 11))
+    }
+}
+
+@Suite("Operation validation and unknown data")
+struct ValidationTests {
+    let ref = Universe.records[0]
+    let author = Universe.replicaIDs[1]
+
+    func assign(_ field: Field, _ value: Value, on record: RecordRef? = nil, seq: UInt64 = 1, at timestamp: Timestamp = ts(1_000)) -> Op {
+        op(author, seq, at: timestamp, record ?? ref, .assign(field, value))
+    }
+
+    @Test func knownFieldsRefuseWrongTypes() {
+        let note = Universe.records[2]
+        let refused: [Op] = [
+            assign(.title, .int(1)), assign(.title, .null), assign(.notes, .bool(true)), assign(.due, .string("tomorrow")),
+            assign(.priority, .null), assign(.priority, .string("high")), assign(.completed, .bool(true)),
+            assign(.snoozedUntil, .string("x")), assign(.repeatRule, .int(1)), assign(.deleted, .null), assign(.deleted, .int(1)),
+            assign(.title, .int(1), on: note), assign(.body, .null, on: note), assign(.pinned, .string("yes"), on: note),
+            assign(.deleted, .string("true"), on: note),
+            // Instants outside the years 1 to 9999 (SPEC.md §4.1) are not instants.
+            assign(.due, .int(.min)), assign(.due, .int(Field.instantRange.lowerBound - 1)),
+            assign(.snoozedUntil, .int(Field.instantRange.upperBound + 1)), assign(.completed, .int(.max)),
+        ]
+        for op in refused {
+            #expect(throws: InvalidOperation.self, "\(op)") { try op.validate() }
+        }
+        let accepted: [Op] = [
+            assign(.title, .string("")), assign(.notes, .null), assign(.due, .int(Field.instantRange.lowerBound)),
+            assign(.completed, .int(Field.instantRange.upperBound)), assign(.priority, .int(99)),
+            assign(.completed, .null), assign(.repeatRule, .string("yearly")), assign(.deleted, .bool(false)),
+            // Fields the kind does not know, unknown fields and unknown kinds take any value.
+            assign(.body, .int(3)), assign(.pinned, .null), assign(.other("title2"), .bool(true)),
+            assign(.title, .int(1), on: RecordRef(kind: RecordKind(rawValue: 9), id: ref.id)),
+            assign(.due, .string("x"), on: Universe.records[2]),
+        ]
+        for op in accepted {
+            #expect(throws: Never.self, "\(op)") { try op.validate() }
+        }
+    }
+
+    @Test func sequenceZeroAndTimestampsPastYear9999AreRefused() {
+        #expect(throws: InvalidOperation.self) { try assign(.title, .string("t"), seq: 0).validate() }
+        #expect(throws: InvalidOperation.self) {
+            try assign(.title, .string("t"), at: ts(Timestamp.maxPhysicalMillis + 1)).validate()
+        }
+        #expect(throws: InvalidOperation.self) { try assign(.title, .string("t"), at: Timestamp(rawValue: .max)).validate() }
+        #expect(throws: Never.self) { try assign(.title, .string("t"), at: ts(Timestamp.maxPhysicalMillis, .max)).validate() }
+        let invalid = assign(.title, .int(1), seq: 3)
+        do {
+            try invalid.validate()
+            Issue.record("accepted")
+        } catch {
+            #expect(error.operation == invalid.id)
+        }
+    }
+
+    @Test func mergeRefusesABatchWithAnInvalidOperation() throws {
+        var replica = Replica(id: Universe.replicaIDs[0])
+        let good = assign(.title, .string("t"))
+        let bad = assign(.priority, .string("urgent"), seq: 2)
+        #expect(throws: InvalidOperation.self) { try replica.merge([good, bad]) }
+        #expect(replica.operations.isEmpty)
+        #expect(replica.records.isEmpty)
+        #expect(replica.versionVector == VersionVector())
+    }
+
+    @Test func unknownFieldsAreKeptAndDumped() throws {
+        let ops = [
+            assign(.title, .string("t"), seq: 1, at: ts(1_000)),
+            assign(.other("color"), .string("red"), seq: 2, at: ts(1_001)),
+            assign(.other("color"), .string("blue"), seq: 3, at: ts(900)),  // older: loses
+            assign(.body, .int(7), seq: 4, at: ts(1_002)),  // a note field on a reminder
+            assign(.other("\u{E9}"), .bool(true), seq: 5, at: ts(1_003)),
+            assign(.other("e\u{301}"), .null, seq: 6, at: ts(1_004)),
+            assign(.repeatRule, .string("yearly"), seq: 7, at: ts(1_005)),  // a rule this version does not know
+            assign(.priority, .int(7), seq: 8, at: ts(1_006)),
+        ]
+        var replica = Replica(id: Universe.replicaIDs[0])
+        var rng = SplitMix64(seed: 42)
+        try replica.merge(ops.shuffled(using: &rng))
+        let state = try #require(replica.records[ref])
+        #expect(state.unknown[ExactString("color")]?.value == .string("red"))
+        #expect(state.unknown[ExactString("body")]?.value == .int(7))
+        #expect(state.value(.other("color")) == .string("red"))
+        #expect(state.value(.body) == .int(7))
+        #expect(state.unknown.count == 4)
+        #expect(state.registers.map(\.field.name) == ["title", "priority", "repeat", "body", "color", "e\u{301}", "\u{E9}"])
+        #expect(replica.reminders[0].repeatRule == nil)
+        #expect(replica.reminders[0].priority == Priority(rawValue: 7))
+        let dump = replica.dump()
+        #expect(dump.contains("\"unknown\":{\"body\":7,\"color\":\"red\",\"e\u{301}\":null,\"\u{E9}\":true}"))
+        #expect(dump.contains("\"repeat\":\"yearly\""))
+        #expect(dump.contains("\"priority\":7"))
+        // And they pass on to other replicas unchanged.
+        var peer = Replica(id: Universe.replicaIDs[2])
+        try peer.merge(replica.operations())
+        #expect(peer.dump() == dump)
+        #expect(peer.records == replica.records)
+    }
+
+    /// BUG (Sources/ConcordCore/Schema.swift:136-149, RecordState.swift:39-46 and 60-63, Operation.swift:45-48):
+    /// `Field.other(name)` can name a known field ("title") or be empty, and nothing normalizes it.
+    /// `Op.validate` then accepts `.other("title") = .int(1)` on a reminder and `RecordState` keeps
+    /// it as an unknown field called "title", while SPEC §8.3 says a field name equal to a known
+    /// field's name *is* that field (the codec decodes it to `.title` and refuses the int, §4.3), and
+    /// an empty name is malformed. So the in-memory model accepts and stores operations that the
+    /// codec and the store refuse or store differently, and such an op does not round-trip.
+    /// Fix: have `validate` refuse `.other` names that are empty or equal a known field's name
+    /// (or normalize with `Field(name:)` in `RecordState.write`, `register(_:)` and `validate`).
+    @Test func fieldsNamedByNameAreTheKnownField() {
+        #expect(throws: InvalidOperation.self, "title = int, spelled by name") {
+            try assign(.other("title"), .int(1)).validate()
+        }
+        #expect(throws: InvalidOperation.self, "an empty field name") { try assign(.other(""), .int(1)).validate() }
+        var state = RecordState(ref: ref)
+        state.apply(assign(.other("title"), .string("by name"), at: ts(2_000)))
+        state.apply(assign(.title, .string("by code"), seq: 2, at: ts(1_000)))
+        #expect(state.value(.title) == .string("by name"))
+        #expect(state.unknown.isEmpty)
+    }
+
+    @Test func unknownKindsAreKeptAndDumped() throws {
+        let other = RecordRef(kind: RecordKind(rawValue: 7), id: RecordID(high: 0, low: 0xAB))
+        let ops = [
+            assign(.title, .string("?"), on: other),
+            op(author, 2, at: ts(1_001), other, .addTag("z")),
+            assign(.deleted, .bool(true), on: other, seq: 3, at: ts(1_002)),
+        ]
+        var replica = Replica(id: Universe.replicaIDs[0])
+        try replica.merge(ops)
+        #expect(replica.reminders.isEmpty && replica.notes.isEmpty)
+        #expect(replica.records[other]!.isDeleted)
+        #expect(other.kind.name == "kind-7")
+        #expect(replica.dump() == """
+            {"format":"concord-dump","records":[{"deleted":true,"id":"000000000000000000000000000000ab","kind":"kind-7","tags":["z"],\
+            "unknown":{"deleted":true,"title":"?"}}],"version":1}
+            """)
+    }
+
+    @Test func dumpOfAReminderAndANote() throws {
+        var replica = Replica(id: Universe.replicaIDs[0])
+        let reminder = RecordRef.reminder(RecordID(high: 0, low: 2))
+        let note = RecordRef.note(RecordID(high: 0, low: 1))
+        try replica.perform(.createReminder(ReminderDraft(
+            title: "Pay \"rent\"", notes: "line\nbreak", due: Date(millisecondsSince1970: 1_709_200_800_000), priority: .medium,
+            tags: ["b", "a"], repeatRule: "monthly")), on: reminder, wallMillis: 1_000)
+        try replica.perform(.complete, on: reminder, wallMillis: 2_000)
+        try replica.perform(.createNote(NoteDraft(title: "N", body: "\\", tags: [], isPinned: true)), on: note, wallMillis: 3_000)
+        #expect(replica.dump() == """
+            {"format":"concord-dump","records":[\
+            {"body":"\\\\","deleted":false,"id":"00000000000000000000000000000001","kind":"note","pinned":true,"tags":[],"title":"N"},\
+            {"completed":false,"completedAt":null,"deleted":false,"due":"2024-03-29T10:00:00.000Z","id":"00000000000000000000000000000002",\
+            "kind":"reminder","notes":"line\\u000abreak","priority":"medium","repeat":"monthly:29","snoozedUntil":null,"tags":["a","b"],\
+            "title":"Pay \\"rent\\""}],"version":1}
+            """)
+        #expect(Replica(id: Universe.replicaIDs[0]).dump() == #"{"format":"concord-dump","records":[],"version":1}"#)
+    }
+
+    /// BUG (Sources/ConcordCore/Records.swift:44-46 and 71-74, JSON.swift:87-90): `Reminder(state:)` turns the `due`,
+    /// `completed` and `snoozedUntil` integers into `Date`s through `Double`, and the dump turns them
+    /// back with `Int64(... .rounded())`, which traps for values near `Int64.max`. `Op.validate`
+    /// accepts any integer for these fields, so one valid operation from a peer (e.g. due =
+    /// Int64.max) makes `dump()` (and `reminders`' JSON) crash on every replica that merges it.
+    /// Values above about 4.4e15 ms (year ~141000) also come back changed. Fix: build the dump's instants from the
+    /// registers' integers (`JSON.instant(state.value(.due).intValue)`) instead of via `Date`, and
+    /// convert with `Int64(exactly:)`/clamping; or have `Field.accepts` refuse instants outside
+    /// the valid timestamp range (year 9999).
+    @Test func dumpOfAnExtremeDueDateDoesNotCrash() async {
+        await #expect(processExitsWith: .success) {
+            var replica = Replica(id: ReplicaID(high: 1, low: 1))
+            let ref = RecordRef.reminder(RecordID(high: 2, low: 2))
+            let ops = [
+                Op(id: OperationID(replica: ReplicaID(high: 3, low: 3), seq: 1), timestamp: Timestamp(physicalMillis: 1, logical: 0),
+                   record: ref, action: .assign(.title, .string("t"))),
+                Op(id: OperationID(replica: ReplicaID(high: 3, low: 3), seq: 2), timestamp: Timestamp(physicalMillis: 2, logical: 0),
+                   record: ref, action: .assign(.due, .int(.max))),
+            ]
+            _ = try? replica.merge(ops)
+            _ = replica.dump()
+        }
+    }
+}
+
+@Suite("Canonical JSON")
+struct JSONTests {
+    @Test func keysAreSortedByUTF8Bytes() {
+        let object = JSON.object([
+            ("b", .int(1)), ("é", .int(2)), ("a", .int(3)), ("Z", .int(4)), ("aa", .int(5)), ("e\u{301}", .int(6)), ("f", .int(7)),
+            ("", .int(8)), ("😀", .int(9)), ("\u{FF61}", .int(10)),
+        ])
+        // Bytes: "" < "Z" (5A) < "a" < "aa" < "b" < "e\u{301}" (65 CC 81) < "f" < "é" (C3 A9) < "｡" (EF BD A1) < "😀" (F0 ...).
+        // (Swift's String order would put "é" before "f" and treat both é's as equal; UTF-16 order would put 😀 before ｡.)
+        #expect(object.canonical == #"{"":8,"Z":4,"a":3,"aa":5,"b":1,"e\#u{301}":6,"f":7,"\#u{E9}":2,"\#u{FF61}":10,"😀":9}"#)
+    }
+
+    @Test func stringsAreEscapedMinimally() {
+        #expect(JSON.string("say \"hi\"").canonical == #""say \"hi\"""#)
+        #expect(JSON.string(#"back\slash"#).canonical == #""back\\slash""#)
+        #expect(JSON.string("\u{0}\u{1}\n\r\t\u{1F}").canonical == #""\u0000\u0001\u000a\u000d\u0009\u001f""#)
+        // Everything else is written as UTF-8, including DEL, "/", and non-ASCII.
+        #expect(JSON.string("\u{7F}/é😀\u{2028}").canonical == "\"\u{7F}/é😀\u{2028}\"")
+        #expect(JSON.string("").canonical == #""""#)
+    }
+
+    @Test func valuesAndNesting() {
+        let value = JSON.object([
+            ("list", .array([.null, .bool(true), .bool(false), .int(-1), .int(.min), .int(.max), .array([]), .object([])])),
+            ("nested", .object([("y", .string("2")), ("x", .int(1))])),
+        ])
+        #expect(value.canonical == #"{"list":[null,true,false,-1,-9223372036854775808,9223372036854775807,[],{}],"nested":{"x":1,"y":"2"}}"#)
+        #expect(JSON(Value.int(4)) == .int(4))
+        #expect(JSON(Value.null) == .null)
+        #expect(JSON(Value.bool(true)) == .bool(true))
+        #expect(JSON(Value.string("s")) == .string("s"))
+    }
+
+    @Test func canonicalFormIsIndependentOfMemberOrderAndParses() async {
+        // Foundation's parser (used as the reference here) drops U+FEFF, so the BOM string is left out.
+        let strings = CodecGen.strings.filter { !$0.unicodeScalars.contains("\u{FEFF}") }
+        let key = Gen.int(in: 0...(strings.count - 1)).map { strings[$0] }
+        let member = zip(key, Gen.int(in: 0...(strings.count - 1)), Gen<Int64>.value(in: Int64.min...Int64.max))
+        await propertyCheck(count: 300, input: member.array(of: 0...8), Gen<UInt64>.value(in: 0...UInt64.max)) { members, seed in
+            // Unique keys (as Swift strings, so that Foundation's parser keeps them apart), each with a
+            // string or int value.
+            var seen = Set<String>()
+            let unique: [(String, JSON)] = members.compactMap { key, valueIndex, int in
+                guard seen.insert(key).inserted else { return nil }
+                return (key, valueIndex % 2 == 0 ? .string(strings[valueIndex]) : .int(int))
+            }
+            var rng = SplitMix64(seed: seed)
+            let json = JSON.object(unique)
+            let shuffled = JSON.object(unique.shuffled(using: &rng))
+            #expect(json.canonical == shuffled.canonical)
+            #expect(json == shuffled)
+            // It is valid JSON that parses back to the same keys and values, byte for byte.
+            let data = Data(json.canonical.utf8)
+            guard let parsed = try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed]) as? [String: Any] else {
+                Issue.record("not valid JSON: \(json.canonical)")
+                return
+            }
+            #expect(parsed.count == unique.count)
+            let parsedKeys = parsed.keys.map { Array($0.utf8) }.sorted { $0.lexicographicallyPrecedes($1) }
+            #expect(parsedKeys == unique.map { Array($0.0.utf8) }.sorted { $0.lexicographicallyPrecedes($1) })
+            for (key, value) in unique {
+                switch value {
+                case .string(let string): #expect((parsed[key] as? String).map { Array($0.utf8) } == Array(string.utf8))
+                case .int(let int): #expect((parsed[key] as? NSNumber)?.int64Value == int)
+                default: Issue.record("unexpected value")
+                }
+            }
+            // Keys appear in byte order.
+            let order = unique.map(\.0).sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+            let text = Array(json.canonical.utf8)
+            var position = 0
+            for key in order {
+                var needle: [UInt8] = []
+                JSON.string(key).write(into: &needle)
+                needle.append(UInt8(ascii: ":"))
+                guard let found = (position...max(position, text.count - needle.count)).first(where: {
+                    $0 + needle.count <= text.count && text[$0..<$0 + needle.count].elementsEqual(needle)
+                }) else {
+                    Issue.record("key \(key) out of order in \(json.canonical)")
+                    return
+                }
+                position = found + needle.count
+            }
+        }
+    }
+}
