@@ -11,11 +11,11 @@ extension ConcordStore {
                 let directory = try ReplicaDirectory(db)
                 let rows = try Row.fetchCursor(db, sql: "SELECT replica, first_seq, last_seq, ops FROM log ORDER BY replica, first_seq")
                 while let row = try rows.next() {
-                    let author = try directory.id(at: row[0])
-                    let first = UInt64(row[1] as Int64)
-                    let last = UInt64(row[2] as Int64)
+                    let author = try directory.id(at: try row.column(0))
+                    let first = UInt64(try row.column(1) as Int64)
+                    let last = UInt64(try row.column(2) as Int64)
                     guard last > since[author] else { continue }
-                    for operation in try Self.decodeChunk(row[3], author: author, first: first, last: last)
+                    for operation in try Self.decodeChunk(try row.column(3), author: author, first: first, last: last)
                     where !since.covers(operation.id) {
                         try body(operation)
                     }
@@ -33,10 +33,11 @@ extension ConcordStore {
                 let rows = try Row.fetchCursor(db, sql: "SELECT replica, first_seq, last_seq, max_ts, ops FROM log ORDER BY max_ts DESC")
                 var collected: [Op] = []
                 while let row = try rows.next() {
-                    let chunkMax = Timestamp(rawValue: UInt64(bitPattern: row[3] as Int64))
+                    let chunkMax = Timestamp(rawValue: UInt64(bitPattern: try row.column(3) as Int64))
                     if collected.count >= limit, chunkMax < collected[limit - 1].timestamp { break }
                     collected += try Self.decodeChunk(
-                        row[4], author: try directory.id(at: row[0]), first: UInt64(row[1] as Int64), last: UInt64(row[2] as Int64))
+                        try row.column(4), author: try directory.id(at: try row.column(0)),
+                        first: UInt64(try row.column(1) as Int64), last: UInt64(try row.column(2) as Int64))
                     collected.sort { $0.stamp > $1.stamp }
                     if collected.count > limit { collected.removeLast(collected.count - limit) }
                 }
@@ -46,6 +47,9 @@ extension ConcordStore {
     }
 
     static func decodeChunk(_ data: Data, author: ReplicaID, first: UInt64, last: UInt64) throws -> [Op] {
+        guard first >= 1, last >= first, last - first < UInt64(WriteContext.maxChunkOperations) else {
+            throw StoreError(.corrupt, "log chunk \(author.hex):\(first)-\(last) has an impossible range")
+        }
         do {
             return try OperationCodec.decode([UInt8](data), author: author, firstSeq: first, count: Int(last - first + 1))
         } catch {

@@ -45,13 +45,13 @@ extension ConcordStore {
                 var result: [Reminder] = []
                 while let row = try rows.next() {
                     result.append(Reminder(
-                        id: try Self.recordID(row[0]), title: row[1] ?? "", notes: row[2],
-                        due: (row[3] as Int64?).map(Date.init(millisecondsSince1970:)),
-                        priority: Priority(rawValue: row[4] ?? 0),
-                        completedAt: (row[5] as Int64?).map(Date.init(millisecondsSince1970:)),
-                        snoozedUntil: (row[6] as Int64?).map(Date.init(millisecondsSince1970:)),
-                        repeatRule: (row[7] as String?).flatMap(RepeatRule.init(rawValue:)),
-                        tags: try Self.tags(row[8]), isDeleted: row[9]))
+                        id: try Self.recordID(try row.column(0)), title: try row.column(1) ?? "", notes: try row.column(2),
+                        due: (try row.column(3) as Int64?).map(Date.init(millisecondsSince1970:)),
+                        priority: Priority(rawValue: try row.column(4) ?? 0),
+                        completedAt: (try row.column(5) as Int64?).map(Date.init(millisecondsSince1970:)),
+                        snoozedUntil: (try row.column(6) as Int64?).map(Date.init(millisecondsSince1970:)),
+                        repeatRule: (try row.column(7) as String?).flatMap(RepeatRule.init(rawValue:)),
+                        tags: try Self.tags(try row.column(8)), isDeleted: try row.column(9)))
                 }
                 return result
             }
@@ -68,20 +68,26 @@ extension ConcordStore {
                 var result: [Note] = []
                 while let row = try rows.next() {
                     result.append(Note(
-                        id: try Self.recordID(row[0]), title: row[1] ?? "", body: row[2] ?? "", isPinned: row[3] ?? false,
-                        tags: try Self.tags(row[4]), isDeleted: row[5]))
+                        id: try Self.recordID(try row.column(0)), title: try row.column(1) ?? "", body: try row.column(2) ?? "",
+                        isPinned: try row.column(3) ?? false, tags: try Self.tags(try row.column(4)), isDeleted: try row.column(5)))
                 }
                 return result
             }
         }
     }
 
-    static func recordID(_ data: Data) throws -> RecordID {
-        guard let id = RecordID(bytes: data) else { throw StoreError(.corrupt, "a record has a malformed id") }
+    static func recordID(_ data: Data?) throws -> RecordID {
+        guard let data, let id = RecordID(bytes: data) else { throw StoreError(.corrupt, "a record has a malformed id") }
         return id
     }
 
+    static func kind(_ raw: Int64) throws -> RecordKind {
+        guard let byte = UInt8(exactly: raw), byte != 0 else { throw StoreError(.corrupt, "a record has a malformed kind") }
+        return RecordKind(rawValue: byte)
+    }
+
     static func tags(_ json: String) throws -> [String] {
+        guard json != "[]" else { return [] }
         do {
             return try JSONDecoder().decode([String].self, from: Data(json.utf8))
         } catch {
@@ -104,14 +110,14 @@ extension ConcordStore {
             try writer.read { db in
                 var refs: [RecordRef] = []
                 for table in RecordTable.known where kind == nil || kind == table.kind {
-                    for data in try Data.fetchAll(db, sql: "SELECT id FROM \(table.name) WHERE id BETWEEN ? AND ? LIMIT 10", arguments: arguments) {
+                    for data in try Optional<Data>.fetchAll(db, sql: "SELECT id FROM \(table.name) WHERE id BETWEEN ? AND ? LIMIT 10", arguments: arguments) {
                         refs.append(RecordRef(kind: table.kind, id: try Self.recordID(data)))
                     }
                 }
                 if kind == nil || RecordTable.of(kind!) == nil {
                     for row in try Row.fetchAll(db, sql: "SELECT kind, id FROM other_records WHERE id BETWEEN ? AND ? LIMIT 10", arguments: arguments) {
-                        let other = RecordKind(rawValue: UInt8(row[0] as Int64))
-                        if kind == nil || kind == other { refs.append(RecordRef(kind: other, id: try Self.recordID(row[1]))) }
+                        let other = try Self.kind(try row.column(0))
+                        if kind == nil || kind == other { refs.append(RecordRef(kind: other, id: try Self.recordID(try row.column(1)))) }
                     }
                 }
                 return refs.sorted()
@@ -147,8 +153,8 @@ extension ConcordStore {
                 var heads: [(RecordRef, Row)?] = []
                 func advance(_ index: Int) throws -> (RecordRef, Row)? {
                     guard let row = try sources[index].cursor.next() else { return nil }
-                    let kind = sources[index].kind ?? RecordKind(rawValue: UInt8(row[2] as Int64))
-                    return (RecordRef(kind: kind, id: try Self.recordID(row[0])), row.copy())
+                    let kind = try sources[index].kind ?? Self.kind(try row.column(2))
+                    return (RecordRef(kind: kind, id: try Self.recordID(try row.column(0))), row.copy())
                 }
                 for index in sources.indices { heads.append(try advance(index)) }
                 while let next = heads.indices.filter({ heads[$0] != nil }).min(by: { heads[$0]!.0 < heads[$1]!.0 }) {

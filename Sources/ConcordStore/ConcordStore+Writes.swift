@@ -78,8 +78,7 @@ extension ConcordStore {
                 try context.flush()
                 report.touchedRecords = context.touched
                 let wall = environment.wallClock()
-                if context.clock.latest.physicalMillis > wall + HybridLogicalClock.farFutureThresholdMillis,
-                   report.newOperationCount > 0 {
+                if report.newOperationCount > 0, context.clock.isFarAhead(ofWallMillis: wall) {
                     report.farFutureTimestamp = context.clock.latest
                 }
                 return report

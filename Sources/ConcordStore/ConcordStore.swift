@@ -6,8 +6,9 @@ import GRDB
 ///
 /// A local change writes its operations and the materialized state in one transaction; a merge
 /// applies other replicas' operations the same way. Reads are plain queries over the
-/// materialized tables. All methods are synchronous and safe to call from any thread; several
-/// processes may open the same store at once (writers wait for each other).
+/// materialized tables. All methods are synchronous and safe to call from any thread; a store
+/// object serializes its own calls over one connection, and several processes may open the same
+/// store at once (readers never wait, writers wait for each other).
 public final class ConcordStore: Sendable {
     /// The store's file, or `:memory:`.
     public let path: String
@@ -53,9 +54,14 @@ public final class ConcordStore: Sendable {
             for suffix in ["", "-wal", "-shm"] { try? fileManager.removeItem(atPath: temporary + suffix) }
         }
         try guarded(path) {
-            let pool = try DatabasePool(path: temporary, configuration: configuration(readOnly: false))
-            try initialize(pool, name: name, environment: environment)
-            try pool.close()
+            let queue = try DatabaseQueue(path: temporary, configuration: configuration(readOnly: false))
+            try queue.writeWithoutTransaction { db in
+                guard try String.fetchOne(db, sql: "PRAGMA journal_mode = WAL") == "wal" else {
+                    throw StoreError(.io, "cannot put \(path) in WAL mode")
+                }
+            }
+            try initialize(queue, name: name, environment: environment)
+            try queue.close()
         }
         guard link(temporary, path) == 0 else {
             let reason = errno == EEXIST ? "a store already exists at \(path)" : "cannot create \(path): \(String(cString: strerror(errno)))"
@@ -72,21 +78,17 @@ public final class ConcordStore: Sendable {
             throw StoreError(.missing, "no store at \(path); run 'syncctl init' to create one")
         }
         guard !isDirectory.boolValue else { throw StoreError(.notAStore, "\(path) is a directory, not a Concord store") }
-        try guarded(path) {
-            let probe = try DatabaseQueue(path: path, configuration: configuration(readOnly: true))
-            defer { try? probe.close() }
-            try probe.read { db in try checkIdentity(db, path: path) }
-        }
+        // Identify the file from its header before SQLite opens it: opening a file, even
+        // read-only, may create files beside it, and a refused file must stay untouched.
+        try checkHeader(path)
         return try guarded(path) {
-            let writer: any DatabaseWriter
-            if readOnly {
-                writer = try DatabaseQueue(path: path, configuration: configuration(readOnly: true))
-            } else {
-                let pool = try DatabasePool(path: path, configuration: configuration(readOnly: false))
-                try StoreSchema.migrator.migrate(pool)
-                writer = pool
-            }
-            return try ConcordStore(path: path, writer: writer, environment: environment)
+            // One connection per store object. The file is already in WAL mode (set at creation),
+            // so other processes still read while this one writes; and unlike a pool, a queue
+            // writes nothing when it opens and keeps `synchronous = FULL`.
+            let queue = try DatabaseQueue(path: path, configuration: configuration(readOnly: readOnly))
+            try queue.read { db in try checkIdentity(db, path: path) }
+            if !readOnly { try StoreSchema.migrator.migrate(queue) }
+            return try ConcordStore(path: path, writer: queue, environment: environment)
         }
     }
 
@@ -131,12 +133,34 @@ public final class ConcordStore: Sendable {
         }
     }
 
+    /// Checks the SQLite header (SPEC.md §9): the magic, the application id at offset 68 and the
+    /// schema version (user_version) at offset 60, both big-endian.
+    private static func checkHeader(_ path: String) throws(StoreError) {
+        guard let handle = FileHandle(forReadingAtPath: path) else {
+            throw StoreError(FileAccess.isReadOnly(path) ? .readOnly : .io, "cannot read \(path)")
+        }
+        defer { try? handle.close() }
+        let header = [UInt8]((try? handle.read(upToCount: 100)) ?? Data())
+        let magic = Array("SQLite format 3\0".utf8)
+        guard header.count == 100, Array(header[0..<16]) == magic else {
+            throw StoreError(.notAStore, "\(path) is not a Concord store")
+        }
+        func bigEndian(at offset: Int) -> Int32 {
+            Int32(bitPattern: header[offset..<offset + 4].reduce(0) { $0 << 8 | UInt32($1) })
+        }
+        try checkIdentity(applicationID: bigEndian(at: 68), version: Int(bigEndian(at: 60)), path: path)
+    }
+
     private static func checkIdentity(_ db: Database, path: String) throws {
-        let applicationID = try Int32.fetchOne(db, sql: "PRAGMA application_id") ?? 0
+        try checkIdentity(
+            applicationID: try Int32.fetchOne(db, sql: "PRAGMA application_id") ?? 0,
+            version: try Int.fetchOne(db, sql: "PRAGMA user_version") ?? 0, path: path)
+    }
+
+    private static func checkIdentity(applicationID: Int32, version: Int, path: String) throws(StoreError) {
         guard applicationID == StoreSchema.applicationID else {
             throw StoreError(.notAStore, "\(path) is not a Concord store")
         }
-        let version = try Int.fetchOne(db, sql: "PRAGMA user_version") ?? 0
         guard version <= StoreSchema.version else {
             throw StoreError(.newerSchema, "the store at \(path) has schema version \(version), newer than this build supports (\(StoreSchema.version)); upgrade Concord")
         }

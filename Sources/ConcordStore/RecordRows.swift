@@ -66,7 +66,7 @@ enum RecordRows {
         ref: RecordRef, table: RecordTable?, row: Row, offset: Int = 0, _ directory: ReplicaDirectory
     ) throws -> RecordState {
         let columnCount = table?.columns.count ?? 0
-        let blob: Data = row[offset + columnCount]
+        let blob: Data = try row.column(offset + columnCount)
         var reader = ByteReader([UInt8](blob))
         do {
             guard try reader.byte() == crdtFormat else { throw DecodeError.malformed("unknown crdt format") }

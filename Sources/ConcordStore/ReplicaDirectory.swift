@@ -11,12 +11,12 @@ struct ReplicaDirectory {
     init(_ db: Database) throws {
         let rows = try Row.fetchCursor(db, sql: "SELECT idx, id, contiguous FROM replicas")
         while let row = try rows.next() {
-            let data: Data = row[1]
+            let data: Data = try row.column(1)
             guard let id = ReplicaID(bytes: data) else { throw StoreError(.corrupt, "a replica row has a malformed id") }
-            let index: Int64 = row[0]
+            let index: Int64 = try row.column(0)
             indexByID[id] = index
             idByIndex[index] = id
-            contiguous[id] = UInt64(row[2] as Int64)
+            contiguous[id] = UInt64(clamping: try row.column(2) as Int64)
         }
     }
 
@@ -40,5 +40,18 @@ struct ReplicaDirectory {
 
     mutating func setContiguous(_ seq: UInt64, for id: ReplicaID) {
         contiguous[id] = seq
+    }
+}
+
+extension Row {
+    /// The value of a column, or a `corrupt` error when the file holds something else there
+    /// (a NULL where there must be a value, a value of the wrong type).
+    func column<Value: DatabaseValueConvertible>(_ index: Int) throws -> Value {
+        guard index < count else { throw StoreError(.corrupt, "a row of the store is missing columns") }
+        do {
+            return try decode(atIndex: index)
+        } catch {
+            throw StoreError(.corrupt, "a row of the store is damaged (column \(index): \(error))")
+        }
     }
 }

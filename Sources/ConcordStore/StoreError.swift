@@ -56,6 +56,8 @@ public struct StoreError: Error, Hashable, CustomStringConvertible {
     /// Maps any error thrown inside a store operation to a `StoreError` naming `path`.
     static func wrap(_ error: any Error, path: String) -> StoreError {
         switch error {
+        case let error as StoreError where error.code == .corrupt && !error.message.contains(path):
+            return StoreError(.corrupt, "the store at \(path) is corrupt (\(error.message)); restore it from a backup or another replica", underlying: error)
         case let error as StoreError:
             return error
         case let error as ChangeError:

@@ -106,7 +106,12 @@ struct WriteContext {
             let rows = try Row.fetchAll(
                 db, sql: "SELECT first_seq, last_seq FROM log WHERE replica = ? AND last_seq > ? ORDER BY first_seq",
                 arguments: [index, Int64(contiguous)])
-            let ranges = rows.map { UInt64($0[0] as Int64)...UInt64($0[1] as Int64) }
+            let ranges = try rows.map { row in
+                let first = UInt64(clamping: try row.column(0) as Int64)
+                let last = UInt64(clamping: try row.column(1) as Int64)
+                guard first <= last else { throw StoreError(.corrupt, "a log row has an impossible range") }
+                return first...last
+            }
             sequence = HeldSequence(contiguous: contiguous, ranges: ranges)
         }
         held[replica] = sequence

@@ -12,8 +12,9 @@ struct StoreOptions: ParsableArguments {
         if let path { return path }
         let environment = ProcessInfo.processInfo.environment
         if let path = environment["SYNCCTL_STORE"], !path.isEmpty { return path }
+        let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
         let dataHome = environment["XDG_DATA_HOME"].flatMap { $0.isEmpty ? nil : $0 }
-            ?? (NSHomeDirectory() as NSString).appendingPathComponent(".local/share")
+            ?? (home as NSString).appendingPathComponent(".local/share")
         return (dataHome as NSString).appendingPathComponent("concord/store.db")
     }
 
@@ -21,7 +22,8 @@ struct StoreOptions: ParsableArguments {
         try ConcordStore.open(at: resolvedPath)
     }
 
-    /// Moves `--store PATH` / `--store=PATH` given before the first subcommand to the end.
+    /// Moves `--store PATH` / `--store=PATH` given before the first subcommand to the end of the
+    /// options (before a `--`, after which everything is positional).
     static func hoistLeadingStoreOption(_ arguments: inout [String]) {
         var index = 0
         var hoisted: [String] = []
@@ -35,7 +37,7 @@ struct StoreOptions: ParsableArguments {
                 index += 1
             }
         }
-        arguments += hoisted
+        arguments.insert(contentsOf: hoisted, at: arguments.firstIndex(of: "--") ?? arguments.endIndex)
     }
 }
 

@@ -1,0 +1,158 @@
+import Foundation
+import Testing
+
+/// Bad input: each is refused with a non-zero exit and exactly one line on standard error naming
+/// the problem, and leaves the store as it was (same dump, same `status --json`).
+@Suite struct BadInputTests {
+    struct Fixture {
+        let sandbox: Sandbox
+        let store: Store
+        let reminder: String
+        let note: String
+    }
+
+    func fixture() throws -> Fixture {
+        let sandbox = try Sandbox()
+        let store = try sandbox.makeStore()
+        let reminder = try store.addReminder("Existing", "--due", "2027-01-01T09:00:00Z", "--tag", "t")
+        let note = try store.addNote("Existing note")
+        return Fixture(sandbox: sandbox, store: store, reminder: reminder, note: note)
+    }
+
+    @Test func unknownIDsAndBadPrefixes() throws {
+        let f = try fixture()
+        let unknown = unusedPrefix(avoiding: [f.reminder, f.note])
+        let unknownFull = unknown + String(f.reminder.dropFirst(4))
+        try f.store.expectRefused(["show", unknownFull], mentions: ["no record with id \(unknownFull)"], code: 1)
+        try f.store.expectRefused(["reminder", "complete", unknown], mentions: ["no reminder with id \(unknown)"], code: 1)
+        try f.store.expectRefused(["reminder", "edit", unknown + "abc", "--title", "x"], mentions: ["no reminder with id"], code: 1)
+        try f.store.expectRefused(["note", "delete", unknown], mentions: ["no note with id \(unknown)"], code: 1)
+        try f.store.expectRefused(["show", unknown, "--json"], mentions: ["no record with id"], code: 1)
+
+        // Fewer than 4 digits, not hex, or too long: not an id at all.
+        let three = String(f.reminder.prefix(3))
+        try f.store.expectRefused(["show", three], mentions: ["'\(three)' is not a record id", "at least 4"], code: 1)
+        try f.store.expectRefused(["reminder", "delete", three], mentions: ["is not a record id"], code: 1)
+        try f.store.expectRefused(["reminder", "complete", "zzzz"], mentions: ["'zzzz' is not a record id"], code: 1)
+        try f.store.expectRefused(["note", "edit", "", "--title", "x"], mentions: ["is not a record id"], code: 1)
+        try f.store.expectRefused(["show", f.reminder + "0"], mentions: ["is not a record id"], code: 1)
+        try f.store.expectRefused(["show", String(f.reminder.prefix(4)) + "-"], mentions: ["is not a record id"], code: 1)
+    }
+
+    /// Random ids rarely share 4 hex digits, so two note rows are copied under chosen ids that do
+    /// (with python's sqlite3); the prefix then matches both and must be refused, listing them.
+    @Test func anAmbiguousPrefixIsRefusedAndListsTheMatches() throws {
+        let f = try fixture()
+        let shared = unusedPrefix(avoiding: [f.reminder, f.note]) + "00000000"
+        let first = shared + String(repeating: "0", count: 19) + "1"
+        let second = shared + String(repeating: "0", count: 19) + "2"
+        try f.sandbox.python("""
+            import sqlite3, sys
+            c = sqlite3.connect(sys.argv[1])
+            source = bytes.fromhex(sys.argv[2])
+            for new_id in sys.argv[3:]:
+                c.execute("INSERT INTO notes (id, title, body, pinned, deleted, tags, crdt) "
+                          "SELECT ?, title, body, pinned, deleted, tags, crdt FROM notes WHERE id = ?",
+                          (bytes.fromhex(new_id), source))
+            c.commit(); c.close()
+            """, [f.store.path, f.note, first, second])
+        #expect(try f.store.show(first).string("id") == first, "the full id still resolves")
+
+        let prefix = String(shared.prefix(4))
+        let result = try f.store.expectRefused(["show", prefix], mentions: ["id prefix \(prefix) is ambiguous", first, second], code: 1)
+        #expect(!result.stderr.contains(f.note))
+        try f.store.expectRefused(["note", "edit", shared.uppercased(), "--title", "x"], mentions: ["is ambiguous", first, second], code: 1)
+        try f.store.expectRefused(["note", "delete", String(first.prefix(31))], mentions: ["is ambiguous"], code: 1)
+        // A reminder command does not see notes, so the prefix matches nothing there.
+        try f.store.expectRefused(["reminder", "complete", prefix], mentions: ["no reminder with id \(prefix)"], code: 1)
+    }
+
+    @Test func badDates() throws {
+        let f = try fixture()
+        for date in ["tomorrow", "2027-02-30", "2027-13-01", "2027-1-5", "2027-01-01T25:00Z", "2027-01-01T09:00:00+2", "2027-01-01Tnoon", ""] {
+            try f.store.expectRefused(["reminder", "edit", f.reminder, "--due", date], mentions: ["--due", "'\(date)'"], code: 64)
+        }
+        try f.store.expectRefused(["reminder", "add", "New", "--due", "2027-02-29"], mentions: ["--due", "2027-02-29"], code: 64)
+        try f.store.expectRefused(["reminder", "snooze", f.reminder, "--until", "later"], mentions: ["--until", "later"], code: 64)
+        try f.store.expectRefused(["reminder", "due", "--at", "now"], mentions: ["--at", "now"], code: 64)
+    }
+
+    @Test func emptyTitles() throws {
+        let f = try fixture()
+        try f.store.expectRefused(["reminder", "add", ""], mentions: ["title is empty"], code: 1)
+        try f.store.expectRefused(["reminder", "add", "  \t "], mentions: ["title is empty"], code: 1)
+        try f.store.expectRefused(["note", "add", ""], mentions: ["title is empty"], code: 1)
+        try f.store.expectRefused(["reminder", "edit", f.reminder, "--title", ""], mentions: ["title is empty"], code: 1)
+        try f.store.expectRefused(["reminder", "edit", f.reminder, "--title", " ", "--priority", "high"], mentions: ["title is empty"], code: 1)
+        try f.store.expectRefused(["note", "edit", f.note, "--title", "\n"], mentions: ["title is empty"], code: 1)
+    }
+
+    @Test func conflictingOrMissingOptions() throws {
+        let f = try fixture()
+        let id = f.reminder
+        try f.store.expectRefused(["reminder", "edit", id, "--due", "2027-05-01", "--no-due"], mentions: ["--due and --no-due"], code: 64)
+        try f.store.expectRefused(["reminder", "edit", id, "--repeat", "daily", "--no-repeat"], mentions: ["--repeat and --no-repeat"], code: 64)
+        try f.store.expectRefused(["reminder", "edit", id], mentions: ["nothing to change"], code: 64)
+        try f.store.expectRefused(["note", "edit", f.note], mentions: ["nothing to change"], code: 64)
+        try f.store.expectRefused(["note", "edit", f.note, "--pin", "--unpin"], mentions: ["--pin and --unpin"], code: 64)
+        try f.store.expectRefused(["reminder", "tag", id], mentions: ["--add or --remove"], code: 64)
+        try f.store.expectRefused(["note", "tag", f.note], mentions: ["--add or --remove"], code: 64)
+        try f.store.expectRefused(["reminder", "snooze", id], mentions: ["exactly one of --minutes and --until"], code: 64)
+        try f.store.expectRefused(
+            ["reminder", "snooze", id, "--minutes", "5", "--until", Instant.format(Date().addingTimeInterval(86_400))],
+            mentions: ["exactly one of --minutes and --until"], code: 64)
+        try f.store.expectRefused(["reminder", "add"], mentions: ["<title>"], code: 64)
+        try f.store.expectRefused(["merge"], mentions: ["<paths>"], code: 64)
+        try f.store.expectRefused(["log", "--limit", "0"], mentions: ["--limit"], code: 64)
+        try f.store.expectRefused(["log", "--limit", "-3"], mentions: ["--limit"], code: 64)
+    }
+
+    @Test func snoozeOutOfRange() throws {
+        let f = try fixture()
+        let id = f.reminder
+        try f.store.expectRefused(["reminder", "snooze", id, "--minutes", "0"], mentions: ["--minutes", "0"], code: 64)
+        try f.store.expectRefused(["reminder", "snooze", id, "--minutes", "-5"], mentions: ["--minutes"], code: 64)
+        try f.store.expectRefused(["reminder", "snooze", id, "--minutes", "600000"], mentions: ["--minutes", "600000"], code: 64)
+        try f.store.expectRefused(["reminder", "snooze", id, "--minutes", "527041"], mentions: ["--minutes", "527041"], code: 64)
+        try f.store.expectRefused(["reminder", "snooze", id, "--until", "2020-01-01T00:00:00Z"], mentions: ["snooze must end after now"], code: 1)
+        let past = Instant.format(Instant.wholeSecond(Date().addingTimeInterval(-60)))
+        try f.store.expectRefused(["reminder", "snooze", id, "--until", past], mentions: ["snooze must end after now"], code: 1)
+        let tooFar = Instant.format(Date().addingTimeInterval(367 * 86_400))
+        try f.store.expectRefused(["reminder", "snooze", id, "--until", tooFar], mentions: ["at most 366 days"], code: 1)
+    }
+
+    @Test func invalidValues() throws {
+        let f = try fixture()
+        try f.store.expectRefused(["reminder", "add", "x", "--priority", "urgent"], mentions: ["--priority", "urgent"], code: 64)
+        try f.store.expectRefused(["reminder", "edit", f.reminder, "--priority", "3"], mentions: ["--priority"], code: 64)
+        try f.store.expectRefused(["reminder", "add", "x", "--repeat", "yearly"], mentions: ["--repeat", "yearly"], code: 64)
+        try f.store.expectRefused(["reminder", "edit", f.reminder, "--repeat", "monthly:5"], mentions: ["--repeat"], code: 64)
+        try f.store.expectRefused(["reminder", "add", "x", "--tag", ""], mentions: ["invalid tag"], code: 1)
+        try f.store.expectRefused(["reminder", "tag", f.reminder, "--add", "ok", "--add", "bad\u{7}tag"], mentions: ["invalid tag"], code: 1)
+        try f.store.expectRefused(["note", "add", "x", "--tag", "tab\there"], mentions: ["invalid tag"], code: 1)
+        try f.store.expectRefused(["reminder", "snooze", f.reminder, "--minutes", "ten"], mentions: ["--minutes", "ten"], code: 64)
+    }
+
+    @Test func changesToDeletedRecordsAreRefused() throws {
+        let f = try fixture()
+        try f.store.ok("reminder", "delete", f.reminder)
+        try f.store.ok("note", "delete", f.note)
+        try f.store.expectRefused(["reminder", "edit", f.reminder, "--title", "x"], mentions: ["is deleted", "restore it first"], code: 1)
+        try f.store.expectRefused(["reminder", "complete", f.reminder], mentions: ["is deleted"], code: 1)
+        try f.store.expectRefused(["reminder", "snooze", f.reminder, "--minutes", "5"], mentions: ["is deleted"], code: 1)
+        try f.store.expectRefused(["reminder", "tag", f.reminder, "--add", "x"], mentions: ["is deleted"], code: 1)
+        try f.store.expectRefused(["note", "edit", f.note, "--body", "x"], mentions: ["is deleted"], code: 1)
+        try f.store.expectRefused(["note", "tag", f.note, "--remove", "x"], mentions: ["is deleted"], code: 1)
+    }
+
+    @Test func unknownCommandsAndOptions() throws {
+        let f = try fixture()
+        // Without --store: the root command has no --store option to report first.
+        expectOneLineFailure(try f.sandbox.run(["frobnicate"]), mentions: ["frobnicate"], code: 64)
+        expectOneLineFailure(try f.sandbox.run(["reminder", "frobnicate"]), mentions: ["frobnicate"], code: 64)
+        try f.store.expectRefused(["reminder", "frobnicate"], code: 64)
+        try f.store.expectRefused(["reminder", "list", "--colour"], mentions: ["--colour"], code: 64)
+        try f.store.expectRefused(["note", "add", "x", "--pin"], mentions: ["--pin"], code: 64)
+        try f.store.expectRefused(["reminder", "add", "a", "b"], mentions: ["b"], code: 64)
+    }
+}
