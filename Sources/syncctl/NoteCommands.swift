@@ -6,7 +6,10 @@ struct NoteCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "note",
         abstract: "Add, change and list notes.",
-        subcommands: [Add.self, Edit.self, Tag.self, Delete.self, Restore.self, List.self])
+        subcommands: [
+            Add.self, Edit.self, TagCommand<NoteKind>.self, DeleteCommand<NoteKind>.self, RestoreCommand<NoteKind>.self,
+            List.self,
+        ])
 
     struct Add: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Add a note and print its id.")
@@ -42,45 +45,6 @@ struct NoteCommand: ParsableCommand {
             let store = try store.open()
             let ref = try store.resolve(id, kind: .note)
             try store.editNote(ref.id, NotePatch(title: title, body: body, isPinned: pin ? true : unpin ? false : nil))
-        }
-    }
-
-    struct Tag: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Add or remove a note's tags.")
-        @OptionGroup var store: StoreOptions
-        @Argument(help: "The note's id or a unique prefix.") var id: String
-        @Option(name: .customLong("add"), help: "A tag to add (repeatable).") var add: [String] = []
-        @Option(name: .customLong("remove"), help: "A tag to remove (repeatable).") var remove: [String] = []
-
-        func validate() throws {
-            if add.isEmpty, remove.isEmpty { throw ValidationError("give at least one --add or --remove") }
-        }
-
-        func run() throws {
-            let store = try store.open()
-            try store.tag(try store.resolve(id, kind: .note), add: add, remove: remove)
-        }
-    }
-
-    struct Delete: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Delete a note (it can be restored).")
-        @OptionGroup var store: StoreOptions
-        @Argument(help: "The note's id or a unique prefix.") var id: String
-
-        func run() throws {
-            let store = try store.open()
-            try store.delete(try store.resolve(id, kind: .note))
-        }
-    }
-
-    struct Restore: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Restore a deleted note.")
-        @OptionGroup var store: StoreOptions
-        @Argument(help: "The note's id or a unique prefix.") var id: String
-
-        func run() throws {
-            let store = try store.open()
-            try store.restore(try store.resolve(id, kind: .note))
         }
     }
 

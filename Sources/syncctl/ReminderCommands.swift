@@ -8,8 +8,8 @@ struct ReminderCommand: ParsableCommand {
         commandName: "reminder",
         abstract: "Add, change and list reminders.",
         subcommands: [
-            Add.self, Edit.self, Complete.self, Reopen.self, Snooze.self, Tag.self, Delete.self, Restore.self, List.self,
-            Due.self,
+            Add.self, Edit.self, Complete.self, Reopen.self, Snooze.self, TagCommand<ReminderKind>.self,
+            DeleteCommand<ReminderKind>.self, RestoreCommand<ReminderKind>.self, List.self, Due.self,
         ])
 
     struct Add: ParsableCommand {
@@ -102,45 +102,6 @@ struct ReminderCommand: ParsableCommand {
             let ref = try store.resolve(id, kind: .reminder)
             let end = until?.date ?? Date().addingTimeInterval(TimeInterval(minutes! * 60))
             try store.snoozeReminder(ref.id, until: end)
-        }
-    }
-
-    struct Tag: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Add or remove a reminder's tags.")
-        @OptionGroup var store: StoreOptions
-        @Argument(help: "The reminder's id or a unique prefix.") var id: String
-        @Option(name: .customLong("add"), help: "A tag to add (repeatable).") var add: [String] = []
-        @Option(name: .customLong("remove"), help: "A tag to remove (repeatable).") var remove: [String] = []
-
-        func validate() throws {
-            if add.isEmpty, remove.isEmpty { throw ValidationError("give at least one --add or --remove") }
-        }
-
-        func run() throws {
-            let store = try store.open()
-            try store.tag(try store.resolve(id, kind: .reminder), add: add, remove: remove)
-        }
-    }
-
-    struct Delete: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Delete a reminder (it can be restored).")
-        @OptionGroup var store: StoreOptions
-        @Argument(help: "The reminder's id or a unique prefix.") var id: String
-
-        func run() throws {
-            let store = try store.open()
-            try store.delete(try store.resolve(id, kind: .reminder))
-        }
-    }
-
-    struct Restore: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Restore a deleted reminder.")
-        @OptionGroup var store: StoreOptions
-        @Argument(help: "The reminder's id or a unique prefix.") var id: String
-
-        func run() throws {
-            let store = try store.open()
-            try store.restore(try store.resolve(id, kind: .reminder))
         }
     }
 
