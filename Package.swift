@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .library(name: "ConcordCore", targets: ["ConcordCore"]),
         .library(name: "ConcordStore", targets: ["ConcordStore"]),
+        .library(name: "ConcordExchange", targets: ["ConcordExchange"]),
         .executable(name: "syncctl", targets: ["syncctl"]),
     ],
     dependencies: [
@@ -25,11 +26,23 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
+        // The system libzstd (Debian: libzstd-dev; macOS: brew install zstd).
+        .systemLibrary(
+            name: "CZstd",
+            pkgConfig: "libzstd",
+            providers: [.apt(["libzstd-dev"]), .brew(["zstd"])]
+        ),
+        // Change bundles and sync through a shared folder.
+        .target(
+            name: "ConcordExchange",
+            dependencies: ["ConcordCore", "ConcordStore", "CZstd"]
+        ),
         .executableTarget(
             name: "syncctl",
             dependencies: [
                 "ConcordCore",
                 "ConcordStore",
+                "ConcordExchange",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -46,6 +59,15 @@ let package = Package(
                 "ConcordCore",
                 "ConcordStore",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ]
+        ),
+        .testTarget(
+            name: "ConcordExchangeTests",
+            dependencies: [
+                "ConcordCore",
+                "ConcordStore",
+                "ConcordExchange",
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ]
         ),

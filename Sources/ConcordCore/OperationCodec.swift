@@ -8,9 +8,18 @@ public enum OperationCodec {
 
     /// Appends `operations` (one author, contiguous ascending seqs) to `writer`.
     public static func encode(_ operations: some Sequence<Op>, into writer: inout ByteWriter) {
-        var previousTimestamp: UInt64 = 0
-        var previousRecord: RecordRef?
-        for operation in operations {
+        var run = RunEncoder()
+        for operation in operations { run.append(operation, into: &writer) }
+    }
+
+    /// Encodes the operations of one run one at a time, carrying the deltas between them.
+    public struct RunEncoder: Sendable {
+        private var previousTimestamp: UInt64 = 0
+        private var previousRecord: RecordRef?
+
+        public init() {}
+
+        public mutating func append(_ operation: Op, into writer: inout ByteWriter) {
             var header: UInt8
             switch operation.action {
             case .assign: header = 0

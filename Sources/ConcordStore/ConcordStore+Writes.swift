@@ -67,6 +67,19 @@ extension ConcordStore {
         }
     }
 
+    /// Merges the operations `produce` passes to its argument, in one transaction. If `produce`
+    /// throws, nothing is applied. With `importing`, the file the operations came from is recorded
+    /// as imported from its shared folder in the same transaction.
+    @discardableResult
+    public func merge(
+        importing file: ImportedFile? = nil, _ produce: (_ ingest: (Op) throws -> Void) throws -> Void
+    ) throws(StoreError) -> MergeReport {
+        try merging { context, report in
+            try produce { operation in try Self.ingest(operation, &context, &report) }
+            if let file { try Self.record(file, context.db) }
+        }
+    }
+
     /// Runs `body` in one write transaction with a fresh context, flushing every bounded batch.
     func merging(_ body: (inout WriteContext, inout MergeReport) throws -> Void) throws(StoreError) -> MergeReport {
         let report = try guarded {

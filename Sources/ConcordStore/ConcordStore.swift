@@ -15,7 +15,8 @@ public final class ConcordStore: Sendable {
     /// This replica's id, made once when the store was created.
     public let replicaID: ReplicaID
     let writer: any DatabaseWriter
-    let environment: StoreEnvironment
+    /// Where the store gets time and randomness.
+    public let environment: StoreEnvironment
     let observers = LockedState<(next: Int, continuations: [Int: AsyncStream<StoreChange>.Continuation])>((0, [:]))
 
     private init(path: String, writer: any DatabaseWriter, environment: StoreEnvironment) throws {

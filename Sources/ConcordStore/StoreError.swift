@@ -1,6 +1,9 @@
 import ConcordCore
 import GRDB
 
+/// An error of input from outside (a damaged bundle, a hostile peer) that a merge refused.
+public protocol InvalidInputError: Error, CustomStringConvertible {}
+
 /// An error a store reports: a code to branch on and a message that says what went wrong and,
 /// where there is one, what to do about it.
 public struct StoreError: Error, Hashable, CustomStringConvertible {
@@ -68,6 +71,8 @@ public struct StoreError: Error, Hashable, CustomStringConvertible {
                 }
             return StoreError(code, error.description, underlying: error)
         case let error as InvalidOperation:
+            return StoreError(.invalidInput, error.description, underlying: error)
+        case let error as any InvalidInputError:
             return StoreError(.invalidInput, error.description, underlying: error)
         case let error as ClockError:
             return StoreError(.invalidChange, error.description, underlying: error)

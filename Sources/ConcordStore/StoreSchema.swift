@@ -5,7 +5,7 @@ enum StoreSchema {
     /// `PRAGMA application_id`: "Conc".
     static let applicationID: Int32 = 0x436F_6E63
     /// `PRAGMA user_version`: the newest schema this build writes and reads.
-    static let version = 1
+    static let version = 2
 
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
@@ -65,6 +65,19 @@ enum StoreSchema {
                 ) WITHOUT ROWID;
 
                 PRAGMA user_version = 1;
+                """)
+        }
+        migrator.registerMigration("v2 shared folders") { db in
+            try db.execute(sql: """
+                CREATE TABLE folder_files (
+                    folder TEXT NOT NULL,
+                    name TEXT NOT NULL,
+                    size INTEGER NOT NULL CHECK (size >= 0),
+                    top TEXT NOT NULL,
+                    PRIMARY KEY (folder, name)
+                ) WITHOUT ROWID;
+
+                PRAGMA user_version = 2;
                 """)
         }
         return migrator

@@ -1,5 +1,6 @@
 import ArgumentParser
 import ConcordCore
+import ConcordExchange
 import ConcordStore
 import Foundation
 
@@ -7,9 +8,10 @@ struct Demo: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Two laptops edit offline, conflict, sync, and converge.",
         discussion: """
-            Creates two stores (laptop-a.db and laptop-b.db) in a new temporary directory or in --dir, \
-            makes conflicting offline edits on both, syncs them, and prints both sides with the rule \
-            that decided each conflict. Exits 0 only if both sides converged.
+            Creates two stores (laptop-a.db and laptop-b.db) and the folder they share (shared/) in a \
+            new temporary directory or in --dir, makes conflicting offline edits on both, syncs both \
+            through the folder, and prints both sides with the rule that decided each conflict. Exits 0 \
+            only if both sides converged.
             """)
 
     @Option(help: "Where to put the two stores (created if missing; must not hold them already).")
@@ -20,7 +22,11 @@ struct Demo: ParsableCommand {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let a = try ConcordStore.create(at: directory + "/laptop-a.db", name: "laptop-a")
         let b = try ConcordStore.create(at: directory + "/laptop-b.db", name: "laptop-b")
-        say("Two laptops in \(directory)")
+        let shared = directory + "/shared"
+        try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: true)
+        let folderA = FolderSync(store: a, folder: shared)
+        let folderB = FolderSync(store: b, folder: shared)
+        say("Two laptops sharing the folder \(shared)")
         say("  laptop-a  \(a.replicaID.hex)")
         say("  laptop-b  \(b.replicaID.hex)")
 
@@ -28,7 +34,7 @@ struct Demo: ParsableCommand {
         let passport = try a.addReminder(ReminderDraft(title: "Renew passport", due: tomorrow, priority: .high, tags: ["errands"]))
         let plants = try a.addReminder(ReminderDraft(title: "Water the plants", tags: ["home"], repeatRule: nil))
         let trip = try a.addNote(NoteDraft(title: "Trip ideas", body: "Lisbon in spring", tags: ["travel"]))
-        try sync(a, b)
+        try sync(folderA, folderB)
         say("\nBoth laptops start from the same reminders and notes. Then, offline:")
 
         try a.completeReminder(passport)
@@ -44,8 +50,8 @@ struct Demo: ParsableCommand {
         try b.editNote(trip, NotePatch(body: "Lisbon in spring, Porto in autumn"))
         say("  laptop-b  edits the same note's text")
 
-        let (toB, toA) = try sync(a, b)
-        say("\nSync: laptop-b received \(toB) operations, laptop-a received \(toA).")
+        let (toB, toA) = try sync(folderA, folderB)
+        say("\nBoth sync through the folder: laptop-b received \(toB) operations, laptop-a received \(toA).")
         for (name, store) in [("laptop-a", a), ("laptop-b", b)] {
             say("\n\(name) now shows:")
             for reminder in try store.reminders(includeCompleted: true) {
@@ -78,12 +84,17 @@ struct Demo: ParsableCommand {
         say("\nConverged: both laptops hold byte-identical state (\(operations) operations).")
     }
 
-    /// Syncs two stores both ways; returns how many operations each side received.
+    /// Syncs both laptops through their folder (a publishes, b imports and publishes, a imports);
+    /// returns how many operations each side received.
     @discardableResult
-    private func sync(_ a: ConcordStore, _ b: ConcordStore) throws -> (toB: Int, toA: Int) {
-        let toB = try b.merge(storeAt: a.path).newOperationCount
-        let toA = try a.merge(storeAt: b.path).newOperationCount
-        return (toB, toA)
+    private func sync(_ a: FolderSync, _ b: FolderSync) throws -> (toB: Int, toA: Int) {
+        var received = (toB: 0, toA: 0)
+        for (side, sync) in [(0, a), (1, b), (0, a)] {
+            let report = try sync.sync()
+            for line in report.warnings { warn("warning: \(line)") }
+            if side == 0 { received.toA += report.importedOperations } else { received.toB += report.importedOperations }
+        }
+        return received
     }
 
     private static func temporaryDirectory() throws -> String {

@@ -1,5 +1,6 @@
 import ArgumentParser
 import ConcordCore
+import ConcordExchange
 import ConcordStore
 import Foundation
 
@@ -81,21 +82,55 @@ struct Log: ParsableCommand {
 
 struct Merge: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Merge other stores into this one.",
-        discussion: "The other stores are opened read-only and never modified. All of them are merged, or none.")
+        abstract: "Merge other stores and bundles into this one.",
+        discussion: """
+            Each PATH is a store or a bundle, told apart by its content. Stores are opened read-only \
+            and never modified. Everything is merged in one transaction: all of it, or (if any file \
+            is damaged) none.
+            """)
     @OptionGroup var store: StoreOptions
-    @Argument(help: "Stores to merge from.") var paths: [String]
+    @Argument(help: "Stores and bundles to merge from.") var paths: [String]
 
     func validate() throws {
-        if paths.isEmpty { throw ValidationError("give at least one store to merge") }
+        if paths.isEmpty { throw ValidationError("give at least one store or bundle to merge") }
     }
 
     func run() throws {
-        let report = try store.open().merge(storesAt: paths)
+        let target = try store.open()
+        var stores: [ConcordStore] = []
+        var bundles: [String] = []
+        for path in paths {
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
+                throw ExchangeError(.io, "no store or bundle at \(path)")
+            }
+            guard !isDirectory.boolValue else {
+                throw ExchangeError(.invalidInput, "\(path) is a directory, not a Concord store or bundle")
+            }
+            switch FileKind.of(path: path) {
+            case .store: stores.append(try ConcordStore.open(at: path, readOnly: true))
+            case .bundle: bundles.append(path)
+            case .other: throw ExchangeError(.invalidInput, "\(path) is not a Concord store or bundle")
+            }
+        }
+        let since = try target.versionVector()
+        let report = try target.merge { ingest in
+            for other in stores { try other.forEachOperation(since: since, ingest) }
+            for path in bundles {
+                var reader = BundleReader(try FileSource(path: path))
+                do {
+                    try reader.forEachOperation(ingest)
+                } catch let error as BundleError {
+                    throw FileInputError(path: path, reason: error.description)
+                }
+            }
+        }
         let replicas = report.newOperations.count
         say("merged \(report.newOperationCount) new operation\(report.newOperationCount == 1 ? "" : "s") from \(replicas) replica\(replicas == 1 ? "" : "s")")
-        if let far = report.farFutureTimestamp {
-            warn("warning: merged a timestamp from \(CivilTime(millis: Int64(far.physicalMillis)).iso8601), more than a day ahead of this machine's clock; this replica's clock now follows it (SPEC.md, \"Clock\")")
-        }
+        if let far = report.farFutureTimestamp { warnFarFuture(far) }
     }
+}
+
+func warnFarFuture(_ timestamp: Timestamp) {
+    warn("warning: merged a timestamp from \(CivilTime(millis: Int64(timestamp.physicalMillis)).iso8601), more than a day ahead of this machine's clock; this replica's clock now follows it (SPEC.md, \"Clock\")")
 }

@@ -268,7 +268,7 @@ import Testing
 
         try a.expectRefused(["merge", b.path, junk], mentions: [junk, "not a Concord store"])
         try a.expectRefused(["merge", junk, b.path], mentions: ["not a Concord store"])
-        try a.expectRefused(["merge", b.path, sandbox.path("missing.db")], mentions: ["no store at"])
+        try a.expectRefused(["merge", b.path, sandbox.path("missing.db")], mentions: ["no store or bundle at"])
         #expect(try b.bytes() == bBytes)
         #expect(try a.reminders().count == 1)
     }

@@ -1,0 +1,403 @@
+import ConcordCore
+
+/// Constants of the bundle format (SPEC.md §13).
+public enum BundleFormat {
+    /// `\x89 C N C D \r \n \x1A`: not text, and damaged by any newline or 8-bit mangling.
+    public static let magic: [UInt8] = [0x89, 0x43, 0x4E, 0x43, 0x44, 0x0D, 0x0A, 0x1A]
+    /// The format version this build writes, and the newest it reads.
+    public static let version: UInt8 = 1
+    /// The longest block, stored or decompressed, a reader accepts: 16 MiB.
+    public static let maxBlockBytes = 16 << 20
+    /// A writer closes an operations block once its raw payload reaches this size.
+    public static let targetBlockBytes = 1 << 20
+
+    static let headerBytes = 10
+    static let blockHeaderBytes = 14
+
+    enum BlockType: UInt8 {
+        case manifest = 1
+        case operations = 2
+        case end = 3
+    }
+
+    static let compressedFlag: UInt8 = 0x01
+}
+
+/// What a bundle says about itself, before its operations.
+public struct BundleManifest: Hashable, Sendable {
+    /// The replica that wrote the bundle.
+    public var publisher: ReplicaID
+    /// When it was written (milliseconds since the epoch, the publisher's wall clock).
+    public var createdMillis: UInt64
+    /// The version vector the bundle was cut from: it holds the publisher's operations not covered by it.
+    public var base: VersionVector
+    /// The publisher's version vector when it wrote the bundle.
+    public var top: VersionVector
+
+    public init(publisher: ReplicaID, createdMillis: UInt64, base: VersionVector, top: VersionVector) {
+        self.publisher = publisher
+        self.createdMillis = createdMillis
+        self.base = base
+        self.top = top
+    }
+}
+
+/// What a whole bundle held.
+public struct BundleSummary: Hashable, Sendable {
+    public var manifest: BundleManifest
+    public var operations: Int
+    /// The bundle's size in bytes.
+    public var bytes: Int
+}
+
+/// Why a bundle was refused. Nothing of a refused bundle is ever applied.
+public enum BundleError: Error, Hashable, CustomStringConvertible {
+    case notABundle
+    case newerVersion(UInt8)
+    case truncated
+    case corrupt(String)
+
+    public var description: String {
+        switch self {
+        case .notABundle: "not a Concord bundle"
+        case .newerVersion(let version):
+            "bundle format version \(version) is newer than this build reads (\(BundleFormat.version)); upgrade Concord"
+        case .truncated: "the bundle is truncated"
+        case .corrupt(let why): "the bundle is corrupt: \(why)"
+        }
+    }
+}
+
+// MARK: - Writing
+
+/// Writes a bundle as a stream of blocks to `sink`, holding at most one block in memory.
+public struct BundleWriter {
+    private let sink: (ArraySlice<UInt8>) throws -> Void
+    private var fileChecksum = CRC32C()
+    private var written = 0
+    private var operationCount = 0
+    private var blockCount = 0
+    private let manifest: BundleManifest
+
+    // The operations block being filled.
+    private var replicaIndex: [ReplicaID: Int] = [:]
+    private var replicas: [ReplicaID] = []
+    private var runs: [PendingRun] = []
+    private var rawEstimate = 0
+
+    /// Starts a bundle: writes the header and the manifest block.
+    public init(manifest: BundleManifest, sink: @escaping (ArraySlice<UInt8>) throws -> Void) throws {
+        self.sink = sink
+        self.manifest = manifest
+        try emit(BundleFormat.magic[...] + [BundleFormat.version, 0])
+        var payload = ByteWriter()
+        payload.identifier(manifest.publisher)
+        payload.varint(manifest.createdMillis)
+        for vector in [manifest.base, manifest.top] {
+            let entries = vector.sorted
+            payload.varint(UInt64(entries.count))
+            for (replica, seq) in entries {
+                payload.identifier(replica)
+                payload.varint(seq)
+            }
+        }
+        try emitBlock(.manifest, payload.bytes, compress: false)
+    }
+
+    /// Adds an operation. Operations of one author should come in ascending seq order for a
+    /// compact bundle (any order is valid).
+    public mutating func append(_ operation: Op) throws {
+        let author = operation.id.replica
+        let index: Int
+        if let known = replicaIndex[author] {
+            index = known
+        } else {
+            index = replicas.count
+            replicaIndex[author] = index
+            replicas.append(author)
+            rawEstimate += 16
+        }
+        if let last = runs.indices.last, runs[last].continues(author: index, seq: operation.id.seq) {
+            rawEstimate += runs[last].append(operation)
+        } else {
+            var run = PendingRun(author: index, firstSeq: operation.id.seq)
+            rawEstimate += run.append(operation) + 24
+            runs.append(run)
+        }
+        operationCount += 1
+        if rawEstimate >= BundleFormat.targetBlockBytes { try flushBlock() }
+    }
+
+    /// Writes the last operations block and the end block.
+    public mutating func finish() throws -> BundleSummary {
+        try flushBlock()
+        var payload = ByteWriter()
+        payload.varint(UInt64(operationCount))
+        payload.varint(UInt64(blockCount))
+        let checksum = fileChecksum.value
+        payload.bytes([24, 16, 8, 0].map { UInt8(truncatingIfNeeded: checksum >> $0) })
+        try emitBlock(.end, payload.bytes, compress: false)
+        return BundleSummary(manifest: manifest, operations: operationCount, bytes: written)
+    }
+
+    /// A run being encoded into the open block.
+    private struct PendingRun {
+        let author: Int
+        let firstSeq: UInt64
+        var count = 0
+        var bytes = ByteWriter()
+        var encoder = OperationCodec.RunEncoder()
+
+        init(author: Int, firstSeq: UInt64) {
+            self.author = author
+            self.firstSeq = firstSeq
+        }
+
+        func continues(author: Int, seq: UInt64) -> Bool {
+            self.author == author && firstSeq &+ UInt64(count) == seq && seq != 0
+        }
+
+        /// Appends an operation; returns how many bytes it took.
+        mutating func append(_ operation: Op) -> Int {
+            let before = bytes.bytes.count
+            encoder.append(operation, into: &bytes)
+            count += 1
+            return bytes.bytes.count - before
+        }
+    }
+
+    private mutating func flushBlock() throws {
+        guard !runs.isEmpty else { return }
+        var payload = ByteWriter(capacity: rawEstimate + 64)
+        payload.varint(UInt64(replicas.count))
+        for replica in replicas { payload.identifier(replica) }
+        payload.varint(UInt64(runs.count))
+        for run in runs {
+            payload.varint(UInt64(run.author))
+            payload.varint(run.firstSeq)
+            payload.varint(UInt64(run.count))
+            payload.varint(UInt64(run.bytes.bytes.count))
+            payload.bytes(run.bytes.bytes)
+        }
+        try emitBlock(.operations, payload.bytes, compress: true)
+        blockCount += 1
+        replicaIndex.removeAll(keepingCapacity: true)
+        replicas.removeAll(keepingCapacity: true)
+        runs.removeAll(keepingCapacity: true)
+        rawEstimate = 0
+    }
+
+    private mutating func emitBlock(_ type: BundleFormat.BlockType, _ raw: [UInt8], compress: Bool) throws {
+        let stored = compress ? Zstd.compress(raw) : raw
+        var header = ByteWriter(capacity: BundleFormat.blockHeaderBytes)
+        header.byte(type.rawValue)
+        header.byte(compress ? BundleFormat.compressedFlag : 0)
+        header.fixed32(UInt32(stored.count))
+        header.fixed32(UInt32(raw.count))
+        header.fixed32(CRC32C.checksum(stored))
+        try emit(header.bytes[...])
+        try emit(stored[...])
+    }
+
+    private mutating func emit(_ bytes: ArraySlice<UInt8>) throws {
+        fileChecksum.update(bytes)
+        written += bytes.count
+        try sink(bytes)
+    }
+}
+
+// MARK: - Reading
+
+/// Where a bundle reader gets its bytes: `read` returns up to `maxCount` bytes, and an empty array
+/// only at the end.
+public protocol ByteSource {
+    mutating func read(maxCount: Int) throws -> [UInt8]
+}
+
+/// A byte source over bytes in memory, returning at most `chunk` bytes per read.
+public struct MemorySource: ByteSource {
+    private let bytes: [UInt8]
+    private var offset = 0
+    private let chunk: Int
+
+    public init(_ bytes: [UInt8], chunk: Int = .max) {
+        self.bytes = bytes
+        self.chunk = max(1, chunk)
+    }
+
+    public mutating func read(maxCount: Int) -> [UInt8] {
+        let count = min(maxCount, chunk, bytes.count - offset)
+        defer { offset += count }
+        return Array(bytes[offset..<offset + count])
+    }
+}
+
+/// Reads a bundle block by block, in memory bounded by the largest block. Every check of
+/// SPEC.md §13 is made; `forEachOperation` returns only after the end block has been verified,
+/// so a caller that applies operations in a transaction commits only whole, intact bundles.
+public struct BundleReader<Source: ByteSource> {
+    private var source: Source
+    private var fileChecksum = CRC32C()
+    private var position = 0
+    public private(set) var manifest: BundleManifest?
+
+    public init(_ source: Source) {
+        self.source = source
+    }
+
+    /// Reads the header and the manifest.
+    public mutating func readManifest() throws(BundleError) -> BundleManifest {
+        if let manifest { return manifest }
+        let header = try readExactly(BundleFormat.headerBytes, atStart: true)
+        guard Array(header[0..<8]) == BundleFormat.magic else { throw .notABundle }
+        guard header[8] <= BundleFormat.version else { throw .newerVersion(header[8]) }
+        guard header[8] == BundleFormat.version else { throw .corrupt("format version 0") }
+        guard header[9] == 0 else { throw .corrupt("header flags 0x\(String(header[9], radix: 16)) are reserved") }
+        let (type, payload) = try readBlock()
+        guard type == .manifest else { throw .corrupt("the first block is not the manifest") }
+        var reader = ByteReader(payload)
+        do {
+            let publisher: ReplicaID = try reader.identifier()
+            let created = try reader.varint()
+            var vectors: [VersionVector] = []
+            for _ in 0..<2 {
+                let count = try reader.varint()
+                guard count <= UInt64(reader.remaining / 17) else { throw DecodeError.truncated }
+                var entries: [ReplicaID: UInt64] = [:]
+                for _ in 0..<count {
+                    let replica: ReplicaID = try reader.identifier()
+                    guard entries.updateValue(try reader.varint(), forKey: replica) == nil else {
+                        throw DecodeError.malformed("a version vector names a replica twice")
+                    }
+                }
+                vectors.append(VersionVector(entries))
+            }
+            guard reader.isAtEnd else { throw DecodeError.malformed("bytes after the manifest") }
+            let manifest = BundleManifest(publisher: publisher, createdMillis: created, base: vectors[0], top: vectors[1])
+            self.manifest = manifest
+            return manifest
+        } catch {
+            throw .corrupt("manifest: \(error)")
+        }
+    }
+
+    /// Calls `body` with every operation, block by block, then verifies the end block.
+    @discardableResult
+    public mutating func forEachOperation(_ body: (Op) throws -> Void) throws -> BundleSummary {
+        let manifest = try readManifest()
+        var operations = 0
+        var blocks = 0
+        while true {
+            let checksumBefore = fileChecksum.value
+            let (type, payload) = try readBlock()
+            switch type {
+            case .manifest:
+                throw BundleError.corrupt("a second manifest")
+            case .operations:
+                blocks += 1
+                do {
+                    operations += try Self.decodeOperations(payload, body)
+                } catch let error as DecodeError {
+                    throw BundleError.corrupt("block \(blocks): \(error)")
+                }
+            case .end:
+                var reader = ByteReader(payload)
+                do {
+                    let declaredOperations = try reader.varint()
+                    let declaredBlocks = try reader.varint()
+                    let checksum = try reader.bytes(4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+                    guard reader.isAtEnd else { throw DecodeError.malformed("bytes after the end block's fields") }
+                    guard declaredOperations == UInt64(operations), declaredBlocks == UInt64(blocks) else {
+                        throw BundleError.corrupt("the end block counts \(declaredOperations) operations in \(declaredBlocks) blocks, the bundle holds \(operations) in \(blocks)")
+                    }
+                    guard checksum == checksumBefore else { throw BundleError.corrupt("the file checksum does not match") }
+                } catch let error as DecodeError {
+                    throw BundleError.corrupt("end block: \(error)")
+                }
+                guard try source.read(maxCount: 1).isEmpty else { throw BundleError.corrupt("bytes after the end block") }
+                return BundleSummary(manifest: manifest, operations: operations, bytes: position)
+            }
+        }
+    }
+
+    static func decodeOperations(_ payload: [UInt8], _ body: (Op) throws -> Void) throws -> Int {
+        var reader = ByteReader(payload)
+        let replicaCount = try reader.varint()
+        guard replicaCount >= 1, replicaCount <= UInt64(reader.remaining / 16) else {
+            throw DecodeError.malformed("a replica table of \(replicaCount) entries")
+        }
+        var replicas: [ReplicaID] = []
+        for _ in 0..<replicaCount { replicas.append(try reader.identifier()) }
+        let runCount = try reader.varint()
+        guard runCount >= 1, runCount <= UInt64(reader.remaining / 4) else { throw DecodeError.malformed("\(runCount) runs") }
+        var operations = 0
+        for _ in 0..<runCount {
+            let author = try reader.varint()
+            guard author < UInt64(replicas.count) else { throw DecodeError.malformed("a run names replica #\(author) of \(replicas.count)") }
+            let firstSeq = try reader.varint()
+            let count = try reader.varint()
+            let length = try reader.varint()
+            guard count >= 1, length <= UInt64(reader.remaining), count <= length else {
+                throw DecodeError.malformed("a run of \(count) operations in \(length) bytes")
+            }
+            let bytes = Array(try reader.bytes(Int(length)))
+            for operation in try OperationCodec.decode(bytes, author: replicas[Int(author)], firstSeq: firstSeq, count: Int(count)) {
+                try body(operation)
+            }
+            operations += Int(count)
+        }
+        guard reader.isAtEnd else { throw DecodeError.malformed("bytes after the last run") }
+        return operations
+    }
+
+    private mutating func readBlock() throws(BundleError) -> (BundleFormat.BlockType, [UInt8]) {
+        let header = try readExactly(BundleFormat.blockHeaderBytes)
+        guard let type = BundleFormat.BlockType(rawValue: header[0]) else { throw .corrupt("unknown block type \(header[0])") }
+        let flags = header[1]
+        guard flags & ~BundleFormat.compressedFlag == 0 else { throw .corrupt("block flags 0x\(String(flags, radix: 16)) are reserved") }
+        let compressed = flags & BundleFormat.compressedFlag != 0
+        guard compressed == (type == .operations) else { throw .corrupt("a \(type) block with the wrong compression flag") }
+        func field(_ offset: Int) -> Int { header[offset..<offset + 4].reduce(0) { $0 << 8 | Int($1) } }
+        let storedLength = field(2)
+        let rawLength = field(6)
+        let checksum = UInt32(field(10))
+        // Lengths are checked before anything is allocated for them.
+        guard storedLength <= BundleFormat.maxBlockBytes, rawLength <= BundleFormat.maxBlockBytes else {
+            throw .corrupt("a block claims \(max(storedLength, rawLength)) bytes, over the \(BundleFormat.maxBlockBytes)-byte limit")
+        }
+        guard compressed || storedLength == rawLength else { throw .corrupt("an uncompressed block with two lengths") }
+        let stored = try readExactly(storedLength)
+        guard CRC32C.checksum(stored) == checksum else { throw .corrupt("a \(type) block fails its checksum") }
+        return (type, compressed ? try Zstd.decompress(stored[...], size: rawLength) : stored)
+    }
+
+    private mutating func readExactly(_ count: Int, atStart: Bool = false) throws(BundleError) -> [UInt8] {
+        var result: [UInt8] = []
+        result.reserveCapacity(count)
+        while result.count < count {
+            let chunk: [UInt8]
+            do {
+                chunk = try source.read(maxCount: count - result.count)
+            } catch {
+                throw .corrupt("cannot read: \(error)")
+            }
+            guard !chunk.isEmpty else {
+                // A file that ends inside the magic is not a bundle at all; one that ends later is a
+                // truncated bundle.
+                let magicSeen = result.count >= BundleFormat.magic.count && result.starts(with: BundleFormat.magic)
+                throw atStart && !magicSeen ? .notABundle : .truncated
+            }
+            result += chunk
+        }
+        fileChecksum.update(result)
+        position += result.count
+        return result
+    }
+}
+
+extension ByteWriter {
+    /// Four bytes, big-endian.
+    mutating func fixed32(_ value: UInt32) {
+        bytes([24, 16, 8, 0].map { UInt8(truncatingIfNeeded: value >> $0) })
+    }
+}

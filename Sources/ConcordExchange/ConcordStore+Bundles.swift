@@ -1,0 +1,77 @@
+import ConcordCore
+import ConcordStore
+import Foundation
+
+extension ConcordStore {
+    /// Writes a bundle of the operations a peer with version vector `since` lacks (all of them
+    /// by default) to `path`, atomically.
+    ///
+    /// - Parameter contiguousOnly: leave out operations held above a gap (delivered out of order);
+    ///   they follow once the gap is filled. Shared-folder sync uses this so that a file's `top`
+    ///   says exactly what it covers.
+    @discardableResult
+    public func exportBundle(
+        to path: String, since: VersionVector = VersionVector(), contiguousOnly: Bool = false,
+        temporaryName: String? = nil
+    ) throws -> BundleSummary {
+        let top = try versionVector()
+        let manifest = BundleManifest(publisher: replicaID, createdMillis: environment.wallClock(), base: since, top: top)
+        let name = temporaryName ?? ".\((path as NSString).lastPathComponent).tmp-\(String(environment.random() & 0xFFFF_FFFF, radix: 16))"
+        let file = try AtomicFile(path: path, temporaryName: name)
+        do {
+            var writer = try BundleWriter(manifest: manifest) { bytes in try file.write(bytes) }
+            try forEachOperation(since: since) { operation in
+                if !contiguousOnly || operation.id.seq <= top[operation.id.replica] { try writer.append(operation) }
+            }
+            let summary = try writer.finish()
+            try file.commit()
+            return summary
+        } catch {
+            file.abandon()
+            if let error = error as? ExchangeError { throw error }
+            throw ExchangeError(.io, "cannot export to \(path): \(error)")
+        }
+    }
+
+    /// Merges the bundle at `path` in one transaction: the whole bundle, verified to its end, or
+    /// nothing. With `importing`, records the file as imported from its folder in the same transaction.
+    @discardableResult
+    public func mergeBundle(at path: String, importing file: ImportedFile? = nil) throws -> (MergeReport, BundleSummary) {
+        let source = try FileSource(path: path)
+        var reader = BundleReader(source)
+        var summary: BundleSummary?
+        let report: MergeReport
+        do {
+            report = try merge(importing: file) { ingest in
+                summary = try reader.forEachOperation(ingest)
+            }
+        } catch {
+            guard error.code == .invalidInput else { throw error }
+            throw ExchangeError(.invalidInput, "\(path): \(error.message)")
+        }
+        guard let summary else { throw ExchangeError(.invalidInput, "\(path): the bundle was not read to its end") }
+        return (report, summary)
+    }
+}
+
+extension VersionVector {
+    /// A version vector given on the command line: a JSON object from replica id to seq, or the
+    /// whole output of `syncctl status --json` (its `versionVector`).
+    public init(json text: String) throws(ExchangeError) {
+        struct Status: Decodable { var versionVector: [String: UInt64] }
+        let data = Data(text.utf8)
+        guard let entries = (try? JSONDecoder().decode([String: UInt64].self, from: data))
+            ?? (try? JSONDecoder().decode(Status.self, from: data).versionVector)
+        else {
+            throw ExchangeError(.invalidInput, "a version vector is a JSON object from replica id to sequence number, as `syncctl status --json` prints")
+        }
+        var vector: [ReplicaID: UInt64] = [:]
+        for (key, value) in entries {
+            guard let replica = ReplicaID(hex: key) else {
+                throw ExchangeError(.invalidInput, "'\(key)' in the version vector is not a replica id")
+            }
+            vector[replica] = value
+        }
+        self.init(vector)
+    }
+}

@@ -1,0 +1,133 @@
+import ConcordCore
+import ConcordStore
+import Foundation
+
+/// What a file holds, told from its first bytes (never from its name).
+public enum FileKind: Sendable {
+    case store
+    case bundle
+    case other
+
+    public static func of(path: String) -> FileKind {
+        guard let handle = FileHandle(forReadingAtPath: path) else { return .other }
+        defer { try? handle.close() }
+        let head = [UInt8]((try? handle.read(upToCount: 16)) ?? Data())
+        if head.starts(with: BundleFormat.magic) { return .bundle }
+        if head.starts(with: Array("SQLite format 3\0".utf8)) { return .store }
+        return .other
+    }
+}
+
+/// A byte source over a file, read in bounded chunks.
+public final class FileSource: ByteSource {
+    private let handle: FileHandle
+
+    public init(path: String) throws(ExchangeError) {
+        guard let handle = FileHandle(forReadingAtPath: path) else {
+            throw ExchangeError(.io, "cannot read \(path)")
+        }
+        self.handle = handle
+    }
+
+    deinit {
+        try? handle.close()
+    }
+
+    public func read(maxCount: Int) throws -> [UInt8] {
+        [UInt8](try handle.read(upToCount: min(maxCount, 1 << 20)) ?? Data())
+    }
+}
+
+/// Writes a file whole or not at all: into a temporary file beside it, flushed to disk, then
+/// renamed into place, and the directory flushed too.
+struct AtomicFile {
+    let path: String
+    let temporaryPath: String
+    private let handle: FileHandle
+
+    init(path: String, temporaryName: String) throws(ExchangeError) {
+        self.path = path
+        let directory = (path as NSString).deletingLastPathComponent
+        temporaryPath = (directory as NSString).appendingPathComponent(temporaryName)
+        guard FileManager.default.createFile(atPath: temporaryPath, contents: nil),
+              let handle = FileHandle(forWritingAtPath: temporaryPath)
+        else {
+            throw ExchangeError(.io, "cannot write in \(directory.isEmpty ? "." : directory) (\(String(cString: strerror(errno))))")
+        }
+        self.handle = handle
+    }
+
+    func write(_ bytes: ArraySlice<UInt8>) throws {
+        try handle.write(contentsOf: Data(bytes))
+    }
+
+    /// Makes the file durable and moves it into place.
+    func commit() throws(ExchangeError) {
+        do {
+            try handle.synchronize()
+            try handle.close()
+        } catch {
+            abandon()
+            throw ExchangeError(.io, "cannot write \(path): \(error.localizedDescription)")
+        }
+        guard rename(temporaryPath, path) == 0 else {
+            let reason = String(cString: strerror(errno))
+            abandon()
+            throw ExchangeError(.io, "cannot move \(temporaryPath) to \(path): \(reason)")
+        }
+        syncDirectory(of: path)
+    }
+
+    /// Removes the temporary file.
+    func abandon() {
+        try? handle.close()
+        unlink(temporaryPath)
+    }
+}
+
+/// Flushes a directory entry change (a rename, an unlink) to disk, where the system allows it.
+func syncDirectory(of path: String) {
+    let directory = (path as NSString).deletingLastPathComponent
+    let descriptor = open(directory.isEmpty ? "." : directory, O_RDONLY)
+    guard descriptor >= 0 else { return }
+    fsync(descriptor)
+    close(descriptor)
+}
+
+/// An error of the exchange layer, with a message for the user.
+public struct ExchangeError: Error, Hashable, CustomStringConvertible {
+    public struct Code: Hashable, Sendable {
+        fileprivate let name: String
+        /// A file could not be read or written.
+        public static let io = Code(name: "io")
+        /// A file or argument is not what it must be (not a bundle, a damaged bundle, a bad version vector).
+        public static let invalidInput = Code(name: "invalidInput")
+        /// The shared folder is missing, or of a newer layout.
+        public static let folder = Code(name: "folder")
+    }
+
+    public var code: Code
+    public var message: String
+
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { message }
+}
+
+extension BundleError: InvalidInputError {}
+
+/// A damaged or foreign file met in a merge, named by its path.
+public struct FileInputError: InvalidInputError, Hashable {
+    public var path: String
+    public var reason: String
+
+    public init(path: String, reason: String) {
+        self.path = path
+        self.reason = reason
+    }
+
+    public var description: String { "\(path): \(reason)" }
+}

@@ -1,0 +1,328 @@
+import ConcordCore
+import ConcordStore
+import Foundation
+
+/// Two-way sync of a store through a shared folder (SPEC.md §14) that a file-sync tool (Dropbox,
+/// Syncthing, iCloud Drive, NFS) keeps in step between machines.
+///
+/// Each replica writes only files it created, whole (temporary name, flush, rename), and never
+/// touches another replica's files. A sync imports every bundle of the folder it has not imported
+/// yet, then publishes what it holds that the folder lacks. Files that are not bundles, damaged,
+/// incomplete or from a newer version are skipped with a warning and never change the store.
+public final class FolderSync {
+    public let store: ConcordStore
+    /// The shared folder.
+    public let folder: String
+    /// Where this layout version keeps its files: `<folder>/concord-v1`.
+    public let directory: String
+    /// A replica merges its own files into one once it has more than this many.
+    public var coalesceThreshold = 32
+
+    public static let layoutVersion = 1
+    static let fileExtension = ".cbundle"
+
+    public init(store: ConcordStore, folder: String) {
+        self.store = store
+        let absolute = folder.hasPrefix("/") ? folder : FileManager.default.currentDirectoryPath + "/" + folder
+        self.folder = (absolute as NSString).standardizingPath
+        directory = (self.folder as NSString).appendingPathComponent("concord-v\(Self.layoutVersion)")
+    }
+
+    /// One sync, both ways.
+    @discardableResult
+    public func sync(progress: ((SyncProgress) -> Void)? = nil) throws -> FolderSyncReport {
+        var report = FolderSyncReport()
+        try prepareDirectory(&report)
+        var listing = try list(&report)
+        var recorded = try store.importedFiles(in: folder)
+
+        // Import what this store has not imported yet, oldest serial first.
+        let pending = listing.bundles.filter { recorded[$0.name]?.size != $0.size }
+        for (index, file) in pending.enumerated() {
+            progress?(.importing(file: index + 1, of: pending.count, name: file.name))
+            let path = (directory as NSString).appendingPathComponent(file.name)
+            do {
+                guard let manifest = try Self.manifest(at: path) else {
+                    report.warn("skipping \(file.name): empty file (still being written?)")
+                    continue
+                }
+                let imported = ImportedFile(folder: folder, name: file.name, size: file.size, top: manifest.top)
+                let (merge, summary) = try store.mergeBundle(at: path, importing: imported)
+                recorded[file.name] = imported
+                report.importedFiles += 1
+                report.importedOperations += merge.newOperationCount
+                report.farFutureTimestamp = merge.farFutureTimestamp ?? report.farFutureTimestamp
+                _ = summary
+            } catch let error as StoreError where error.code != .invalidInput {
+                throw error  // the store failed (disk full, read-only, locked): stop, nothing half-done
+            } catch {
+                report.warn("skipping \(file.name): \(Self.reason(error, path: path))")
+            }
+        }
+
+        // Publish what the folder lacks: every operation above what the folder's files cover.
+        var covered = VersionVector()
+        for file in listing.bundles { if let known = recorded[file.name] { covered.merge(known.top) } }
+        let mine = try store.versionVector()
+        if mine.entries.contains(where: { $0.value > covered[$0.key] }) {
+            progress?(.publishing)
+            let name = nextName(listing)
+            let path = (directory as NSString).appendingPathComponent(name)
+            let summary = try store.exportBundle(
+                to: path, since: covered, contiguousOnly: true, temporaryName: temporaryName(for: name))
+            let file = ImportedFile(folder: folder, name: name, size: Int64(summary.bytes), top: summary.manifest.top)
+            try store.recordImported([file])
+            recorded[name] = file
+            listing.bundles.append(ListedFile(name: name, size: file.size, publisher: store.replicaID, serial: listing.nextSerial))
+            listing.nextSerial += 1
+            report.publishedFile = name
+            report.publishedOperations = summary.operations
+        }
+
+        try coalesceIfNeeded(&listing, &recorded, &report, progress)
+        try store.forgetImportedFiles(in: folder, keeping: Set(listing.bundles.map(\.name)))
+        return report
+    }
+
+    /// Syncs now and then every `interval` until `shouldStop` says so (checked every 100 ms),
+    /// calling `onSync` after each sync that moved something or warned. A sync that fails (the
+    /// folder vanished, the disk is full) is reported to `onError` and retried next time.
+    public func watch(
+        interval: Duration, shouldStop: () -> Bool, onSync: (FolderSyncReport) -> Void,
+        onError: (any Error) -> Void = { _ in }
+    ) {
+        var lastState: String?
+        while !shouldStop() {
+            do {
+                // A cheap look at both sides: skip the sync when neither changed.
+                let state = try changeToken()
+                if state != lastState {
+                    let report = try sync()
+                    if report.movedSomething || !report.warnings.isEmpty { onSync(report) }
+                    lastState = try changeToken()
+                }
+            } catch {
+                onError(error)
+                lastState = nil
+            }
+            let deadline = ContinuousClock.now + interval
+            while ContinuousClock.now < deadline, !shouldStop() {
+                Thread.sleep(forTimeInterval: 0.1)
+            }
+        }
+    }
+
+    /// A summary of the folder's listing and the store's version vector: when it is unchanged,
+    /// a sync has nothing to do.
+    func changeToken() throws -> String {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        var parts = [try store.versionVector().description]
+        for name in names.sorted() {
+            let size = (try? FileManager.default.attributesOfItem(atPath: (directory as NSString).appendingPathComponent(name))[.size] as? Int) ?? -1
+            parts.append("\(name):\(size)")
+        }
+        return parts.joined(separator: "\n")
+    }
+
+    // MARK: The folder
+
+    struct ListedFile {
+        var name: String
+        var size: Int64
+        var publisher: ReplicaID
+        var serial: Int
+    }
+
+    struct Listing {
+        var bundles: [ListedFile] = []
+        var nextSerial = 1
+    }
+
+    private func prepareDirectory(_ report: inout FolderSyncReport) throws {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: folder, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw ExchangeError(.folder, "the shared folder \(folder) does not exist or is not a directory (is it mounted?)")
+        }
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []
+        let layouts = entries.compactMap { name -> Int? in
+            guard name.hasPrefix("concord-v") else { return nil }
+            return Int(name.dropFirst("concord-v".count))
+        }
+        if let newest = layouts.max(), newest > Self.layoutVersion {
+            guard layouts.contains(Self.layoutVersion) else {
+                throw ExchangeError(.folder, "the shared folder \(folder) uses layout version \(newest), newer than this build supports (\(Self.layoutVersion)); upgrade Concord")
+            }
+            report.warn("the shared folder also holds layout version \(newest), which this build ignores; upgrade Concord")
+        }
+        if !FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory) {
+            do {
+                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
+            } catch {
+                throw ExchangeError(.folder, "cannot create \(directory): \(error.localizedDescription)")
+            }
+        } else if !isDirectory.boolValue {
+            throw ExchangeError(.folder, "\(directory) is not a directory")
+        }
+    }
+
+    private func list(_ report: inout FolderSyncReport) throws -> Listing {
+        let names: [String]
+        do {
+            names = try FileManager.default.contentsOfDirectory(atPath: directory)
+        } catch {
+            throw ExchangeError(.folder, "cannot list the shared folder \(directory): \(error.localizedDescription)")
+        }
+        var listing = Listing()
+        let ownTemporaryPrefix = ".\(store.replicaID.hex)-"
+        for name in names.sorted() {
+            let path = (directory as NSString).appendingPathComponent(name)
+            if name.hasPrefix(ownTemporaryPrefix), name.contains(".tmp-") {
+                // Left by an interrupted sync of this replica: never renamed into place, so never read by anyone.
+                unlink(path)
+                report.warn("removed \(name), a half-written file of an interrupted sync")
+                continue
+            }
+            guard let (publisher, serial) = Self.parse(name) else {
+                report.warn("skipping \(name): not a bundle of this folder (a sync tool's temporary file or conflict copy?)")
+                continue
+            }
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue else {
+                report.warn("skipping \(name): a directory, not a file")
+                continue
+            }
+            guard let attributes = try? FileManager.default.attributesOfItem(atPath: path),
+                  let size = (attributes[.size] as? NSNumber)?.int64Value
+            else {
+                report.warn("skipping \(name): cannot read it")
+                continue
+            }
+            listing.bundles.append(ListedFile(name: name, size: size, publisher: publisher, serial: serial))
+            if publisher == store.replicaID { listing.nextSerial = max(listing.nextSerial, serial + 1) }
+        }
+        listing.bundles.sort { ($0.serial, $0.name) < ($1.serial, $1.name) }
+        return listing
+    }
+
+    /// `<replica id>-<serial, 10 digits>.cbundle`
+    static func parse(_ name: String) -> (ReplicaID, Int)? {
+        let utf8 = Array(name.utf8)
+        guard utf8.count == 32 + 1 + 10 + fileExtension.utf8.count, name.hasSuffix(fileExtension), utf8[32] == UInt8(ascii: "-"),
+              let replica = ReplicaID(hex: String(decoding: utf8[0..<32], as: UTF8.self)),
+              String(decoding: utf8[0..<32], as: UTF8.self) == replica.hex,
+              utf8[33..<43].allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+              let serial = Int(String(decoding: utf8[33..<43], as: UTF8.self))
+        else { return nil }
+        return (replica, serial)
+    }
+
+    private func nextName(_ listing: Listing) -> String {
+        let serial = String(listing.nextSerial)
+        return store.replicaID.hex + "-" + String(repeating: "0", count: max(0, 10 - serial.count)) + serial + Self.fileExtension
+    }
+
+    private func temporaryName(for name: String) -> String {
+        ".\(name.dropLast(Self.fileExtension.count)).tmp-\(String(store.environment.random() & 0xFFFF_FFFF, radix: 16))"
+    }
+
+    /// The manifest of the bundle at `path`, or nil for an empty file.
+    static func manifest(at path: String) throws -> BundleManifest? {
+        let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.intValue
+        guard size != 0 else { return nil }
+        var reader = BundleReader(try FileSource(path: path))
+        return try reader.readManifest()
+    }
+
+    /// Why a file was skipped, in a few words.
+    private static func reason(_ error: any Error, path: String) -> String {
+        let text: String
+        switch error {
+        case BundleError.truncated: return "incomplete (still being written?); it is imported once whole"
+        case let error as ExchangeError: text = error.message
+        case let error as StoreError: text = error.message
+        default: text = "\(error)"
+        }
+        if text.hasSuffix(BundleError.truncated.description) { return "incomplete (still being written?); it is imported once whole" }
+        return text.hasPrefix(path + ": ") ? String(text.dropFirst(path.count + 2)) : text
+    }
+
+    // MARK: Coalescing
+
+    /// Writes the operations of the bundles at `paths`, in order, as one bundle.
+    private static func concatenate(_ paths: [String], manifest: BundleManifest, into output: AtomicFile) throws -> BundleSummary {
+        var writer = try BundleWriter(manifest: manifest) { bytes in try output.write(bytes) }
+        for path in paths {
+            var reader = BundleReader(try FileSource(path: path))
+            try reader.forEachOperation { operation in try writer.append(operation) }
+        }
+        return try writer.finish()
+    }
+
+    /// Merges this replica's own files into one when there are too many, deleting the old ones
+    /// only once the new one is durable.
+    private func coalesceIfNeeded(
+        _ listing: inout Listing, _ recorded: inout [String: ImportedFile], _ report: inout FolderSyncReport,
+        _ progress: ((SyncProgress) -> Void)?
+    ) throws {
+        let own = listing.bundles.filter { $0.publisher == store.replicaID && recorded[$0.name] != nil }
+        guard own.count > coalesceThreshold else { return }
+        progress?(.coalescing(files: own.count))
+        var top = VersionVector()
+        for file in own { top.merge(recorded[file.name]!.top) }
+        let name = nextName(listing)
+        let path = (directory as NSString).appendingPathComponent(name)
+        let output = try AtomicFile(path: path, temporaryName: temporaryName(for: name))
+        let summary: BundleSummary
+        do {
+            let paths = own.map { (directory as NSString).appendingPathComponent($0.name) }
+            var first = BundleReader(try FileSource(path: paths[0]))
+            let manifest = BundleManifest(
+                publisher: store.replicaID, createdMillis: store.environment.wallClock(), base: try first.readManifest().base, top: top)
+            summary = try Self.concatenate(paths, manifest: manifest, into: output)
+            try output.commit()
+        } catch {
+            output.abandon()
+            report.warn("could not merge this replica's \(own.count) files into one (\(error)); will try again")
+            return
+        }
+        let file = ImportedFile(folder: folder, name: name, size: Int64(summary.bytes), top: top)
+        try store.recordImported([file])
+        recorded[name] = file
+        for old in own {
+            unlink((directory as NSString).appendingPathComponent(old.name))
+            recorded[old.name] = nil
+        }
+        syncDirectory(of: path)
+        listing.bundles.removeAll { old in own.contains { $0.name == old.name } }
+        listing.bundles.append(ListedFile(name: name, size: file.size, publisher: store.replicaID, serial: listing.nextSerial))
+        listing.nextSerial += 1
+        report.coalescedFiles = own.count
+    }
+}
+
+/// What a folder sync is doing, for progress displays.
+public enum SyncProgress: Hashable, Sendable {
+    case importing(file: Int, of: Int, name: String)
+    case publishing
+    case coalescing(files: Int)
+}
+
+/// What one folder sync did.
+public struct FolderSyncReport: Hashable, Sendable {
+    public var importedFiles = 0
+    public var importedOperations = 0
+    public var publishedFile: String?
+    public var publishedOperations = 0
+    public var coalescedFiles = 0
+    /// One line per file skipped or cleaned up.
+    public var warnings: [String] = []
+    public var farFutureTimestamp: Timestamp?
+
+    public init() {}
+
+    public var movedSomething: Bool { importedOperations > 0 || publishedOperations > 0 || coalescedFiles > 0 }
+
+    mutating func warn(_ line: String) {
+        warnings.append(line)
+    }
+}

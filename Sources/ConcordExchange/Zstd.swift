@@ -1,0 +1,36 @@
+import CZstd
+
+/// One-shot zstd compression of a block through the system libzstd.
+enum Zstd {
+    /// The level bundles are written at (zstd's default).
+    static let level: Int32 = 3
+
+    static func compress(_ input: [UInt8]) -> [UInt8] {
+        let bound = ZSTD_compressBound(input.count)
+        var output = [UInt8](repeating: 0, count: bound)
+        let written = input.withUnsafeBytes { source in
+            output.withUnsafeMutableBytes { destination in
+                ZSTD_compress(destination.baseAddress, bound, source.baseAddress, input.count, level)
+            }
+        }
+        // Compression into a buffer of ZSTD_compressBound bytes cannot fail.
+        precondition(ZSTD_isError(written) == 0, "zstd: \(String(cString: ZSTD_getErrorName(written)))")
+        output.removeSubrange(written...)
+        return output
+    }
+
+    /// Decompresses one frame that must expand to exactly `size` bytes.
+    static func decompress(_ input: ArraySlice<UInt8>, size: Int) throws(BundleError) -> [UInt8] {
+        var output = [UInt8](repeating: 0, count: size)
+        let result = input.withUnsafeBytes { source in
+            output.withUnsafeMutableBytes { destination in
+                ZSTD_decompress(destination.baseAddress, size, source.baseAddress, input.count)
+            }
+        }
+        guard ZSTD_isError(result) == 0 else {
+            throw .corrupt("a block does not decompress (\(String(cString: ZSTD_getErrorName(result))))")
+        }
+        guard result == size else { throw .corrupt("a block decompresses to \(result) bytes, not the \(size) it declares") }
+        return output
+    }
+}

@@ -1,0 +1,137 @@
+import ArgumentParser
+import ConcordCore
+import ConcordExchange
+import ConcordStore
+import Foundation
+
+struct Export: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Write a bundle of operations to a file.",
+        discussion: """
+            With --since, only the operations a peer lacks, given its version vector: the JSON \
+            object `syncctl status --json` prints under "versionVector" (or that whole output), \
+            inline or in a file.
+            """)
+    @OptionGroup var store: StoreOptions
+    @Argument(help: "The bundle file to write (replaced if it exists).") var file: String
+    @Option(help: ArgumentHelp("The peer's version vector, or a file holding it.", valueName: "version-vector"))
+    var since: String?
+
+    func run() throws {
+        let store = try store.open()
+        var vector = VersionVector()
+        if let since {
+            let text: String
+            if FileManager.default.fileExists(atPath: since) {
+                guard let contents = FileManager.default.contents(atPath: since) else { throw ExchangeError(.io, "cannot read \(since)") }
+                text = String(decoding: contents, as: UTF8.self)
+            } else {
+                text = since
+            }
+            vector = try VersionVector(json: text)
+        }
+        let summary = try store.exportBundle(to: file, since: vector)
+        let perOperation = summary.operations == 0 ? 0 : Double(summary.bytes) / Double(summary.operations)
+        say("exported \(summary.operations) operation\(summary.operations == 1 ? "" : "s") to \(file) (\(summary.bytes) bytes, \(String(format: "%.1f", perOperation)) bytes per operation)")
+    }
+}
+
+struct Sync: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Sync with other replicas through a shared folder.",
+        discussion: """
+            Imports every bundle in the folder this store lacks and publishes what the folder lacks. \
+            Files that are not bundles, damaged or incomplete are skipped with a warning. With --watch, \
+            keeps syncing as the store or the folder changes until SIGINT or SIGTERM.
+            """)
+    @OptionGroup var store: StoreOptions
+    @Option(help: "The shared folder (kept in step by Dropbox, Syncthing, NFS, …).") var folder: String
+    @Flag(help: "Keep syncing until interrupted.") var watch = false
+    @Option(help: "With --watch: seconds between looks at the store and the folder.") var interval: Double = 2
+
+    func validate() throws {
+        guard interval >= 0.1, interval <= 86_400 else { throw ValidationError("--interval must be from 0.1 to 86400 seconds") }
+    }
+
+    func run() throws {
+        let sync = FolderSync(store: try store.open(), folder: folder)
+        guard watch else {
+            let report = try sync.sync(progress: ProgressLine.shared.folderProgress)
+            ProgressLine.shared.clear()
+            Self.print(report)
+            return
+        }
+        let stop = StopSignal()
+        say("watching \(sync.folder) every \(interval) s; stop with Ctrl-C")
+        sync.watch(
+            interval: .milliseconds(Int64(interval * 1000)), shouldStop: stop.isSet, onSync: Self.print,
+            onError: { warn("warning: \($0); retrying") })
+        say("stopped")
+    }
+
+    static func print(_ report: FolderSyncReport) {
+        for line in report.warnings { warn("warning: \(line)") }
+        if let far = report.farFutureTimestamp { warnFarFuture(far) }
+        var parts: [String] = []
+        if report.importedOperations > 0 || report.importedFiles > 0 {
+            parts.append("imported \(report.importedOperations) operation\(report.importedOperations == 1 ? "" : "s") from \(report.importedFiles) file\(report.importedFiles == 1 ? "" : "s")")
+        }
+        if let file = report.publishedFile {
+            parts.append("published \(report.publishedOperations) operation\(report.publishedOperations == 1 ? "" : "s") as \(file)")
+        }
+        if report.coalescedFiles > 0 { parts.append("merged \(report.coalescedFiles) of this replica's files into one") }
+        say(parts.isEmpty ? "up to date" : parts.joined(separator: "; "))
+    }
+}
+
+/// Set once SIGINT or SIGTERM arrives; the work in progress finishes first.
+final class StopSignal: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stopped = false
+    private var sources: [any DispatchSourceSignal] = []
+
+    init() {
+        for number in [SIGINT, SIGTERM] {
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { [weak self] in self?.set() }
+            source.resume()
+            sources.append(source)
+        }
+    }
+
+    private func set() {
+        lock.withLock { stopped = true }
+    }
+
+    func isSet() -> Bool {
+        lock.withLock { stopped }
+    }
+}
+
+/// A one-line progress display on standard error, shown only when it is a terminal.
+final class ProgressLine: @unchecked Sendable {
+    static let shared = ProgressLine()
+    private let enabled = isatty(STDERR_FILENO) == 1
+    private var shown = false
+
+    func show(_ text: String) {
+        guard enabled else { return }
+        FileHandle.standardError.write(Data("\r\u{1B}[K\(text)".utf8))
+        shown = true
+    }
+
+    func clear() {
+        guard enabled, shown else { return }
+        FileHandle.standardError.write(Data("\r\u{1B}[K".utf8))
+        shown = false
+    }
+
+    func folderProgress(_ progress: SyncProgress) {
+        switch progress {
+        case let .importing(file, total, name): show("importing \(file)/\(total) \(name)")
+        case .publishing: show("publishing")
+        case let .coalescing(files): show("merging \(files) of this replica's files into one")
+        }
+    }
+}
