@@ -326,3 +326,20 @@ public struct FolderSyncReport: Hashable, Sendable {
         warnings.append(line)
     }
 }
+
+extension ConcordStore {
+    /// One two-way sync through a shared folder (SPEC.md §14). See `FolderSync`.
+    @discardableResult
+    public func sync(folder: String, progress: ((SyncProgress) -> Void)? = nil) throws -> FolderSyncReport {
+        try FolderSync(store: self, folder: folder).sync(progress: progress)
+    }
+
+    /// Syncs through a shared folder now and whenever the store or the folder changes, until
+    /// `shouldStop` returns true. See `FolderSync.watch`.
+    public func watch(
+        folder: String, interval: Duration = .seconds(2), shouldStop: () -> Bool,
+        onSync: (FolderSyncReport) -> Void = { _ in }, onError: (any Error) -> Void = { _ in }
+    ) {
+        FolderSync(store: self, folder: folder).watch(interval: interval, shouldStop: shouldStop, onSync: onSync, onError: onError)
+    }
+}
