@@ -9,10 +9,11 @@ extension ConcordStore {
     /// - Parameter contiguousOnly: leave out operations held above a gap (delivered out of order);
     ///   they follow once the gap is filled. Shared-folder sync uses this so that a file's `top`
     ///   says exactly what it covers.
+    /// - Parameter exclusive: fail with `ExchangeError.Code.exists` rather than replace a file at `path`.
     @discardableResult
     public func exportBundle(
         to path: String, since: VersionVector = VersionVector(), contiguousOnly: Bool = false,
-        temporaryName: String? = nil
+        exclusive: Bool = false, temporaryName: String? = nil
     ) throws -> BundleSummary {
         let top = try versionVector()
         let manifest = BundleManifest(publisher: replicaID, createdMillis: environment.wallClock(), base: since, top: top)
@@ -24,7 +25,7 @@ extension ConcordStore {
                 if !contiguousOnly || operation.id.seq <= top[operation.id.replica] { try writer.append(operation) }
             }
             let summary = try writer.finish()
-            try file.commit()
+            try file.commit(exclusive: exclusive)
             return summary
         } catch {
             file.abandon()

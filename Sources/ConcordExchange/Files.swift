@@ -61,8 +61,9 @@ struct AtomicFile {
         try handle.write(contentsOf: Data(bytes))
     }
 
-    /// Makes the file durable and moves it into place.
-    func commit() throws(ExchangeError) {
+    /// Makes the file durable and moves it into place. With `exclusive`, an existing file at the
+    /// path is never replaced: the commit fails with `.exists` instead.
+    func commit(exclusive: Bool = false) throws(ExchangeError) {
         do {
             try handle.synchronize()
             try handle.close()
@@ -70,10 +71,20 @@ struct AtomicFile {
             abandon()
             throw ExchangeError(.io, "cannot write \(path): \(error.localizedDescription)")
         }
-        guard rename(temporaryPath, path) == 0 else {
-            let reason = String(cString: strerror(errno))
-            abandon()
-            throw ExchangeError(.io, "cannot move \(temporaryPath) to \(path): \(reason)")
+        if exclusive {
+            guard link(temporaryPath, path) == 0 else {
+                let clash = errno == EEXIST
+                let reason = String(cString: strerror(errno))
+                abandon()
+                throw clash ? ExchangeError(.exists, "\(path) already exists") : ExchangeError(.io, "cannot create \(path): \(reason)")
+            }
+            unlink(temporaryPath)
+        } else {
+            guard rename(temporaryPath, path) == 0 else {
+                let reason = String(cString: strerror(errno))
+                abandon()
+                throw ExchangeError(.io, "cannot move \(temporaryPath) to \(path): \(reason)")
+            }
         }
         syncDirectory(of: path)
     }
@@ -104,6 +115,8 @@ public struct ExchangeError: Error, Hashable, CustomStringConvertible {
         public static let invalidInput = Code(name: "invalidInput")
         /// The shared folder is missing, or of a newer layout.
         public static let folder = Code(name: "folder")
+        /// A file that must be new exists already.
+        public static let exists = Code(name: "exists")
     }
 
     public var code: Code

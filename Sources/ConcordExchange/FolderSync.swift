@@ -66,10 +66,21 @@ public final class FolderSync {
         let mine = try store.versionVector()
         if mine.entries.contains(where: { $0.value > covered[$0.key] }) {
             progress?(.publishing)
-            let name = nextName(listing)
-            let path = (directory as NSString).appendingPathComponent(name)
-            let summary = try store.exportBundle(
-                to: path, since: covered, contiguousOnly: true, temporaryName: temporaryName(for: name))
+            // Another process of this replica may publish at the same moment: a file is never
+            // replaced, and a clash moves on to the next serial.
+            var summary: BundleSummary?
+            var name = nextName(listing)
+            for _ in 0..<100 where summary == nil {
+                name = nextName(listing)
+                do {
+                    summary = try store.exportBundle(
+                        to: (directory as NSString).appendingPathComponent(name), since: covered, contiguousOnly: true,
+                        exclusive: true, temporaryName: temporaryName(for: name))
+                } catch let error as ExchangeError where error.code == .exists {
+                    listing.nextSerial += 1
+                }
+            }
+            guard let summary else { throw ExchangeError(.io, "cannot find a free file name in \(directory)") }
             let file = ImportedFile(folder: folder, name: name, size: Int64(summary.bytes), top: summary.manifest.top)
             try store.recordImported([file])
             recorded[name] = file
@@ -279,7 +290,7 @@ public final class FolderSync {
             let manifest = BundleManifest(
                 publisher: store.replicaID, createdMillis: store.environment.wallClock(), base: try first.readManifest().base, top: top)
             summary = try Self.concatenate(paths, manifest: manifest, into: output)
-            try output.commit()
+            try output.commit(exclusive: true)
         } catch {
             output.abandon()
             report.warn("could not merge this replica's \(own.count) files into one (\(error)); will try again")
