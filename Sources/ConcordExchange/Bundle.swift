@@ -356,7 +356,7 @@ public struct BundleReader<Source: ByteSource> {
         let flags = header[1]
         guard flags & ~BundleFormat.compressedFlag == 0 else { throw .corrupt("block flags 0x\(String(flags, radix: 16)) are reserved") }
         let compressed = flags & BundleFormat.compressedFlag != 0
-        guard compressed == (type == .operations) else { throw .corrupt("a \(type) block with the wrong compression flag") }
+        guard compressed == (type == .operations) else { throw .corrupt("the \(type) block has the wrong compression flag") }
         func field(_ offset: Int) -> Int { header[offset..<offset + 4].reduce(0) { $0 << 8 | Int($1) } }
         let storedLength = field(2)
         let rawLength = field(6)
@@ -367,7 +367,7 @@ public struct BundleReader<Source: ByteSource> {
         }
         guard compressed || storedLength == rawLength else { throw .corrupt("an uncompressed block with two lengths") }
         let stored = try readExactly(storedLength)
-        guard CRC32C.checksum(stored) == checksum else { throw .corrupt("a \(type) block fails its checksum") }
+        guard CRC32C.checksum(stored) == checksum else { throw .corrupt("checksum mismatch in the \(type) block") }
         return (type, compressed ? try Zstd.decompress(stored[...], size: rawLength) : stored)
     }
 

@@ -17,6 +17,9 @@ extension ConcordStore {
     ) throws -> BundleSummary {
         let top = try versionVector()
         let manifest = BundleManifest(publisher: replicaID, createdMillis: environment.wallClock(), base: since, top: top)
+        if FileKind.of(path: path) == .store {
+            throw ExchangeError(.invalidInput, "\(path) is a Concord store; a bundle is never written over one")
+        }
         let name = temporaryName ?? ".\((path as NSString).lastPathComponent).tmp-\(String(environment.random() & 0xFFFF_FFFF, radix: 16))"
         let file = try AtomicFile(path: path, temporaryName: name)
         do {
@@ -64,7 +67,7 @@ extension VersionVector {
         guard let entries = (try? JSONDecoder().decode([String: UInt64].self, from: data))
             ?? (try? JSONDecoder().decode(Status.self, from: data).versionVector)
         else {
-            throw ExchangeError(.invalidInput, "a version vector is a JSON object from replica id to sequence number, as `syncctl status --json` prints")
+            throw ExchangeError(.invalidInput, "a version vector is a JSON object from replica id to sequence number, as 'syncctl status --json' prints")
         }
         var vector: [ReplicaID: UInt64] = [:]
         for (key, value) in entries {

@@ -149,9 +149,11 @@ struct RepeatArgument: ExpressibleByArgument {
     static var allValueStrings: [String] { ["hourly", "daily", "weekly", "monthly"] }
 }
 
-/// Writes a line to standard output.
+/// Writes a line to standard output, at once: `sync --watch` reports each sync as it happens
+/// even under a pipe or a log file.
 func say(_ text: String) {
     print(text)
+    fflush(nil)
 }
 
 /// Writes a line to standard error.

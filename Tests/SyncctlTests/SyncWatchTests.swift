@@ -1,0 +1,97 @@
+import Foundation
+import Testing
+
+/// `syncctl sync --folder DIR --watch` running in the background (SPEC.md §11, §14 "Watching").
+@Suite struct SyncWatchTests {
+    /// Generous: a watcher looking every 0.2 s normally reacts well within a second.
+    static let deadline: TimeInterval = 20
+
+    /// Starts a watcher on `store`, lets `a` publish a new reminder through the folder, waits
+    /// until the watcher brought it into `store` (read concurrently with the watcher's writes),
+    /// then stops it with `signal` and checks it stopped cleanly.
+    func watchThenStop(with signal: Int32) throws {
+        let sandbox = try Sandbox()
+        let folder = try sandbox.makeDirectory("Shared")
+        let a = try sandbox.makeStore("a.db")
+        let b = try sandbox.makeStore("b.db")
+        let idB = try b.replicaID()
+        // b has something of its own, so the watcher's first sync publishes it: a sign it runs.
+        let fromB = try b.addNote("from b before watching")
+        let watcher = try sandbox.start(["sync", "--folder", folder, "--watch", "--interval", "0.2", "--store", b.path])
+        let ownFile = folder + "/concord-v1/\(idB)-0000000001.cbundle"
+        #expect(eventually(timeout: Self.deadline) { FileManager.default.fileExists(atPath: ownFile) || !watcher.isRunning },
+                "the watcher publishes b's operations at once")
+        #expect(watcher.isRunning, "the watcher keeps running: \(watcher.stdout) \(watcher.stderr)")
+
+        // a syncs through the folder while b's watcher runs.
+        let reminder = try a.addReminder("from a while b watches", "--tag", "live")
+        let published = try a.ok("sync", "--folder", folder)
+        #expect(published.hasPrefix("imported 3 operations from 1 file; published "), "a takes b's note and publishes its reminder: \(published)")
+        let arrived = try eventually(timeout: Self.deadline) {
+            try b.reminders().contains { $0.string("id") == reminder }
+        }
+        #expect(arrived, "the watcher imports a's file within \(Self.deadline) s")
+        #expect(try b.show(reminder).strings("tags") == ["live"])
+
+        // A change made on b while it is watched is published by the watcher too.
+        let later = try b.addReminder("from b while watching")
+        let secondFile = folder + "/concord-v1/\(idB)-0000000002.cbundle"
+        #expect(eventually(timeout: Self.deadline) { FileManager.default.fileExists(atPath: secondFile) }, "the watcher publishes b's new change")
+        #expect(try a.ok("sync", "--folder", folder) == "imported 5 operations from 1 file")
+        #expect(try a.show(later).string("title") == "from b while watching")
+        #expect(watcher.isRunning, "\(watcher.stderr)")
+
+        watcher.send(signal)
+        let result = watcher.wait(timeout: Self.deadline)
+        #expect(!result.timedOut, "the watcher stops on signal \(signal): \(result)")
+        #expect(!result.crashed && result.status == 0, "and exits 0: \(result)")
+        #expect(result.stderr.isEmpty, "\(result)")
+        let lines = result.stdoutLines
+        #expect(lines.first == "watching \(folder) every 0.2 s; stop with Ctrl-C", "\(result)")
+        #expect(lines.last == "stopped", "\(result)")
+        #expect(lines.contains("published 3 operations as \(idB)-0000000001.cbundle"), "\(result)")
+        // (Each report is one line; an import and a publish may share one.)
+        #expect(lines.contains { $0.hasPrefix("imported 6 operations from 1 file") }, "\(result)")
+        #expect(lines.contains { $0.hasSuffix("published 5 operations as \(idB)-0000000002.cbundle") }, "\(result)")
+
+        // The store is whole and in step with a afterwards.
+        let dump = try b.dump()
+        #expect(dump == (try a.dump()))
+        #expect(try b.show(fromB).string("title") == "from b before watching")
+        #expect(try b.ok("sync", "--folder", folder) == "up to date")
+    }
+
+    @Test func sigtermStopsTheWatcherAfterItSynced() throws {
+        try watchThenStop(with: SIGTERM)
+    }
+
+    @Test func sigintStopsTheWatcherAfterItSynced() throws {
+        try watchThenStop(with: SIGINT)
+    }
+
+    /// A watcher's report of each sync must reach its output when it happens, not only when the
+    /// watcher stops: its output is usually a log file or a pipe to a service manager.
+    @Test func theWatcherReportsEachSyncAsItHappens() throws {
+        let sandbox = try Sandbox()
+        let folder = try sandbox.makeDirectory("Shared")
+        let a = try sandbox.makeStore("a.db")
+        let b = try sandbox.makeStore("b.db")
+        let watcher = try sandbox.start(["sync", "--folder", folder, "--watch", "--interval", "0.2", "--store", b.path])
+        let reminder = try a.addReminder("from a")
+        try a.ok("sync", "--folder", folder)
+        #expect(try eventually(timeout: Self.deadline) { try b.reminders().contains { $0.string("id") == reminder } })
+
+        // The line is due as soon as the sync that imported the reminder returned; 10 s is generous.
+        let reported = eventually(timeout: 10) {
+            watcher.stdout.split(separator: "\n").contains { $0.hasPrefix("imported 5 operations from 1 file") }
+        }
+        let seenWhileRunning = watcher.stdout
+        #expect(watcher.isRunning)
+        #expect(reported, "the watcher's output while it runs holds the sync it made: \(String(reflecting: seenWhileRunning))")
+
+        watcher.send(SIGTERM)
+        let result = watcher.wait(timeout: Self.deadline)
+        #expect(result.succeeded, "\(result)")
+        #expect(result.stdoutLines.last == "stopped", "\(result)")
+    }
+}
