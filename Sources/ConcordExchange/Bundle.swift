@@ -384,7 +384,8 @@ public struct BundleReader<Source: ByteSource> {
             guard !chunk.isEmpty else {
                 // A file that ends inside the magic is not a bundle at all; one that ends later is a
                 // truncated bundle.
-                let magicSeen = result.count >= BundleFormat.magic.count && result.starts(with: BundleFormat.magic)
+                let magic = BundleFormat.magic
+                let magicSeen = result.count >= magic.count ? result.starts(with: magic) : !result.isEmpty && magic.starts(with: result)
                 throw atStart && !magicSeen ? .notABundle : .truncated
             }
             result += chunk

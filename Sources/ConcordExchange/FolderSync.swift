@@ -19,6 +19,8 @@ public final class FolderSync {
     public var coalesceThreshold = 32
 
     public static let layoutVersion = 1
+    /// How old (seconds) a temporary file of this replica must be before a sync removes it.
+    static let staleTemporaryAge: TimeInterval = 15 * 60
     static let fileExtension = ".cbundle"
 
     public init(store: ConcordStore, folder: String) {
@@ -108,9 +110,12 @@ public final class FolderSync {
                 // A cheap look at both sides: skip the sync when neither changed.
                 let state = try changeToken()
                 if state != lastState {
+                    // Remember the state seen *before* the sync: a change that lands while it runs
+                    // (or as it ends) then differs from it and is synced next time. The sync's own
+                    // writes cost one more sync that finds nothing to do.
+                    lastState = state
                     let report = try sync()
                     if report.movedSomething || !report.warnings.isEmpty { onSync(report) }
-                    lastState = try changeToken()
                 }
             } catch {
                 onError(error)
@@ -188,9 +193,14 @@ public final class FolderSync {
         for name in names.sorted() {
             let path = (directory as NSString).appendingPathComponent(name)
             if name.hasPrefix(ownTemporaryPrefix), name.contains(".tmp-") {
-                // Left by an interrupted sync of this replica: never renamed into place, so never read by anyone.
-                unlink(path)
-                report.warn("removed \(name), a half-written file of an interrupted sync")
+                // Never renamed into place, so never read by anyone. A recent one may belong to
+                // another process of this replica still writing it; an old one is left from an
+                // interrupted sync and is removed.
+                let modified = (try? FileManager.default.attributesOfItem(atPath: path)[.modificationDate] as? Date) ?? .distantFuture
+                if Date().timeIntervalSince(modified) > Self.staleTemporaryAge {
+                    unlink(path)
+                    report.warn("removed \(name), a half-written file of an interrupted sync")
+                }
                 continue
             }
             guard let (publisher, serial) = Self.parse(name) else {

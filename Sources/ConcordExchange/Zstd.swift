@@ -4,6 +4,8 @@ import CZstd
 enum Zstd {
     /// The level bundles are written at (zstd's default).
     static let level: Int32 = 3
+    /// The first bytes of a zstd frame (0xFD2FB528, little-endian).
+    static let frameMagic: [UInt8] = [0x28, 0xB5, 0x2F, 0xFD]
 
     static func compress(_ input: [UInt8]) -> [UInt8] {
         let bound = ZSTD_compressBound(input.count)
@@ -21,6 +23,13 @@ enum Zstd {
 
     /// Decompresses one frame that must expand to exactly `size` bytes.
     static func decompress(_ input: ArraySlice<UInt8>, size: Int) throws(BundleError) -> [UInt8] {
+        // Exactly one regular frame: zstd itself would also accept several frames back to back,
+        // or skippable frames.
+        guard input.starts(with: frameMagic) else { throw .corrupt("a block is not one zstd frame") }
+        let frameSize = input.withUnsafeBytes { ZSTD_findFrameCompressedSize($0.baseAddress, input.count) }
+        guard ZSTD_isError(frameSize) == 0, frameSize == input.count else {
+            throw .corrupt("a block is not exactly one zstd frame")
+        }
         var output = [UInt8](repeating: 0, count: size)
         let result = input.withUnsafeBytes { source in
             output.withUnsafeMutableBytes { destination in

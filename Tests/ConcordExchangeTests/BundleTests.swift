@@ -1,0 +1,435 @@
+import ConcordCore
+import ConcordExchange
+import ConcordStore
+import Foundation
+import PropertyBased
+import Testing
+
+/// Bundles (SPEC.md §13): export and merge, deltas, manifests, golden fixtures, streaming.
+@Suite struct BundleTests {
+    // MARK: Round trips
+
+    @Test func exportThenMergeIntoAFreshStoreGivesAnEqualDump() throws {
+        let directory = try TemporaryDirectory()
+        let clock = ManualClock(baseMillis)
+        let source = try ConcordStore.inMemory(environment: environment(clock: clock, seed: 1))
+        try populate(source, clock: clock)
+        let total = try source.allOperations().count
+
+        let path = directory.file("all.cbundle")
+        let summary = try source.exportBundle(to: path)
+        #expect(summary.operations == total)
+        #expect(summary.bytes == (try readBytes(path)).count)
+        #expect(summary.manifest.publisher == source.replicaID)
+        #expect(summary.manifest.base == VersionVector())
+        #expect(summary.manifest.top == (try source.versionVector()))
+        #expect(summary.manifest.createdMillis == clock.now)
+        // Written whole: no temporary file is left beside it.
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path) == ["all.cbundle"])
+
+        let target = try ConcordStore.inMemory(environment: environment(clock: ManualClock(baseMillis), seed: 2))
+        let (report, read) = try target.mergeBundle(at: path)
+        #expect(report.newOperationCount == total)
+        #expect(report.newOperations == [source.replicaID: total])
+        #expect(report.duplicates == 0)
+        #expect(read.operations == total)
+        #expect(read.manifest == summary.manifest)
+        #expect(try target.dump() == (try source.dump()))
+        #expect(try target.versionVector() == (try source.versionVector()))
+        #expect(try target.allOperations() == (try source.allOperations()))
+
+        // Merging it again changes nothing.
+        let before = try target.dump()
+        let (again, _) = try target.mergeBundle(at: path)
+        #expect(again.newOperationCount == 0)
+        #expect(again.duplicates == total)
+        #expect(try target.dump() == before)
+    }
+
+    @Test func bundlesRelayOperationsOfEveryAuthor() throws {
+        let directory = try TemporaryDirectory()
+        let clockA = ManualClock(baseMillis)
+        let clockB = ManualClock(baseMillis + 5)
+        let a = try ConcordStore.inMemory(environment: environment(clock: clockA, seed: 11))
+        let b = try ConcordStore.inMemory(environment: environment(clock: clockB, seed: 12))
+        let refs = try populate(a, clock: clockA, label: "A")
+        try populate(b, clock: clockB, label: "B")
+        try b.exportBundle(to: directory.file("b.cbundle"))
+        try a.mergeBundle(at: directory.file("b.cbundle"))
+        // A edits a record after seeing B's: both authors' operations travel in A's bundle.
+        try a.editReminder(refs[0].id, ReminderPatch(title: "after the merge"))
+        let summary = try a.exportBundle(to: directory.file("a.cbundle"))
+        #expect(summary.manifest.top == (try a.versionVector()))
+        #expect(summary.manifest.top.entries.count == 2)
+
+        let c = try ConcordStore.inMemory(environment: environment(clock: ManualClock(baseMillis), seed: 13))
+        let (report, _) = try c.mergeBundle(at: directory.file("a.cbundle"))
+        #expect(Set(report.newOperations.keys) == [a.replicaID, b.replicaID])
+        #expect(try c.dump() == (try a.dump()))
+        #expect(try c.versionVector() == (try a.versionVector()))
+    }
+
+    @Test func sinceDeltaHoldsExactlyTheOperationsNotCovered() throws {
+        let directory = try TemporaryDirectory()
+        let clockA = ManualClock(baseMillis)
+        let a = try ConcordStore.inMemory(environment: environment(clock: clockA, seed: 21))
+        let refs = try populate(a, clock: clockA)
+        let base = try a.versionVector()
+        try a.exportBundle(to: directory.file("base.cbundle"))
+        let b = try ConcordStore.inMemory(environment: environment(clock: ManualClock(baseMillis), seed: 22))
+        try b.mergeBundle(at: directory.file("base.cbundle"))
+
+        // More of A's own edits, and operations of a third replica A learns of.
+        clockA.advance(10_000)
+        try a.editReminder(refs[0].id, ReminderPatch(title: "changed", priority: .medium))
+        try a.tag(refs[1], add: ["later"])
+        let clockC = ManualClock(baseMillis + 20_000)
+        let c = try ConcordStore.inMemory(environment: environment(clock: clockC, seed: 23))
+        try populate(c, clock: clockC, label: "C")
+        try a.merge(try c.allOperations())
+
+        let expected = try a.allOperations().filter { !base.covers($0.id) }
+        #expect(expected.count == 3 + (try c.allOperations()).count)
+        let summary = try a.exportBundle(to: directory.file("delta.cbundle"), since: base)
+        #expect(summary.operations == expected.count)
+        #expect(summary.manifest.base == base)
+        #expect(summary.manifest.top == (try a.versionVector()))
+        #expect(summary.manifest.publisher == a.replicaID)
+
+        let (manifest, operations, _) = try readBundle(try readBytes(directory.file("delta.cbundle")))
+        #expect(manifest == summary.manifest)
+        #expect(Set(operations) == Set(expected))
+        #expect(operations.count == expected.count)
+
+        let (report, _) = try b.mergeBundle(at: directory.file("delta.cbundle"))
+        #expect(report.newOperationCount == expected.count)
+        #expect(report.duplicates == 0)
+        #expect(try b.dump() == (try a.dump()))
+        #expect(try b.versionVector() == (try a.versionVector()))
+
+        // Without the base, the delta's operations of A sit above a gap: held, but the version
+        // vector does not advance for A until the base arrives.
+        let fresh = try ConcordStore.inMemory(environment: environment(clock: ManualClock(baseMillis), seed: 24))
+        try fresh.mergeBundle(at: directory.file("delta.cbundle"))
+        #expect(try fresh.versionVector()[a.replicaID] == 0)
+        #expect(try fresh.versionVector()[c.replicaID] == (try c.versionVector())[c.replicaID])
+        try fresh.mergeBundle(at: directory.file("base.cbundle"))
+        #expect(try fresh.dump() == (try a.dump()))
+        #expect(try fresh.versionVector() == (try a.versionVector()))
+    }
+
+    /// For any `since` vector (below, at or above what the store holds, naming replicas it does not
+    /// know), the bundle holds exactly the operations `since` does not cover, and merging it into a
+    /// store that holds exactly the covered ones converges.
+    @Test func sinceDeltasForArbitraryVectors() async throws {
+        let clockA = ManualClock(baseMillis)
+        let a = try ConcordStore.inMemory(environment: environment(clock: clockA, seed: 31))
+        try populate(a, clock: clockA, label: "A")
+        let clockB = ManualClock(baseMillis + 3)
+        let b = try ConcordStore.inMemory(environment: environment(clock: clockB, seed: 32))
+        try populate(b, clock: clockB, label: "B")
+        try a.merge(try b.allOperations())
+        let all = try a.allOperations()
+        let top = try a.versionVector()
+        let dump = try a.dump()
+        let stranger = ReplicaID(high: 1, low: 2)
+        let directory = try TemporaryDirectory()
+
+        let seqGen = Gen.int(in: 0...40)
+        await propertyCheck(count: 100, input: seqGen, seqGen, seqGen) { seqA, seqB, seqStranger in
+            let since = VersionVector([a.replicaID: UInt64(seqA), b.replicaID: UInt64(seqB), stranger: UInt64(seqStranger)])
+            let expected = all.filter { !since.covers($0.id) }
+            let path = directory.file("delta-\(seqA)-\(seqB)-\(seqStranger).cbundle")
+            let summary = try a.exportBundle(to: path, since: since)
+            #expect(summary.operations == expected.count, "since \(since)")
+            #expect(summary.manifest.base == since)
+            #expect(summary.manifest.top == top)
+            let (_, operations, _) = try readBundle(try readBytes(path))
+            #expect(operations == expected, "since \(since)")
+
+            let peer = try ConcordStore.inMemory(environment: environment(clock: ManualClock(baseMillis), seed: 33))
+            try peer.merge(all.filter { since.covers($0.id) })
+            let (report, _) = try peer.mergeBundle(at: path)
+            #expect(report.newOperationCount == expected.count)
+            #expect(try peer.dump() == dump, "since \(since)")
+            #expect(try peer.versionVector() == top)
+            try? FileManager.default.removeItem(atPath: path)
+        }
+    }
+
+    @Test func emptyBundlesAreValidAndMergeNothing() throws {
+        let directory = try TemporaryDirectory()
+        let clock = ManualClock(baseMillis)
+        let a = try ConcordStore.inMemory(environment: environment(clock: clock, seed: 41))
+        try populate(a, clock: clock)
+
+        // Nothing to export: the peer has everything.
+        let upToDate = try a.exportBundle(to: directory.file("none.cbundle"), since: try a.versionVector())
+        #expect(upToDate.operations == 0)
+        // And an empty store exports an empty bundle.
+        let empty = try ConcordStore.inMemory(environment: environment(clock: clock, seed: 42))
+        let nothing = try empty.exportBundle(to: directory.file("empty.cbundle"))
+        #expect(nothing.operations == 0)
+        #expect(nothing.manifest.top == VersionVector())
+
+        for name in ["none.cbundle", "empty.cbundle"] {
+            let bytes = try readBytes(directory.file(name))
+            // A manifest block and an end block, nothing else.
+            #expect(blocks(of: bytes).map(\.type) == [1, 3], "\(name)")
+            #expect(blocks(of: bytes).last?.end == bytes.count)
+            let (_, operations, summary) = try readBundle(bytes)
+            #expect(operations.isEmpty)
+            #expect(summary.operations == 0)
+
+            let target = try ConcordStore.inMemory(environment: environment(clock: clock, seed: 43))
+            try target.addNote(NoteDraft(title: "mine"))
+            let before = try target.dump()
+            let vector = try target.versionVector()
+            let (report, read) = try target.mergeBundle(at: directory.file(name))
+            #expect(report.newOperationCount == 0)
+            #expect(report.duplicates == 0)
+            #expect(read.operations == 0)
+            #expect(try target.dump() == before)
+            #expect(try target.versionVector() == vector)
+        }
+    }
+
+    /// `BundleWriter` takes operations in any order and of any author; a reader gives them back
+    /// and a merge of them equals a merge of the originals.
+    @Test func writerAcceptsOperationsInAnyOrder() async throws {
+        let clockA = ManualClock(baseMillis)
+        let a = try ConcordStore.inMemory(environment: environment(clock: clockA, seed: 51))
+        try populate(a, clock: clockA, label: "A")
+        let clockB = ManualClock(baseMillis + 1)
+        let b = try ConcordStore.inMemory(environment: environment(clock: clockB, seed: 52))
+        try populate(b, clock: clockB, label: "B")
+        try a.merge(try b.allOperations())
+        let all = try a.allOperations()
+        let dump = try a.dump()
+
+        await propertyCheck(count: 30, input: Gen<[Op]>.shuffled(all)) { shuffled in
+            var bytes: [UInt8] = []
+            let manifest = BundleManifest(publisher: a.replicaID, createdMillis: 7, base: VersionVector(), top: try a.versionVector())
+            var writer = try BundleWriter(manifest: manifest) { bytes += $0 }
+            for operation in shuffled { try writer.append(operation) }
+            let summary = try writer.finish()
+            #expect(summary.operations == all.count)
+            #expect(summary.bytes == bytes.count)
+            let (readManifest, operations, _) = try readBundle(bytes)
+            #expect(readManifest == manifest)
+            #expect(operations == shuffled)
+            let target = try ConcordStore.inMemory(environment: environment(clock: ManualClock(baseMillis), seed: 53))
+            try target.merge { ingest in
+                var reader = BundleReader(MemorySource(bytes))
+                try reader.forEachOperation(ingest)
+            }
+            #expect(try target.dump() == dump)
+        }
+    }
+
+    // MARK: Golden fixtures
+
+    static func bundleFixtures() throws -> [String] {
+        try FileManager.default.contentsOfDirectory(atPath: fixturesDirectory.appendingPathComponent("bundle-v1").path)
+            .filter { $0.hasSuffix(".cbundle") }.sorted()
+    }
+
+    @Test func everyBundleFixtureHasItsDump() throws {
+        let names = try Self.bundleFixtures()
+        #expect(names.count >= 2)
+        for name in names {
+            let dump = fixturesDirectory.appendingPathComponent("bundle-v1")
+                .appendingPathComponent(name.replacingOccurrences(of: ".cbundle", with: ".dump.json"))
+            #expect(FileManager.default.fileExists(atPath: dump.path), "\(name) has no .dump.json")
+        }
+    }
+
+    @Test(arguments: try bundleFixtures())
+    func bundleFixtureMergesToItsDump(_ name: String) throws {
+        let directory = fixturesDirectory.appendingPathComponent("bundle-v1")
+        let path = directory.appendingPathComponent(name).path
+        let expected = try readBytes(directory.appendingPathComponent(name.replacingOccurrences(of: ".cbundle", with: ".dump.json")).path)
+        #expect(FileKind.of(path: path) == .bundle)
+
+        // From the file.
+        let store = try ConcordStore.inMemory(environment: environment(clock: ManualClock(baseMillis), seed: 61))
+        let (report, summary) = try store.mergeBundle(at: path)
+        #expect(report.newOperationCount == summary.operations)
+        #expect(summary.operations > 0)
+        // The dump file is `syncctl dump`'s output: the dump and a newline.
+        #expect(Array((try store.dump() + "\n").utf8) == expected, "\(name): the dump differs from the fixture's")
+
+        // From memory, one byte per read: the same state.
+        let bytes = try readBytes(path)
+        let streamed = try ConcordStore.inMemory(environment: environment(clock: ManualClock(baseMillis), seed: 62))
+        try streamed.merge { ingest in
+            var reader = BundleReader(MemorySource(bytes, chunk: 1))
+            let read = try reader.forEachOperation(ingest)
+            #expect(read == summary)
+        }
+        #expect(try streamed.dump() == (try store.dump()))
+        // The manifest's top is what the bundle's operations make of a fresh replica.
+        #expect(summary.manifest.top == (try store.versionVector()))
+        #expect(summary.manifest.base == VersionVector())
+    }
+
+    // MARK: Streaming and size
+
+    @Test func readingOneByteAtATimeGivesTheSameOperations() throws {
+        let clock = ManualClock(baseMillis)
+        let a = try ConcordStore.inMemory(environment: environment(clock: clock, seed: 71))
+        try populate(a, clock: clock)
+        var bytes: [UInt8] = []
+        let manifest = BundleManifest(publisher: a.replicaID, createdMillis: 1, base: VersionVector(), top: try a.versionVector())
+        var writer = try BundleWriter(manifest: manifest) { bytes += $0 }
+        try a.forEachOperation { try writer.append($0) }
+        let written = try writer.finish()
+
+        let whole = try readBundle(bytes)
+        #expect(whole.1 == (try a.allOperations()))
+        #expect(whole.2 == written)
+        for chunk in [1, 2, 3, 7, 14, 15, 64, 1000] {
+            let streamed = try readBundle(bytes, chunk: chunk)
+            #expect(streamed.0 == whole.0, "chunk \(chunk)")
+            #expect(streamed.1 == whole.1, "chunk \(chunk)")
+            #expect(streamed.2 == whole.2, "chunk \(chunk)")
+        }
+        // And through a file.
+        let directory = try TemporaryDirectory()
+        try writeBytes(bytes, to: directory.file("x.cbundle"))
+        var reader = BundleReader(try FileSource(path: directory.file("x.cbundle")))
+        var fromFile: [Op] = []
+        try reader.forEachOperation { fromFile.append($0) }
+        #expect(fromFile == whole.1)
+    }
+
+    /// A bundle of more than a megabyte of operations spans several operations blocks, each
+    /// bounded, and round-trips; a damaged later block refuses the whole bundle.
+    @Test func largeBundlesSpanSeveralBlocks() throws {
+        let directory = try TemporaryDirectory()
+        let clock = ManualClock(baseMillis)
+        let a = try ConcordStore.inMemory(environment: environment(clock: clock, seed: 81))
+        var random = SplitMix64(seed: 99)
+        let letters = Array("abcdefghijklmnopqrstuvwxyz  ".utf8)
+        var changes: [(RecordRef, Change)] = []
+        for index in 0..<1_500 {
+            let notes = String(decoding: (0..<900).map { _ in letters[Int(random.next() % UInt64(letters.count))] }, as: UTF8.self)
+            changes.append((.reminder(RecordID(high: 7, low: UInt64(index))), .createReminder(ReminderDraft(title: "task \(index)", notes: notes, tags: ["t\(index % 5)"]))))
+        }
+        try a.perform(changes)
+        let operations = try a.allOperations()
+        #expect(operations.count == 1_500 * 6)
+
+        let path = directory.file("large.cbundle")
+        let summary = try a.exportBundle(to: path)
+        #expect(summary.operations == operations.count)
+        let bytes = try readBytes(path)
+        let layout = blocks(of: bytes)
+        #expect(layout.last?.end == bytes.count)
+        let operationBlocks = layout.filter { $0.type == 2 }
+        #expect(layout.first?.type == 1)
+        #expect(layout.last?.type == 3)
+        #expect(operationBlocks.count >= 2, "\(layout)")
+        let rawTotal = operationBlocks.map(\.rawLength).reduce(0, +)
+        #expect(rawTotal > BundleFormat.targetBlockBytes)
+        for block in operationBlocks {
+            #expect(block.flags == 1, "operations blocks are compressed")
+            // Closed once about 1 MiB: one operation (under 1 KiB here) over at most.
+            #expect(block.rawLength <= BundleFormat.targetBlockBytes + 4096, "\(block)")
+        }
+
+        let target = try ConcordStore.inMemory(environment: environment(clock: ManualClock(baseMillis), seed: 82))
+        try target.addNote(NoteDraft(title: "target's own"))
+        let before = (try target.dump(), try target.versionVector())
+
+        // All or nothing across blocks: damage after the first operations block.
+        let second = operationBlocks[1]
+        var damaged: [[UInt8]] = [
+            Array(bytes[..<second.offset]),  // ends after a whole first block
+            Array(bytes[..<(second.payloadOffset + second.storedLength / 2)]),  // ends inside the second
+            Array(bytes.dropLast()),  // ends inside the end block
+        ]
+        var flipped = bytes
+        flipped[operationBlocks.last!.payloadOffset + 5] ^= 0x40
+        damaged.append(flipped)
+        flipped = bytes
+        flipped[bytes.count - 1] ^= 0x01  // the file checksum in the end block
+        damaged.append(flipped)
+        for (index, variant) in damaged.enumerated() {
+            #expect(throws: BundleError.self, "variant \(index)") { try readBundle(variant) }
+            var applied = 0
+            #expect(throws: StoreError.self, "variant \(index)") {
+                try target.merge { ingest in
+                    var reader = BundleReader(MemorySource(variant))
+                    try reader.forEachOperation { operation in
+                        applied += 1
+                        try ingest(operation)
+                    }
+                }
+            }
+            if index != 0 { #expect(applied > 0, "variant \(index) was refused before its first block") }
+            #expect(try target.dump() == before.0, "variant \(index) changed the store")
+            #expect(try target.versionVector() == before.1, "variant \(index) changed the version vector")
+        }
+
+        // Streamed in small reads, the whole bundle merges.
+        let streamed = try target.merge { ingest in
+            var reader = BundleReader(MemorySource(bytes, chunk: 997))
+            let read = try reader.forEachOperation(ingest)
+            #expect(read.operations == operations.count)
+        }
+        #expect(streamed.newOperationCount == operations.count)
+        let (again, _) = try target.mergeBundle(at: path)
+        #expect(again.newOperationCount == 0)
+        #expect(again.duplicates == operations.count)
+        let fresh = try ConcordStore.inMemory(environment: environment(clock: ManualClock(baseMillis), seed: 83))
+        try fresh.mergeBundle(at: path)
+        #expect(try fresh.dump() == (try a.dump()))
+        #expect(try fresh.versionVector() == (try a.versionVector()))
+    }
+}
+
+/// `VersionVector(json:)`: the `--since` argument of `export` (SPEC.md §11, §12).
+@Suite struct VersionVectorJSONTests {
+    static let a = ReplicaID(high: 0x0123_4567_89AB_CDEF, low: 1)
+    static let b = ReplicaID(high: 0xFEDC_BA98_7654_3210, low: 2)
+
+    @Test func acceptsAnObjectOrTheWholeStatusOutput() throws {
+        let object = "{\"\(Self.a.hex)\":5,\"\(Self.b.hex.uppercased())\":12}"
+        #expect(try VersionVector(json: object) == VersionVector([Self.a: 5, Self.b: 12]))
+        #expect(try VersionVector(json: "{}") == VersionVector())
+        #expect(try VersionVector(json: " { \"\(Self.a.hex)\" : 0 } ") == VersionVector())
+        let status = """
+            {"name":"laptop","notes":{"deleted":0,"live":1},"operations":17,"otherRecords":0,\
+            "replica":"\(Self.a.hex)","reminders":{"completed":0,"deleted":0,"open":2},"schemaVersion":2,\
+            "store":"/tmp/x.db","versionVector":{"\(Self.a.hex)":17,"\(Self.b.hex)":3}}
+            """
+        #expect(try VersionVector(json: status) == VersionVector([Self.a: 17, Self.b: 3]))
+        // What a store prints round-trips.
+        let vector = VersionVector([Self.a: 1, Self.b: UInt64(Int64.max)])
+        #expect(try VersionVector(json: vector.json.canonical) == vector)
+    }
+
+    @Test func refusesAnythingElse() {
+        let message = "a version vector is a JSON object from replica id to sequence number, as 'syncctl status --json' prints"
+        for text in ["", "[]", "5", "null", "{\"\(Self.a.hex)\":-1}", "{\"\(Self.a.hex)\":1.5}", "{\"\(Self.a.hex)\":\"3\"}",
+                     "{\"versionVector\":[]}", "{\"\(Self.a.hex)\":18446744073709551616}", "not json"] {
+            do {
+                _ = try VersionVector(json: text)
+                Issue.record("accepted \(text)")
+            } catch {
+                #expect(error.code == .invalidInput, "\(text)")
+                #expect(error.message == message, "\(text): \(error.message)")
+            }
+        }
+        for key in ["abc", String(repeating: "g", count: 32), Self.a.hex + "0"] {
+            do {
+                _ = try VersionVector(json: "{\"\(key)\":1}")
+                Issue.record("accepted the key \(key)")
+            } catch {
+                #expect(error.code == .invalidInput)
+                #expect(error.message == "'\(key)' in the version vector is not a replica id", "\(error.message)")
+            }
+        }
+    }
+}
