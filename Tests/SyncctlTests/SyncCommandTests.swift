@@ -198,12 +198,20 @@ import Testing
         let directory = folder + "/concord-v1"
         let own = ".\(idA)-0000000002.tmp-1f2e3d"
         let others = ".\(idB)-0000000001.tmp-abcdef"
-        try sandbox.write(Data("half".utf8), to: directory + "/" + own)
-        try sandbox.write(Data("half".utf8), to: directory + "/" + others)
+        // Both left 16 minutes ago by interrupted syncs (SPEC.md §14: only stale ones are removed).
+        let stale = Date().addingTimeInterval(-16 * 60)
+        for name in [own, others] {
+            try sandbox.write(Data("half".utf8), to: directory + "/" + name)
+            try FileManager.default.setAttributes([.modificationDate: stale], ofItemAtPath: directory + "/" + name)
+        }
+        // A fresh one may be another process of this replica still writing: left alone, silently.
+        let fresh = ".\(idA)-0000000003.tmp-777777"
+        try sandbox.write(Data("half".utf8), to: directory + "/" + fresh)
 
         let result = try a.run("sync", "--folder", folder)
         #expect(result.succeeded && result.out == "up to date", "\(result)")
         #expect(result.stderrLines.count == 2, "\(result)")
+        #expect(FileManager.default.fileExists(atPath: directory + "/" + fresh), "a fresh temporary file is left alone")
         #expect(result.stderrLines.contains { $0.hasPrefix("syncctl: warning: ") && $0.contains(own) && !$0.contains("skipping") }, "\(result)")
         #expect(result.stderrLines.contains { $0.hasPrefix("syncctl: warning: skipping \(others): ") }, "\(result)")
         #expect(!FileManager.default.fileExists(atPath: directory + "/" + own), "its own half-written file is deleted")
