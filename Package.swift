@@ -8,6 +8,7 @@ let package = Package(
         .library(name: "ConcordCore", targets: ["ConcordCore"]),
         .library(name: "ConcordStore", targets: ["ConcordStore"]),
         .library(name: "ConcordExchange", targets: ["ConcordExchange"]),
+        .library(name: "ConcordWorkload", targets: ["ConcordWorkload"]),
         .executable(name: "syncctl", targets: ["syncctl"]),
     ],
     dependencies: [
@@ -37,12 +38,18 @@ let package = Package(
             name: "ConcordExchange",
             dependencies: ["ConcordCore", "ConcordStore", "CZstd"]
         ),
+        // The seeded workloads that `syncctl bench` and Benchmarks/ measure.
+        .target(
+            name: "ConcordWorkload",
+            dependencies: ["ConcordCore", "ConcordStore", "ConcordExchange"]
+        ),
         .executableTarget(
             name: "syncctl",
             dependencies: [
                 "ConcordCore",
                 "ConcordStore",
                 "ConcordExchange",
+                "ConcordWorkload",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

@@ -9,10 +9,12 @@ public struct ReminderDraft: Hashable, Sendable {
     public var tags: [String]
     /// `hourly`, `daily`, `weekly` or `monthly` (a monthly rule repeats on the due date's day).
     public var repeatRule: String?
+    /// Set to create the reminder already completed at that time (imports, for instance).
+    public var completedAt: Date?
 
     public init(
         title: String, notes: String? = nil, due: Date? = nil, priority: Priority = .none, tags: [String] = [],
-        repeatRule: String? = nil
+        repeatRule: String? = nil, completedAt: Date? = nil
     ) {
         self.title = title
         self.notes = notes
@@ -20,6 +22,7 @@ public struct ReminderDraft: Hashable, Sendable {
         self.priority = priority
         self.tags = tags
         self.repeatRule = repeatRule
+        self.completedAt = completedAt
     }
 }
 
@@ -109,7 +112,7 @@ public enum Change: Hashable, Sendable {
                 .assign(.title, .string(draft.title)),
                 .assign(.notes, draft.notes.map(Value.string) ?? .null),
                 .assign(.due, draft.due.map { .int($0.millisecondsSince1970) } ?? .null),
-                .assign(.completed, .null),
+                .assign(.completed, draft.completedAt.map { .int($0.millisecondsSince1970) } ?? .null),
                 .assign(.priority, .int(draft.priority.rawValue)),
             ]
             if let name = draft.repeatRule {

@@ -1,0 +1,267 @@
+import ArgumentParser
+import ConcordCore
+import ConcordExchange
+import ConcordStore
+import ConcordWorkload
+import Foundation
+
+struct Bench: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Measure merge throughput, local writes, export and folder sync.",
+        discussion: "Each benchmark builds its seeded workload in a temporary directory (not timed) and prints medians.",
+        subcommands: [MergeBench.self, WritesBench.self, ExportBench.self, FolderSyncBench.self])
+}
+
+struct WorkloadOptions: ParsableArguments {
+    @Option(help: "Reminders replica B creates (N).") var records = 100_000
+    @Option(help: "Field updates per reminder (U).") var updatesPerRecord = 1
+    @Option(help: "Multiplies the length of titles and notes (S).") var textScale = 1
+    @Option(help: "The workload's seed.") var seed: UInt64 = 1
+    @Option(help: "Timed runs; the median is reported.") var runs = 5
+    @Flag(help: "Print one JSON object.") var json = false
+
+    func validate() throws {
+        guard records >= 10, records <= 50_000_000 else { throw ValidationError("--records must be from 10 to 50000000") }
+        guard (0...100).contains(updatesPerRecord) else { throw ValidationError("--updates-per-record must be from 0 to 100") }
+        guard (1...100).contains(textScale) else { throw ValidationError("--text-scale must be from 1 to 100") }
+        guard (1...100).contains(runs) else { throw ValidationError("--runs must be from 1 to 100") }
+    }
+
+    var workload: ReminderWorkload {
+        ReminderWorkload(records: records, updatesPerRecord: updatesPerRecord, textScale: textScale, seed: seed)
+    }
+
+    var description: String {
+        "reminders N=\(records) U=\(updatesPerRecord) S=\(textScale) seed=\(seed)"
+    }
+}
+
+/// A temporary directory for one benchmark, removed afterwards.
+func withBenchDirectory<T>(_ body: (String) throws -> T) throws -> T {
+    var template = Array((NSTemporaryDirectory() + "concord-bench-XXXXXX").utf8CString)
+    guard let made = mkdtemp(&template) else { throw ValidationError("cannot create a temporary directory") }
+    let directory = String(cString: made)
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    return try body(directory)
+}
+
+func formatted(_ value: Double, _ digits: Int = 0) -> String {
+    String(format: "%.\(digits)f", value)
+}
+
+func progressNote(_ text: String) {
+    ProgressLine.shared.show(text)
+}
+
+struct MergeBench: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "merge",
+        abstract: "Merge replica B's operations into A from a bundle file, through a durable commit.",
+        discussion: """
+            Builds the workload (B's history, A's concurrent creates), exports B as a bundle, merges it \
+            into fresh copies of A --runs times, checks that A then holds what B and A together hold, \
+            and prints the operations, the median merge time, operations per second, the bundle's size, \
+            and the peak resident memory during the merges.
+            """)
+    @OptionGroup var options: WorkloadOptions
+
+    func run() throws {
+        let workload = options.workload
+        try withBenchDirectory { directory in
+            progressNote("building replica B")
+            let b = try ConcordStore.create(at: directory + "/b.db", environment: workload.environmentB)
+            try workload.buildB(into: b)
+            let operations = try b.status().operations
+            progressNote("exporting B")
+            let bundle = directory + "/b.cbundle"
+            let summary = try b.exportBundle(to: bundle)
+            progressNote("building replica A")
+            let template = directory + "/a-template.db"
+            let a = try ConcordStore.create(at: template, environment: workload.environmentA)
+            try workload.buildA(into: a)
+            let aOperations = try a.status().operations
+            try a.close()
+
+            var times: [Double] = []
+            var peak = 0
+            var merged: ConcordStore?
+            for run in 1...options.runs {
+                progressNote("merge run \(run) of \(options.runs)")
+                let copy = directory + "/a-\(run).db"
+                try FileManager.default.copyItem(atPath: template, toPath: copy)
+                let target = try ConcordStore.open(at: copy, environment: workload.environmentA)
+                Measure.resetPeakMemory()
+                var report = MergeReport()
+                times.append(try Measure.seconds { report = try target.mergeBundle(at: bundle).0 })
+                peak = max(peak, Measure.peakMemoryBytes())
+                guard report.newOperationCount == operations else {
+                    throw ValidationError("the merge brought \(report.newOperationCount) operations, not \(operations)")
+                }
+                if let previous = merged {
+                    try previous.close()
+                    try? FileManager.default.removeItem(atPath: previous.path)
+                }
+                merged = target
+            }
+            progressNote("verifying")
+            // A after the merge must hold exactly what B and A's own history together hold.
+            try b.merge(storeAt: template)
+            guard try Measure.dumpDigest(merged!) == (try Measure.dumpDigest(b)) else {
+                throw ValidationError("after the merge, A does not hold B's state where B won")
+            }
+            ProgressLine.shared.clear()
+            let median = Measure.median(times)
+            let result = JSON.object([
+                ("benchmark", .string("merge")), ("workload", .string(options.description)),
+                ("operations", .int(Int64(operations))), ("targetOperationsBefore", .int(Int64(aOperations))),
+                ("runs", .int(Int64(times.count))), ("medianSeconds", .string(formatted(median, 3))),
+                ("operationsPerSecond", .int(Int64(Double(operations) / median))),
+                ("bundleBytes", .int(Int64(summary.bytes))),
+                ("bytesPerOperation", .string(formatted(Double(summary.bytes) / Double(operations), 2))),
+                ("peakResidentBytes", .int(Int64(peak))), ("verified", .bool(true)),
+            ])
+            if options.json {
+                say(result.canonical)
+            } else {
+                say("workload    \(options.description)")
+                say("operations  \(operations) from B, merged into A holding \(aOperations)")
+                say("merge       median \(formatted(median, 3)) s over \(times.count) runs (\(times.map { formatted($0, 3) }.joined(separator: ", ")))")
+                say("throughput  \(Int(Double(operations) / median)) operations/s")
+                say("bundle      \(summary.bytes) bytes, \(formatted(Double(summary.bytes) / Double(operations), 2)) bytes/operation")
+                say("memory      \(peak / 1_000_000) MB peak resident during the merges")
+                say("verified    A holds B's state where B won")
+            }
+        }
+    }
+}
+
+struct WritesBench: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "writes", abstract: "Add N reminders through the library, 1000 per transaction, into a fresh store.")
+    @OptionGroup var options: WorkloadOptions
+
+    func run() throws {
+        var workload = options.workload
+        workload.updatesPerRecord = 0
+        var rates: [Double] = []
+        var operations = 0
+        try withBenchDirectory { directory in
+            for run in 1...options.runs {
+                progressNote("run \(run) of \(options.runs)")
+                let store = try ConcordStore.create(at: directory + "/w-\(run).db", environment: workload.environmentB)
+                let (seconds, _) = try workload.buildB(into: store)
+                operations = try store.status().operations
+                rates.append(Double(operations) / seconds)
+                try store.close()
+                try FileManager.default.removeItem(atPath: directory + "/w-\(run).db")
+            }
+        }
+        ProgressLine.shared.clear()
+        let median = Measure.median(rates)
+        if options.json {
+            say(JSON.object([
+                ("benchmark", .string("writes")), ("workload", .string(options.description)), ("operations", .int(Int64(operations))),
+                ("runs", .int(Int64(rates.count))), ("operationsPerSecond", .int(Int64(median))),
+            ]).canonical)
+        } else {
+            say("workload    \(options.description), creates only")
+            say("writes      \(operations) operations; median \(Int(median)) operations/s over \(rates.count) runs")
+        }
+    }
+}
+
+struct ExportBench: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "export", abstract: "Export replica B's history as a bundle.")
+    @OptionGroup var options: WorkloadOptions
+
+    func run() throws {
+        let workload = options.workload
+        try withBenchDirectory { directory in
+            progressNote("building replica B")
+            let store = try ConcordStore.create(at: directory + "/b.db", environment: workload.environmentB)
+            try workload.buildB(into: store)
+            var times: [Double] = []
+            var summary: BundleSummary?
+            for run in 1...options.runs {
+                progressNote("run \(run) of \(options.runs)")
+                times.append(try Measure.seconds { summary = try store.exportBundle(to: directory + "/b.cbundle") })
+            }
+            ProgressLine.shared.clear()
+            let median = Measure.median(times)
+            let operations = summary!.operations
+            if options.json {
+                say(JSON.object([
+                    ("benchmark", .string("export")), ("workload", .string(options.description)), ("operations", .int(Int64(operations))),
+                    ("runs", .int(Int64(times.count))), ("medianSeconds", .string(formatted(median, 3))),
+                    ("operationsPerSecond", .int(Int64(Double(operations) / median))), ("bundleBytes", .int(Int64(summary!.bytes))),
+                ]).canonical)
+            } else {
+                say("workload    \(options.description)")
+                say("export      \(operations) operations, \(summary!.bytes) bytes; median \(formatted(median, 3)) s = \(Int(Double(operations) / median)) operations/s")
+            }
+        }
+    }
+}
+
+struct FolderSyncBench: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "folder-sync", abstract: "A sync with nothing new, against a shared folder holding many bundle files.")
+    @Option(help: "Bundle files in the folder.") var files = 1000
+    @Option(help: "Timed runs; the median is reported.") var runs = 5
+    @Flag(help: "Print one JSON object.") var json = false
+
+    func validate() throws {
+        guard (1...100_000).contains(files) else { throw ValidationError("--files must be from 1 to 100000") }
+        guard (1...100).contains(runs) else { throw ValidationError("--runs must be from 1 to 100") }
+    }
+
+    func run() throws {
+        try withBenchDirectory { directory in
+            progressNote("writing \(files) bundle files")
+            let folder = directory + "/shared"
+            try FileManager.default.createDirectory(atPath: folder + "/concord-v1", withIntermediateDirectories: true)
+            // A source replica's history cut into `files` bundles, as many syncs would have published it.
+            let source = try ConcordStore.create(at: directory + "/source.db", environment: .deterministic(seed: 7))
+            let workload = ReminderWorkload(records: files, updatesPerRecord: 0, seed: 7)
+            try workload.buildB(into: source)
+            var operations: [Op] = []
+            try source.forEachOperation { operations.append($0) }
+            let perFile = (operations.count + files - 1) / files
+            for (index, start) in stride(from: 0, to: operations.count, by: perFile).enumerated() {
+                let slice = operations[start..<min(start + perFile, operations.count)]
+                let manifest = BundleManifest(
+                    publisher: source.replicaID, createdMillis: 0,
+                    base: VersionVector([source.replicaID: slice.first!.id.seq - 1]),
+                    top: VersionVector([source.replicaID: slice.last!.id.seq]))
+                let serial = String(index + 1)
+                let name = "\(source.replicaID.hex)-\(String(repeating: "0", count: 10 - serial.count))\(serial).cbundle"
+                var bytes: [UInt8] = []
+                var writer = try BundleWriter(manifest: manifest) { bytes += $0 }
+                for operation in slice { try writer.append(operation) }
+                _ = try writer.finish()
+                try Data(bytes).write(to: URL(fileURLWithPath: folder + "/concord-v1/" + name))
+            }
+            let store = try ConcordStore.create(at: directory + "/target.db", environment: .deterministic(seed: 8))
+            progressNote("first sync (imports every file)")
+            try store.sync(folder: folder)
+            var times: [Double] = []
+            for run in 1...runs {
+                progressNote("run \(run) of \(runs)")
+                var report = FolderSyncReport()
+                times.append(try Measure.seconds { report = try store.sync(folder: folder) })
+                guard !report.movedSomething, report.warnings.isEmpty else { throw ValidationError("a no-op sync moved something: \(report)") }
+            }
+            ProgressLine.shared.clear()
+            let median = Measure.median(times)
+            if json {
+                say(JSON.object([
+                    ("benchmark", .string("folder-sync")), ("files", .int(Int64(files))), ("runs", .int(Int64(times.count))),
+                    ("medianMilliseconds", .string(formatted(median * 1000, 1))),
+                ]).canonical)
+            } else {
+                say("folder      \(files) bundle files, nothing new")
+                say("no-op sync  median \(formatted(median * 1000, 1)) ms over \(times.count) runs (\(times.map { formatted($0 * 1000, 1) }.joined(separator: ", ")))")
+            }
+        }
+    }
+}
