@@ -62,6 +62,17 @@ public indirect enum JSON: Hashable, Sendable {
         out.append(UInt8(ascii: "\""))
     }
 
+    /// The canonical text of an array of strings, without building a `JSON` value.
+    public static func canonicalArray(of strings: some Sequence<String>) -> String {
+        var out: [UInt8] = [UInt8(ascii: "[")]
+        for (index, string) in strings.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            writeString(string, into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        return String(decoding: out, as: UTF8.self)
+    }
+
     public static func instant(_ millis: Int64?) -> JSON {
         millis.map { .string(CivilTime(millis: $0).iso8601) } ?? .null
     }

@@ -141,7 +141,7 @@ enum RecordRows {
         for (field, _) in table.columns {
             arguments.append(column(for: field, state.known[Int(field.code)]?.value))
         }
-        arguments.append(JSON.array(state.tags.present.map { .string($0.string) }).canonical)
+        arguments.append(state.tags.tags.isEmpty ? "[]" : JSON.canonicalArray(of: state.tags.present.map(\.string)))
         arguments.append(crdt)
         let statement = try db.cachedStatement(sql: table.upsertSQL)
         statement.setUncheckedArguments(StatementArguments(arguments))

@@ -7,6 +7,9 @@ struct ReplicaDirectory {
     private(set) var indexByID: [ReplicaID: Int64] = [:]
     private(set) var idByIndex: [Int64: ReplicaID] = [:]
     private(set) var contiguous: [ReplicaID: UInt64] = [:]
+    /// The last lookup: most stamps of a batch name the same replica.
+    private var lastID: ReplicaID?
+    private var lastIndex: Int64 = 0
 
     init(_ db: Database) throws {
         let rows = try Row.fetchCursor(db, sql: "SELECT idx, id, contiguous FROM replicas")
@@ -22,7 +25,12 @@ struct ReplicaDirectory {
 
     /// The index of `id`, registering the replica when it is new.
     mutating func index(of id: ReplicaID, _ db: Database) throws -> Int64 {
-        if let index = indexByID[id] { return index }
+        if id == lastID { return lastIndex }
+        if let index = indexByID[id] {
+            lastID = id
+            lastIndex = index
+            return index
+        }
         try db.execute(sql: "INSERT INTO replicas (id) VALUES (?)", arguments: [Data(id.bytes)])
         let index = db.lastInsertedRowID
         indexByID[id] = index

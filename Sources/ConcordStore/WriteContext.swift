@@ -49,14 +49,27 @@ struct HeldSequence {
 
 /// The state of one write transaction: the records it touched, the operations it adds to the
 /// log, the clock. `flush` writes them out; a transaction may flush several times to bound memory.
+///
+/// This is the merge's hot path: per operation it does one array access for the record (the last
+/// record is remembered, and operations of one record come together), and keeps the bookkeeping
+/// of the current author in plain fields rather than in dictionaries.
 struct WriteContext {
     let db: Database
     let localReplica: ReplicaID
     var directory: ReplicaDirectory
     var clock: HybridLogicalClock
-    private var states: [RecordRef: RecordState] = [:]
+    /// The records loaded or created in this batch, and where each is in `states`.
+    private var states: [RecordState] = []
+    private var stateIndex: [RecordRef: Int] = [:]
+    private var lastRef: RecordRef?
+    private var lastIndex = 0
+    /// What is held of each replica's log; the current author's is kept out of the dictionary.
     private var held: [ReplicaID: HeldSequence] = [:]
+    private var currentAuthor: ReplicaID?
+    private var currentHeld = HeldSequence(contiguous: 0, ranges: [])
+    /// Operations to append to the log, by author.
     private var appended: [ReplicaID: [Op]] = [:]
+    private var currentAppended: [Op] = []
     private(set) var appendedCount = 0
     private(set) var touched: Set<RecordRef> = []
 
@@ -70,32 +83,68 @@ struct WriteContext {
 
     var cachedRecordCount: Int { states.count }
 
+    /// The index in `states` of the record, loading it if needed; nil when it does not exist.
+    private mutating func index(of ref: RecordRef) throws -> Int? {
+        if ref == lastRef { return lastIndex }
+        if let index = stateIndex[ref] {
+            lastRef = ref
+            lastIndex = index
+            return index
+        }
+        guard let loaded = try RecordRows.load(ref, db, directory) else { return nil }
+        return insert(loaded)
+    }
+
+    private mutating func insert(_ state: RecordState) -> Int {
+        states.append(state)
+        let index = states.count - 1
+        stateIndex[state.ref] = index
+        lastRef = state.ref
+        lastIndex = index
+        return index
+    }
+
     mutating func state(of ref: RecordRef) throws -> RecordState? {
-        if let state = states[ref] { return state }
-        let loaded = try RecordRows.load(ref, db, directory)
-        if let loaded { states[ref] = loaded }
-        return loaded
+        try index(of: ref).map { states[$0] }
     }
 
     mutating func isHeld(_ id: OperationID) throws -> Bool {
-        try heldSequence(of: id.replica).contains(id.seq)
+        try switchAuthor(to: id.replica)
+        return currentHeld.contains(id.seq)
     }
 
     /// The next sequence number of a local operation.
     mutating func nextLocalSeq() throws -> UInt64 {
-        let sequence = try heldSequence(of: localReplica)
-        return sequence.contiguous + 1
+        try switchAuthor(to: localReplica)
+        return currentHeld.contiguous + 1
     }
 
     /// Applies a new operation (one not held yet) to its record and queues it for the log.
     mutating func append(_ operation: Op) throws {
-        if try state(of: operation.record) == nil { states[operation.record] = RecordState(ref: operation.record) }
+        try switchAuthor(to: operation.id.replica)
+        let index = try index(of: operation.record) ?? insert(RecordState(ref: operation.record))
         // Mutate in place: copying the state out and back would copy its storage on every operation.
-        states[operation.record]!.apply(operation)
-        touched.insert(operation.record)
-        held[operation.id.replica]!.insert(operation.id.seq)
-        appended[operation.id.replica, default: []].append(operation)
+        states[index].apply(operation)
+        currentHeld.insert(operation.id.seq)
+        currentAppended.append(operation)
         appendedCount += 1
+    }
+
+    /// Makes `replica` the current author, parking the previous one's bookkeeping.
+    private mutating func switchAuthor(to replica: ReplicaID) throws {
+        guard replica != currentAuthor else { return }
+        parkCurrentAuthor()
+        currentAuthor = replica
+        currentHeld = try heldSequence(of: replica)
+        currentAppended = appended.removeValue(forKey: replica) ?? []
+    }
+
+    private mutating func parkCurrentAuthor() {
+        guard let author = currentAuthor else { return }
+        held[author] = currentHeld
+        if !currentAppended.isEmpty { appended[author] = currentAppended }
+        currentAppended = []
+        currentAuthor = nil
     }
 
     private mutating func heldSequence(of replica: ReplicaID) throws -> HeldSequence {
@@ -120,8 +169,16 @@ struct WriteContext {
 
     /// Writes the touched records, the queued log chunks, the version vector and the clock.
     mutating func flush() throws {
-        for state in states.values { try RecordRows.save(state, db, &directory) }
+        parkCurrentAuthor()
+        // In id order, so the B-tree is written in order rather than at random.
+        states.sort { $0.ref < $1.ref }
+        for state in states {
+            try RecordRows.save(state, db, &directory)
+            touched.insert(state.ref)
+        }
         states.removeAll(keepingCapacity: true)
+        stateIndex.removeAll(keepingCapacity: true)
+        lastRef = nil
         for (replica, operations) in appended {
             try appendToLog(replica, operations)
         }
