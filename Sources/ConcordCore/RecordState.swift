@@ -18,6 +18,19 @@ public struct RecordState: Hashable, Sendable {
         tags = TagSet()
     }
 
+    /// Rebuilds a state from its parts as a store keeps them: the registers of known fields by
+    /// `Field.code` (ignored for kinds without known fields), and the unknown fields by name.
+    public init(ref: RecordRef, known: [LWWRegister?], unknown: [ExactString: LWWRegister], tags: TagSet) {
+        self.init(ref: ref)
+        if !ref.kind.knownFields.isEmpty {
+            for (code, register) in known.enumerated().prefix(self.known.count) where register != nil {
+                if let field = Field(code: UInt8(code)), ref.kind.knows(field) { self.known[code] = register }
+            }
+        }
+        for (name, register) in unknown { write(.other(name), register) }
+        self.tags = tags
+    }
+
     /// Rebuilds a state from its parts (used by stores that persist states).
     public init(ref: RecordRef, registers: [Field: LWWRegister], tags: TagSet) {
         self.init(ref: ref)

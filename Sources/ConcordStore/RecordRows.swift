@@ -70,19 +70,20 @@ enum RecordRows {
         var reader = ByteReader([UInt8](blob))
         do {
             guard try reader.byte() == crdtFormat else { throw DecodeError.malformed("unknown crdt format") }
-            var registers: [Field: LWWRegister] = [:]
+            var known = [LWWRegister?](repeating: nil, count: Int(Field.maxKnownCode) + 1)
+            var unknown: [ExactString: LWWRegister] = [:]
             let mask = try reader.varint()
             if let table {
                 for (index, entry) in table.columns.enumerated() where mask & (1 << UInt64(entry.field.code)) != 0 {
                     let stamp = try readStamp(&reader, directory)
-                    registers[entry.field] = LWWRegister(value: try value(of: entry.field, row[offset + index]), stamp: stamp)
+                    known[Int(entry.field.code)] = LWWRegister(value: try value(of: entry.field, row[offset + index]), stamp: stamp)
                 }
             }
             let unknownCount = try reader.varint()
             for _ in 0..<unknownCount {
                 let name = try reader.string()
                 let value = try OperationCodec.decodeValue(from: &reader)
-                registers[.other(ExactString(name))] = LWWRegister(value: value, stamp: try readStamp(&reader, directory))
+                unknown[ExactString(name)] = LWWRegister(value: value, stamp: try readStamp(&reader, directory))
             }
             var tags: [ExactString: TagState] = [:]
             let tagCount = try reader.varint()
@@ -93,7 +94,7 @@ enum RecordRows {
                 tags[tag] = TagState(live: live, removed: removed)
             }
             guard reader.isAtEnd else { throw DecodeError.malformed("trailing bytes") }
-            return RecordState(ref: ref, registers: registers, tags: TagSet(tags: tags))
+            return RecordState(ref: ref, known: known, unknown: unknown, tags: TagSet(tags: tags))
         } catch let error as DecodeError {
             throw StoreError(.corrupt, "the merge metadata of \(ref) is damaged (\(error))")
         }

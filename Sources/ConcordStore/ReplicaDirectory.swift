@@ -5,7 +5,8 @@ import GRDB
 /// The store-local small integers that stand for replica ids inside rows and log chunks.
 struct ReplicaDirectory {
     private(set) var indexByID: [ReplicaID: Int64] = [:]
-    private(set) var idByIndex: [Int64: ReplicaID] = [:]
+    /// Ids by index: indexes are small integers handed out from 1, so an array serves.
+    private var idByIndex: [ReplicaID?] = []
     private(set) var contiguous: [ReplicaID: UInt64] = [:]
     /// The last lookup: most stamps of a batch name the same replica.
     private var lastID: ReplicaID?
@@ -18,7 +19,7 @@ struct ReplicaDirectory {
             guard let id = ReplicaID(bytes: data) else { throw StoreError(.corrupt, "a replica row has a malformed id") }
             let index: Int64 = try row.column(0)
             indexByID[id] = index
-            idByIndex[index] = id
+            setID(id, at: index)
             contiguous[id] = UInt64(clamping: try row.column(2) as Int64)
         }
     }
@@ -34,14 +35,22 @@ struct ReplicaDirectory {
         try db.execute(sql: "INSERT INTO replicas (id) VALUES (?)", arguments: [Data(id.bytes)])
         let index = db.lastInsertedRowID
         indexByID[id] = index
-        idByIndex[index] = id
+        setID(id, at: index)
         contiguous[id] = 0
         return index
     }
 
     func id(at index: Int64) throws -> ReplicaID {
-        guard let id = idByIndex[index] else { throw StoreError(.corrupt, "a record refers to unknown replica #\(index)") }
+        guard index >= 0, index < idByIndex.count, let id = idByIndex[Int(index)] else {
+            throw StoreError(.corrupt, "a record refers to unknown replica #\(index)")
+        }
         return id
+    }
+
+    private mutating func setID(_ id: ReplicaID, at index: Int64) {
+        guard index >= 0, index < 1 << 24 else { return }  // a damaged index is reported by `id(at:)`
+        if index >= idByIndex.count { idByIndex += Array(repeating: nil, count: Int(index) - idByIndex.count + 1) }
+        idByIndex[Int(index)] = id
     }
 
     var versionVector: VersionVector { VersionVector(contiguous) }

@@ -1,0 +1,25 @@
+// swift-tools-version: 6.3
+import PackageDescription
+
+// A package of its own, so that library users never build the benchmark dependency.
+let package = Package(
+    name: "ConcordBenchmarks",
+    platforms: [.macOS(.v13)],
+    dependencies: [
+        .package(path: "../"),
+        .package(url: "https://github.com/ordo-one/package-benchmark.git", from: "1.38.1", traits: ["MallocInterposer"]),
+    ],
+    targets: [
+        .executableTarget(
+            name: "MergeBenchmarks",
+            dependencies: [
+                .product(name: "Benchmark", package: "package-benchmark"),
+                .product(name: "ConcordStore", package: "main"),
+                .product(name: "ConcordExchange", package: "main"),
+                .product(name: "ConcordWorkload", package: "main"),
+            ],
+            path: "Benchmarks/MergeBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "package-benchmark")]
+        ),
+    ]
+)
