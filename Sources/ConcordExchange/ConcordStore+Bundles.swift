@@ -37,23 +37,34 @@ extension ConcordStore {
         }
     }
 
-    /// Merges the bundle at `path` in one transaction: the whole bundle, verified to its end, or
-    /// nothing. With `importing`, records the file as imported from its folder in the same transaction.
+    /// Merges the bundle at `path`: first reads it whole, checking every block, operation and the
+    /// end block while applying nothing; then applies it in bounded batches, each its own
+    /// transaction (SPEC.md §13). A damaged bundle applies nothing; a merge interrupted halfway
+    /// keeps its committed batches. With `importing`, records the file as imported from its folder
+    /// in the last batch's transaction.
     @discardableResult
     public func mergeBundle(at path: String, importing file: ImportedFile? = nil) throws -> (MergeReport, BundleSummary) {
-        let source = try FileSource(path: path)
-        var reader = BundleReader(source)
+        var verifier = BundleReader(try FileSource(path: path))
+        let verified: BundleSummary
+        do {
+            verified = try verifier.forEachOperation { _ in }
+        } catch let error as BundleError {
+            throw ExchangeError(.invalidInput, "\(path): \(error)")
+        }
+        var reader = BundleReader(try FileSource(path: path))
         var summary: BundleSummary?
         let report: MergeReport
         do {
-            report = try merge(importing: file) { ingest in
+            report = try mergeInBatches(importing: file) { ingest in
                 summary = try reader.forEachOperation(ingest)
             }
         } catch {
             guard error.code == .invalidInput else { throw error }
             throw ExchangeError(.invalidInput, "\(path): \(error.message)")
         }
-        guard let summary else { throw ExchangeError(.invalidInput, "\(path): the bundle was not read to its end") }
+        guard let summary, summary == verified else {
+            throw ExchangeError(.invalidInput, "\(path): the bundle changed while it was being merged")
+        }
         return (report, summary)
     }
 }

@@ -80,6 +80,41 @@ extension ConcordStore {
         }
     }
 
+    /// Merges the operations `produce` passes to its argument in bounded batches, each its own
+    /// transaction: local writes (and other processes) get the store between batches, and a merge
+    /// interrupted halfway keeps every committed batch (a later merge skips what they hold). If
+    /// `produce` throws, the batches committed before stay; so give it input already verified
+    /// (see `mergeBundle`). With `importing`, the file is recorded as imported in the last batch.
+    @discardableResult
+    public func mergeInBatches(
+        of batchSize: Int = ConcordStore.mergeBatchOperations, importing file: ImportedFile? = nil,
+        _ produce: (_ ingest: (Op) throws -> Void) throws -> Void
+    ) throws(StoreError) -> MergeReport {
+        var report = MergeReport()
+        var pending: [Op] = []
+        pending.reserveCapacity(min(batchSize, 1 << 16))
+        func commit(last: Bool) throws {
+            let batch = pending
+            pending.removeAll(keepingCapacity: true)
+            report.formUnion(try merging { context, batchReport in
+                for operation in batch { try Self.ingest(operation, &context, &batchReport) }
+                if last, let file { try Self.record(file, context.db) }
+            })
+        }
+        do {
+            try produce { operation in
+                pending.append(operation)
+                if pending.count >= batchSize { try commit(last: false) }
+            }
+            try commit(last: true)
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            throw StoreError.wrap(error, path: path)
+        }
+        return report
+    }
+
     /// Runs `body` in one write transaction with a fresh context, flushing every bounded batch.
     func merging(_ body: (inout WriteContext, inout MergeReport) throws -> Void) throws(StoreError) -> MergeReport {
         let report = try guarded {
@@ -101,7 +136,8 @@ extension ConcordStore {
         return report
     }
 
-    static let mergeBatchOperations = 50_000
+    /// The most operations a merge applies in one transaction (and holds in memory at once).
+    public static let mergeBatchOperations = 50_000
 
     static func ingest(_ operation: Op, _ context: inout WriteContext, _ report: inout MergeReport) throws {
         try operation.validate()

@@ -289,4 +289,30 @@ import Testing
         try store.delete(.reminder(id))
         #expect(throws: StoreError.self) { try store.editReminder(id, ReminderPatch(title: "y")) }
     }
+
+    @Test func aBatchedMergeInterruptedHalfwayKeepsItsBatchesAndResumes() throws {
+        let source = try makeStore(seed: 1)
+        for index in 0..<10 { try source.addNote(NoteDraft(title: "n\(index)")) }
+        let operations = try source.allOperations()
+        #expect(operations.count == 30)
+
+        struct Interrupted: Error {}
+        let target = try makeStore(seed: 2)
+        #expect(throws: StoreError.self) {
+            try target.mergeInBatches(of: 8) { ingest in
+                for operation in operations.prefix(20) { try ingest(operation) }
+                throw Interrupted()
+            }
+        }
+        // Two whole batches of 8 were committed, each on its own; the 4 pending were not.
+        #expect(try target.allOperations().count == 16)
+        #expect(try target.versionVector()[source.replicaID] == 16)
+
+        let resumed = try target.mergeInBatches(of: 8) { ingest in
+            for operation in operations { try ingest(operation) }
+        }
+        #expect(resumed.newOperationCount == 14)
+        #expect(resumed.duplicates == 16)
+        #expect(try target.dump() == source.dump())
+    }
 }
