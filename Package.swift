@@ -53,6 +53,12 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+        // Helpers shared by the test targets.
+        .target(
+            name: "ConcordTestSupport",
+            dependencies: ["ConcordCore", "ConcordStore"],
+            path: "Tests/ConcordTestSupport"
+        ),
         .testTarget(
             name: "ConcordCoreTests",
             dependencies: [
@@ -65,6 +71,7 @@ let package = Package(
             dependencies: [
                 "ConcordCore",
                 "ConcordStore",
+                "ConcordTestSupport",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ]
@@ -74,6 +81,7 @@ let package = Package(
             dependencies: [
                 "ConcordCore",
                 "ConcordStore",
+                "ConcordTestSupport",
                 "ConcordExchange",
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ]

@@ -4,89 +4,9 @@ import ConcordStore
 import Foundation
 import Testing
 
-// Copied from Tests/ConcordStoreTests/Support.swift (test targets cannot import each other),
-// plus helpers for bundles and shared folders.
+@_exported import ConcordTestSupport
 
-/// A wall clock a test sets by hand, shared with a store's environment.
-final class ManualClock: @unchecked Sendable {
-    private let lock = NSLock()
-    private var millis: UInt64
-
-    init(_ millis: UInt64) {
-        self.millis = millis
-    }
-
-    var now: UInt64 {
-        get { lock.withLock { millis } }
-        set { lock.withLock { millis = newValue } }
-    }
-
-    func advance(_ delta: UInt64) {
-        lock.withLock { millis += delta }
-    }
-}
-
-/// A store environment with a hand-set clock and seeded randomness.
-func environment(clock: ManualClock, seed: UInt64) -> StoreEnvironment {
-    let random = LockedGenerator(seed: seed)
-    return StoreEnvironment(wallClock: { clock.now }, random: { random.next() })
-}
-
-final class LockedGenerator: @unchecked Sendable {
-    private let lock = NSLock()
-    private var generator: SplitMix64
-
-    init(seed: UInt64) {
-        generator = SplitMix64(seed: seed)
-    }
-
-    func next() -> UInt64 { lock.withLock { generator.next() } }
-}
-
-/// A temporary directory of one test, removed when the value is released. It lives in `/dev/shm`
-/// where there is one (a RAM file system: the many fsyncs of store commits and folder syncs cost
-/// nothing there, so the property tests stay fast), else in the system's temporary directory.
-final class TemporaryDirectory: @unchecked Sendable {
-    let path: String
-
-    init() throws {
-        var isDirectory: ObjCBool = false
-        let base =
-            FileManager.default.fileExists(atPath: "/dev/shm", isDirectory: &isDirectory) && isDirectory.boolValue
-                && access("/dev/shm", W_OK) == 0
-            ? "/dev/shm/" : NSTemporaryDirectory()
-        path = (base.hasSuffix("/") ? base : base + "/") + "concord-exchange-test-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    }
-
-    func file(_ name: String) -> String { path + "/" + name }
-
-    /// Makes a subdirectory and returns its path.
-    func directory(_ name: String) throws -> String {
-        let path = file(name)
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        return path
-    }
-
-    deinit {
-        // A test may leave a file it made unreadable; make everything removable again.
-        if let enumerator = FileManager.default.enumerator(atPath: path) {
-            for case let name as String in enumerator { chmod(path + "/" + name, 0o755) }
-        }
-        try? FileManager.default.removeItem(atPath: path)
-    }
-}
-
-extension ConcordStore {
-    /// Every operation in the log, in author and sequence order.
-    func allOperations() throws -> [Op] {
-        var operations: [Op] = []
-        try forEachOperation { operations.append($0) }
-        return operations
-    }
-}
-
-let baseMillis: UInt64 = 1_795_000_000_000
+// Helpers for bundles and shared folders; the shared ones are in Tests/ConcordTestSupport.
 
 // MARK: Files
 
