@@ -134,3 +134,34 @@ struct Merge: ParsableCommand {
 func warnFarFuture(_ timestamp: Timestamp) {
     warn("warning: merged a timestamp from \(CivilTime(millis: Int64(timestamp.physicalMillis)).iso8601), more than a day ahead of this machine's clock; this replica's clock now follows it (SPEC.md, \"Clock\")")
 }
+
+struct Verify: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Check the store: SQLite's integrity and Concord's invariants. Changes nothing.",
+        discussion: """
+            Checks that the log decodes and its runs do not overlap, that the version vector matches \
+            the log, that the clock is ahead of every logged timestamp, and that every record's \
+            materialized state equals a replay of the log. Exits 0 when the store is sound; otherwise \
+            prints each problem on a line and exits 1.
+            """)
+    @OptionGroup var store: StoreOptions
+    @OptionGroup var output: JSONFlag
+
+    func run() throws {
+        let path = store.resolvedPath
+        let report = try ConcordStore.open(at: path, readOnly: true).verify()
+        if output.json {
+            say(JSON.object([
+                ("sound", .bool(report.isSound)), ("records", .int(Int64(report.records))),
+                ("operations", .int(Int64(report.operations))), ("problems", .array(report.problems.map(JSON.string))),
+            ]).canonical)
+        } else if report.isSound {
+            say("sound: \(report.records) records, \(report.operations) operations")
+        } else {
+            report.problems.forEach(say)
+        }
+        if !report.isSound {
+            throw StoreError(.corrupt, "the store at \(path) has \(report.problems.count) problem\(report.problems.count == 1 ? "" : "s")")
+        }
+    }
+}

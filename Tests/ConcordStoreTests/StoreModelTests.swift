@@ -92,6 +92,7 @@ import Testing
                 let dumps = try sides.map { try $0.store.dump() }
                 #expect(dumps[0] == dumps[1], "stores did not converge")
                 #expect(dumps[0] == sides[0].model.dump())
+                for side in sides { #expect(try side.store.verify().problems == [], "verify found problems") }
             } catch {
                 Issue.record("unexpected error: \(error)")
             }

@@ -315,4 +315,34 @@ import Testing
         #expect(resumed.duplicates == 16)
         #expect(try target.dump() == source.dump())
     }
+
+    @Test func verifyFindsWhatWasTamperedWithAndChangesNothing() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.file("store.db")
+        let store = try ConcordStore.create(at: path, environment: environment(clock: clock, seed: 3))
+        let id = try store.addReminder(ReminderDraft(title: "one", tags: ["a", "b"]))
+        try store.addNote(NoteDraft(title: "two"))
+        try store.tag(.reminder(id), remove: ["a"])
+        let sound = try store.verify()
+        #expect(sound.isSound, "\(sound.problems)")
+        #expect(sound.records == 2)
+        #expect(try sound.operations == store.allOperations().count)
+        try store.close()
+
+        func tampered(_ sql: String) throws -> [String] {
+            let copy = directory.file("copy-\(UUID().uuidString).db")
+            try FileManager.default.copyItem(atPath: path, toPath: copy)
+            try DatabaseQueue(path: copy).writeWithoutTransaction { db in try db.execute(sql: sql) }
+            let before = try Data(contentsOf: URL(fileURLWithPath: copy))
+            let problems = try ConcordStore.open(at: copy, readOnly: true).verify().problems
+            #expect(try Data(contentsOf: URL(fileURLWithPath: copy)) == before, "verify changed the file")
+            return problems
+        }
+        #expect(try tampered("UPDATE reminders SET title = 'changed'").contains { $0.contains("differs from a replay") })
+        #expect(try tampered("UPDATE reminders SET tags = '[]'").contains { $0.contains("tags column") })
+        #expect(try tampered("UPDATE replicas SET contiguous = contiguous + 1").contains { $0.hasPrefix("version vector") })
+        #expect(try tampered("UPDATE meta SET value = 0 WHERE key = 'clock'").contains { $0.hasPrefix("clock") })
+        #expect(try tampered("DELETE FROM notes").contains { $0.contains("has no row") })
+        #expect(try tampered("UPDATE log SET ops = x'00'").contains { $0.contains("does not decode") })
+    }
 }

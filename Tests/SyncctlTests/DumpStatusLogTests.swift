@@ -145,4 +145,18 @@ import Testing
         #expect(try store.ok("log").split(separator: "\n").count == 20)
         #expect(try jsonArray(store.ok("log", "--json")).count == 20)
     }
+
+    @Test func verifyReportsASoundStoreAndChangesNothing() throws {
+        let sandbox = try Sandbox()
+        let store = try sandbox.makeStore("a.db")
+        _ = try store.addReminder("checked", "--tag", "x")
+        let before = try store.bytes()
+        let text = try store.run("verify")
+        #expect(text.succeeded && text.stderr.isEmpty, "\(text)")
+        #expect(text.out == "sound: 1 records, 6 operations", "\(text)")
+        let json = try store.run("verify", "--json")
+        #expect(json.succeeded, "\(json)")
+        #expect(json.out == #"{"operations":6,"problems":[],"records":1,"sound":true}"#, "\(json)")
+        #expect(try store.bytes() == before)
+    }
 }

@@ -1,0 +1,118 @@
+import ConcordCore
+import Foundation
+import GRDB
+
+/// What `verify` found (SPEC.md §9, "Verification").
+public struct VerifyReport: Hashable, Sendable {
+    public var records = 0
+    public var operations = 0
+    /// One line per problem; empty when the store is sound.
+    public var problems: [String] = []
+
+    public var isSound: Bool { problems.isEmpty }
+}
+
+extension ConcordStore {
+    /// Checks the store without changing it: SQLite's integrity check, then Concord's invariants:
+    /// the log's runs decode and do not overlap; each replica's version-vector entry is the end of
+    /// its gap-free prefix in the log; the clock is at or after every logged timestamp; every
+    /// record's materialized state equals a replay of the log; the tags column lists the present tags.
+    ///
+    /// - Complexity: reads the whole store; holds one state per record in memory.
+    public func verify() throws(StoreError) -> VerifyReport {
+        try guarded {
+            try writer.read { db in
+                var report = VerifyReport()
+                func problem(_ line: String) {
+                    if report.problems.count < 1000 { report.problems.append(line) }
+                }
+                for line in try String.fetchAll(db, sql: "PRAGMA integrity_check") where line != "ok" {
+                    problem("SQLite: \(line)")
+                }
+                let directory = try ReplicaDirectory(db)
+
+                // The log: runs per replica, in order; replay every operation.
+                var replayed: [RecordRef: RecordState] = [:]
+                var runs: [ReplicaID: [ClosedRange<UInt64>]] = [:]
+                var latest = Timestamp.zero
+                let rows = try Row.fetchCursor(db, sql: "SELECT replica, first_seq, last_seq, max_ts, ops FROM log ORDER BY replica, first_seq")
+                while let row = try rows.next() {
+                    let author = try directory.id(at: try row.column(0))
+                    let first = UInt64(clamping: try row.column(1) as Int64)
+                    let last = UInt64(clamping: try row.column(2) as Int64)
+                    let maxTimestamp = Timestamp(rawValue: UInt64(bitPattern: try row.column(3) as Int64))
+                    if let previous = runs[author]?.last, previous.upperBound >= first {
+                        problem("log: runs \(author.hex):\(previous) and \(first)...\(last) overlap")
+                    }
+                    runs[author, default: []].append(first...max(first, last))
+                    let operations: [Op]
+                    do {
+                        operations = try Self.decodeChunk(try row.column(4), author: author, first: first, last: last)
+                    } catch {
+                        problem("log: run \(author.hex):\(first)-\(last) does not decode (\(error))")
+                        continue
+                    }
+                    if operations.map(\.timestamp).max() != maxTimestamp {
+                        problem("log: run \(author.hex):\(first)-\(last) records the wrong greatest timestamp")
+                    }
+                    for operation in operations {
+                        replayed[operation.record, default: RecordState(ref: operation.record)].apply(operation)
+                        latest = max(latest, operation.timestamp)
+                    }
+                    report.operations += operations.count
+                }
+
+                // Version vectors: the end of each replica's gap-free prefix.
+                for (replica, recorded) in directory.contiguous {
+                    var contiguous: UInt64 = 0
+                    for run in runs[replica] ?? [] where run.lowerBound == contiguous + 1 { contiguous = run.upperBound }
+                    if contiguous != recorded {
+                        problem("version vector: \(replica.hex) is recorded at \(recorded), the log holds 1...\(contiguous) without a gap")
+                    }
+                }
+                for replica in runs.keys where directory.indexByID[replica] == nil {
+                    problem("log: replica \(replica.hex) is not in the replica table")
+                }
+                let clock = Timestamp(rawValue: UInt64(bitPattern: try Int64.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'clock'") ?? 0))
+                if clock < latest { problem("clock: \(clock) is behind the log's greatest timestamp \(latest)") }
+
+                // Materialized state against the replay.
+                for table in RecordTable.known {
+                    let sql = "SELECT id, " + table.columns.map(\.column).joined(separator: ", ") + ", crdt, tags FROM \(table.name)"
+                    let rows = try Row.fetchCursor(db, sql: sql)
+                    while let row = try rows.next() {
+                        report.records += 1
+                        let ref = RecordRef(kind: table.kind, id: try Self.recordID(try row.column(0)))
+                        let stored: RecordState
+                        do {
+                            stored = try RecordRows.decode(ref: ref, table: table, row: row, offset: 1, directory)
+                        } catch {
+                            problem("\(ref): \(error)")
+                            continue
+                        }
+                        if replayed.removeValue(forKey: ref) != stored {
+                            problem("\(ref): the stored state differs from a replay of the log")
+                        }
+                        let tags: String = try row.column(table.columns.count + 2)
+                        if tags != (stored.tags.tags.isEmpty ? "[]" : JSON.canonicalArray(of: stored.tags.present.map(\.string))) {
+                            problem("\(ref): the tags column does not list the present tags")
+                        }
+                    }
+                }
+                let others = try Row.fetchCursor(db, sql: "SELECT kind, id, crdt FROM other_records")
+                while let row = try others.next() {
+                    report.records += 1
+                    let ref = RecordRef(kind: try Self.kind(try row.column(0)), id: try Self.recordID(try row.column(1)))
+                    do {
+                        let stored = try RecordRows.decode(ref: ref, table: nil, row: row, offset: 2, directory)
+                        if replayed.removeValue(forKey: ref) != stored { problem("\(ref): the stored state differs from a replay of the log") }
+                    } catch {
+                        problem("\(ref): \(error)")
+                    }
+                }
+                for ref in replayed.keys.sorted() { problem("\(ref): in the log but has no row") }
+                return report
+            }
+        }
+    }
+}
