@@ -189,17 +189,20 @@ public final class FolderSync {
             throw ExchangeError(.folder, "cannot list the shared folder \(directory): \(error.localizedDescription)")
         }
         var listing = Listing()
-        let ownTemporaryPrefix = ".\(store.replicaID.hex)-"
         for name in names.sorted() {
             let path = (directory as NSString).appendingPathComponent(name)
-            if name.hasPrefix(ownTemporaryPrefix), name.contains(".tmp-") {
-                // Never renamed into place, so never read by anyone. A recent one may belong to
-                // another process of this replica still writing it; an old one is left from an
-                // interrupted sync and is removed.
+            if let writer = Self.temporaryFileWriter(name) {
+                // Never renamed into place, so never read by anyone. A recent one is being written
+                // (by another replica, or another process of this one): nothing to say. An old one
+                // is left from an interrupted sync: this replica removes its own, and warns about
+                // another's, which only that replica removes.
                 let modified = (try? FileManager.default.attributesOfItem(atPath: path)[.modificationDate] as? Date) ?? .distantFuture
-                if Date().timeIntervalSince(modified) > Self.staleTemporaryAge {
+                guard Date().timeIntervalSince(modified) > Self.staleTemporaryAge else { continue }
+                if writer == store.replicaID {
                     unlink(path)
                     report.warn("removed \(name), a half-written file of an interrupted sync")
+                } else {
+                    report.warn("skipping \(name): a half-written file of replica \(writer.hex)'s interrupted sync (that replica removes it)")
                 }
                 continue
             }
@@ -223,6 +226,14 @@ public final class FolderSync {
         }
         listing.bundles.sort { ($0.serial, $0.name) < ($1.serial, $1.name) }
         return listing
+    }
+
+    /// The replica whose temporary file this is: `.<replica id>-<serial>.tmp-<hex>`.
+    static func temporaryFileWriter(_ name: String) -> ReplicaID? {
+        guard name.hasPrefix("."), let range = name.range(of: ".tmp-") else { return nil }
+        let stem = name.dropFirst().prefix(upTo: range.lowerBound)
+        guard let (writer, _) = parse(stem + fileExtension) else { return nil }
+        return writer
     }
 
     /// `<replica id>-<serial, 10 digits>.cbundle`

@@ -296,11 +296,15 @@ import Testing
         #expect(try b.store.versionVector()[g.store.replicaID] == 0)
         try FileManager.default.removeItem(atPath: v1 + "/" + othersFresh)
 
-        // Put another replica's temporary file back: A removes its own and leaves B's.
+        // Put another replica's temporary file back: A removes its own and leaves B's. A fresh
+        // one of B's (B writing right now) A passes over without a word.
         try placeStale(othersTemporary)
+        try FileManager.default.copyItem(atPath: contents, toPath: v1 + "/" + othersFresh)
         let cleanup = try a.sync(folder)
         #expect(cleanup.warnings.contains { $0.contains(ownTemporary) && $0.contains("removed") }, "\(cleanup.warnings)")
         #expect(cleanup.warnings.contains { $0.contains(othersTemporary) && $0.contains("skipping") }, "\(cleanup.warnings)")
+        #expect(!cleanup.warnings.contains { $0.contains(othersFresh) }, "\(cleanup.warnings)")
+        #expect(FileManager.default.fileExists(atPath: v1 + "/" + othersFresh))
         #expect(!FileManager.default.fileExists(atPath: v1 + "/" + ownTemporary))
         #expect(FileManager.default.fileExists(atPath: v1 + "/" + othersTemporary))
         #expect(cleanup.importedFiles == 0)
@@ -848,7 +852,8 @@ import Testing
         watcher.start()
         defer { state.shouldStop = true }
         #expect(Self.eventually { !state.syncReports.isEmpty })
-        #expect(try listing(folder).keys.contains(bundleName(b.hex, 1)))
+        // The callback records the report before it runs B's sync: wait for B's file.
+        #expect(try Self.eventually { try listing(folder).keys.contains(bundleName(b.hex, 1)) })
         // Nothing else changes from here on; the watcher must still pick B's file up.
         let imported = try Self.eventually(within: 5) { try a.store.reminder(id) != nil }
         #expect(imported, "the watcher never imported the file that arrived as its sync ended")
