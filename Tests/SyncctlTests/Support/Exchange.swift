@@ -147,7 +147,7 @@ func flippingByte(_ data: Data, at offset: Int) -> Data {
 /// released if it is still running.
 final class BackgroundRun {
     let arguments: [String]
-    private let process = Process()
+    private let process: Process
     private let outURL: URL
     private let errURL: URL
 
@@ -156,20 +156,7 @@ final class BackgroundRun {
         let token = UUID().uuidString
         outURL = directory.appendingPathComponent("background-stdout-\(token)")
         errURL = directory.appendingPathComponent("background-stderr-\(token)")
-        _ = FileManager.default.createFile(atPath: outURL.path, contents: nil)
-        _ = FileManager.default.createFile(atPath: errURL.path, contents: nil)
-        let outHandle = try FileHandle(forWritingTo: outURL)
-        let errHandle = try FileHandle(forWritingTo: errURL)
-        process.executableURL = executable
-        process.arguments = arguments
-        process.environment = environment
-        process.currentDirectoryURL = directory
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = outHandle
-        process.standardError = errHandle
-        try process.run()
-        try? outHandle.close()
-        try? errHandle.close()
+        process = try startProcess(executable, arguments, environment: environment, directory: directory, stdout: outURL, stderr: errURL)
     }
 
     deinit {

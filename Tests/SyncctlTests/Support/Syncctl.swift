@@ -67,6 +67,31 @@ extension Array where Element == String {
     }
 }
 
+/// Starts `executable` with `arguments` and exactly `environment` in `directory`, with no standard
+/// input and its output written to the files `stdout` and `stderr` (no pipe can fill up).
+func startProcess(
+    _ executable: URL, _ arguments: [String], environment: [String: String], directory: URL, stdout: URL, stderr: URL
+) throws -> Process {
+    _ = FileManager.default.createFile(atPath: stdout.path, contents: nil)
+    _ = FileManager.default.createFile(atPath: stderr.path, contents: nil)
+    let outHandle = try FileHandle(forWritingTo: stdout)
+    let errHandle = try FileHandle(forWritingTo: stderr)
+    defer {
+        try? outHandle.close()
+        try? errHandle.close()
+    }
+    let process = Process()
+    process.executableURL = executable
+    process.arguments = arguments
+    process.environment = environment
+    process.currentDirectoryURL = directory
+    process.standardInput = FileHandle.nullDevice
+    process.standardOutput = outHandle
+    process.standardError = errHandle
+    try process.run()
+    return process
+}
+
 /// Runs `executable` with `arguments` and exactly `environment`, no standard input, output in files
 /// (no pipe can fill up), killed after `timeout` seconds.
 func runProcess(
@@ -75,25 +100,11 @@ func runProcess(
     let token = UUID().uuidString
     let outURL = scratch.appendingPathComponent("stdout-\(token)")
     let errURL = scratch.appendingPathComponent("stderr-\(token)")
-    _ = FileManager.default.createFile(atPath: outURL.path, contents: nil)
-    _ = FileManager.default.createFile(atPath: errURL.path, contents: nil)
     defer {
         try? FileManager.default.removeItem(at: outURL)
         try? FileManager.default.removeItem(at: errURL)
     }
-    let outHandle = try FileHandle(forWritingTo: outURL)
-    let errHandle = try FileHandle(forWritingTo: errURL)
-    let process = Process()
-    process.executableURL = executable
-    process.arguments = arguments
-    process.environment = environment
-    process.currentDirectoryURL = scratch
-    process.standardInput = FileHandle.nullDevice
-    process.standardOutput = outHandle
-    process.standardError = errHandle
-    try process.run()
-    try? outHandle.close()
-    try? errHandle.close()
+    let process = try startProcess(executable, arguments, environment: environment, directory: scratch, stdout: outURL, stderr: errURL)
     let watchdog = Watchdog(process)
     DispatchQueue.global().asyncAfter(deadline: .now() + timeout) { watchdog.fire() }
     process.waitUntilExit()
