@@ -14,17 +14,27 @@ public struct ExactString: Hashable, Comparable, Sendable, CustomStringConvertib
         self.string = value
     }
 
+    // Tags and field names are compared and hashed on every merge, so these work on the UTF-8
+    // bytes in place (native strings are contiguous) rather than byte by byte through a view.
+
     public static func == (lhs: Self, rhs: Self) -> Bool {
-        lhs.string.utf8.elementsEqual(rhs.string.utf8)
+        lhs.withUTF8 { left in rhs.withUTF8 { right in left.elementsEqual(right) } }
     }
 
     public func hash(into hasher: inout Hasher) {
-        hasher.combine(string.utf8.count)
-        for byte in string.utf8 { hasher.combine(byte) }
+        withUTF8 { bytes in
+            hasher.combine(bytes.count)
+            hasher.combine(bytes: UnsafeRawBufferPointer(bytes))
+        }
     }
 
     public static func < (lhs: Self, rhs: Self) -> Bool {
-        lhs.string.utf8.lexicographicallyPrecedes(rhs.string.utf8)
+        lhs.withUTF8 { left in rhs.withUTF8 { right in left.lexicographicallyPrecedes(right) } }
+    }
+
+    private func withUTF8<T>(_ body: (UnsafeBufferPointer<UInt8>) -> T) -> T {
+        if let result = string.utf8.withContiguousStorageIfAvailable(body) { return result }
+        return Array(string.utf8).withUnsafeBufferPointer(body)
     }
 
     public var description: String { string }
