@@ -25,6 +25,7 @@ let package = Package(
             dependencies: [
                 "ConcordCore",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ]
         ),
         // The system libzstd (Debian: libzstd-dev; macOS: brew install zstd).

@@ -22,10 +22,8 @@ public struct RecordState: Hashable, Sendable {
     /// `Field.code` (ignored for kinds without known fields), and the unknown fields by name.
     public init(ref: RecordRef, known: [LWWRegister?], unknown: [ExactString: LWWRegister], tags: TagSet) {
         self.init(ref: ref)
-        if !ref.kind.knownFields.isEmpty {
-            for (code, register) in known.enumerated().prefix(self.known.count) where register != nil {
-                if let field = Field(code: UInt8(code)), ref.kind.knows(field) { self.known[code] = register }
-            }
+        for code in 1..<min(known.count, self.known.count) where known[code] != nil {
+            if let field = Field(code: UInt8(code)), ref.kind.knows(field) { self.known[code] = known[code] }
         }
         for (name, register) in unknown { write(.other(name), register) }
         self.tags = tags

@@ -96,10 +96,14 @@ extension ConcordStore {
         func commit(last: Bool) throws {
             let batch = pending
             pending.removeAll(keepingCapacity: true)
-            report.formUnion(try merging { context, batchReport in
+            var batchReport = try merging { context, batchReport in
                 for operation in batch { try Self.ingest(operation, &context, &batchReport) }
                 if last, let file { try Self.record(file, context.db) }
-            })
+            }
+            // Each batch's records reached `changes()` as it committed; keeping them all here would
+            // make memory grow with the merge.
+            batchReport.touchedRecords = []
+            report.formUnion(batchReport)
         }
         do {
             try produce { operation in
@@ -125,6 +129,7 @@ extension ConcordStore {
                 try body(&context, &report)
                 try context.flush()
                 report.touchedRecords = context.touched
+                report.newOperations = context.newOperationsByAuthor()
                 let wall = environment.wallClock()
                 if report.newOperationCount > 0, context.clock.isFarAhead(ofWallMillis: wall) {
                     report.farFutureTimestamp = context.clock.latest
@@ -147,7 +152,6 @@ extension ConcordStore {
         }
         context.clock.observe(operation.timestamp)
         try context.append(operation)
-        report.newOperations[operation.id.replica, default: 0] += 1
         if context.appendedCount >= mergeBatchOperations || context.cachedRecordCount >= mergeBatchOperations {
             try context.flush()
         }

@@ -12,8 +12,11 @@ struct RecordTable: Sendable {
 
     /// `SELECT <field columns>, crdt FROM <table> WHERE id = ?`
     let selectSQL: String
-    /// `INSERT OR REPLACE INTO <table> (id, <field columns>, tags, crdt) VALUES (?, …)`
-    let upsertSQL: String
+    /// `INSERT INTO <table> (id, <field columns>, tags, crdt) VALUES (?1, ?2, …)`
+    let insertSQL: String
+    /// `UPDATE <table> SET <field column> = ?2, …, tags = ?, crdt = ? WHERE id = ?1`: the same
+    /// parameters as `insertSQL`.
+    let updateSQL: String
 
     init(kind: RecordKind, name: String, columns: [(field: Field, column: String)]) {
         self.kind = kind
@@ -21,8 +24,10 @@ struct RecordTable: Sendable {
         self.columns = columns
         selectSQL = "SELECT " + columns.map(\.column).joined(separator: ", ") + ", crdt FROM \(name) WHERE id = ?"
         let names = ["id"] + columns.map(\.column) + ["tags", "crdt"]
-        upsertSQL = "INSERT OR REPLACE INTO \(name) (" + names.joined(separator: ", ") + ") VALUES ("
-            + names.map { _ in "?" }.joined(separator: ", ") + ")"
+        insertSQL = "INSERT INTO \(name) (" + names.joined(separator: ", ") + ") VALUES ("
+            + names.indices.map { "?\($0 + 1)" }.joined(separator: ", ") + ")"
+        updateSQL = "UPDATE \(name) SET " + names.indices.dropFirst().map { "\(names[$0]) = ?\($0 + 1)" }.joined(separator: ", ")
+            + " WHERE id = ?1"
     }
 
     static let reminders = RecordTable(kind: .reminder, name: "reminders", columns: [
@@ -49,15 +54,21 @@ enum RecordRows {
 
     static func load(_ ref: RecordRef, _ db: Database, _ directory: ReplicaDirectory) throws -> RecordState? {
         if let table = RecordTable.of(ref.kind) {
-            let statement = try db.cachedStatement(sql: table.selectSQL)
-            statement.setUncheckedArguments([Data(ref.id.bytes)])
-            guard let row = try Row.fetchOne(statement) else { return nil }
-            return try decode(ref: ref, table: table, row: row, directory)
+            let statement = try HotStatement(db, table.selectSQL)
+            statement.bind(1, id: ref.id)
+            guard try statement.step() else { return nil }
+            let crdt = statement.withBlob(Int32(table.columns.count)) { [UInt8]($0) }
+            return try decode(ref: ref, table: table, crdt: crdt, directory) { index, field in
+                guard let storage = statement.storage(Int32(index)) else { throw wrongType(field) }
+                return try value(of: field, storage)
+            }
         }
-        let statement = try db.cachedStatement(sql: "SELECT crdt FROM other_records WHERE kind = ? AND id = ?")
-        statement.setUncheckedArguments([Int64(ref.kind.rawValue), Data(ref.id.bytes)])
-        guard let row = try Row.fetchOne(statement) else { return nil }
-        return try decode(ref: ref, table: nil, row: row, directory)
+        let statement = try HotStatement(db, "SELECT crdt FROM other_records WHERE kind = ? AND id = ?")
+        statement.bind(1, Int64(ref.kind.rawValue))
+        statement.bind(2, id: ref.id)
+        guard try statement.step() else { return nil }
+        let crdt = statement.withBlob(0) { [UInt8]($0) }
+        return try decode(ref: ref, table: nil, crdt: crdt, directory) { _, _ in .null }
     }
 
     /// Rebuilds a state from a row whose columns, from `offset` on, are the table's field columns
@@ -65,9 +76,19 @@ enum RecordRows {
     static func decode(
         ref: RecordRef, table: RecordTable?, row: Row, offset: Int = 0, _ directory: ReplicaDirectory
     ) throws -> RecordState {
-        let columnCount = table?.columns.count ?? 0
-        let blob: Data = try row.column(offset + columnCount)
-        var reader = ByteReader([UInt8](blob))
+        let blob: Data = try row.column(offset + (table?.columns.count ?? 0))
+        return try decode(ref: ref, table: table, crdt: [UInt8](blob), directory) { index, field in
+            try value(of: field, row[offset + index] as DatabaseValue)
+        }
+    }
+
+    /// Rebuilds a state from its `crdt` blob and its field columns: `column(i, field)` is the
+    /// value of the table's i-th field column.
+    static func decode(
+        ref: RecordRef, table: RecordTable?, crdt: [UInt8], _ directory: ReplicaDirectory,
+        column: (Int, Field) throws -> Value
+    ) throws -> RecordState {
+        var reader = ByteReader(crdt)
         do {
             guard try reader.byte() == crdtFormat else { throw DecodeError.malformed("unknown crdt format") }
             var known = [LWWRegister?](repeating: nil, count: Int(Field.maxKnownCode) + 1)
@@ -76,7 +97,7 @@ enum RecordRows {
             if let table {
                 for (index, entry) in table.columns.enumerated() where mask & (1 << UInt64(entry.field.code)) != 0 {
                     let stamp = try readStamp(&reader, directory)
-                    known[Int(entry.field.code)] = LWWRegister(value: try value(of: entry.field, row[offset + index]), stamp: stamp)
+                    known[Int(entry.field.code)] = LWWRegister(value: try column(index, entry.field), stamp: stamp)
                 }
             }
             let unknownCount = try reader.varint()
@@ -100,23 +121,22 @@ enum RecordRows {
         }
     }
 
-    static func save(_ state: RecordState, _ db: Database, _ directory: inout ReplicaDirectory) throws {
+    /// Writes a state's row: an update of the row that holds it when `update`, else a new row.
+    static func save(_ state: RecordState, update: Bool, _ db: Database, _ directory: inout ReplicaDirectory) throws {
         var writer = ByteWriter(capacity: 128)
         writer.byte(crdtFormat)
         let table = RecordTable.of(state.ref.kind)
         var mask: UInt64 = 0
-        var knownStamps: [Stamp] = []
         if let table {
-            for (field, _) in table.columns {
-                if let register = state.known[Int(field.code)] {
-                    mask |= 1 << UInt64(field.code)
-                    knownStamps.append(register.stamp)
-                }
-            }
+            for (field, _) in table.columns where state.known[Int(field.code)] != nil { mask |= 1 << UInt64(field.code) }
         }
         writer.varint(mask)
-        for stamp in knownStamps { try writeStamp(stamp, &writer, db, &directory) }
-        let unknown = state.unknown.sorted { $0.key < $1.key }
+        if let table {
+            for (field, _) in table.columns {
+                if let register = state.known[Int(field.code)] { try writeStamp(register.stamp, &writer, db, &directory) }
+            }
+        }
+        let unknown = state.unknown.isEmpty ? [] : state.unknown.sorted { $0.key < $1.key }
         writer.varint(UInt64(unknown.count))
         for (name, register) in unknown {
             writer.string(name.string)
@@ -130,44 +150,69 @@ enum RecordRows {
             try writeDots(tagState.live, &writer, db, &directory)
             try writeDots(tagState.removed, &writer, db, &directory)
         }
-        let crdt = Data(writer.bytes)
+        let crdt = writer.bytes
 
         guard let table else {
-            let statement = try db.cachedStatement(sql: "INSERT OR REPLACE INTO other_records (kind, id, crdt) VALUES (?, ?, ?)")
-            statement.setUncheckedArguments([Int64(state.ref.kind.rawValue), Data(state.ref.id.bytes), crdt])
+            let statement = try HotStatement(db, "INSERT OR REPLACE INTO other_records (kind, id, crdt) VALUES (?, ?, ?)")
+            statement.bind(1, Int64(state.ref.kind.rawValue))
+            statement.bind(2, id: state.ref.id)
+            statement.bind(3, bytes: crdt)
             try statement.execute()
             return
         }
-        var arguments: [(any DatabaseValueConvertible)?] = [Data(state.ref.id.bytes)]
+        let statement = try HotStatement(db, update ? table.updateSQL : table.insertSQL)
+        statement.bind(1, id: state.ref.id)
+        var index: Int32 = 2
         for (field, _) in table.columns {
-            arguments.append(column(for: field, state.known[Int(field.code)]?.value))
+            switch state.known[Int(field.code)]?.value {
+            case nil, .null?: if field == .deleted { statement.bind(index, Int64(0)) } else { statement.bindNull(index) }
+            case .bool(let b)?: statement.bind(index, Int64(b ? 1 : 0))
+            case .int(let i)?: statement.bind(index, i)
+            case .string(let s)?: statement.bind(index, s)
+            }
+            index += 1
         }
-        arguments.append(state.tags.tags.isEmpty ? "[]" : JSON.canonicalArray(of: state.tags.present.map(\.string)))
-        arguments.append(crdt)
-        let statement = try db.cachedStatement(sql: table.upsertSQL)
-        statement.setUncheckedArguments(StatementArguments(arguments))
+        statement.bind(index, tagsColumn(state.tags))
+        statement.bind(index + 1, bytes: crdt)
         try statement.execute()
     }
 
-    /// The column value of a known field's register (`deleted` is 0 until written).
-    static func column(for field: Field, _ value: Value?) -> (any DatabaseValueConvertible)? {
-        switch value {
-        case nil, .null?: field == .deleted ? Int64(0) : nil
-        case .bool(let b)?: Int64(b ? 1 : 0)
-        case .int(let i)?: i
-        case .string(let s)?: s
+    /// The `tags` column: the present tags as a canonical JSON array of strings.
+    static func tagsColumn(_ tags: TagSet) -> String {
+        let present = tags.present
+        if present.isEmpty { return "[]" }
+        // Most tags need no escaping (§10: only quotes, backslashes and control characters are escaped).
+        let plain = present.allSatisfy { tag in tag.string.utf8.allSatisfy { $0 >= 0x20 && $0 != 0x22 && $0 != 0x5C } }
+        guard plain else { return JSON.canonicalArray(of: present.map(\.string)) }
+        var text = "["
+        for (position, tag) in present.enumerated() {
+            if position > 0 { text += "," }
+            text += "\"" + tag.string + "\""
         }
+        return text + "]"
     }
 
     /// The value of a known field from its column, by the field's type in SPEC.md.
     static func value(of field: Field, _ database: DatabaseValue) throws -> Value {
-        switch (field, database.storage) {
-        case (_, .null): return .null
-        case (.deleted, .int64(let i)), (.pinned, .int64(let i)): return .bool(i != 0)
-        case (_, .int64(let i)): return .int(i)
-        case (_, .string(let s)): return .string(s)
-        default: throw StoreError(.corrupt, "column \(field.name) holds a value of the wrong type")
+        switch database.storage {
+        case .null: return try value(of: field, HotStatement.Storage.null)
+        case .int64(let i): return try value(of: field, .int(i))
+        case .string(let s): return try value(of: field, .text(s))
+        default: throw wrongType(field)
         }
+    }
+
+    static func value(of field: Field, _ storage: HotStatement.Storage) throws -> Value {
+        switch (field, storage) {
+        case (_, .null): return .null
+        case (.deleted, .int(let i)), (.pinned, .int(let i)): return .bool(i != 0)
+        case (_, .int(let i)): return .int(i)
+        case (_, .text(let s)): return .string(s)
+        }
+    }
+
+    static func wrongType(_ field: Field) -> StoreError {
+        StoreError(.corrupt, "column \(field.name) holds a value of the wrong type")
     }
 
     private static func writeStamp(_ stamp: Stamp, _ writer: inout ByteWriter, _ db: Database, _ directory: inout ReplicaDirectory) throws {
@@ -184,6 +229,11 @@ enum RecordRows {
 
     private static func writeDots(_ dots: Set<OperationID>, _ writer: inout ByteWriter, _ db: Database, _ directory: inout ReplicaDirectory) throws {
         writer.varint(UInt64(dots.count))
+        if dots.count == 1, let dot = dots.first {
+            writer.varint(UInt64(try directory.index(of: dot.replica, db)))
+            writer.varint(dot.seq)
+            return
+        }
         for dot in dots.sorted() {
             writer.varint(UInt64(try directory.index(of: dot.replica, db)))
             writer.varint(dot.seq)

@@ -18,7 +18,8 @@ struct HeldSequence {
     }
 
     func contains(_ seq: UInt64) -> Bool {
-        seq <= contiguous || pending.contains(seq) || ranges.contains { $0.contains(seq) }
+        // Emptiness first: this runs for every operation merged, and hashing costs more than it.
+        seq <= contiguous || (!pending.isEmpty && pending.contains(seq)) || (!ranges.isEmpty && ranges.contains { $0.contains(seq) })
     }
 
     mutating func insert(_ seq: UInt64) {
@@ -34,7 +35,7 @@ struct HeldSequence {
         var advanced = true
         while advanced {
             advanced = false
-            if pending.remove(contiguous + 1) != nil {
+            if !pending.isEmpty, pending.remove(contiguous + 1) != nil {
                 contiguous += 1
                 advanced = true
             }
@@ -58,8 +59,10 @@ struct WriteContext {
     let localReplica: ReplicaID
     var directory: ReplicaDirectory
     var clock: HybridLogicalClock
-    /// The records loaded or created in this batch, and where each is in `states`.
+    /// The records loaded or created in this batch, and where each is in `states`; `stored[i]`
+    /// tells whether `states[i]` has a row already (an update) or is new (an insert).
     private var states: [RecordState] = []
+    private var stored: [Bool] = []
     private var stateIndex: [RecordRef: Int] = [:]
     private var lastRef: RecordRef?
     private var lastIndex = 0
@@ -71,6 +74,9 @@ struct WriteContext {
     private var appended: [ReplicaID: [Op]] = [:]
     private var currentAppended: [Op] = []
     private(set) var appendedCount = 0
+    /// New operations by author, the current author's counted in `currentNew`.
+    private var newOperations: [ReplicaID: Int] = [:]
+    private var currentNew = 0
     private(set) var touched: Set<RecordRef> = []
 
     init(_ db: Database, localReplica: ReplicaID) throws {
@@ -92,11 +98,12 @@ struct WriteContext {
             return index
         }
         guard let loaded = try RecordRows.load(ref, db, directory) else { return nil }
-        return insert(loaded)
+        return insert(loaded, stored: true)
     }
 
-    private mutating func insert(_ state: RecordState) -> Int {
+    private mutating func insert(_ state: RecordState, stored isStored: Bool) -> Int {
         states.append(state)
+        stored.append(isStored)
         let index = states.count - 1
         stateIndex[state.ref] = index
         lastRef = state.ref
@@ -122,12 +129,19 @@ struct WriteContext {
     /// Applies a new operation (one not held yet) to its record and queues it for the log.
     mutating func append(_ operation: Op) throws {
         try switchAuthor(to: operation.id.replica)
-        let index = try index(of: operation.record) ?? insert(RecordState(ref: operation.record))
+        let index = try index(of: operation.record) ?? insert(RecordState(ref: operation.record), stored: false)
         // Mutate in place: copying the state out and back would copy its storage on every operation.
         states[index].apply(operation)
         currentHeld.insert(operation.id.seq)
         currentAppended.append(operation)
         appendedCount += 1
+        currentNew += 1
+    }
+
+    /// The operations `append` added, by author, over the context's life.
+    mutating func newOperationsByAuthor() -> [ReplicaID: Int] {
+        parkCurrentAuthor()
+        return newOperations
     }
 
     /// Makes `replica` the current author, parking the previous one's bookkeeping.
@@ -137,13 +151,16 @@ struct WriteContext {
         currentAuthor = replica
         currentHeld = try heldSequence(of: replica)
         currentAppended = appended.removeValue(forKey: replica) ?? []
+        currentNew = 0
     }
 
     private mutating func parkCurrentAuthor() {
         guard let author = currentAuthor else { return }
         held[author] = currentHeld
         if !currentAppended.isEmpty { appended[author] = currentAppended }
+        if currentNew > 0 { newOperations[author, default: 0] += currentNew }
         currentAppended = []
+        currentNew = 0
         currentAuthor = nil
     }
 
@@ -171,12 +188,13 @@ struct WriteContext {
     mutating func flush() throws {
         parkCurrentAuthor()
         // In id order, so the B-tree is written in order rather than at random.
-        states.sort { $0.ref < $1.ref }
-        for state in states {
-            try RecordRows.save(state, db, &directory)
-            touched.insert(state.ref)
+        let order = states.indices.sorted { states[$0].ref < states[$1].ref }
+        for index in order {
+            try RecordRows.save(states[index], update: stored[index], db, &directory)
+            touched.insert(states[index].ref)
         }
         states.removeAll(keepingCapacity: true)
+        stored.removeAll(keepingCapacity: true)
         stateIndex.removeAll(keepingCapacity: true)
         lastRef = nil
         for (replica, operations) in appended {
@@ -198,8 +216,6 @@ struct WriteContext {
     private mutating func appendToLog(_ replica: ReplicaID, _ operations: [Op]) throws {
         let index = try directory.index(of: replica, db)
         let sorted = operations.sorted { $0.id.seq < $1.id.seq }
-        let statement = try db.cachedStatement(
-            sql: "INSERT INTO log (replica, first_seq, last_seq, max_ts, ops) VALUES (?, ?, ?, ?, ?)")
         var start = 0
         while start < sorted.count {
             var end = start + 1
@@ -208,12 +224,18 @@ struct WriteContext {
             }
             let run = sorted[start..<end]
             var writer = ByteWriter(capacity: run.count * 16)
-            OperationCodec.encode(run, into: &writer)
-            let maxTimestamp = run.map(\.timestamp).max()!
-            statement.setUncheckedArguments([
-                index, Int64(run.first!.id.seq), Int64(run.last!.id.seq), Int64(bitPattern: maxTimestamp.rawValue),
-                Data(writer.bytes),
-            ])
+            var encoder = OperationCodec.RunEncoder()
+            var maxTimestamp = Timestamp.zero
+            for operation in run {
+                encoder.append(operation, into: &writer)
+                maxTimestamp = max(maxTimestamp, operation.timestamp)
+            }
+            let statement = try HotStatement(db, "INSERT INTO log (replica, first_seq, last_seq, max_ts, ops) VALUES (?, ?, ?, ?, ?)")
+            statement.bind(1, index)
+            statement.bind(2, Int64(run.first!.id.seq))
+            statement.bind(3, Int64(run.last!.id.seq))
+            statement.bind(4, Int64(bitPattern: maxTimestamp.rawValue))
+            statement.bind(5, bytes: writer.bytes)
             try statement.execute()
             start = end
         }
