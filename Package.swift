@@ -107,6 +107,16 @@ let package = Package(
             ]
         ),
         .testTarget(
+            name: "ConcordPeerTests",
+            dependencies: [
+                "ConcordCore",
+                "ConcordKeys",
+                "ConcordPeer",
+                "ConcordExchange",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        .testTarget(
             name: "SyncctlTests",
             dependencies: ["ConcordCore", "syncctl"]
         ),
