@@ -125,6 +125,8 @@ public struct PeerSession: Sendable {
     private var ackReceived = false
     /// A `.needOperations` to return at the end of the current `receive`.
     private var pendingNeed: VersionVector?
+    /// What the peer sent in this session: never sent back.
+    private var received = SeqRanges()
     private var batch = OperationsBlock.Encoder()
     private var batchFirst: OperationID?
 
@@ -284,12 +286,13 @@ public struct PeerSession: Sendable {
     /// Sends operations the peer lacks, after `.needOperations`. They are gathered into batches
     /// (SPEC.md §15.6: at most 16,384 operations, about 1 MiB raw each); a batch goes out once it
     /// is full, so this may return no bytes yet. Call it as many times as needed, with chunks of
-    /// any size, then `finishSending()`.
+    /// any size, then `finishSending()`. Operations the peer sent in this session are left out,
+    /// so a store that applied them meanwhile may pass them too.
     public mutating func send(operations: some Sequence<Op>) -> [PeerAction] {
         guard isActive else { return [] }
         precondition(sending == .operations, "PeerSession.send(operations:) before .needOperations or after finishSending()")
         var actions: [PeerAction] = []
-        for operation in operations {
+        for operation in operations where !received.contains(operation.id) {
             if !batch.isEmpty, batch.estimatedBytes + Self.sizeBound(operation) > PeerProtocol.targetBatchBytes {
                 guard flushBatch(into: &actions) else { break }
             }
@@ -485,6 +488,7 @@ public struct PeerSession: Sendable {
             sending = .operations
             pendingNeed = versions
         case let .batch(operations):
+            for operation in operations { received.insert(operation.id) }
             summary.batchesReceived += 1
             summary.operationsReceived += operations.count
             actions.append(.apply(operations))

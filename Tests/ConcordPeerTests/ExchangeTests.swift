@@ -183,4 +183,40 @@ import Testing
             #expect(encoder.estimatedBytes - 16 - 24 <= PeerSession.sizeBound(op), "\(op)")
         }
     }
+
+    /// Random replicas (a few authors each, some with gaps, some shared) sync with random byte
+    /// and driver chunks: both always finish holding the union, and each sends exactly what the
+    /// other's vector did not cover.
+    @Test(arguments: 0..<40)
+    func randomExchangesConverge(seed: UInt64) {
+        var random = SplitMix64(seed: seed)
+        func pick(_ range: ClosedRange<Int>) -> Int { Int.random(in: range, using: &random) }
+        let authors = [replicaA, replicaB, replicaC, ReplicaID(high: 0xDDDD, low: 4)]
+        func replicaOperations() -> [Op] {
+            var result: [Op] = []
+            for author in authors where pick(0...2) > 0 {
+                let count = UInt64(pick(1...3000))
+                let all = operations(by: author, seqs: 1...count)
+                // Sometimes a gap: operations held above it.
+                if pick(0...3) == 0, count > 10 {
+                    let gapStart = pick(1...Int(count) - 5)
+                    result += all.enumerated().filter { $0.offset < gapStart || $0.offset > gapStart + 3 }.map(\.element)
+                } else {
+                    result += all
+                }
+            }
+            return result
+        }
+        let clientOperations = replicaOperations()
+        let serverOperations = replicaOperations()
+        let chunk = [1, 3, 100, 1500, 70_000, Int.max][pick(0...5)]
+        let driverChunk = pick(1...20_000)
+        let (client, server) = Self.sync(
+            client: clientOperations, server: serverOperations, chunk: chunk == 1 && clientOperations.count + serverOperations.count > 6000 ? 7 : chunk,
+            driverChunk: driverChunk, seeds: (seed &* 2 &+ 1, seed &* 2 &+ 2))
+        let serverVersions = OperationSet(serverOperations).versions
+        let clientVersions = OperationSet(clientOperations).versions
+        #expect(client.finished?.operationsSent == clientOperations.filter { !serverVersions.covers($0.id) }.count)
+        #expect(server.finished?.operationsSent == serverOperations.filter { !clientVersions.covers($0.id) }.count)
+    }
 }
