@@ -8,6 +8,8 @@ let package = Package(
         .library(name: "ConcordCore", targets: ["ConcordCore"]),
         .library(name: "ConcordStore", targets: ["ConcordStore"]),
         .library(name: "ConcordExchange", targets: ["ConcordExchange"]),
+        .library(name: "ConcordKeys", targets: ["ConcordKeys"]),
+        .library(name: "ConcordPeer", targets: ["ConcordPeer"]),
         .library(name: "ConcordWorkload", targets: ["ConcordWorkload"]),
         .executable(name: "syncctl", targets: ["syncctl"]),
     ],
@@ -15,6 +17,7 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
     ],
     targets: [
         // The pure merge core: no I/O, no dependencies.
@@ -38,6 +41,23 @@ let package = Package(
         .target(
             name: "ConcordExchange",
             dependencies: ["ConcordCore", "ConcordStore", "CZstd"]
+        ),
+        // Sync keys (SPEC.md §15.1): their text form and key derivation. Kept apart from the peer
+        // protocol so that the exchange layer can encrypt folder bundles with them.
+        .target(
+            name: "ConcordKeys",
+            dependencies: [.product(name: "Crypto", package: "swift-crypto")]
+        ),
+        // The peer-to-peer protocol (SPEC.md §15) as a state machine: framing, handshake,
+        // encrypted messages, the exchange. No I/O: a transport carries its bytes.
+        .target(
+            name: "ConcordPeer",
+            dependencies: [
+                "ConcordCore",
+                "ConcordKeys",
+                "ConcordExchange",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
         ),
         // The seeded workloads that `syncctl bench` and Benchmarks/ measure.
         .target(
@@ -85,6 +105,16 @@ let package = Package(
                 "ConcordTestSupport",
                 "ConcordExchange",
                 .product(name: "PropertyBased", package: "swift-property-based"),
+            ]
+        ),
+        .testTarget(
+            name: "ConcordPeerTests",
+            dependencies: [
+                "ConcordCore",
+                "ConcordKeys",
+                "ConcordPeer",
+                "ConcordExchange",
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
         .testTarget(

@@ -79,11 +79,8 @@ public struct BundleWriter {
     private var blockCount = 0
     private let manifest: BundleManifest
 
-    // The operations block being filled.
-    private var replicaIndex: [ReplicaID: Int] = [:]
-    private var replicas: [ReplicaID] = []
-    private var runs: [PendingRun] = []
-    private var rawEstimate = 0
+    /// The operations block being filled.
+    private var block = OperationsBlock.Encoder()
 
     /// Starts a bundle: writes the header and the manifest block.
     public init(manifest: BundleManifest, sink: @escaping (ArraySlice<UInt8>) throws -> Void) throws {
@@ -107,25 +104,9 @@ public struct BundleWriter {
     /// Adds an operation. Operations of one author should come in ascending seq order for a
     /// compact bundle (any order is valid).
     public mutating func append(_ operation: Op) throws {
-        let author = operation.id.replica
-        let index: Int
-        if let known = replicaIndex[author] {
-            index = known
-        } else {
-            index = replicas.count
-            replicaIndex[author] = index
-            replicas.append(author)
-            rawEstimate += 16
-        }
-        if let last = runs.indices.last, runs[last].continues(author: index, seq: operation.id.seq) {
-            rawEstimate += runs[last].append(operation)
-        } else {
-            var run = PendingRun(author: index, firstSeq: operation.id.seq)
-            rawEstimate += run.append(operation) + 24
-            runs.append(run)
-        }
+        block.append(operation)
         operationCount += 1
-        if rawEstimate >= BundleFormat.targetBlockBytes { try flushBlock() }
+        if block.estimatedBytes >= BundleFormat.targetBlockBytes { try flushBlock() }
     }
 
     /// Writes the last operations block and the end block.
@@ -140,51 +121,10 @@ public struct BundleWriter {
         return BundleSummary(manifest: manifest, operations: operationCount, bytes: written)
     }
 
-    /// A run being encoded into the open block.
-    private struct PendingRun {
-        let author: Int
-        let firstSeq: UInt64
-        var count = 0
-        var bytes = ByteWriter()
-        var encoder = OperationCodec.RunEncoder()
-
-        init(author: Int, firstSeq: UInt64) {
-            self.author = author
-            self.firstSeq = firstSeq
-        }
-
-        func continues(author: Int, seq: UInt64) -> Bool {
-            self.author == author && firstSeq &+ UInt64(count) == seq && seq != 0
-        }
-
-        /// Appends an operation; returns how many bytes it took.
-        mutating func append(_ operation: Op) -> Int {
-            let before = bytes.bytes.count
-            encoder.append(operation, into: &bytes)
-            count += 1
-            return bytes.bytes.count - before
-        }
-    }
-
     private mutating func flushBlock() throws {
-        guard !runs.isEmpty else { return }
-        var payload = ByteWriter(capacity: rawEstimate + 64)
-        payload.varint(UInt64(replicas.count))
-        for replica in replicas { payload.identifier(replica) }
-        payload.varint(UInt64(runs.count))
-        for run in runs {
-            payload.varint(UInt64(run.author))
-            payload.varint(run.firstSeq)
-            payload.varint(UInt64(run.count))
-            payload.varint(UInt64(run.bytes.bytes.count))
-            payload.bytes(run.bytes.bytes)
-        }
-        try emitBlock(.operations, payload.bytes, compress: true)
+        guard !block.isEmpty else { return }
+        try emitBlock(.operations, block.finish(), compress: true)
         blockCount += 1
-        replicaIndex.removeAll(keepingCapacity: true)
-        replicas.removeAll(keepingCapacity: true)
-        runs.removeAll(keepingCapacity: true)
-        rawEstimate = 0
     }
 
     private mutating func emitBlock(_ type: BundleFormat.BlockType, _ raw: [UInt8], compress: Bool) throws {
@@ -296,7 +236,7 @@ public struct BundleReader<Source: ByteSource> {
             case .operations:
                 blocks += 1
                 do {
-                    operations += try Self.decodeOperations(payload, body)
+                    operations += try OperationsBlock.decode(payload, body)
                 } catch let error as DecodeError {
                     throw BundleError.corrupt("block \(blocks): \(error)")
                 }
@@ -318,36 +258,6 @@ public struct BundleReader<Source: ByteSource> {
                 return BundleSummary(manifest: manifest, operations: operations, bytes: position)
             }
         }
-    }
-
-    static func decodeOperations(_ payload: [UInt8], _ body: (Op) throws -> Void) throws -> Int {
-        var reader = ByteReader(payload)
-        let replicaCount = try reader.varint()
-        guard replicaCount >= 1, replicaCount <= UInt64(reader.remaining / 16) else {
-            throw DecodeError.malformed("a replica table of \(replicaCount) entries")
-        }
-        var replicas: [ReplicaID] = []
-        for _ in 0..<replicaCount { replicas.append(try reader.identifier()) }
-        let runCount = try reader.varint()
-        guard runCount >= 1, runCount <= UInt64(reader.remaining / 4) else { throw DecodeError.malformed("\(runCount) runs") }
-        var operations = 0
-        for _ in 0..<runCount {
-            let author = try reader.varint()
-            guard author < UInt64(replicas.count) else { throw DecodeError.malformed("a run names replica #\(author) of \(replicas.count)") }
-            let firstSeq = try reader.varint()
-            let count = try reader.varint()
-            let length = try reader.varint()
-            guard count >= 1, length <= UInt64(reader.remaining), count <= length else {
-                throw DecodeError.malformed("a run of \(count) operations in \(length) bytes")
-            }
-            let bytes = Array(try reader.bytes(Int(length)))
-            for operation in try OperationCodec.decode(bytes, author: replicas[Int(author)], firstSeq: firstSeq, count: Int(count)) {
-                try body(operation)
-            }
-            operations += Int(count)
-        }
-        guard reader.isAtEnd else { throw DecodeError.malformed("bytes after the last run") }
-        return operations
     }
 
     private mutating func readBlock() throws(BundleError) -> (BundleFormat.BlockType, [UInt8]) {

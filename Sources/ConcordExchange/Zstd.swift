@@ -1,13 +1,15 @@
 import CZstd
 
-/// One-shot zstd compression of a block through the system libzstd.
-enum Zstd {
+/// One-shot zstd compression of a block through the system libzstd: bundles' operations blocks
+/// (SPEC.md §13) and peer batches (§15.6).
+public enum Zstd {
     /// The level bundles are written at (zstd's default).
     static let level: Int32 = 3
     /// The first bytes of a zstd frame (0xFD2FB528, little-endian).
     static let frameMagic: [UInt8] = [0x28, 0xB5, 0x2F, 0xFD]
 
-    static func compress(_ input: [UInt8]) -> [UInt8] {
+    /// One zstd frame holding `input`, at zstd's default level.
+    public static func compress(_ input: [UInt8]) -> [UInt8] {
         let bound = ZSTD_compressBound(input.count)
         var output = [UInt8](repeating: 0, count: bound)
         let written = input.withUnsafeBytes { source in
@@ -21,8 +23,10 @@ enum Zstd {
         return output
     }
 
-    /// Decompresses one frame that must expand to exactly `size` bytes.
-    static func decompress(_ input: ArraySlice<UInt8>, size: Int) throws(BundleError) -> [UInt8] {
+    /// Decompresses one frame that must expand to exactly `size` bytes. Anything else (several
+    /// frames, a skippable frame, bytes after the frame, another size) is refused; at most `size`
+    /// bytes are allocated, so the caller bounds `size` first.
+    public static func decompress(_ input: ArraySlice<UInt8>, size: Int) throws(BundleError) -> [UInt8] {
         // Exactly one regular frame: zstd itself would also accept several frames back to back,
         // or skippable frames.
         guard input.starts(with: frameMagic) else { throw .corrupt("a block is not one zstd frame") }

@@ -1,0 +1,138 @@
+import ConcordCore
+
+/// The payload of a bundle's operations block (SPEC.md §13): a replica table, then runs of
+/// operations (§8.3). Peer sessions carry the same payload in their batches (§15.6).
+public enum OperationsBlock {
+    /// Decodes a whole payload, calling `body` with each operation in order, and returns how many
+    /// there were. Every operation is validated (§4.3); a payload that breaks any rule of §13 is
+    /// refused with a `DecodeError` (whatever `body` throws is passed on as it is).
+    ///
+    /// - Parameter maxOperations: refuse a payload that holds more operations than this; the runs'
+    ///   declared counts are checked before each run is decoded.
+    /// - Complexity: O(*n*) in the payload's size; memory is bounded by one run's operations.
+    @discardableResult
+    public static func decode(
+        _ payload: [UInt8], maxOperations: Int = .max, _ body: (Op) throws -> Void
+    ) throws -> Int {
+        var reader = ByteReader(payload)
+        let replicaCount = try reader.varint()
+        guard replicaCount >= 1, replicaCount <= UInt64(reader.remaining / 16) else {
+            throw DecodeError.malformed("a replica table of \(replicaCount) entries")
+        }
+        var replicas: [ReplicaID] = []
+        for _ in 0..<replicaCount { replicas.append(try reader.identifier()) }
+        let runCount = try reader.varint()
+        guard runCount >= 1, runCount <= UInt64(reader.remaining / 4) else { throw DecodeError.malformed("\(runCount) runs") }
+        var operations = 0
+        for _ in 0..<runCount {
+            let author = try reader.varint()
+            guard author < UInt64(replicas.count) else { throw DecodeError.malformed("a run names replica #\(author) of \(replicas.count)") }
+            let firstSeq = try reader.varint()
+            let count = try reader.varint()
+            let length = try reader.varint()
+            guard count >= 1, length <= UInt64(reader.remaining), count <= length else {
+                throw DecodeError.malformed("a run of \(count) operations in \(length) bytes")
+            }
+            guard count <= UInt64(maxOperations - operations) else {
+                throw DecodeError.malformed("more than \(maxOperations) operations")
+            }
+            let bytes = Array(try reader.bytes(Int(length)))
+            for operation in try OperationCodec.decode(bytes, author: replicas[Int(author)], firstSeq: firstSeq, count: Int(count)) {
+                try body(operation)
+            }
+            operations += Int(count)
+        }
+        guard reader.isAtEnd else { throw DecodeError.malformed("bytes after the last run") }
+        return operations
+    }
+
+    /// Builds one payload from operations appended one at a time, grouping each author's
+    /// consecutive seqs into runs.
+    public struct Encoder: Sendable {
+        private var replicaIndex: [ReplicaID: Int] = [:]
+        private var replicas: [ReplicaID] = []
+        private var runs: [PendingRun] = []
+
+        /// How many operations the open payload holds.
+        public private(set) var operationCount = 0
+        /// About how many bytes the payload will take once finished (exact for the runs'
+        /// operation bytes and the replica table, an estimate for the run headers).
+        public private(set) var estimatedBytes = 0
+
+        public init() {}
+
+        public var isEmpty: Bool { operationCount == 0 }
+
+        /// Adds an operation. Operations of one author should come in ascending seq order for a
+        /// compact payload (any order is valid).
+        public mutating func append(_ operation: Op) {
+            let author = operation.id.replica
+            let index: Int
+            if let known = replicaIndex[author] {
+                index = known
+            } else {
+                index = replicas.count
+                replicaIndex[author] = index
+                replicas.append(author)
+                estimatedBytes += 16
+            }
+            if let last = runs.indices.last, runs[last].continues(author: index, seq: operation.id.seq) {
+                estimatedBytes += runs[last].append(operation)
+            } else {
+                var run = PendingRun(author: index, firstSeq: operation.id.seq)
+                estimatedBytes += run.append(operation) + 24
+                runs.append(run)
+            }
+            operationCount += 1
+        }
+
+        /// Returns the payload of everything appended since the last call, and empties the encoder.
+        /// An empty encoder gives an empty array (not a valid payload: one holds at least one operation).
+        public mutating func finish() -> [UInt8] {
+            guard !runs.isEmpty else { return [] }
+            var payload = ByteWriter(capacity: estimatedBytes + 64)
+            payload.varint(UInt64(replicas.count))
+            for replica in replicas { payload.identifier(replica) }
+            payload.varint(UInt64(runs.count))
+            for run in runs {
+                payload.varint(UInt64(run.author))
+                payload.varint(run.firstSeq)
+                payload.varint(UInt64(run.count))
+                payload.varint(UInt64(run.bytes.bytes.count))
+                payload.bytes(run.bytes.bytes)
+            }
+            replicaIndex.removeAll(keepingCapacity: true)
+            replicas.removeAll(keepingCapacity: true)
+            runs.removeAll(keepingCapacity: true)
+            estimatedBytes = 0
+            operationCount = 0
+            return payload.bytes
+        }
+
+        /// A run being encoded into the open payload.
+        private struct PendingRun: Sendable {
+            let author: Int
+            let firstSeq: UInt64
+            var count = 0
+            var bytes = ByteWriter()
+            var encoder = OperationCodec.RunEncoder()
+
+            init(author: Int, firstSeq: UInt64) {
+                self.author = author
+                self.firstSeq = firstSeq
+            }
+
+            func continues(author: Int, seq: UInt64) -> Bool {
+                self.author == author && firstSeq &+ UInt64(count) == seq && seq != 0
+            }
+
+            /// Appends an operation; returns how many bytes it took.
+            mutating func append(_ operation: Op) -> Int {
+                let before = bytes.bytes.count
+                encoder.append(operation, into: &bytes)
+                count += 1
+                return bytes.bytes.count - before
+            }
+        }
+    }
+}

@@ -1,0 +1,172 @@
+import ConcordCore
+import ConcordExchange
+import Foundation
+
+/// The messages of the encrypted phase (SPEC.md §15.5).
+enum PeerMessage: Hashable {
+    enum Kind: UInt8 {
+        case versions = 1
+        case batch = 2
+        case done = 3
+        case error = 4
+        case ack = 5
+
+        /// "a versions message", "an error message", …
+        var phrase: String {
+            switch self {
+            case .versions: "a versions message"
+            case .batch: "a batch message"
+            case .done: "a done message"
+            case .error: "an error message"
+            case .ack: "an ack message"
+            }
+        }
+    }
+
+    case versions(ReplicaID, VersionVector)
+    case batch([Op])
+    case done
+    case error(String)
+    case ack(UInt64)
+
+    static func encodeVersions(replica: ReplicaID, versions: VersionVector) -> [UInt8] {
+        var writer = ByteWriter()
+        writer.byte(Kind.versions.rawValue)
+        writer.identifier(replica)
+        let entries = versions.sorted
+        writer.varint(UInt64(entries.count))
+        for (replica, seq) in entries {
+            writer.identifier(replica)
+            writer.varint(seq)
+        }
+        return writer.bytes
+    }
+
+    /// A batch message around a raw operations payload (SPEC.md §13).
+    static func encodeBatch(raw: [UInt8]) -> [UInt8] {
+        var writer = ByteWriter()
+        writer.byte(Kind.batch.rawValue)
+        writer.varint(UInt64(raw.count))
+        writer.bytes(Zstd.compress(raw))
+        return writer.bytes
+    }
+
+    static let doneMessage: [UInt8] = [Kind.done.rawValue]
+
+    static func encodeAck(_ operations: Int) -> [UInt8] {
+        var writer = ByteWriter()
+        writer.byte(Kind.ack.rawValue)
+        writer.varint(UInt64(operations))
+        return writer.bytes
+    }
+
+    static func encodeError(_ reason: String) -> [UInt8] {
+        var writer = ByteWriter()
+        writer.byte(Kind.error.rawValue)
+        writer.string(truncated(reason, toUTF8Bytes: PeerProtocol.maxErrorReasonBytes))
+        return writer.bytes
+    }
+
+    /// The longest prefix of `text` (whole characters) that fits in `limit` UTF-8 bytes.
+    static func truncated(_ text: String, toUTF8Bytes limit: Int) -> String {
+        guard text.utf8.count > limit else { return text }
+        var result = ""
+        var count = 0
+        for character in text {
+            let size = character.utf8.count
+            guard count + size <= limit else { break }
+            result.append(character)
+            count += size
+        }
+        return result
+    }
+
+    /// The type of a message, or `nil` for an empty message.
+    static func kind(of message: [UInt8]) -> UInt8? { message.first }
+
+    /// Decodes a whole message, checking every rule of SPEC.md §15.5 and §13.
+    static func decode(_ message: [UInt8]) throws(Malformed) -> PeerMessage {
+        guard let type = message.first else { throw Malformed("an empty message") }
+        guard let kind = Kind(rawValue: type) else { throw Malformed("a message of unknown type \(type)") }
+        var reader = ByteReader(message, offset: 1)
+        do {
+            switch kind {
+            case .versions:
+                let replica: ReplicaID = try reader.identifier()
+                let count = try reader.varint()
+                guard count <= UInt64(reader.remaining / 17) else { throw DecodeError.truncated }
+                var entries: [ReplicaID: UInt64] = [:]
+                for _ in 0..<count {
+                    let entry: ReplicaID = try reader.identifier()
+                    guard entries.updateValue(try reader.varint(), forKey: entry) == nil else {
+                        throw DecodeError.malformed("a version vector names a replica twice")
+                    }
+                }
+                guard reader.isAtEnd else { throw DecodeError.malformed("bytes after the version vector") }
+                return .versions(replica, VersionVector(entries))
+            case .batch:
+                let rawLength = try reader.varint()
+                guard rawLength >= 1, rawLength <= UInt64(PeerProtocol.maxBatchBytes) else {
+                    throw DecodeError.malformed("a batch declares \(rawLength) raw bytes (the limit is \(PeerProtocol.maxBatchBytes))")
+                }
+                let raw: [UInt8]
+                do {
+                    raw = try Zstd.decompress(message[reader.offset...], size: Int(rawLength))
+                } catch {
+                    guard case .corrupt(let why) = error else { throw DecodeError.malformed("\(error)") }
+                    throw DecodeError.malformed(why.replacingOccurrences(of: "a block", with: "a batch"))
+                }
+                var operations: [Op] = []
+                try OperationsBlock.decode(raw, maxOperations: PeerProtocol.maxBatchOperations) { operations.append($0) }
+                return .batch(operations)
+            case .done:
+                guard reader.isAtEnd else { throw DecodeError.malformed("bytes after done") }
+                return .done
+            case .error:
+                let reason = try reader.string(maxBytes: PeerProtocol.maxErrorReasonBytes)
+                guard reader.isAtEnd else { throw DecodeError.malformed("bytes after the error's reason") }
+                return .error(reason)
+            case .ack:
+                let count = try reader.varint()
+                guard reader.isAtEnd else { throw DecodeError.malformed("bytes after the count") }
+                return .ack(count)
+            }
+        } catch let error as DecodeError {
+            throw Malformed("\(kind.phrase): \(error.shortDescription)")
+        } catch {
+            throw Malformed("\(kind.phrase): \(error)")
+        }
+    }
+
+    /// The reason of a peer's `error`, safe to print on a terminal: control and format characters
+    /// (escape sequences, bidirectional overrides) replaced, at most 200 characters.
+    static func sanitized(_ reason: String) -> String {
+        var scalars = String.UnicodeScalarView()
+        for scalar in reason.unicodeScalars {
+            switch scalar.properties.generalCategory {
+            case .control, .format, .lineSeparator, .paragraphSeparator, .surrogate, .privateUse, .unassigned:
+                scalars.append("\u{FFFD}")
+            default:
+                scalars.append(scalar)
+            }
+        }
+        let text = String(scalars)
+        return text.count > 200 ? String(text.prefix(200)) + "…" : text
+    }
+}
+
+/// What is wrong with a message, in a few words.
+struct Malformed: Error {
+    let what: String
+    init(_ what: String) { self.what = what }
+}
+
+extension DecodeError {
+    /// The description without the generic preamble.
+    var shortDescription: String {
+        switch self {
+        case .truncated: "it ends early"
+        case .malformed(let why): why
+        }
+    }
+}

@@ -1,0 +1,614 @@
+import ConcordCore
+import ConcordExchange
+import ConcordKeys
+import Crypto
+
+/// Which end of the connection a session is: the client opened it.
+public enum PeerRole: String, Hashable, Sendable {
+    case client
+    case server
+}
+
+/// What a session did, each way. Complete when the session has finished; while it runs or after
+/// a failure, it counts what happened so far (for a log line).
+public struct PeerSummary: Hashable, Sendable {
+    public var role: PeerRole
+    /// The peer's replica id, once its `versions` message has arrived.
+    public var peerReplica: ReplicaID?
+    /// The peer's version vector as of the session's start, once it has arrived.
+    public var peerVersions: VersionVector?
+    /// Operations in the batches sent to the peer, and those batches. Once the session has
+    /// finished, the peer has acknowledged receiving and applying all of them.
+    public var operationsSent = 0
+    public var batchesSent = 0
+    /// Operations in the batches received from the peer (and handed out to be applied).
+    public var operationsReceived = 0
+    public var batchesReceived = 0
+    /// Bytes on the wire, frame headers and the handshake included.
+    public var bytesSent = 0
+    public var bytesReceived = 0
+
+    public init(role: PeerRole) {
+        self.role = role
+    }
+}
+
+/// What the transport that drives a `PeerSession` must do, in the order given.
+public enum PeerAction: Hashable, Sendable {
+    /// Write these bytes to the connection.
+    case send([UInt8])
+    /// Merge these operations, authenticated and valid (SPEC.md §4.3), into the store as one
+    /// merge of their own (its own transaction), and carry out the actions after it only once it
+    /// has committed: the `ack` that tells the peer its operations arrived is among them. If the
+    /// merge fails, call `abort(_:)` and carry out nothing more.
+    case apply([Op])
+    /// The peer's version vector has arrived: stream every operation the store holds that `since`
+    /// does not cover (each author's in seq order, as `ConcordStore.forEachOperation(since:)`
+    /// gives them) through `send(operations:)`, then call `finishSending()`. It is always the
+    /// last action of the list it is in.
+    case needOperations(since: VersionVector)
+    /// The session is complete: both sides have sent everything the other lacked, and each has
+    /// acknowledged receiving it. Flush what was sent, then close the connection.
+    case finished(PeerSummary)
+    /// The session has ended in failure: flush what was sent (an `error` for the peer may be
+    /// among it), then close the connection. Nothing more is to be applied.
+    case failed(PeerFailure)
+}
+
+/// One peer-to-peer sync session (SPEC.md §15) as a state machine with no I/O: its methods take
+/// what arrived and what the store supplies, and return the actions a transport carries out.
+/// The same value type drives a TCP connection, an in-memory pipe in a test, or anything that
+/// carries an ordered stream of bytes both ways.
+///
+/// A transport drives it like this:
+///
+/// ```swift
+/// var session = PeerSession(role: .client, key: key, localReplica: store.replicaID,
+///                           localVersions: try store.versionVector())
+/// perform(session.start())                        // the client's hello; nothing for a server
+/// // whenever bytes arrive:   perform(session.receive(bytes))
+/// // when the peer closes:    perform(session.connectionClosed())
+/// // on a timeout (§15.7):    perform(session.abort(PeerFailure(.timedOut, "the session was idle for 60 s")))
+///
+/// func perform(_ actions: [PeerAction]) {
+///     for action in actions {
+///         switch action {
+///         case .send(let bytes): write(bytes)
+///         case .apply(let operations):
+///             do { try store.merge(operations) }
+///             catch { perform(session.abort(PeerFailure(.local, "cannot apply a batch: \(error)"))); return }
+///         case .needOperations(let since):
+///             // In chunks, so memory stays bounded; batches are cut by the session.
+///             var chunk: [Op] = []
+///             try store.forEachOperation(since: since) { op in
+///                 chunk.append(op)
+///                 if chunk.count == 4096 { perform(session.send(operations: chunk)); chunk.removeAll() }
+///             }
+///             perform(session.send(operations: chunk))
+///             perform(session.finishSending())
+///         case .finished(let summary): close(); log(summary)
+///         case .failed(let failure): close(); log(failure)
+///         }
+///     }
+/// }
+/// ```
+///
+/// **Order.** Every frame is sealed with the next counter of its direction, so bytes MUST be
+/// written in the order the session returns them, across calls; and an `.apply` MUST be committed
+/// before any bytes returned after it (in the same list or a later call) are written, since they
+/// may acknowledge it. Carrying out each list in order, one call at a time, does both; a driver
+/// that applies batches on another thread keeps one ordered queue of writes and applies.
+/// Sending and receiving are independent: a transport keeps feeding received bytes while it
+/// streams operations (the session being a value it guards: one call at a time). It must not
+/// stop reading while it waits to write: both peers send at once, and two peers that each wait
+/// for the other to read would deadlock. The session
+/// checks everything it receives: framing and size limits, the handshake, each frame's
+/// authentication, the order of messages, and each batch's count and operations (decoded and
+/// validated as a bundle's operations block is). Hostile input never traps: it ends the session
+/// with a `.failed` action, after which every method returns no actions, so nothing more is
+/// applied. Calling `send(operations:)` or `finishSending()` before `.needOperations`, or
+/// `receive` before `start()`, is a programming error and traps.
+public struct PeerSession: Sendable {
+    public let role: PeerRole
+    public let localReplica: ReplicaID
+    /// The version vector sent to the peer: what the peer need not send.
+    public let localVersions: VersionVector
+    private let key: SyncKey
+    private let random: RandomBytes
+
+    private var phase: Phase = .notStarted
+    private var decoder = FrameDecoder(maxPayloadBytes: PeerProtocol.maxHandshakeFrameBytes)
+    private var sealer: FrameCipher?
+    private var opener: FrameCipher?
+    private var receiving: Receiving = .versions
+    private var sending: Sending = .waitingForPeerVersions
+    private var ackReceived = false
+    /// A `.needOperations` to return at the end of the current `receive`.
+    private var pendingNeed: VersionVector?
+    /// What the peer sent in this session: never sent back.
+    private var received = SeqRanges()
+    private var batch = OperationsBlock.Encoder()
+    private var batchFirst: OperationID?
+
+    /// What the session has done so far.
+    public private(set) var summary: PeerSummary
+
+    private enum Phase: Sendable {
+        case notStarted
+        case clientAwaitingServerHello(clientHello: [UInt8], clientNonce: [UInt8])
+        case serverAwaitingClientHello
+        case serverAwaitingProof(keys: Handshake.Keys, transcript: [UInt8])
+        case established
+        case finished
+        case failed(PeerFailure)
+    }
+
+    private enum Receiving: Sendable { case versions, batches, done }
+    private enum Sending: Sendable { case waitingForPeerVersions, operations, done }
+
+    /// - Parameters:
+    ///   - role: `.client` on the side that opened the connection.
+    ///   - key: the store's sync key; the peer must hold the same.
+    ///   - localReplica: the store's replica id (a peer with the same one is refused).
+    ///   - localVersions: the store's version vector now; the peer sends what it does not cover.
+    ///   - random: where the handshake's nonce comes from: the system CSPRNG, unless a test
+    ///     injects a seeded source.
+    public init(
+        role: PeerRole, key: SyncKey, localReplica: ReplicaID, localVersions: VersionVector,
+        random: RandomBytes = .system
+    ) {
+        self.role = role
+        self.key = key
+        self.localReplica = localReplica
+        self.localVersions = localVersions
+        self.random = random
+        summary = PeerSummary(role: role)
+    }
+
+    // MARK: State
+
+    /// Whether the handshake is complete (a transport stops its handshake timer then).
+    public var isHandshakeComplete: Bool {
+        switch phase {
+        case .established, .finished: true
+        case .failed, .notStarted, .clientAwaitingServerHello, .serverAwaitingClientHello, .serverAwaitingProof: false
+        }
+    }
+
+    /// Whether the session has ended, finished or failed.
+    public var hasEnded: Bool {
+        switch phase {
+        case .finished, .failed: true
+        default: false
+        }
+    }
+
+    /// Whether the session has finished: the peer's `done` and its `ack` of everything this side
+    /// sent have arrived.
+    public var isFinished: Bool {
+        if case .finished = phase { return true }
+        return false
+    }
+
+    /// Why the session failed, if it did.
+    public var failure: PeerFailure? {
+        if case .failed(let failure) = phase { return failure }
+        return nil
+    }
+
+    private var isActive: Bool {
+        switch phase {
+        case .notStarted, .finished, .failed: false
+        default: true
+        }
+    }
+
+    // MARK: Driving the session
+
+    /// Starts the session once the connection is open: the client's hello for a client, nothing
+    /// for a server (it waits for the hello). Call it once, before anything else.
+    public mutating func start() -> [PeerAction] {
+        guard case .notStarted = phase else { preconditionFailure("PeerSession.start() is called once") }
+        var actions: [PeerAction] = []
+        switch role {
+        case .client:
+            let nonce = random(Handshake.nonceBytes)
+            let hello = Handshake.header(.clientHello) + nonce
+            phase = .clientAwaitingServerHello(clientHello: hello, clientNonce: nonce)
+            emit(Frame.encode(hello), into: &actions)
+        case .server:
+            phase = .serverAwaitingClientHello
+        }
+        return actions
+    }
+
+    /// Takes bytes received from the peer, in any pieces: a byte, a frame, many frames.
+    public mutating func receive(_ bytes: some Collection<UInt8>) -> [PeerAction] {
+        if case .notStarted = phase { preconditionFailure("PeerSession.receive(_:) before start()") }
+        guard isActive else { return [] }
+        summary.bytesReceived += bytes.count
+        decoder.append(bytes)
+        var actions: [PeerAction] = []
+        while isActive {
+            let frame: [UInt8]
+            do {
+                guard let next = try decoder.next() else { break }
+                frame = next
+            } catch {
+                guard case let .tooLarge(length, _) = error else { break }
+                switch phase {
+                case .serverAwaitingClientHello, .clientAwaitingServerHello:
+                    fail(PeerFailure(.notAPeer, "the peer does not speak the Concord peer protocol"), into: &actions)
+                case .established:
+                    fail(PeerFailure(.frameTooLarge, "the peer sent a frame of \(length) bytes, over the \(PeerProtocol.maxFrameBytes)-byte limit"),
+                         tellingPeer: "it received a frame over the \(PeerProtocol.maxFrameBytes)-byte limit", into: &actions)
+                default:
+                    fail(.violation("a handshake frame of \(length) bytes"), into: &actions)
+                }
+                break
+            }
+            handle(frame, into: &actions)
+        }
+        // Last, so that a driver that streams operations while carrying out this action writes
+        // their frames after every frame sealed in this call (an ack among them).
+        if let since = pendingNeed {
+            pendingNeed = nil
+            if isActive { actions.append(.needOperations(since: since)) }
+        }
+        return actions
+    }
+
+    /// The connection has closed (the peer closed it, or it broke). Ends the session unless it
+    /// has already ended.
+    public mutating func connectionClosed() -> [PeerAction] {
+        guard isActive else { return [] }
+        var actions: [PeerAction] = []
+        if decoder.isInsideFrame {
+            fail(PeerFailure(.truncated, "the connection ended in the middle of a frame"), into: &actions)
+        } else if isHandshakeComplete {
+            fail(PeerFailure(.closed, "the connection closed before the session finished"), into: &actions)
+        } else {
+            fail(PeerFailure(.closed, "the connection closed during the handshake"), into: &actions)
+        }
+        return actions
+    }
+
+    /// Ends the session from this side: a timeout, a store that failed to apply a batch, a
+    /// shutdown. Past the handshake the peer is sent an `error` whose reason is `failure.message`
+    /// (it shows it after "the peer ended the session: "). Does nothing once the session has ended.
+    public mutating func abort(_ failure: PeerFailure) -> [PeerAction] {
+        guard !hasEnded else { return [] }
+        var actions: [PeerAction] = []
+        fail(failure, tellingPeer: failure.message, into: &actions)
+        return actions
+    }
+
+    /// Sends operations the peer lacks, after `.needOperations`. They are gathered into batches
+    /// (SPEC.md §15.6: at most 16,384 operations, about 1 MiB raw each); a batch goes out once it
+    /// is full, so this may return no bytes yet. Call it as many times as needed, with chunks of
+    /// any size, then `finishSending()`. Operations the peer sent in this session are left out,
+    /// so a store that applied them meanwhile may pass them too.
+    public mutating func send(operations: some Sequence<Op>) -> [PeerAction] {
+        guard isActive else { return [] }
+        precondition(sending == .operations, "PeerSession.send(operations:) before .needOperations or after finishSending()")
+        var actions: [PeerAction] = []
+        for operation in operations where !received.contains(operation.id) {
+            if !batch.isEmpty, batch.estimatedBytes + Self.sizeBound(operation) > PeerProtocol.targetBatchBytes {
+                guard flushBatch(into: &actions) else { break }
+            }
+            if batch.isEmpty { batchFirst = operation.id }
+            batch.append(operation)
+            if batch.operationCount >= PeerProtocol.maxBatchOperations || batch.estimatedBytes >= PeerProtocol.targetBatchBytes {
+                guard flushBatch(into: &actions) else { break }
+            }
+        }
+        return actions
+    }
+
+    /// Sends the last batch and `done`: everything the peer lacked has been sent. The session
+    /// finishes once the peer's `done`, and its `ack` of everything this side sent, have arrived.
+    public mutating func finishSending() -> [PeerAction] {
+        guard isActive else { return [] }
+        precondition(sending == .operations, "PeerSession.finishSending() before .needOperations, or twice")
+        var actions: [PeerAction] = []
+        guard flushBatch(into: &actions), sendMessage(PeerMessage.doneMessage, into: &actions) else { return actions }
+        sending = .done
+        return actions
+    }
+
+    // MARK: Handshake
+
+    private mutating func handle(_ frame: [UInt8], into actions: inout [PeerAction]) {
+        switch phase {
+        case .serverAwaitingClientHello:
+            handleClientHello(frame, into: &actions)
+        case let .clientAwaitingServerHello(clientHello, clientNonce):
+            handleServerHello(frame, clientHello: clientHello, clientNonce: clientNonce, into: &actions)
+        case let .serverAwaitingProof(keys, transcript):
+            handleClientProof(frame, keys: keys, transcript: transcript, into: &actions)
+        case .established:
+            handleMessage(frame, into: &actions)
+        case .notStarted, .finished, .failed:
+            break
+        }
+    }
+
+    /// Checks a handshake frame's magic and version, and handles a refusal. Returns the kind of a
+    /// frame to go on with, or `nil` once the session has failed.
+    private mutating func handshakeKind(_ frame: [UInt8], first: Bool, into actions: inout [PeerAction]) -> UInt8? {
+        guard let parsed = Handshake.parse(frame) else {
+            fail(first ? PeerFailure(.notAPeer, "the peer does not speak the Concord peer protocol") : .violation("a handshake frame without the magic"),
+                 into: &actions)
+            return nil
+        }
+        guard parsed.version == PeerProtocol.version else {
+            // A server tells a client of another version which version it speaks, in clear.
+            if role == .server, first {
+                emit(Frame.encode(Handshake.header(.refusal) + [Handshake.RefusalReason.version.rawValue]), into: &actions)
+            }
+            fail(.versionMismatch(peer: parsed.version), into: &actions)
+            return nil
+        }
+        guard let kind = parsed.kind else {
+            fail(.violation("a handshake frame of \(frame.count) bytes"), into: &actions)
+            return nil
+        }
+        if kind == Handshake.Kind.refusal.rawValue {
+            guard frame.count == Handshake.refusalBytes else {
+                fail(.violation("a refusal of \(frame.count) bytes"), into: &actions)
+                return nil
+            }
+            switch Handshake.RefusalReason(rawValue: frame[Handshake.headerBytes]) {
+            case .wrongKey?: fail(PeerFailure(.wrongKey, PeerFailure.wrongKeyMessage), into: &actions)
+            case .version?: fail(.violation("a refusal of protocol version \(PeerProtocol.version), which it speaks"), into: &actions)
+            case nil: fail(.violation("a refusal for an unknown reason (\(frame[Handshake.headerBytes]))"), into: &actions)
+            }
+            return nil
+        }
+        return kind
+    }
+
+    private mutating func handleClientHello(_ frame: [UInt8], into actions: inout [PeerAction]) {
+        guard let kind = handshakeKind(frame, first: true, into: &actions) else { return }
+        guard kind == Handshake.Kind.clientHello.rawValue, frame.count == Handshake.clientHelloBytes else {
+            fail(.violation("expected a client hello, got a frame of kind \(kind) and \(frame.count) bytes"), into: &actions)
+            return
+        }
+        let clientNonce = Array(frame[Handshake.headerBytes...])
+        let serverNonce = random(Handshake.nonceBytes)
+        let keys = Handshake.Keys(key: key, clientNonce: clientNonce, serverNonce: serverNonce)
+        let helloStart = Handshake.header(.serverHello) + serverNonce
+        let transcript = frame + helloStart
+        let proof = keys.proof(label: Handshake.serverLabel, transcript: transcript)
+        emit(Frame.encode(helloStart + proof), into: &actions)
+        phase = .serverAwaitingProof(keys: keys, transcript: transcript)
+    }
+
+    private mutating func handleServerHello(
+        _ frame: [UInt8], clientHello: [UInt8], clientNonce: [UInt8], into actions: inout [PeerAction]
+    ) {
+        guard let kind = handshakeKind(frame, first: true, into: &actions) else { return }
+        guard kind == Handshake.Kind.serverHello.rawValue, frame.count == Handshake.serverHelloBytes else {
+            fail(.violation("expected a server hello, got a frame of kind \(kind) and \(frame.count) bytes"), into: &actions)
+            return
+        }
+        let proofStart = Handshake.headerBytes + Handshake.nonceBytes
+        let serverNonce = Array(frame[Handshake.headerBytes..<proofStart])
+        let keys = Handshake.Keys(key: key, clientNonce: clientNonce, serverNonce: serverNonce)
+        let transcript = clientHello + frame[..<proofStart]
+        guard keys.verify(frame[proofStart...], label: Handshake.serverLabel, transcript: transcript) else {
+            // The server does not hold the key: refuse, and never send a proof of our own.
+            emit(Frame.encode(Handshake.header(.refusal) + [Handshake.RefusalReason.wrongKey.rawValue]), into: &actions)
+            fail(PeerFailure(.wrongKey, PeerFailure.wrongKeyMessage), into: &actions)
+            return
+        }
+        let proof = keys.proof(label: Handshake.clientLabel, transcript: transcript)
+        emit(Frame.encode(Handshake.header(.clientProof) + proof), into: &actions)
+        establish(sealing: keys.clientToServer, opening: keys.serverToClient, into: &actions)
+    }
+
+    private mutating func handleClientProof(
+        _ frame: [UInt8], keys: Handshake.Keys, transcript: [UInt8], into actions: inout [PeerAction]
+    ) {
+        guard let kind = handshakeKind(frame, first: false, into: &actions) else { return }
+        guard kind == Handshake.Kind.clientProof.rawValue, frame.count == Handshake.clientProofBytes else {
+            fail(.violation("expected a client proof, got a frame of kind \(kind) and \(frame.count) bytes"), into: &actions)
+            return
+        }
+        guard keys.verify(frame[Handshake.headerBytes...], label: Handshake.clientLabel, transcript: transcript) else {
+            // Send nothing further.
+            fail(PeerFailure(.wrongKey, PeerFailure.wrongKeyMessage), into: &actions)
+            return
+        }
+        establish(sealing: keys.serverToClient, opening: keys.clientToServer, into: &actions)
+    }
+
+    private mutating func establish(
+        sealing: SymmetricKey, opening: SymmetricKey, into actions: inout [PeerAction]
+    ) {
+        sealer = FrameCipher(key: sealing)
+        opener = FrameCipher(key: opening)
+        decoder.maxPayloadBytes = PeerProtocol.maxFrameBytes
+        phase = .established
+        _ = sendMessage(PeerMessage.encodeVersions(replica: localReplica, versions: localVersions), into: &actions)
+    }
+
+    // MARK: The encrypted phase
+
+    private mutating func handleMessage(_ frame: [UInt8], into actions: inout [PeerAction]) {
+        guard var opener else { return }
+        let message: [UInt8]
+        do {
+            message = try opener.open(frame)
+        } catch .authentication {
+            fail(PeerFailure(.authenticationFailed, "a frame failed authentication"),
+                 tellingPeer: "it received a frame that failed authentication", into: &actions)
+            return
+        } catch {
+            fail(PeerFailure(.counterExhausted, "the session has used all its frame counters"), into: &actions)
+            return
+        }
+        self.opener = opener
+
+        // The order is checked before the body is decoded.
+        let type = PeerMessage.kind(of: message).flatMap(PeerMessage.Kind.init(rawValue:))
+        let outOfOrder: String? =
+            switch (type, receiving) {
+            case (.error?, _), (nil, _): nil  // an error ends the session anywhere; decode reports an unknown type
+            case (.ack?, .versions): "an ack message before versions"
+            case (.ack?, _) where ackReceived: "a second ack message"
+            case (.ack?, _) where sending != .done: "an ack message before this side's done"
+            case (.ack?, _): nil
+            case (.versions?, .versions), (.batch?, .batches), (.done?, .batches): nil
+            case (.versions?, _): "a second versions message"
+            case (let type?, .versions): "\(type.phrase) before versions"
+            case (let type?, .done): "\(type.phrase) after done"
+            }
+        if let outOfOrder {
+            fail(.violation(outOfOrder), tellingPeer: "it received something the protocol does not allow there: \(outOfOrder)", into: &actions)
+            return
+        }
+        let decoded: PeerMessage
+        do {
+            decoded = try PeerMessage.decode(message)
+        } catch {
+            fail(.violation(error.what), tellingPeer: "it received something the protocol does not allow: \(error.what)", into: &actions)
+            return
+        }
+        switch decoded {
+        case let .versions(replica, versions):
+            guard replica != localReplica else {
+                let message = "both stores have replica id \(replica.hex); one is a copy of the other: run 'syncctl init --fork' on one"
+                fail(PeerFailure(.sameReplica, message), tellingPeer: message, into: &actions)
+                return
+            }
+            summary.peerReplica = replica
+            summary.peerVersions = versions
+            receiving = .batches
+            sending = .operations
+            pendingNeed = versions
+        case let .batch(operations):
+            for operation in operations { received.insert(operation.id) }
+            summary.batchesReceived += 1
+            summary.operationsReceived += operations.count
+            actions.append(.apply(operations))
+        case .done:
+            receiving = .done
+            // The transport carries out actions in order, so this ack goes out once every batch
+            // before it has been applied.
+            guard sendMessage(PeerMessage.encodeAck(summary.operationsReceived), into: &actions) else { return }
+            checkFinished(into: &actions)
+        case let .ack(count):
+            guard count == UInt64(summary.operationsSent) else {
+                let what = "an ack message for \(count) operations; this side sent \(summary.operationsSent)"
+                fail(.violation(what), tellingPeer: "it received something the protocol does not allow: \(what)", into: &actions)
+                return
+            }
+            ackReceived = true
+            checkFinished(into: &actions)
+        case let .error(reason):
+            fail(PeerFailure(.peerError, "the peer ended the session: \(PeerMessage.sanitized(reason))"), into: &actions)
+        }
+    }
+
+    /// The session has finished once the peer's `done` and its `ack` of everything this side sent
+    /// have arrived (the ack comes only after this side's `done`).
+    private mutating func checkFinished(into actions: inout [PeerAction]) {
+        guard receiving == .done, ackReceived else { return }
+        phase = .finished
+        actions.append(.finished(summary))
+    }
+
+    /// Seals and sends the open batch, if there is one. `false` once the session has failed.
+    private mutating func flushBatch(into actions: inout [PeerAction]) -> Bool {
+        guard !batch.isEmpty, let first = batchFirst else { return true }
+        let count = batch.operationCount
+        let raw = batch.finish()
+        batchFirst = nil
+        let message = raw.count <= PeerProtocol.maxBatchBytes ? PeerMessage.encodeBatch(raw: raw) : nil
+        guard let message, message.count + FrameCipher.tagBytes <= PeerProtocol.maxFrameBytes else {
+            let what = count == 1
+                ? "operation \(first) is too large to send to a peer (\(raw.count) bytes)"
+                : "a batch of \(count) operations from \(first) is too large to send to a peer (\(raw.count) bytes)"
+            fail(PeerFailure(.operationTooLarge, what), tellingPeer: what, into: &actions)
+            return false
+        }
+        guard sendMessage(message, into: &actions) else { return false }
+        summary.batchesSent += 1
+        summary.operationsSent += count
+        return true
+    }
+
+    /// Seals a message into a frame and sends it. `false` once the session has failed.
+    private mutating func sendMessage(_ message: [UInt8], into actions: inout [PeerAction]) -> Bool {
+        guard var sealer, let sealed = sealer.seal(message) else {
+            fail(PeerFailure(.counterExhausted, "the session has used all its frame counters"), into: &actions)
+            return false
+        }
+        self.sealer = sealer
+        emit(Frame.encode(sealed), into: &actions)
+        return true
+    }
+
+    /// Ends the session. Past the handshake, and with `tellingPeer`, the peer is sent an `error`
+    /// with that reason first.
+    private mutating func fail(_ failure: PeerFailure, tellingPeer reason: String? = nil, into actions: inout [PeerAction]) {
+        if let reason, case .established = phase, var sealer, let sealed = sealer.seal(PeerMessage.encodeError(reason)) {
+            self.sealer = sealer
+            emit(Frame.encode(sealed), into: &actions)
+        }
+        phase = .failed(failure)
+        actions.append(.failed(failure))
+    }
+
+    /// Adds bytes to send, to the last `.send` action when it is the last action.
+    private mutating func emit(_ bytes: [UInt8], into actions: inout [PeerAction]) {
+        summary.bytesSent += bytes.count
+        if case .send(var pending)? = actions.last {
+            actions.removeLast()
+            pending += bytes
+            actions.append(.send(pending))
+        } else {
+            actions.append(.send(bytes))
+        }
+    }
+
+    /// An upper bound, give or take, of an operation's encoded size (SPEC.md §8.3), used to start a
+    /// new batch before an operation that would take the open one well past its target.
+    static func sizeBound(_ operation: Op) -> Int {
+        var size = 1 + 10 + 17
+        switch operation.action {
+        case let .assign(field, value):
+            size += 1
+            if case .other(let name) = field { size += 10 + name.string.utf8.count }
+            if case .string(let text) = value { size += 11 + text.utf8.count } else { size += 11 }
+        case let .addTag(tag):
+            size += 10 + tag.string.utf8.count
+        case let .removeTag(tag, observed):
+            size += 20 + tag.string.utf8.count + observed.count * 26
+        }
+        return size
+    }
+
+    // MARK: Test hooks
+
+    /// Seals and sends any message, valid or not, as if this side had composed it (for tests of
+    /// what a hostile peer holding the key could send).
+    mutating func sendUncheckedMessage(_ message: [UInt8]) -> [PeerAction] {
+        var actions: [PeerAction] = []
+        _ = sendMessage(message, into: &actions)
+        return actions
+    }
+
+    /// Moves this side's sealing counter (for tests of counter exhaustion).
+    mutating func setSendCounter(_ counter: UInt64) {
+        guard let sealer else { return }
+        self.sealer = FrameCipher(key: sealer.key, counter: counter)
+    }
+
+    /// Moves this side's opening counter (for tests of counter exhaustion).
+    mutating func setReceiveCounter(_ counter: UInt64) {
+        guard let opener else { return }
+        self.opener = FrameCipher(key: opener.key, counter: counter)
+    }
+}
