@@ -1,3 +1,11 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#elseif canImport(Musl)
+import Musl
+#endif
+
 /// Appends the primitives of Concord's binary formats (SPEC.md, "Primitives").
 public struct ByteWriter: Sendable {
     public private(set) var bytes: [UInt8]
@@ -98,8 +106,16 @@ public struct ByteReader {
             throw length > UInt64(remaining) ? .truncated : .malformed("string of \(length) bytes exceeds the limit")
         }
         let slice = try bytes(Int(length))
-        guard let string = String(validating: slice, as: UTF8.self) else { throw .malformed("string is not valid UTF-8") }
-        return string
+        // Decoding from a buffer takes the standard library's fast path; it repairs invalid UTF-8,
+        // so a string whose bytes changed was not valid.
+        let valid: String? = slice.withUnsafeBufferPointer { buffer in
+            let string = String(decoding: buffer, as: UTF8.self)
+            var copy = string
+            let same = copy.withUTF8 { $0.count == buffer.count && (buffer.isEmpty || memcmp($0.baseAddress!, buffer.baseAddress!, buffer.count) == 0) }
+            return same ? string : nil
+        }
+        guard let valid else { throw .malformed("string is not valid UTF-8") }
+        return valid
     }
 
     public mutating func fixed64() throws(DecodeError) -> UInt64 {

@@ -67,8 +67,9 @@ public indirect enum JSON: Hashable, Sendable {
     }
 
     /// The canonical text of an array of strings, without building a `JSON` value.
-    public static func canonicalArray(of strings: some Sequence<String>) -> String {
+    public static func canonicalArray(of strings: [String]) -> String {
         var out: [UInt8] = [UInt8(ascii: "[")]
+        out.reserveCapacity(strings.count * 16)
         for (index, string) in strings.enumerated() {
             if index > 0 { out.append(UInt8(ascii: ",")) }
             writeString(string, into: &out)

@@ -93,10 +93,11 @@ extension ConcordStore {
         var report = MergeReport()
         var pending: [Op] = []
         pending.reserveCapacity(min(batchSize, 1 << 16))
+        let cache = RecordCache(capacity: batchSize)
         func commit(last: Bool) throws {
             let batch = pending
             pending.removeAll(keepingCapacity: true)
-            var batchReport = try merging { context, batchReport in
+            var batchReport = try merging(cache: cache) { context, batchReport in
                 for operation in batch { try Self.ingest(operation, &context, &batchReport) }
                 if last, let file { try Self.record(file, context.db) }
             }
@@ -120,10 +121,12 @@ extension ConcordStore {
     }
 
     /// Runs `body` in one write transaction with a fresh context, flushing every bounded batch.
-    func merging(_ body: (inout WriteContext, inout MergeReport) throws -> Void) throws(StoreError) -> MergeReport {
+    func merging(
+        cache: RecordCache? = nil, _ body: (inout WriteContext, inout MergeReport) throws -> Void
+    ) throws(StoreError) -> MergeReport {
         let report = try guarded {
             try writer.write { db in
-                var context = try WriteContext(db, localReplica: replicaID)
+                var context = try WriteContext(db, localReplica: replicaID, cache: cache)
                 var report = MergeReport()
                 report.touchedRecords = []
                 try body(&context, &report)

@@ -179,17 +179,11 @@ enum RecordRows {
 
     /// The `tags` column: the present tags as a canonical JSON array of strings.
     static func tagsColumn(_ tags: TagSet) -> String {
-        let present = tags.present
+        var present: [ExactString] = []
+        for (tag, state) in tags.tags where state.isPresent { present.append(tag) }
         if present.isEmpty { return "[]" }
-        // Most tags need no escaping (§10: only quotes, backslashes and control characters are escaped).
-        let plain = present.allSatisfy { tag in tag.string.utf8.allSatisfy { $0 >= 0x20 && $0 != 0x22 && $0 != 0x5C } }
-        guard plain else { return JSON.canonicalArray(of: present.map(\.string)) }
-        var text = "["
-        for (position, tag) in present.enumerated() {
-            if position > 0 { text += "," }
-            text += "\"" + tag.string + "\""
-        }
-        return text + "]"
+        if present.count > 1 { present.sort() }
+        return JSON.canonicalArray(of: present.map(\.string))
     }
 
     /// The value of a known field from its column, by the field's type in SPEC.md.

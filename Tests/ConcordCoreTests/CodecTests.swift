@@ -583,3 +583,26 @@ struct JSONTests {
         }
     }
 }
+
+@Suite struct StringDecodingTests {
+    /// `ByteReader.string` takes a fast path; it must accept exactly the valid UTF-8 that the
+    /// standard library's validating initializer accepts, and return those bytes unchanged.
+    @Test func acceptsExactlyValidUTF8() async {
+        let pieces: [[UInt8]] = [
+            [0x61], [0x00], [0x7F], [0xC3, 0xA9], [0xC3], [0xC3, 0x28], [0xC0, 0x80], [0xED, 0xA0, 0x80],
+            [0xE2, 0x82], [0xE2, 0x82, 0xAC], [0xF0, 0x9F, 0x8E, 0x89], [0xF4, 0x90, 0x80, 0x80], [0xFF],
+            [0xEF, 0xBF, 0xBD], [0x80], [0xF8, 0x88, 0x80, 0x80, 0x80],
+        ]
+        await propertyCheck(count: 300, input: Gen.int(in: 0...(pieces.count - 1)).array(of: 0...8)) { choices in
+            let bytes = choices.flatMap { pieces[$0] }
+            var writer = ByteWriter()
+            writer.varint(UInt64(bytes.count))
+            writer.bytes(bytes)
+            var reader = ByteReader(writer.bytes)
+            let decoded = try? reader.string()
+            let expected = String(validating: bytes, as: UTF8.self)
+            #expect(decoded == expected)
+            if let decoded { #expect(Array(decoded.utf8) == bytes) }
+        }
+    }
+}

@@ -316,6 +316,42 @@ import Testing
         #expect(try target.dump() == source.dump())
     }
 
+    /// A batched merge carries record states from one batch to the next; a write between two
+    /// batches, by this store object or by another connection, must not be lost to them.
+    @Test(arguments: [false, true])
+    func writesBetweenTheBatchesOfAMergeAreKept(byAnotherConnection: Bool) throws {
+        let source = try makeStore(seed: 1)
+        let id = try source.addReminder(ReminderDraft(title: "from the source", notes: "n0"))
+        for index in 1...6 { try source.editReminder(id, ReminderPatch(notes: .some("n\(index)"))) }
+        let operations = try source.allOperations()
+        #expect(operations.count > 8)
+
+        let directory = try TemporaryDirectory()
+        let path = directory.file("target.db")
+        let target = try ConcordStore.create(at: path, environment: environment(clock: clock, seed: 2))
+        clock.advance(60_000)
+        let report = try target.mergeInBatches(of: 4) { ingest in
+            for (index, operation) in operations.enumerated() {
+                try ingest(operation)
+                // The first batch has committed: write the reminder's title in between.
+                if index == 3 {
+                    if byAnotherConnection {
+                        let other = try ConcordStore.open(at: path, environment: environment(clock: clock, seed: 3))
+                        try other.editReminder(id, ReminderPatch(title: "written in between"))
+                        try other.close()
+                    } else {
+                        try target.editReminder(id, ReminderPatch(title: "written in between"))
+                    }
+                }
+            }
+        }
+        #expect(report.newOperationCount == operations.count)
+        let reminder = try #require(try target.reminder(id))
+        #expect(reminder.title == "written in between")
+        #expect(reminder.notes == "n6")
+        #expect(try target.verify().isSound)
+    }
+
     @Test func verifyFindsWhatWasTamperedWithAndChangesNothing() throws {
         let directory = try TemporaryDirectory()
         let path = directory.file("store.db")
