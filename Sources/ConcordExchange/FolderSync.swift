@@ -33,6 +33,8 @@ public final class FolderSync {
     /// One sync, both ways.
     @discardableResult
     public func sync(progress: ((SyncProgress) -> Void)? = nil) throws -> FolderSyncReport {
+        // A copy would publish files under its original's name, and coalesce the original's away.
+        try store.ensureNotCopied()
         var report = FolderSyncReport()
         try prepareDirectory(&report)
         var listing = try list(&report)

@@ -44,6 +44,7 @@ extension ConcordStore {
     public func recordImported(_ files: [ImportedFile]) throws(StoreError) {
         try guarded {
             try writer.write { db in
+                try prepareWrite(db)
                 for file in files { try Self.record(file, db) }
             }
         }
@@ -53,6 +54,7 @@ extension ConcordStore {
     public func forgetImportedFiles(in folder: String, keeping present: Set<String>) throws(StoreError) {
         try guarded {
             try writer.write { db in
+                try prepareWrite(db)
                 let known = try String.fetchAll(db, sql: "SELECT name FROM folder_files WHERE folder = ?", arguments: [folder])
                 for name in known where !present.contains(name) {
                     try db.execute(sql: "DELETE FROM folder_files WHERE folder = ? AND name = ?", arguments: [folder, name])

@@ -10,6 +10,7 @@ extension ConcordStore {
         let now = environment.wallClock()
         let (operations, touched) = try guarded {
             try writer.write { db in
+                try prepareWrite(db)
                 var context = try WriteContext(db, localReplica: replicaID)
                 var made: [Op] = []
                 for (ref, change) in changes {
@@ -126,6 +127,7 @@ extension ConcordStore {
     ) throws(StoreError) -> MergeReport {
         let report = try guarded {
             try writer.write { db in
+                try prepareWrite(db)
                 var context = try WriteContext(db, localReplica: replicaID, cache: cache)
                 var report = MergeReport()
                 report.touchedRecords = []
@@ -150,6 +152,11 @@ extension ConcordStore {
     static func ingest(_ operation: Op, _ context: inout WriteContext, _ report: inout MergeReport) throws {
         try operation.validate()
         if try context.isHeld(operation.id) {
+            guard try context.holdsSame(operation) else {
+                throw StoreError(
+                    .clash,
+                    "replica \(operation.id.replica) has two different operations with seq \(operation.id.seq), here and in what is being merged: one of the two stores is a copy of the other; run 'syncctl init --fork' on the copy (nothing of this batch was merged)")
+            }
             report.duplicates += 1
             return
         }

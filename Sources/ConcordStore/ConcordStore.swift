@@ -18,18 +18,61 @@ public final class ConcordStore: Sendable {
     /// Where the store gets time and randomness.
     public let environment: StoreEnvironment
     let observers = LockedState<(next: Int, continuations: [Int: AsyncStream<StoreChange>.Continuation])>((0, [:]))
+    /// Where the file was when the store was last written, if that is not where it is now: the
+    /// store was copied, and refuses writes (SPEC.md §9.1).
+    public let copiedFrom: String?
+    /// The file's location to record with the next write, until it is recorded.
+    private let unrecordedLocation: LockedState<FileLocation?>
 
-    private init(path: String, writer: any DatabaseWriter, environment: StoreEnvironment) throws {
+    private init(path: String, writer: any DatabaseWriter, environment: StoreEnvironment, readOnly: Bool = false) throws {
         self.path = path
         self.writer = writer
         self.environment = environment
-        replicaID = try Self.guarded(path) {
+        let (id, recorded) = try Self.guarded(path) {
             try writer.read { db in
                 guard let data = try Data.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'replica_id'"),
                       let id = ReplicaID(bytes: data)
                 else { throw StoreError(.corrupt, "the store at \(path) has no replica id") }
-                return id
+                let location = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'location'")
+                return (id, location.flatMap(FileLocation.init(recorded:)))
             }
+        }
+        replicaID = id
+        let current = path == ":memory:" || readOnly ? nil : FileLocation(of: path)
+        switch (current, recorded) {
+        case let (current?, recorded?) where !current.isSameFile(as: recorded):
+            copiedFrom = recorded.path
+            unrecordedLocation = LockedState(nil)
+        case let (current?, recorded?):
+            // The same file, perhaps renamed: record the new path, for the message.
+            copiedFrom = nil
+            unrecordedLocation = LockedState(current.path == recorded.path ? nil : current)
+        case let (current, nil):
+            // A store written before locations were recorded, or in memory.
+            copiedFrom = nil
+            unrecordedLocation = LockedState(current)
+        case (nil, _?):
+            copiedFrom = nil
+            unrecordedLocation = LockedState(nil)
+        }
+    }
+
+    /// Throws `copied` if the store file was copied since it was last written (SPEC.md §9.1);
+    /// every write of a store calls it first, and so should any sync before it publishes.
+    public func ensureNotCopied() throws(StoreError) {
+        if let copiedFrom {
+            throw StoreError(.copied, "\(path) is a copy of the store at \(copiedFrom) (another file): run 'syncctl init --fork' to make it a replica of its own, or 'syncctl init --moved' if it was moved and the original is no longer used")
+        }
+    }
+
+    /// Checks that the store may be written, and records its location in the same transaction
+    /// the first time.
+    func prepareWrite(_ db: Database) throws {
+        try ensureNotCopied()
+        try unrecordedLocation.withLock { location in
+            guard let current = location else { return }
+            try db.execute(sql: "INSERT OR REPLACE INTO meta (key, value) VALUES ('location', ?)", arguments: [current.recorded])
+            location = nil
         }
     }
 
@@ -68,6 +111,45 @@ public final class ConcordStore: Sendable {
             let reason = errno == EEXIST ? "a store already exists at \(path)" : "cannot create \(path): \(String(cString: strerror(errno)))"
             throw StoreError(errno == EEXIST ? .exists : .io, reason)
         }
+        let store = try open(at: path, environment: environment)
+        // Record where the file is at once: a copy made before the first write is a copy too.
+        try store.guarded { try store.writer.write { db in try store.prepareWrite(db) } }
+        return store
+    }
+
+    /// Makes the store at `path` a new replica: a new random replica id, every operation and
+    /// record kept (those of the old id stay the old replica's). The fix for a copied store
+    /// (SPEC.md §9.1); it works on any store.
+    /// - Returns: the store, and the replica id it had.
+    public static func fork(at path: String, environment: StoreEnvironment = .live) throws(StoreError) -> (ConcordStore, formerID: ReplicaID) {
+        let store = try open(at: path, environment: environment)
+        let former = store.replicaID
+        let id: ReplicaID = environment.makeID()
+        try store.guarded {
+            try store.writer.write { db in
+                try db.execute(sql: "UPDATE meta SET value = ? WHERE key = 'replica_id'", arguments: [Data(id.bytes)])
+                try db.execute(sql: "INSERT INTO replicas (id) VALUES (?)", arguments: [Data(id.bytes)])
+                try db.execute(
+                    sql: "INSERT OR REPLACE INTO meta (key, value) VALUES ('location', ?)",
+                    arguments: [FileLocation(of: path)?.recorded ?? ""])
+            }
+        }
+        try store.close()
+        return (try open(at: path, environment: environment), former)
+    }
+
+    /// Declares that the store at `path` was moved, not copied: it keeps its replica id and records
+    /// where it is now. Only for a store whose original is no longer used (SPEC.md §9.1).
+    public static func adoptLocation(at path: String, environment: StoreEnvironment = .live) throws(StoreError) -> ConcordStore {
+        let store = try open(at: path, environment: environment)
+        try store.guarded {
+            try store.writer.write { db in
+                try db.execute(
+                    sql: "INSERT OR REPLACE INTO meta (key, value) VALUES ('location', ?)",
+                    arguments: [FileLocation(of: path)?.recorded ?? ""])
+            }
+        }
+        try store.close()
         return try open(at: path, environment: environment)
     }
 
@@ -89,7 +171,7 @@ public final class ConcordStore: Sendable {
             let queue = try DatabaseQueue(path: path, configuration: configuration(readOnly: readOnly))
             try queue.read { db in try checkIdentity(db, path: path) }
             if !readOnly { try StoreSchema.migrator.migrate(queue) }
-            return try ConcordStore(path: path, writer: queue, environment: environment)
+            return try ConcordStore(path: path, writer: queue, environment: environment, readOnly: readOnly)
         }
     }
 
@@ -217,4 +299,36 @@ public struct StoreChange: Hashable, Sendable {
         self.origin = origin
         self.records = records
     }
+}
+
+/// Where a store file is: the file system's device and inode numbers, which a copy, a restored
+/// backup or a move to another file system changes and a rename does not; and its path, for the
+/// message.
+struct FileLocation {
+    var device: UInt64
+    var inode: UInt64
+    var path: String
+
+    init?(of path: String) {
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: path),
+              let device = (attributes[.systemNumber] as? NSNumber)?.uint64Value,
+              let inode = (attributes[.systemFileNumber] as? NSNumber)?.uint64Value
+        else { return nil }
+        self.device = device
+        self.inode = inode
+        self.path = (path as NSString).standardizingPath
+    }
+
+    /// Parses `meta.location`: "<device> <inode> <path>".
+    init?(recorded: String) {
+        let parts = recorded.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)
+        guard parts.count == 3, let device = UInt64(parts[0]), let inode = UInt64(parts[1]) else { return nil }
+        self.device = device
+        self.inode = inode
+        path = String(parts[2])
+    }
+
+    var recorded: String { "\(device) \(inode) \(path)" }
+
+    func isSameFile(as other: FileLocation) -> Bool { device == other.device && inode == other.inode }
 }

@@ -8,7 +8,7 @@ public protocol InvalidInputError: Error, CustomStringConvertible {}
 /// where there is one, what to do about it.
 public struct StoreError: Error, Hashable, CustomStringConvertible {
     public struct Code: Hashable, Sendable {
-        fileprivate enum Wrapped: Hashable { case missing, exists, notAStore, newerSchema, corrupt, readOnly, invalidChange, invalidInput, notFound, ambiguous, io }
+        fileprivate enum Wrapped: Hashable { case missing, exists, notAStore, newerSchema, corrupt, readOnly, invalidChange, invalidInput, notFound, ambiguous, io, copied, clash }
         fileprivate let wrapped: Wrapped
 
         /// No store at the path.
@@ -33,6 +33,11 @@ public struct StoreError: Error, Hashable, CustomStringConvertible {
         public static let ambiguous = Code(wrapped: .ambiguous)
         /// Any other failure of the file system or SQLite.
         public static let io = Code(wrapped: .io)
+        /// The store file was copied (or restored, or moved to another file system) since it was
+        /// last written: it refuses writes until it is forked or declared moved (SPEC.md §9.1).
+        public static let copied = Code(wrapped: .copied)
+        /// Two different operations under one (replica, seq): two stores share a replica id.
+        public static let clash = Code(wrapped: .clash)
     }
 
     public var code: Code

@@ -146,6 +146,61 @@ struct WriteContext {
         return currentHeld.contains(id.seq)
     }
 
+    /// Whether `operation`, already held under its id, is the operation held: byte for byte the
+    /// same timestamp, record and action. Two different operations under one id mean two stores
+    /// share a replica id (a copied store, SPEC.md §9.1).
+    mutating func holdsSame(_ operation: Op) throws -> Bool {
+        guard let held = try heldOperation(operation.id) else {
+            throw StoreError(.corrupt, "the log lacks operation \(operation.id) that the version vector covers")
+        }
+        return Self.encoded(held) == Self.encoded(operation)
+    }
+
+    private static func encoded(_ operation: Op) -> [UInt8] {
+        var writer = ByteWriter(capacity: 64)
+        var encoder = OperationCodec.RunEncoder()
+        encoder.append(operation, into: &writer)
+        return writer.bytes
+    }
+
+    /// The last log chunk read to compare duplicates: they come in runs.
+    private var comparedChunk: (replica: ReplicaID, first: UInt64, operations: [Op])?
+
+    /// The operation held under `id`: appended in this transaction, or in the log.
+    private mutating func heldOperation(_ id: OperationID) throws -> Op? {
+        try switchAuthor(to: id.replica)
+        if let first = currentAppended.first {
+            // Appended in seq order as a rule; search otherwise.
+            if id.seq >= first.id.seq, id.seq - first.id.seq < UInt64(currentAppended.count),
+               currentAppended[Int(id.seq - first.id.seq)].id == id {
+                return currentAppended[Int(id.seq - first.id.seq)]
+            }
+            if let found = currentAppended.last(where: { $0.id == id }) { return found }
+        }
+        if let chunk = comparedChunk, chunk.replica == id.replica, id.seq >= chunk.first,
+           id.seq - chunk.first < UInt64(chunk.operations.count) {
+            return chunk.operations[Int(id.seq - chunk.first)]
+        }
+        guard let index = directory.indexByID[id.replica] else { return nil }
+        let statement = try HotStatement(
+            db, "SELECT first_seq, last_seq, ops FROM log WHERE replica = ? AND first_seq <= ? ORDER BY first_seq DESC LIMIT 1")
+        statement.bind(1, index)
+        statement.bind(2, Int64(bitPattern: id.seq))
+        guard try statement.step() else { return nil }
+        let first = UInt64(bitPattern: statement.int64(0))
+        let last = UInt64(bitPattern: statement.int64(1))
+        guard id.seq <= last, first <= last, last - first < UInt64(Int.max) else { return nil }
+        let bytes = statement.withBlob(2) { [UInt8]($0) }
+        let operations: [Op]
+        do {
+            operations = try OperationCodec.decode(bytes, author: id.replica, firstSeq: first, count: Int(last - first + 1))
+        } catch {
+            throw StoreError(.corrupt, "a log chunk of replica \(id.replica) is damaged (\(error))")
+        }
+        comparedChunk = (id.replica, first, operations)
+        return operations[Int(id.seq - first)]
+    }
+
     /// The next sequence number of a local operation.
     mutating func nextLocalSeq() throws -> UInt64 {
         try switchAuthor(to: localReplica)

@@ -89,7 +89,8 @@ struct MergeBench: ParsableCommand {
                 progressNote("merge run \(run) of \(options.runs)")
                 let copy = directory + "/a-\(run).db"
                 try FileManager.default.copyItem(atPath: template, toPath: copy)
-                let target = try ConcordStore.open(at: copy, environment: workload.environmentA)
+                // The template is never used again: the copy takes its place (SPEC.md §9.1).
+                let target = try ConcordStore.adoptLocation(at: copy, environment: workload.environmentA)
                 Measure.resetPeakMemory()
                 var report = MergeReport()
                 times.append(try Measure.seconds { report = try target.mergeBundle(at: bundle).0 })

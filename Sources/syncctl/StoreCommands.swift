@@ -5,13 +5,35 @@ import ConcordStore
 import Foundation
 
 struct Init: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Create the store and print its replica id.")
+    static let configuration = CommandConfiguration(
+        abstract: "Create the store and print its replica id.",
+        discussion: """
+            A store that was copied (to another laptop, or restored from a backup) refuses writes, since \
+            the copy and the original would write different operations under one replica id. \
+            --fork gives the copy a replica id of its own and keeps its data; --moved keeps the id, for \
+            a store that was moved and whose original is no longer used.
+            """)
     @OptionGroup var store: StoreOptions
     @Option(help: "A name for this replica (shown by status).") var name: String?
+    @Flag(help: "Give an existing store a new replica id, keeping its data (the fix for a copied store).") var fork = false
+    @Flag(help: "Declare an existing store moved, not copied: it keeps its replica id.") var moved = false
+
+    func validate() throws {
+        guard !(fork && moved) else { throw ValidationError("--fork and --moved exclude each other") }
+        guard !(fork || moved) || name == nil else { throw ValidationError("--name is for a new store") }
+    }
 
     func run() throws {
-        let created = try ConcordStore.create(at: store.resolvedPath, name: name)
-        say(created.replicaID.hex)
+        if fork {
+            let (forked, former) = try ConcordStore.fork(at: store.resolvedPath)
+            say("\(forked.replicaID.hex) (a new replica; the store was \(former.hex), whose operations it keeps)")
+        } else if moved {
+            let adopted = try ConcordStore.adoptLocation(at: store.resolvedPath)
+            say("\(adopted.replicaID.hex) (the store keeps its replica id at its new location)")
+        } else {
+            let created = try ConcordStore.create(at: store.resolvedPath, name: name)
+            say(created.replicaID.hex)
+        }
     }
 }
 

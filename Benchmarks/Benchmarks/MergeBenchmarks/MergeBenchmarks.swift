@@ -44,7 +44,8 @@ final class Fixture: @unchecked Sendable {
         serial += 1
         let path = directory + "/a-\(serial).db"
         try FileManager.default.copyItem(atPath: template, toPath: path)
-        return try ConcordStore.open(at: path, environment: workload.environmentA)
+        // The template is never used as a replica: each copy takes its place (SPEC.md §9.1).
+        return try ConcordStore.adoptLocation(at: path, environment: workload.environmentA)
     }
 
     func discard(_ store: ConcordStore) {
