@@ -125,6 +125,16 @@ import Testing
         try expectWriteNotBlocked(sandbox, by: ["sync", "--folder", folder], operations: bigOperations)
     }
 
+    /// The same for `syncctl merge` of a bundle, which applies it in batches too (it used to
+    /// hold the store for the whole merge, and the add waited until the merge was over).
+    @Test func aLocalWriteIsNotBlockedByALongMergeOfABundle() throws {
+        let sandbox = try Sandbox()
+        let (big, bigOperations) = try Self.makeBig(sandbox)
+        let bundle = sandbox.path("big.cbundle")
+        try big.ok("export", bundle)
+        try expectWriteNotBlocked(sandbox, by: ["merge", bundle], operations: bigOperations)
+    }
+
     /// About 80,000 operations: two batches of a merge.
     static func makeBig(_ sandbox: Sandbox) throws -> (Store, Int) {
         try LargeStores.makeB(at: sandbox.path("big.db"), records: 10_000, seed: 31)
