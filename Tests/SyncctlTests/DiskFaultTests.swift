@@ -14,6 +14,46 @@ import Testing
         #expect(result.stderr == "syncctl: \(message)\n", "\(result)", sourceLocation: sourceLocation)
     }
 
+    @Test func aReadOnlyStoreRefusesWritesServesReadsAndRecovers() throws {
+        let sandbox = try Sandbox()
+        let folder = try sandbox.makeDirectory("Shared")
+        let store = try sandbox.makeStore()
+        let kept = try store.addReminder("written before", "--tag", "kept")
+        let other = try sandbox.makeStore("other.db")
+        let fromOther = try other.addNote("from the other replica")
+        try other.ok("sync", "--folder", folder)
+        let bundle = sandbox.path("other.cbundle")
+        try other.ok("export", bundle)
+        let before = try store.snapshot()
+        let folderBefore = try listing(of: folder + "/concord-v1")
+
+        chmod(store.path, 0o444)
+        let readOnly = "the store at \(store.path) is read-only"
+        expectFailure(try store.runAsUser("reminder", "add", "refused"), readOnly)
+        expectFailure(try store.runAsUser("reminder", "edit", kept, "--title", "refused"), readOnly)
+        expectFailure(try store.runAsUser("merge", bundle), readOnly)
+        expectFailure(try store.runAsUser("sync", "--folder", folder), readOnly)
+        // Reading still works.
+        let list = try store.runAsUser("reminder", "list", "--json")
+        #expect(list.succeeded && list.out.contains(kept), "\(list)")
+        let verify = try store.runAsUser("verify")
+        #expect(verify.succeeded && verify.out.hasPrefix("sound: "), "\(verify)")
+        #expect(try listing(of: folder + "/concord-v1") == folderBefore, "the refused sync wrote nothing to the folder")
+        #expect(try store.snapshot() == before, "nothing changed")
+
+        // Writable again: the next runs work (the store's -wal and -shm files, made read-only by
+        // the runs above, must not keep it failing).
+        chmod(store.path, 0o644)
+        let added = try store.runAsUser("reminder", "add", "written after")
+        #expect(added.succeeded && added.stderr.isEmpty, "\(added)")
+        let synced = try store.runAsUser("sync", "--folder", folder)
+        #expect(synced.succeeded && synced.out.hasPrefix("imported 3 operations from 1 file; published "), "\(synced)")
+        #expect(try store.show(fromOther).string("title") == "from the other replica")
+        #expect(try store.show(kept).strings("tags") == ["kept"])
+        #expect(try store.show(added.out).string("title") == "written after")
+        try store.expectSound("after the store was writable again")
+    }
+
     @Test func aReadOnlySharedFolderEndsTheSyncAfterItsImportsAndRecovers() throws {
         let sandbox = try Sandbox()
         let folder = try sandbox.makeDirectory("Shared")
