@@ -54,6 +54,28 @@ import Testing
         try store.expectSound("after the store was writable again")
     }
 
+    @Test func aStoreInAReadOnlyDirectoryIsRefusedWithOneLineAndRecovers() throws {
+        let sandbox = try Sandbox()
+        let directory = try sandbox.makeDirectory("locked")
+        let store = try sandbox.makeStore("locked/store.db")
+        let kept = try store.addReminder("written before")
+        let before = try store.snapshot()
+        chmod(directory, 0o555)
+        defer { chmod(directory, 0o755) }
+        // SQLite cannot create the store's -wal and -shm files beside it: not even reads work.
+        let message = "the store at \(store.path) is read-only: its directory cannot be written"
+        expectFailure(try store.runAsUser("reminder", "add", "refused"), message)
+        expectFailure(try store.runAsUser("reminder", "list"), message)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory) == ["store.db"])
+
+        chmod(directory, 0o755)
+        #expect(try store.snapshot() == before, "nothing changed")
+        let added = try store.runAsUser("reminder", "add", "written after")
+        #expect(added.succeeded, "\(added)")
+        #expect(try Set(store.reminders().compactMap { $0.string("id") }) == [kept, added.out])
+        try store.expectSound("after the directory was writable again")
+    }
+
     @Test func aReadOnlySharedFolderEndsTheSyncAfterItsImportsAndRecovers() throws {
         let sandbox = try Sandbox()
         let folder = try sandbox.makeDirectory("Shared")
