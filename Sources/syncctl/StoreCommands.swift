@@ -108,6 +108,9 @@ struct Merge: ParsableCommand {
             guard !isDirectory.boolValue else {
                 throw ExchangeError(.invalidInput, "\(path) is a directory, not a Concord store or bundle")
             }
+            guard access(path, R_OK) == 0 else {
+                throw ExchangeError(.io, "cannot read \(path) (\(String(cString: strerror(errno))))")
+            }
             switch FileKind.of(path: path) {
             case .store: stores.append(try ConcordStore.open(at: path, readOnly: true))
             case .bundle: bundles.append(path)

@@ -168,6 +168,145 @@ import Testing
         for line in result.stderrLines { #expect(line == warning, "only the warning, once per attempt: \(result)") }
         #expect(try a.dump() == b.dump())
     }
+
+    @Test func unreadableAndUnwritableFilesAreOneLineErrors() throws {
+        let sandbox = try Sandbox()
+        let store = try sandbox.makeStore()
+        _ = try store.addReminder("mine")
+        let other = try sandbox.makeStore("other.db")
+        let theirs = try other.addReminder("theirs")
+        let bundle = sandbox.path("theirs.cbundle")
+        try other.ok("export", bundle)
+        let before = try store.snapshot()
+
+        // A bundle that cannot be read.
+        chmod(bundle, 0o000)
+        expectFailure(try store.runAsUser("merge", bundle), "cannot read \(bundle) (Permission denied)")
+        // A store that cannot be read, given to merge.
+        chmod(other.path, 0o000)
+        expectFailure(try store.runAsUser("merge", other.path), "cannot read \(other.path) (Permission denied)")
+        chmod(other.path, 0o644)
+        #expect(try store.snapshot() == before)
+
+        // An unreadable bundle in a shared folder is skipped with a warning, then imported once readable.
+        let folder = try sandbox.makeDirectory("Shared")
+        try other.ok("sync", "--folder", folder)
+        let name = try #require(try bundleNames(in: folder).first)
+        chmod(folder + "/concord-v1/" + name, 0o000)
+        let skipped = try store.runAsUser("sync", "--folder", folder)
+        #expect(skipped.succeeded && skipped.stderrLines.count == 1, "\(skipped)")
+        #expect(skipped.stderr.hasPrefix("syncctl: warning: skipping \(name): cannot read "), "\(skipped)")
+        chmod(folder + "/concord-v1/" + name, 0o644)
+        chmod(bundle, 0o644)
+        let imported = try store.runAsUser("sync", "--folder", folder)
+        #expect(imported.succeeded && imported.out.hasPrefix("imported 5 operations from 1 file"), "\(imported)")
+        #expect(try store.show(theirs).string("title") == "theirs")
+
+        // An export into a directory that cannot be written: no file, one line.
+        let locked = try sandbox.makeDirectory("locked")
+        chmod(locked, 0o555)
+        defer { chmod(locked, 0o755) }
+        let exported = try store.runAsUser("export", locked + "/out.cbundle")
+        expectOneLineFailure(exported, mentions: ["cannot write in \(locked)", "permission denied"], code: 1)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: locked).isEmpty)
+        try store.expectSound("after the refused commands")
+    }
+
+    /// A full disk, for real: a small tmpfs (mounting one needs root, as CI and this project's
+    /// machines have).
+    @Test func aFullDiskIsOneLineLosesNothingAndRecovers() throws {
+        let sandbox = try Sandbox()
+        let disk = try sandbox.makeDirectory("disk")
+        let mounted = try runProcess(
+            URL(fileURLWithPath: "/bin/mount"), ["-t", "tmpfs", "-o", "size=2m", "tmpfs", disk], environment: sandbox.environment(), scratch: sandbox.root)
+        try #require(mounted.succeeded, "cannot mount a 2 MB tmpfs to fill (this test needs root): \(mounted)")
+        defer { _ = try? runProcess(URL(fileURLWithPath: "/bin/umount"), [disk], environment: sandbox.environment(), scratch: sandbox.root) }
+
+        let store = try sandbox.makeStore("disk/store.db")
+        let kept = try store.addReminder("written before", "--tag", "kept")
+        try LargeStores.makeB(at: sandbox.path("big.db"), records: 1000, seed: 41)
+        let big = Store(sandbox: sandbox, path: sandbox.path("big.db"))
+        let bundle = sandbox.path("big.cbundle")
+        try big.ok("export", bundle)
+        let folder = try sandbox.makeDirectory("disk/Shared")
+        let before = try store.snapshot()
+
+        /// Fills the disk to `free` bytes of room.
+        func fill(leaving free: Int) throws {
+            let filler = disk + "/filler"
+            try? FileManager.default.removeItem(atPath: filler)
+            var info = statvfs()
+            try #require(statvfs(disk, &info) == 0)
+            let available = Int(info.f_bavail) * Int(info.f_frsize)
+            try Data(count: max(0, available - free)).write(to: URL(fileURLWithPath: filler))
+        }
+        let full = "the disk is full; nothing was written to \(store.path)"
+
+        // Room for the store to open, not for the merge's log: SQLite says the disk is full.
+        try fill(leaving: 200 * 1024)
+        expectFailure(try store.run("merge", bundle), full)
+        try fill(leaving: 100 * 1024)
+        expectFailure(try store.run("reminder", "add", "refused", "--notes", String(repeating: "n", count: 120_000)), full)
+        // No room at all: SQLite cannot even open the store, and says only "disk I/O error".
+        try fill(leaving: 0)
+        expectFailure(try store.run("reminder", "add", "refused"), full)
+        // A bundle written to the full disk (from a store elsewhere): none of it stays.
+        let exported = try big.run("export", disk + "/out.cbundle")
+        expectFailure(exported, "the disk is full; nothing was written to \(disk)/out.cbundle")
+        try fill(leaving: 64 * 1024)
+        let published = try big.run("sync", "--folder", folder)
+        expectOneLineFailure(published, mentions: ["the disk is full; nothing was written to \(folder)/concord-v1/"], code: 1)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder + "/concord-v1").isEmpty, "no half-written file is left")
+
+        // Room again: nothing was lost, and everything goes through.
+        try FileManager.default.removeItem(atPath: disk + "/filler")
+        #expect(try store.snapshot() == before, "the failed commands changed nothing")
+        try store.ok("merge", bundle)
+        let added = try store.addReminder("written after")
+        try big.ok("sync", "--folder", folder)
+        #expect(try store.ok("sync", "--folder", folder).hasPrefix("imported 0 operations from 1 file; published "))
+        #expect(try store.show(kept).strings("tags") == ["kept"])
+        #expect(try store.show(added).string("title") == "written after")
+        #expect(try store.operationCount() == (try big.operationCount()) + 11)
+        try store.expectSound("after the disk had room again")
+    }
+
+    /// A file size limit (`ulimit -f`): writes past it fail with EFBIG, which syncctl reports
+    /// (rather than dying of SIGXFSZ); nothing is lost and the next run without it succeeds.
+    @Test func aFileSizeLimitIsOneLineLosesNothingAndRecovers() throws {
+        let sandbox = try Sandbox()
+        let store = try sandbox.makeStore()
+        let kept = try store.addReminder("written before")
+        try LargeStores.makeB(at: sandbox.path("big.db"), records: 1000, seed: 42)
+        let big = Store(sandbox: sandbox, path: sandbox.path("big.db"))
+        let bundle = sandbox.path("big.cbundle")
+        try big.ok("export", bundle)
+        let before = try store.snapshot()
+        let binary = try SyncctlBinary.require().path
+
+        /// Runs syncctl under a file size limit of 40 KiB (room for the store's 32 KiB
+        /// shared-memory file, not for the merge's log or the bundle; SIGXFSZ at its default).
+        func limited(_ arguments: [String]) throws -> RunResult {
+            let script = "ulimit -f 40; exec \"$0\" \"$@\""
+            return try runProcess(URL(fileURLWithPath: "/bin/bash"), ["-c", script, binary] + arguments, environment: sandbox.environment(), scratch: sandbox.root)
+        }
+        // The merge's log outgrows the limit.
+        let merged = try limited(["merge", bundle, "--store", store.path])
+        expectFailure(merged, "SQLite error on \(store.path): disk I/O error")
+        #expect(try store.snapshot() == before)
+        // So does the exported bundle: nothing of it is left.
+        let out = sandbox.path("out.cbundle")
+        let exported = try limited(["export", out, "--store", big.path])
+        expectFailure(exported, "cannot write \(out): File too large")
+        #expect(!FileManager.default.fileExists(atPath: out))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: sandbox.root.path).allSatisfy { !$0.contains(".tmp-") })
+
+        try store.ok("merge", bundle)
+        try store.ok("export", out)
+        #expect(try store.show(kept).string("title") == "written before")
+        #expect(try store.operationCount() == (try big.operationCount()) + 5)
+        try store.expectSound("after the limit")
+    }
 }
 
 extension Sandbox {
