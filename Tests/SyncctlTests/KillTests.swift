@@ -4,20 +4,19 @@ import Foundation
 import Testing
 
 /// Crash safety (issue 6): the built `syncctl` killed with SIGKILL at random moments of local
-/// writes, of a `merge` of a large bundle and of `sync --folder` (import and publish). After each
-/// kill the store passes `syncctl verify`, holds every change whose command exited 0 and no
-/// half-applied one; the interrupted work is then redone and the stores converge.
+/// writes, of a `merge` of a large bundle and of `sync --folder` (import, publish, coalesce).
+/// After each kill the store passes `syncctl verify`, holds every change whose command exited 0
+/// and no half-applied one; the interrupted work is then redone and the stores converge.
 ///
 /// `CONCORD_KILLS` sets the number of kills (default 54, split 40/30/30 between the three),
 /// `CONCORD_KILL_SEED` the seed (printed; random by default) and `CONCORD_KILL_RECORDS` the size
-/// of the workload behind the large bundles (default 2000 reminders, about 16,000 operations;
-/// more than 6,200 makes the folder import span several merge batches). `scripts/kill-test`
-/// runs longer passes.
+/// of the workload behind the large bundles (default 1500 reminders, about 12,000 operations;
+/// more than 6,200 makes a merge span several batches). `scripts/kill-test` runs longer passes.
 @Suite(.serialized) struct KillTests {
     static let kills = max(3, environmentNumber("CONCORD_KILLS", default: 54))
     static let seed: UInt64 = ProcessInfo.processInfo.environment["CONCORD_KILL_SEED"].flatMap { UInt64($0) }
         ?? UInt64.random(in: 1...999_999)
-    static let records = max(100, environmentNumber("CONCORD_KILL_RECORDS", default: 2000))
+    static let records = max(100, environmentNumber("CONCORD_KILL_RECORDS", default: 1500))
 
     /// With `CONCORD_KILL_VERBOSE` set, each kill prints what it found.
     static func log(_ line: String) {
@@ -50,7 +49,7 @@ import Testing
         var hit = 0
         /// Of those, how many had already committed what they were doing (or all of it).
         var committed = 0
-        /// Of those, how many had committed part of it (merge batches).
+        /// Of those, how many had committed part of it (merge batches, a coalesced file beside the old ones).
         var partial = 0
 
         var description: String {
@@ -319,18 +318,29 @@ import Testing
 
     // MARK: Folder sync
 
+    /// What a killed folder sync was doing.
+    enum SyncKind: String {
+        /// Importing a large bundle of another replica (then publishing a little).
+        case importing = "import"
+        /// Publishing a large history of its own to an empty folder.
+        case publishing = "publish"
+        /// Publishing one more file, then merging its 33 files into one.
+        case coalescing = "coalesce"
+    }
+
     @Test func killsDuringFolderSyncs() throws {
         let sandbox = try Sandbox()
         var random = SplitMix64(seed: Self.seed &+ 2)
         var tally = Tally(name: "sync --folder")
         let folder = sandbox.path("Shared")
         try sandbox.makeDirectory("Shared")
+        let pristineFolder = { (kind: SyncKind) in sandbox.path("Shared-\(kind.rawValue)") }
 
         // Import: B has published its large history to the folder; A has a little of its own.
         try LargeStores.makeB(at: sandbox.path("b0.db"), records: Self.records, seed: Self.seed)
         let b0 = Store(sandbox: sandbox, path: sandbox.path("b0.db"))
         try b0.ok("sync", "--folder", folder)
-        try sandbox.copy(folder, to: sandbox.path("Shared-with-b"))
+        try sandbox.copy(folder, to: pristineFolder(.importing))
         let a0 = try sandbox.makeStore("a0.db")
         _ = try a0.addReminder("from a", "--notes", "made before the sync", "--tag", "a")
         _ = try a0.addNote("a's note")
@@ -341,11 +351,64 @@ import Testing
         let p0 = Store(sandbox: sandbox, path: sandbox.path("p0.db"))
         let q0 = try sandbox.makeStore("q0.db")
         _ = try q0.addReminder("from q", "--tag", "q")
+        try FileManager.default.removeItem(atPath: folder)
+        try sandbox.makeDirectory("Shared")
+        try sandbox.copy(folder, to: pristineFolder(.publishing))
 
-        /// One kill of `store`'s sync, then verify, redo, and sync the other side until both
-        /// converge. `importing` tells which scenario: checks of what may be half-done differ.
-        func killedSync(_ kill: Int, store: Store, other: Store, importing: Bool, point: KillPoint) throws {
-            let context = "sync kill \(kill + 1) of \(Self.syncKills) (seed \(Self.seed), \(importing ? "import" : "publish")) \(point)"
+        // Coalesce: C has published 32 files, one per change; its next sync publishes a 33rd and
+        // merges them all into one (SPEC.md §14). R is a new replica.
+        let c0 = try sandbox.makeStore("c0.db")
+        for index in 0..<32 {
+            _ = try c0.addReminder("c #\(index)")
+            try c0.ok("sync", "--folder", folder)
+        }
+        _ = try c0.addReminder("c #32")
+        try sandbox.copy(folder, to: pristineFolder(.coalescing))
+        let cID = try c0.replicaID()
+        let r0 = try sandbox.makeStore("r0.db")
+
+        let stores: [SyncKind: (store: Store, other: Store, pristine: Store, pristineOther: Store)] = [
+            .importing: (Store(sandbox: sandbox, path: sandbox.path("a.db")), Store(sandbox: sandbox, path: sandbox.path("b.db")), a0, b0),
+            .publishing: (Store(sandbox: sandbox, path: sandbox.path("p.db")), Store(sandbox: sandbox, path: sandbox.path("q.db")), p0, q0),
+            .coalescing: (Store(sandbox: sandbox, path: sandbox.path("c.db")), Store(sandbox: sandbox, path: sandbox.path("r.db")), c0, r0),
+        ]
+        func reset(_ kind: SyncKind) throws {
+            let (store, other, pristine, pristineOther) = stores[kind]!
+            try FileManager.default.removeItem(atPath: folder)
+            try sandbox.copy(pristineFolder(kind), to: folder)
+            try sandbox.copy(pristine.path, to: store.path)
+            try sandbox.copy(pristineOther.path, to: other.path)
+        }
+        /// C's bundle files in the folder (not temporary ones).
+        func ownFiles() -> [String] {
+            ((try? bundleNames(in: folder)) ?? []).filter { $0.hasPrefix(cID) }
+        }
+
+        // How long each kind of sync takes uninterrupted, and how far the file it writes grows:
+        // the store's log when importing, the bundle file when publishing.
+        var measures: [SyncKind: () -> Int] = [:]
+        var typical: [SyncKind: (seconds: TimeInterval, greatest: Int)] = [:]
+        for kind in [SyncKind.importing, .publishing, .coalescing] {
+            let store = stores[kind]!.store
+            measures[kind] = kind == .importing ? { sizeOfFile(store.path + "-wal") } : { largestFile(in: folder + "/concord-v1") }
+            try reset(kind)
+            let (result, seconds, greatest) = try sandbox.runSampling(["sync", "--folder", folder, "--store", store.path], measure: measures[kind]!)
+            try #require(result.succeeded && result.stderr.isEmpty, "\(result)")
+            switch kind {
+            case .importing: try #require(result.out.hasPrefix("imported \(bOperations) operations from 1 file; published "), "\(result)")
+            case .publishing: try #require(result.out.hasPrefix("published "), "\(result)")
+            case .coalescing: try #require(result.out.hasSuffix("; merged 33 of this replica's files into one"), "\(result)")
+            }
+            typical[kind] = (seconds, greatest)
+            Self.log("an uninterrupted \(kind.rawValue) takes \(String(format: "%.3f", seconds)) s and writes \(greatest) bytes")
+        }
+
+        for kill in 0..<Self.syncKills {
+            let kind = [SyncKind.importing, .publishing, .coalescing][kill % 3]
+            let (store, other, _, _) = stores[kind]!
+            try reset(kind)
+            let point = Self.killPoint(&random, kill / 3, typical: typical[kind]!.seconds, measure: measures[kind]!, greatest: typical[kind]!.greatest)
+            let context = "sync kill \(kill + 1) of \(Self.syncKills) (seed \(Self.seed), \(kind.rawValue)) \(point)"
             let operationsBefore = try store.operationCount()
             let result = try sandbox.runKilled(["sync", "--folder", folder, "--store", store.path], at: point)
             tally.sent += 1
@@ -354,15 +417,22 @@ import Testing
             if result.wasKilled {
                 tally.hit += 1
                 let applied = try store.operationCount() - operationsBefore
-                if importing {
+                switch kind {
+                case .importing:
+                    // Whole batches, never part of one.
                     #expect(applied == bOperations || applied % ConcordStore.mergeBatchOperations == 0, "\(context): \(applied) of \(bOperations) operations imported")
                     if applied == bOperations { tally.committed += 1 } else if applied > 0 { tally.partial += 1 }
                     Self.log("\(context): \(applied) of \(bOperations) operations had been imported")
-                } else {
+                case .publishing:
                     #expect(applied == 0, "\(context): a publish changes no operation")
-                    let published = ((try? bundleNames(in: folder)) ?? []).filter { $0.hasSuffix(".cbundle") && !$0.hasPrefix(".") }
+                    let published = ((try? bundleNames(in: folder)) ?? []).filter { !$0.hasPrefix(".") }
                     if !published.isEmpty { tally.committed += 1 }
                     Self.log("\(context): \(published.count) file published")
+                case .coalescing:
+                    #expect(applied == 0, "\(context): coalescing changes no operation")
+                    let files = ownFiles().count
+                    if files < 33 { tally.committed += 1 } else if files == 34 { tally.partial += 1 }
+                    Self.log("\(context): \(files) of C's files in the folder")
                 }
             }
             // Redo: the sync finishes with no warning (no half-written file under a bundle's
@@ -374,46 +444,8 @@ import Testing
             let last = try store.run("sync", "--folder", folder)
             #expect(last.succeeded && last.stderr.isEmpty, "\(context): \(last)")
             #expect(try store.dump() == other.dump(), "\(context): both sides converge")
-            if !importing { try other.expectSound(context) }
-        }
-
-        // How long each kind of sync takes, uninterrupted.
-        let a = Store(sandbox: sandbox, path: sandbox.path("a.db"))
-        let b = Store(sandbox: sandbox, path: sandbox.path("b.db"))
-        let p = Store(sandbox: sandbox, path: sandbox.path("p.db"))
-        let q = Store(sandbox: sandbox, path: sandbox.path("q.db"))
-        func resetImport() throws {
-            try FileManager.default.removeItem(atPath: folder)
-            try sandbox.copy(sandbox.path("Shared-with-b"), to: folder)
-            try sandbox.copy(a0.path, to: a.path)
-            try sandbox.copy(b0.path, to: b.path)
-        }
-        func resetPublish() throws {
-            try FileManager.default.removeItem(atPath: folder)
-            try sandbox.makeDirectory("Shared")
-            try sandbox.copy(p0.path, to: p.path)
-            try sandbox.copy(q0.path, to: q.path)
-        }
-        let aLog = { sizeOfFile(a.path + "-wal") }
-        let folderFiles = { largestFile(in: folder + "/concord-v1") }
-        try resetImport()
-        let (imported, importSeconds, importLog) = try sandbox.runSampling(["sync", "--folder", folder, "--store", a.path], measure: aLog)
-        try #require(imported.succeeded && imported.out.hasPrefix("imported \(bOperations) operations from 1 file; published "), "\(imported)")
-        try resetPublish()
-        let (published, publishSeconds, publishedBytes) = try sandbox.runSampling(["sync", "--folder", folder, "--store", p.path], measure: folderFiles)
-        try #require(published.succeeded && published.out.hasPrefix("published "), "\(published)")
-
-        Self.log("an uninterrupted import takes \(String(format: "%.3f", importSeconds)) s (\(importLog) bytes of log), a publish \(String(format: "%.3f", publishSeconds)) s (\(publishedBytes) bytes)")
-        for kill in 0..<Self.syncKills {
-            if kill % 2 == 0 {
-                try resetImport()
-                let point = Self.killPoint(&random, kill / 2, typical: importSeconds, measure: aLog, greatest: importLog)
-                try killedSync(kill, store: a, other: b, importing: true, point: point)
-            } else {
-                try resetPublish()
-                let point = Self.killPoint(&random, kill / 2, typical: publishSeconds, measure: folderFiles, greatest: publishedBytes)
-                try killedSync(kill, store: p, other: q, importing: false, point: point)
-            }
+            if kind != .importing { try other.expectSound(context) }
+            if kind == .coalescing { #expect(ownFiles().count <= 32, "\(context): \(ownFiles())") }
         }
         print(tally)
         #expect(tally.sent == Self.syncKills)
