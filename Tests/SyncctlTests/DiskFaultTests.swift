@@ -217,10 +217,10 @@ import Testing
     @Test func aFullDiskIsOneLineLosesNothingAndRecovers() throws {
         let sandbox = try Sandbox()
         let disk = try sandbox.makeDirectory("disk")
-        let mounted = try runProcess(
-            URL(fileURLWithPath: "/bin/mount"), ["-t", "tmpfs", "-o", "size=2m", "tmpfs", disk], environment: sandbox.environment(), scratch: sandbox.root)
+        let env = URL(fileURLWithPath: "/usr/bin/env")
+        let mounted = try runProcess(env, ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", disk], environment: sandbox.environment(), scratch: sandbox.root)
         try #require(mounted.succeeded, "cannot mount a 2 MB tmpfs to fill (this test needs root): \(mounted)")
-        defer { _ = try? runProcess(URL(fileURLWithPath: "/bin/umount"), [disk], environment: sandbox.environment(), scratch: sandbox.root) }
+        defer { _ = try? runProcess(env, ["umount", disk], environment: sandbox.environment(), scratch: sandbox.root) }
 
         let store = try sandbox.makeStore("disk/store.db")
         let kept = try store.addReminder("written before", "--tag", "kept")
