@@ -119,7 +119,9 @@ let package = Package(
         ),
         .testTarget(
             name: "SyncctlTests",
-            dependencies: ["ConcordCore", "syncctl"]
+            // The library modules build the large stores and bundles that the kill and
+            // concurrency tests feed to the binary.
+            dependencies: ["ConcordCore", "ConcordStore", "ConcordExchange", "ConcordWorkload", "syncctl"]
         ),
     ]
 )

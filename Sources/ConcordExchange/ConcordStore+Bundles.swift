@@ -32,7 +32,8 @@ extension ConcordStore {
             return summary
         } catch {
             file.abandon()
-            if let error = error as? ExchangeError { throw error }
+            // A write of the file that failed inside the store's read comes back wrapped.
+            if let error = error as? ExchangeError ?? (error as? StoreError)?.underlying as? ExchangeError { throw error }
             throw ExchangeError(.io, "cannot export to \(path): \(error)")
         }
     }

@@ -58,7 +58,28 @@ struct AtomicFile {
     }
 
     func write(_ bytes: ArraySlice<UInt8>) throws {
-        try handle.write(contentsOf: Data(bytes))
+        do {
+            try handle.write(contentsOf: Data(bytes))
+        } catch {
+            throw ExchangeError(.io, Self.failure(writing: path, error))
+        }
+    }
+
+    /// What to tell the user when writing `path` failed: SPEC.md §12's line for a full disk, else
+    /// the system's reason.
+    static func failure(writing path: String, _ error: any Error) -> String {
+        switch posixCode(of: error) {
+        case ENOSPC?, EDQUOT?: "the disk is full; nothing was written to \(path)"
+        case let code?: "cannot write \(path): \(String(cString: strerror(code)))"
+        case nil: "cannot write \(path): \(error.localizedDescription)"
+        }
+    }
+
+    /// The POSIX error code behind a Foundation error, if there is one.
+    static func posixCode(of error: any Error) -> Int32? {
+        let error = error as NSError
+        if error.domain == NSPOSIXErrorDomain { return Int32(error.code) }
+        return (error.userInfo[NSUnderlyingErrorKey] as? NSError).flatMap { posixCode(of: $0) }
     }
 
     /// Makes the file durable and moves it into place. With `exclusive`, an existing file at the
@@ -69,7 +90,7 @@ struct AtomicFile {
             try handle.close()
         } catch {
             abandon()
-            throw ExchangeError(.io, "cannot write \(path): \(error.localizedDescription)")
+            throw ExchangeError(.io, Self.failure(writing: path, error))
         }
         if exclusive {
             guard link(temporaryPath, path) == 0 else {

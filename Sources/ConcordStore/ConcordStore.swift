@@ -164,6 +164,7 @@ public final class ConcordStore: Sendable {
         // Identify the file from its header before SQLite opens it: opening a file, even
         // read-only, may create files beside it, and a refused file must stay untouched.
         try checkHeader(path)
+        if !readOnly { restoreWriteAccessToSidecars(of: path) }
         return try guarded(path) {
             // One connection per store object. The file is already in WAL mode (set at creation),
             // so other processes still read while this one writes; and unlike a pool, a queue
@@ -172,6 +173,20 @@ public final class ConcordStore: Sendable {
             try queue.read { db in try checkIdentity(db, path: path) }
             if !readOnly { try StoreSchema.migrator.migrate(queue) }
             return try ConcordStore(path: path, writer: queue, environment: environment, readOnly: readOnly)
+        }
+    }
+
+    /// SQLite creates a store's `-wal` and `-shm` files with the store file's permissions, and a
+    /// process that opened the store while it was read-only leaves them so. Once the store is
+    /// writable again they would keep every write failing as if it still were: give them the
+    /// store's permissions back (only files of this user, only when the store itself is writable).
+    private static func restoreWriteAccessToSidecars(of path: String) {
+        var store = stat()
+        guard access(path, W_OK) == 0, stat(path, &store) == 0 else { return }
+        for suffix in ["-wal", "-shm"] {
+            var sidecar = stat()
+            guard stat(path + suffix, &sidecar) == 0, sidecar.st_uid == geteuid(), access(path + suffix, W_OK) != 0 else { continue }
+            chmod(path + suffix, store.st_mode & 0o777)
         }
     }
 

@@ -57,4 +57,13 @@ enum FileAccess {
     static func isReadOnly(_ path: String) -> Bool {
         FileManager.default.fileExists(atPath: path) && !FileManager.default.isWritableFile(atPath: path)
     }
+
+    /// Whether the file system that holds `path` has (almost) no room left: less than SQLite
+    /// needs to open a store (its 32 KiB shared-memory file) and write a little.
+    static func isDiskFull(near path: String) -> Bool {
+        let directory = (path as NSString).deletingLastPathComponent
+        var info = statvfs()
+        guard statvfs(directory.isEmpty ? "." : directory, &info) == 0 else { return false }
+        return UInt64(info.f_bavail) * UInt64(info.f_frsize) < 256 * 1024
+    }
 }

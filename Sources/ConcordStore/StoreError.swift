@@ -87,11 +87,17 @@ public struct StoreError: Error, Hashable, CustomStringConvertible {
                 return StoreError(.notAStore, "\(path) is not a Concord store", underlying: error)
             case .SQLITE_CORRUPT:
                 return StoreError(.corrupt, "the store at \(path) is corrupt (\(error.message ?? "SQLite reports corruption")); restore it from a backup or another replica", underlying: error)
+            case .SQLITE_READONLY where error.extendedResultCode == .SQLITE_READONLY_DIRECTORY:
+                return StoreError(.readOnly, "the store at \(path) is read-only: its directory cannot be written", underlying: error)
             case .SQLITE_READONLY:
                 return StoreError(.readOnly, "the store at \(path) is read-only", underlying: error)
             case .SQLITE_CANTOPEN where FileAccess.isReadOnly(path):
                 return StoreError(.readOnly, "the store at \(path) is read-only", underlying: error)
             case .SQLITE_FULL:
+                return StoreError(.io, "the disk is full; nothing was written to \(path)", underlying: error)
+            case .SQLITE_IOERR where FileAccess.isDiskFull(near: path):
+                // On a full disk SQLite cannot even size the store's shared-memory file, and says
+                // only "disk I/O error".
                 return StoreError(.io, "the disk is full; nothing was written to \(path)", underlying: error)
             case .SQLITE_BUSY, .SQLITE_LOCKED:
                 return StoreError(.io, "the store at \(path) stayed locked by another process; try again", underlying: error)

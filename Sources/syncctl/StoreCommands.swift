@@ -107,8 +107,9 @@ struct Merge: ParsableCommand {
         abstract: "Merge other stores and bundles into this one.",
         discussion: """
             Each PATH is a store or a bundle, told apart by its content. Stores are opened read-only \
-            and never modified. Everything is merged in one transaction: all of it, or (if any file \
-            is damaged) none.
+            and never modified. A damaged file merges nothing of any: bundles alone are checked whole \
+            first, then applied in batches (other writers get the store between them); with a store \
+            among the PATHs, everything is merged in one transaction.
             """)
     @OptionGroup var store: StoreOptions
     @Argument(help: "Stores and bundles to merge from.") var paths: [String]
@@ -129,27 +130,51 @@ struct Merge: ParsableCommand {
             guard !isDirectory.boolValue else {
                 throw ExchangeError(.invalidInput, "\(path) is a directory, not a Concord store or bundle")
             }
+            guard access(path, R_OK) == 0 else {
+                throw ExchangeError(.io, "cannot read \(path) (\(String(cString: strerror(errno))))")
+            }
             switch FileKind.of(path: path) {
             case .store: stores.append(try ConcordStore.open(at: path, readOnly: true))
             case .bundle: bundles.append(path)
             case .other: throw ExchangeError(.invalidInput, "\(path) is not a Concord store or bundle")
             }
         }
-        let since = try target.versionVector()
-        let report = try target.merge { ingest in
-            for other in stores { try other.forEachOperation(since: since, ingest) }
-            for path in bundles {
-                var reader = BundleReader(try FileSource(path: path))
-                do {
-                    try reader.forEachOperation(ingest)
-                } catch let error as BundleError {
-                    throw FileInputError(path: path, reason: error.description)
-                }
+        let report: MergeReport
+        if stores.isEmpty {
+            // Bundles only: every one is read and checked whole first, so a damaged one applies
+            // nothing; then they are applied in bounded batches, each its own transaction, so a
+            // long merge never keeps other writers out for more than a batch (SPEC.md §5.6).
+            let verified = try bundles.map { path in try Self.read(path) { _ in } }
+            var summaries: [BundleSummary] = []
+            report = try target.mergeInBatches { ingest in
+                for path in bundles { summaries.append(try Self.read(path, ingest)) }
+            }
+            if let changed = zip(bundles, zip(summaries, verified)).first(where: { $0.1.0 != $0.1.1 }) {
+                throw FileInputError(path: changed.0, reason: "the bundle changed while it was being merged")
+            }
+        } else {
+            let since = try target.versionVector()
+            report = try target.merge { ingest in
+                for other in stores { try other.forEachOperation(since: since, ingest) }
+                for path in bundles { try Self.read(path, ingest) }
             }
         }
         let replicas = report.newOperations.count
         say("merged \(report.newOperationCount) new operation\(report.newOperationCount == 1 ? "" : "s") from \(replicas) replica\(replicas == 1 ? "" : "s")")
         if let far = report.farFutureTimestamp { warnFarFuture(far) }
+    }
+}
+
+extension Merge {
+    /// Reads the bundle at `path` whole, passing each operation to `body`.
+    @discardableResult
+    static func read(_ path: String, _ body: (Op) throws -> Void) throws -> BundleSummary {
+        var reader = BundleReader(try FileSource(path: path))
+        do {
+            return try reader.forEachOperation(body)
+        } catch let error as BundleError {
+            throw FileInputError(path: path, reason: error.description)
+        }
     }
 }
 

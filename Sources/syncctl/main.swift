@@ -2,6 +2,10 @@ import ArgumentParser
 import ConcordStore
 import Foundation
 
+// A write past the file size limit (`ulimit -f`) fails with EFBIG and is reported like any other
+// failed write, instead of the signal killing the process halfway.
+signal(SIGXFSZ, SIG_IGN)
+
 // `--store PATH` is accepted before the subcommand too: move it after, where every command reads it.
 var arguments = Array(CommandLine.arguments.dropFirst())
 StoreOptions.hoistLeadingStoreOption(&arguments)
