@@ -24,6 +24,38 @@ extension ConcordStore {
         }
     }
 
+    /// The operation held under `id`, if the log has it.
+    public func operation(_ id: OperationID) throws(StoreError) -> Op? {
+        try guarded {
+            try writer.read { db in
+                let directory = try ReplicaDirectory(db)
+                guard let index = directory.indexByID[id.replica], id.seq <= UInt64(Int64.max) else { return nil }
+                guard let row = try Row.fetchOne(
+                    db, sql: "SELECT first_seq, last_seq, ops FROM log WHERE replica = ? AND first_seq <= ? ORDER BY first_seq DESC LIMIT 1",
+                    arguments: [index, Int64(id.seq)])
+                else { return nil }
+                let first = UInt64(try row.column(0) as Int64)
+                let last = UInt64(try row.column(1) as Int64)
+                guard id.seq <= last else { return nil }
+                return try Self.decodeChunk(try row.column(2), author: id.replica, first: first, last: last)[Int(id.seq - first)]
+            }
+        }
+    }
+
+    /// The operations to compare before sending a store with version vector `held` what it
+    /// lacks: of every replica both have operations of, the last one both hold. Two stores that
+    /// share a replica id and both wrote under it differ there, and a merge that receives these
+    /// first refuses the clash (SPEC.md §9.1); otherwise they are duplicates, skipped.
+    public func overlapProbes(for held: VersionVector) throws(StoreError) -> [Op] {
+        var probes: [Op] = []
+        for (replica, seq) in try versionVector().sorted where min(held[replica], seq) > 0 {
+            if let operation = try operation(OperationID(replica: replica, seq: min(held[replica], seq))) {
+                probes.append(operation)
+            }
+        }
+        return probes
+    }
+
     /// The `limit` newest operations by timestamp, newest first.
     public func recentOperations(limit: Int) throws(StoreError) -> [Op] {
         guard limit > 0 else { return [] }

@@ -61,6 +61,12 @@ extension ConcordStore {
         for path in paths { others.append(try ConcordStore.open(at: path, readOnly: true, environment: environment)) }
         return try merging { context, report in
             for other in others {
+                // Only what this store lacks is read from the other, so compare the last operation
+                // both hold of each replica: two stores that share a replica id and both wrote
+                // differ there (SPEC.md §9.1).
+                for probe in try other.overlapProbes(for: context.directory.versionVector) {
+                    try Self.ingest(probe, &context, &report)
+                }
                 try other.forEachOperation(since: context.directory.versionVector) { operation in
                     try Self.ingest(operation, &context, &report)
                 }

@@ -155,7 +155,11 @@ struct Merge: ParsableCommand {
         } else {
             let since = try target.versionVector()
             report = try target.merge { ingest in
-                for other in stores { try other.forEachOperation(since: since, ingest) }
+                for other in stores {
+                    // A clash between stores that share a replica id shows where both hold operations.
+                    for probe in try other.overlapProbes(for: since) { try ingest(probe) }
+                    try other.forEachOperation(since: since, ingest)
+                }
                 for path in bundles { try Self.read(path, ingest) }
             }
         }

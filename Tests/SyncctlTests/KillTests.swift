@@ -265,6 +265,7 @@ import Testing
         // One uninterrupted merge: the reference state, and how long a merge takes.
         let reference = Store(sandbox: sandbox, path: sandbox.path("reference.db"))
         try sandbox.copy(pristine.path, to: reference.path)
+        try sandbox.adoptCopy(reference.path)
         let (merged, seconds, greatest) = try sandbox.runSampling(["merge", bundle, "--store", reference.path]) {
             sizeOfFile(reference.path + "-wal")
         }
@@ -276,6 +277,7 @@ import Testing
         let target = Store(sandbox: sandbox, path: sandbox.path("a.db"))
         for kill in 0..<Self.mergeKills {
             try sandbox.copy(pristine.path, to: target.path)
+            try sandbox.adoptCopy(target.path)
             let point = Self.killPoint(&random, kill, typical: seconds, measure: { sizeOfFile(target.path + "-wal") }, greatest: greatest)
             let result = try sandbox.runKilled(["merge", bundle, "--store", target.path], at: point)
             tally.sent += 1

@@ -75,6 +75,13 @@ extension Sandbox {
         return (result, Date().timeIntervalSince(start))
     }
 
+    /// Declares the store copied to `path` moved rather than copied (`init --moved`), so that it
+    /// takes writes: the tests never use the original as a replica alongside it.
+    func adoptCopy(_ path: String) throws {
+        let result = try run(["init", "--moved", "--store", path])
+        guard result.succeeded else { throw CocoaError(.fileWriteUnknown, userInfo: [NSLocalizedDescriptionKey: "\(result)"]) }
+    }
+
     /// Copies a file or a directory (replacing what is at `destination`).
     func copy(_ source: String, to destination: String) throws {
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: destination + suffix) }
