@@ -380,6 +380,8 @@ import Testing
             try sandbox.copy(pristineFolder(kind), to: folder)
             try sandbox.copy(pristine.path, to: store.path)
             try sandbox.copy(pristineOther.path, to: other.path)
+            try sandbox.adoptCopy(store.path)
+            try sandbox.adoptCopy(other.path)
         }
         /// C's bundle files in the folder (not temporary ones).
         func ownFiles() -> [String] {
