@@ -85,7 +85,7 @@ enum CodecGen {
         let firstSeq: UInt64 = switch seqChoice {
         case 0: 1
         case 1: randomSeq
-        default: UInt64.max - 100
+        default: Op.maxSeq - 100
         }
         return specs.enumerated().map { op($0.element, seq: firstSeq + UInt64($0.offset)) }
     }
