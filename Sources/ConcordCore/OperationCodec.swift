@@ -78,7 +78,8 @@ public enum OperationCodec {
         var reader = ByteReader(bytes)
         var run = RunDecoder(author: author, firstSeq: firstSeq)
         var result: [Op] = []
-        result.reserveCapacity(count)
+        // `count` is untrusted: every operation takes at least one byte, so reserve no more than that.
+        result.reserveCapacity(min(count, bytes.count))
         for _ in 0..<count { result.append(try run.next(from: &reader)) }
         guard reader.isAtEnd else { throw .malformed("\(reader.remaining) bytes after the last operation") }
         return result

@@ -237,6 +237,29 @@ struct CodecTests {
         }
     }
 
+    /// `OperationCodec.decode` reserved room for `count` operations before reading any: an
+    /// untrusted count such as `Int.max` made the allocation fail and the process abort (found by
+    /// the run fuzz test). Callers in this package bound the count, but the decoder is public and
+    /// must throw a `DecodeError` for any input.
+    @Test func aHugeCountIsRefusedWithoutAllocatingForIt() async {
+        await #expect(processExitsWith: .success) {
+            let author = ReplicaID(high: 1, low: 1)
+            let op = Op(
+                id: OperationID(replica: author, seq: 1), timestamp: Timestamp(physicalMillis: 1, logical: 0),
+                record: .reminder(RecordID(high: 2, low: 2)), action: .addTag("t"))
+            var writer = ByteWriter()
+            OperationCodec.encode([op, op, op], into: &writer)
+            for count in [Int.max, Int.max / 2, 1 << 58, 1 << 40] {
+                do throws(DecodeError) {
+                    _ = try OperationCodec.decode(writer.bytes, author: author, firstSeq: 1, count: count)
+                    exit(2)
+                } catch {
+                    guard error == .truncated else { exit(3) }
+                }
+            }
+        }
+    }
+
     // MARK: Primitives
 
     @Test func varints() throws {
