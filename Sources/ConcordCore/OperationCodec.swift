@@ -123,7 +123,8 @@ public enum OperationCodec {
                 if code == 0 {
                     let name = try reader.string()
                     guard !name.isEmpty else { throw .malformed("empty field name") }
-                    field = Field(name: name)
+                    // Kept as a name even when it is a known field's, so that validation refuses it (§8.3).
+                    field = .other(ExactString(name))
                 } else {
                     guard let known = Field(code: code) else { throw .malformed("unknown field code \(code)") }
                     field = known

@@ -215,9 +215,15 @@ struct CodecTests {
         // Invalid UTF-8 in a string, a remove claiming more dots than there are bytes.
         #expect(throws: DecodeError.malformed("string is not valid UTF-8")) { try decode([0x01, 0x02, 0x01] + id + [0x02, 0xC3, 0x28]) }
         #expect(throws: DecodeError.truncated) { try decode([0x02, 0x02, 0x01] + id + [0x01, 0x74, 0xFF, 0xFF, 0x03]) }
-        // A field name given by name decodes to the known field.
-        let byName = try decode([0x00, 0x02, 0x01] + id + [0x00, 0x05, 0x74, 0x69, 0x74, 0x6C, 0x65, 0x04, 0x01, 0x61])
-        #expect(byName[0].action == .assign(.title, .string("a")))
+        // A known field sent by its name rather than its code is refused (SPEC.md §8.3), for any
+        // kind; an unknown name is an unknown field.
+        for kind: UInt8 in [1, 2, 7] {
+            #expect(throws: DecodeError.malformed("invalid operation \(author.hex):1: field 'title' must be sent as the known field, not by name")) {
+                try decode([0x00, 0x02, kind] + id + [0x00, 0x05, 0x74, 0x69, 0x74, 0x6C, 0x65, 0x04, 0x01, 0x61])
+            }
+        }
+        let byName = try decode([0x00, 0x02, 0x01] + id + [0x00, 0x05, 0x74, 0x69, 0x74, 0x6C, 0x66, 0x04, 0x01, 0x61])
+        #expect(byName[0].action == .assign(.other("titlf"), .string("a")))
     }
 
     /// BUG (Sources/ConcordCore/OperationCodec.swift:137): `RunDecoder.next` does `nextSeq += 1`
