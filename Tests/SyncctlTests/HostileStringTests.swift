@@ -3,7 +3,8 @@ import Foundation
 import Testing
 
 /// Strings at the edges through the built binary (issue 6, "Hostile bytes"): emoji, combining
-/// marks in NFC and NFD, right-to-left text, large notes, NUL bytes, invalid UTF-8 in bundles. Each is stored and printed byte-exact (show --json, dump) and travels
+/// marks in NFC and NFD, right-to-left text, large notes, NUL bytes, invalid UTF-8 in bundles and
+/// on the command line. Each is stored and printed byte-exact (show --json, dump) and travels
 /// byte-exact through export, merge and folder sync, or is refused with one clear line that
 /// changes nothing. Text is compared by its UTF-8 bytes: Swift's `==` equates NFC and NFD.
 @Suite struct HostileStringTests {
@@ -200,6 +201,38 @@ import Testing
         #expect(result.stderrLines == ["syncctl: warning: skipping \(name): the bundle is corrupt: block 1: malformed data: string is not valid UTF-8"], "\(result)")
         #expect(try store.dump() == dump)
         #expect(try store.status().object("versionVector")?.int(author.hex) == nil)
+    }
+
+    /// Arguments that are not UTF-8 (a Latin-1 "café", a broken sequence, a path) cannot come
+    /// from Swift's process API; `/bin/sh` and `printf` pass the raw bytes. syncctl used to
+    /// replace them with U+FFFD silently (storing "caf\u{FFFD}", or creating a store under
+    /// another name); it refuses them in one line instead, and changes nothing.
+    @Test func argumentsThatAreNotUTF8AreRefused() throws {
+        let sandbox = try Sandbox()
+        let store = try sandbox.makeStore()
+        let note = try store.addNote("keep")
+        let syncctl = try SyncctlBinary.require().path
+        func run(_ script: String) throws -> RunResult {
+            try runProcess(URL(fileURLWithPath: "/bin/sh"), ["-c", script, syncctl, store.path, note], environment: sandbox.environment(), scratch: sandbox.root)
+        }
+        let before = try store.snapshot()
+        // $0 is syncctl, $1 the store, $2 the note.
+        for (script, position) in [
+            (#""$0" note add "$(printf 'caf\351')" --store "$1""#, 3),
+            (#""$0" note edit "$2" --body "$(printf 'a\377b')" --store "$1""#, 5),
+            (#""$0" note tag "$2" --add "$(printf '\303\050')" --store "$1""#, 5),
+            (#""$0" reminder add ok --notes "$(printf '\355\240\200')" --store "$1""#, 5),
+            (#""$0" init --store "$(dirname "$1")/$(printf 'b\377d').db""#, 3),
+        ] {
+            let result = try run(script)
+            expectOneLineFailure(result, mentions: ["argument \(position) is not valid UTF-8"], code: 64)
+        }
+        #expect(try store.snapshot() == before)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: sandbox.root.path).filter { $0.hasPrefix("b") }.isEmpty, "no store under a repaired name")
+        // The same commands in UTF-8 work.
+        let ok = try run(#""$0" note add "$(printf 'caf\303\251')" --store "$1""#)
+        #expect(ok.succeeded, "\(ok)")
+        #expect(Self.text(try Self.members(store.ok("show", ok.out, "--json"))["title"]) == Self.utf8(Self.nfc))
     }
 }
 
