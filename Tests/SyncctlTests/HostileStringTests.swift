@@ -203,6 +203,23 @@ import Testing
         #expect(try store.status().object("versionVector")?.int(author.hex) == nil)
     }
 
+    /// Anyone who can write to the shared folder names its files. A name with a line break and a
+    /// terminal escape used to be printed raw, so the warning broke into two lines, the second
+    /// passing for syncctl's own output; it is shown escaped, in one line.
+    @Test func hostileFileNamesInTheSharedFolderAreShownEscapedInOneLine() throws {
+        let sandbox = try Sandbox()
+        let store = try sandbox.makeStore()
+        let folder = try sandbox.makeDirectory("Shared")
+        try sandbox.makeDirectory("Shared/concord-v1")
+        try sandbox.write(Data(), to: "Shared/concord-v1/evil\nsyncctl: imported 99 operations from 1 file\u{1B}[31m")
+        let result = try store.run("sync", "--folder", folder)
+        #expect(result.succeeded, "\(result)")
+        #expect(result.stderrLines == [
+            #"syncctl: warning: skipping evil\nsyncctl: imported 99 operations from 1 file\u{1B}[31m: not a bundle of this folder (a sync tool's temporary file or conflict copy?)"#,
+        ], "\(result)")
+        #expect(result.stdout == "up to date\n")
+    }
+
     /// Arguments that are not UTF-8 (a Latin-1 "café", a broken sequence, a path) cannot come
     /// from Swift's process API; `/bin/sh` and `printf` pass the raw bytes. syncctl used to
     /// replace them with U+FFFD silently (storing "caf\u{FFFD}", or creating a store under
