@@ -333,15 +333,19 @@ enum BundleInputs {
 /// known and unknown, known fields with values of the wrong type, instants and timestamps at and
 /// past their limits, seqs 0 and near 2^63 and 2^64, removes naming dots that never existed.
 enum OperationGenerator {
+    /// Half the time only valid operations (`clean`), so that many reach the store.
     static func operations(_ random: inout FuzzRandom) -> [Op] {
+        let clean = random.oneIn(2)
         let replicas = [FuzzCorpus.alice, FuzzCorpus.bob, FuzzCorpus.carol, ReplicaID(high: random.next(), low: random.next())]
         var records = [FuzzCorpus.reminder, FuzzCorpus.note, FuzzCorpus.alien]
         records.append(RecordRef(kind: RecordKind(rawValue: UInt8(random.int(in: 1...255))), id: RecordID(high: random.next(), low: random.next())))
         var operations: [Op] = []
         for author in replicas.prefix(random.int(in: 1...3)) {
-            let firstSeq: UInt64 = random.oneIn(2) ? 1 : random.pick([0, 2, 50, 1 << 32, UInt64(Int64.max) - 3, UInt64(Int64.max), 1 << 63, UInt64.max - 3])
+            let firstSeq: UInt64 = random.oneIn(2) ? 1
+                : clean ? random.pick([2, 50, 1 << 32, Op.maxSeq - 20]) : random.pick([0, 2, 50, 1 << 32, Op.maxSeq - 3, Op.maxSeq, 1 << 63, UInt64.max - 3])
             var timestamp = random.oneIn(3)
-                ? random.pick([0, (Timestamp.maxPhysicalMillis << 16) - 2, (Timestamp.maxPhysicalMillis << 16) | 0xFFF0, (Timestamp.maxPhysicalMillis + 1) << 16, UInt64.max - 5])
+                ? (clean ? random.pick([0, 1, (Timestamp.maxPhysicalMillis << 16) - (1 << 30)])
+                    : random.pick([0, (Timestamp.maxPhysicalMillis << 16) - 2, (Timestamp.maxPhysicalMillis << 16) | 0xFFF0, (Timestamp.maxPhysicalMillis + 1) << 16, UInt64.max - 5]))
                 : (FuzzCorpus.millis + UInt64(random.below(1000))) << 16
             for offset in 0..<UInt64(random.smallCount(max: 12)) {
                 let (seq, overflow) = firstSeq.addingReportingOverflow(offset)
@@ -349,15 +353,15 @@ enum OperationGenerator {
                 let record = random.pick(records)
                 operations.append(Op(
                     id: OperationID(replica: author, seq: seq), timestamp: Timestamp(rawValue: timestamp),
-                    record: record, action: action(for: record, replicas: replicas, &random)))
-                timestamp &+= UInt64(random.pick([0, 1, 1, 1 << 16, 1 << 40]))
+                    record: record, action: action(for: record, replicas: replicas, clean: clean, &random)))
+                timestamp &+= UInt64(random.pick(clean ? [0, 1, 1, 1 << 16] : [0, 1, 1, 1 << 16, 1 << 40]))
             }
         }
         if random.oneIn(3) { operations.shuffle(using: &random) }
         return operations
     }
 
-    static func action(for record: RecordRef, replicas: [ReplicaID], _ random: inout FuzzRandom) -> Action {
+    static func action(for record: RecordRef, replicas: [ReplicaID], clean: Bool, _ random: inout FuzzRandom) -> Action {
         switch random.below(10) {
         case 0, 1:
             return .addTag(ExactString(EdgeStrings.random(&random)))
@@ -368,18 +372,19 @@ enum OperationGenerator {
             return .removeTag(ExactString(EdgeStrings.random(&random)), observed: random.oneIn(4) ? [] : dots)
         case 3:
             // A field by name: unknown names mostly, sometimes empty or a known field's name (invalid).
-            let name = random.oneIn(6) ? random.pick(["", "title", "repeat", "deleted"]) : EdgeStrings.random(&random)
+            var name = random.oneIn(6) ? random.pick(["", "title", "repeat", "deleted"]) : EdgeStrings.random(&random)
+            if clean, name.isEmpty || Field(name: name).code != 0 { name = "x-" + name }
             return .assign(.other(ExactString(name)), value(&random))
         default:
             let field = Field(code: UInt8(random.int(in: 1...10)))!
-            guard !random.oneIn(8) else { return .assign(field, value(&random)) }  // any type, often the wrong one
+            guard clean || !random.oneIn(8) else { return .assign(field, value(&random)) }  // any type, often the wrong one
             switch field {
             case .title, .body: return .assign(field, .string(EdgeStrings.random(&random)))
             case .notes, .repeatRule: return .assign(field, random.oneIn(4) ? .null : .string(EdgeStrings.random(&random)))
             case .due, .completed, .snoozedUntil:
                 let instants: [Int64] = [Field.instantRange.lowerBound, Field.instantRange.upperBound, 0, -1, 1_795_000_000_000]
                 let edges: [Int64] = [Field.instantRange.lowerBound - 1, Field.instantRange.upperBound + 1, .min, .max]
-                return .assign(field, random.oneIn(4) ? .null : .int(random.oneIn(8) ? random.pick(edges) : random.pick(instants)))
+                return .assign(field, random.oneIn(4) ? .null : .int(!clean && random.oneIn(8) ? random.pick(edges) : random.pick(instants)))
             case .priority: return .assign(field, .int(random.pick([0, 1, 2, 3, 4, -1, .max, .min])))
             default: return .assign(field, .bool(random.oneIn(2)))
             }
@@ -408,6 +413,7 @@ struct BundleChecker {
         let (outcome, largest) = ReadOutcome.read(input)
         let elapsed = Date().timeIntervalSince(started)
         run.count(outcome.label)
+        if let expected { run.count(expected.allSatisfy { (try? $0.validate()) != nil } ? "generated valid" : "generated invalid") }
         var problems: [String] = []
         if elapsed > run.settings.slowSeconds { problems.append("reading took \(elapsed) s") }
         if largest > BundleFormat.maxBlockBytes { problems.append("the reader asked its source for \(largest) bytes at once") }
