@@ -104,6 +104,8 @@ let package = Package(
                 "ConcordStore",
                 "ConcordTestSupport",
                 "ConcordExchange",
+                // The fuzz tests recompress mutated payloads so they get past the checksums.
+                "CZstd",
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ]
         ),

@@ -98,8 +98,21 @@ public enum Change: Hashable, Sendable {
         for case let .assign(field, value) in actions where !field.accepts(value) {
             throw .outOfRange(field)
         }
+        for action in actions {
+            let text: String
+            switch action {
+            case .assign(_, .string(let string)): text = string
+            case .addTag(let tag): text = tag.string
+            default: continue
+            }
+            guard text.utf8.count <= Self.maxTextBytes else { throw .textTooLong(text.utf8.count) }
+        }
         return actions
     }
+
+    /// The longest text (title, notes, body, repeat rule, tag) a local change writes: 8 MiB of
+    /// UTF-8, so that every operation fits in a bundle block (at most 16 MiB, SPEC.md §13).
+    public static let maxTextBytes = 8 << 20
 
     private func unchecked(on ref: RecordRef, current: RecordState?, now: Int64) throws(ChangeError) -> [Action] {
         switch self {
@@ -225,6 +238,7 @@ public enum Change: Hashable, Sendable {
 
     private static func checkTags(_ tags: [String]) throws(ChangeError) {
         for tag in tags {
+            guard tag.utf8.count <= maxTextBytes else { throw .textTooLong(tag.utf8.count) }
             guard !tag.isEmpty, !tag.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
             else { throw .invalidTag(tag) }
         }
@@ -251,6 +265,7 @@ public enum ChangeError: Error, Hashable, CustomStringConvertible {
     case unknownRepeatRule(String)
     case snoozeOutOfRange
     case outOfRange(Field)
+    case textTooLong(Int)
 
     public var description: String {
         switch self {
@@ -263,6 +278,7 @@ public enum ChangeError: Error, Hashable, CustomStringConvertible {
         case .unknownRepeatRule(let name): "unknown repeat rule '\(name)' (expected hourly, daily, weekly or monthly)"
         case .snoozeOutOfRange: "a snooze must end after now and at most 366 days from now"
         case .outOfRange(let field): "the \(field.name) date is outside the years 1 to 9999"
+        case .textTooLong(let bytes): "the text is too long: \(bytes) bytes, at most \(Change.maxTextBytes) (8 MiB)"
         }
     }
 }

@@ -22,6 +22,10 @@ public struct Op: Hashable, Sendable, CustomStringConvertible {
         self.action = action
     }
 
+    /// The largest valid sequence number, 2^63−1: stores keep seqs in SQLite's signed 64-bit
+    /// integers, and no replica comes near it.
+    public static let maxSeq = UInt64(Int64.max)
+
     /// The key that orders concurrent writes of one register: (timestamp, replica, seq).
     public var stamp: Stamp { Stamp(timestamp: timestamp, replica: id.replica, seq: id.seq) }
 
@@ -38,6 +42,9 @@ public struct Op: Hashable, Sendable, CustomStringConvertible {
     /// Checks the rules SPEC.md gives every operation ("Valid operations").
     public func validate() throws(InvalidOperation) {
         guard id.seq >= 1 else { throw InvalidOperation(operation: id, reason: "sequence number 0") }
+        guard id.seq <= Op.maxSeq else {
+            throw InvalidOperation(operation: id, reason: "sequence number \(id.seq) is past 2^63-1")
+        }
         guard timestamp.isValid else {
             throw InvalidOperation(operation: id, reason: "timestamp \(timestamp.physicalMillis) ms is past year 9999")
         }

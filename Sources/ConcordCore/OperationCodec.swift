@@ -78,7 +78,8 @@ public enum OperationCodec {
         var reader = ByteReader(bytes)
         var run = RunDecoder(author: author, firstSeq: firstSeq)
         var result: [Op] = []
-        result.reserveCapacity(count)
+        // `count` is untrusted: every operation takes at least one byte, so reserve no more than that.
+        result.reserveCapacity(min(count, bytes.count))
         for _ in 0..<count { result.append(try run.next(from: &reader)) }
         guard reader.isAtEnd else { throw .malformed("\(reader.remaining) bytes after the last operation") }
         return result
@@ -122,7 +123,8 @@ public enum OperationCodec {
                 if code == 0 {
                     let name = try reader.string()
                     guard !name.isEmpty else { throw .malformed("empty field name") }
-                    field = Field(name: name)
+                    // Kept as a name even when it is a known field's, so that validation refuses it (§8.3).
+                    field = .other(ExactString(name))
                 } else {
                     guard let known = Field(code: code) else { throw .malformed("unknown field code \(code)") }
                     field = known

@@ -202,25 +202,25 @@ public final class FolderSync {
                 guard Date().timeIntervalSince(modified) > Self.staleTemporaryAge else { continue }
                 if writer == store.replicaID {
                     unlink(path)
-                    report.warn("removed \(name), a half-written file of an interrupted sync")
+                    report.warn("removed \(Self.shown(name)), a half-written file of an interrupted sync")
                 } else {
-                    report.warn("skipping \(name): a half-written file of replica \(writer.hex)'s interrupted sync (that replica removes it)")
+                    report.warn("skipping \(Self.shown(name)): a half-written file of replica \(writer.hex)'s interrupted sync (that replica removes it)")
                 }
                 continue
             }
             guard let (publisher, serial) = Self.parse(name) else {
-                report.warn("skipping \(name): not a bundle of this folder (a sync tool's temporary file or conflict copy?)")
+                report.warn("skipping \(Self.shown(name)): not a bundle of this folder (a sync tool's temporary file or conflict copy?)")
                 continue
             }
             var isDirectory: ObjCBool = false
             guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue else {
-                report.warn("skipping \(name): a directory, not a file")
+                report.warn("skipping \(Self.shown(name)): a directory, not a file")
                 continue
             }
             guard let attributes = try? FileManager.default.attributesOfItem(atPath: path),
                   let size = (attributes[.size] as? NSNumber)?.int64Value
             else {
-                report.warn("skipping \(name): cannot read it")
+                report.warn("skipping \(Self.shown(name)): cannot read it")
                 continue
             }
             listing.bundles.append(ListedFile(name: name, size: size, publisher: publisher, serial: serial))
@@ -228,6 +228,14 @@ public final class FolderSync {
         }
         listing.bundles.sort { ($0.serial, $0.name) < ($1.serial, $1.name) }
         return listing
+    }
+
+    /// A file name as a warning shows it: anyone who can write to the folder names its files, so
+    /// control characters are escaped (`\n`, `\u{1B}`), and a name can neither break a warning
+    /// into several lines (one of which could pass for syncctl's own) nor drive the terminal.
+    static func shown(_ name: String) -> String {
+        guard name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else { return name }
+        return name.unicodeScalars.map { $0.properties.generalCategory == .control ? $0.escaped(asASCII: true) : String($0) }.joined()
     }
 
     /// The replica whose temporary file this is: `.<replica id>-<serial>.tmp-<hex>`.

@@ -12,8 +12,9 @@ extension ConcordStore {
                 let rows = try Row.fetchCursor(db, sql: "SELECT replica, first_seq, last_seq, ops FROM log ORDER BY replica, first_seq")
                 while let row = try rows.next() {
                     let author = try directory.id(at: try row.column(0))
-                    let first = UInt64(try row.column(1) as Int64)
-                    let last = UInt64(try row.column(2) as Int64)
+                    // A damaged row's negative seq reads as a huge one, which `decodeChunk` refuses.
+                    let first = UInt64(bitPattern: try row.column(1) as Int64)
+                    let last = UInt64(bitPattern: try row.column(2) as Int64)
                     guard last > since[author] else { continue }
                     for operation in try Self.decodeChunk(try row.column(3), author: author, first: first, last: last)
                     where !since.covers(operation.id) {
@@ -69,7 +70,7 @@ extension ConcordStore {
                     if collected.count >= limit, chunkMax < collected[limit - 1].timestamp { break }
                     collected += try Self.decodeChunk(
                         try row.column(4), author: try directory.id(at: try row.column(0)),
-                        first: UInt64(try row.column(1) as Int64), last: UInt64(try row.column(2) as Int64))
+                        first: UInt64(bitPattern: try row.column(1) as Int64), last: UInt64(bitPattern: try row.column(2) as Int64))
                     collected.sort { $0.stamp > $1.stamp }
                     if collected.count > limit { collected.removeLast(collected.count - limit) }
                 }

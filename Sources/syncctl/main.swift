@@ -6,6 +6,18 @@ import Foundation
 // failed write, instead of the signal killing the process halfway.
 signal(SIGXFSZ, SIG_IGN)
 
+// Text is UTF-8 (SPEC.md §2): an argument that is not (a Latin-1 terminal's "café", a path in
+// another encoding) is refused rather than read with U+FFFD in place of its bytes, which would
+// store other text than the user typed, or name another file.
+for index in 1..<Int(CommandLine.argc) {
+    guard let argument = CommandLine.unsafeArgv[index] else { continue }
+    let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(argument).assumingMemoryBound(to: UInt8.self), count: strlen(argument))
+    if String(validating: bytes, as: UTF8.self) == nil {
+        FileHandle.standardError.write(Data("syncctl: argument \(index) is not valid UTF-8 (text and paths must be UTF-8: is the terminal's encoding UTF-8?)\n".utf8))
+        exit(64)
+    }
+}
+
 // `--store PATH` is accepted before the subcommand too: move it after, where every command reads it.
 var arguments = Array(CommandLine.arguments.dropFirst())
 StoreOptions.hoistLeadingStoreOption(&arguments)

@@ -85,7 +85,7 @@ enum CodecGen {
         let firstSeq: UInt64 = switch seqChoice {
         case 0: 1
         case 1: randomSeq
-        default: UInt64.max - 100
+        default: Op.maxSeq - 100
         }
         return specs.enumerated().map { op($0.element, seq: firstSeq + UInt64($0.offset)) }
     }
@@ -215,9 +215,15 @@ struct CodecTests {
         // Invalid UTF-8 in a string, a remove claiming more dots than there are bytes.
         #expect(throws: DecodeError.malformed("string is not valid UTF-8")) { try decode([0x01, 0x02, 0x01] + id + [0x02, 0xC3, 0x28]) }
         #expect(throws: DecodeError.truncated) { try decode([0x02, 0x02, 0x01] + id + [0x01, 0x74, 0xFF, 0xFF, 0x03]) }
-        // A field name given by name decodes to the known field.
-        let byName = try decode([0x00, 0x02, 0x01] + id + [0x00, 0x05, 0x74, 0x69, 0x74, 0x6C, 0x65, 0x04, 0x01, 0x61])
-        #expect(byName[0].action == .assign(.title, .string("a")))
+        // A known field sent by its name rather than its code is refused (SPEC.md §8.3), for any
+        // kind; an unknown name is an unknown field.
+        for kind: UInt8 in [1, 2, 7] {
+            #expect(throws: DecodeError.malformed("invalid operation \(author.hex):1: field 'title' must be sent as the known field, not by name")) {
+                try decode([0x00, 0x02, kind] + id + [0x00, 0x05, 0x74, 0x69, 0x74, 0x6C, 0x65, 0x04, 0x01, 0x61])
+            }
+        }
+        let byName = try decode([0x00, 0x02, 0x01] + id + [0x00, 0x05, 0x74, 0x69, 0x74, 0x6C, 0x66, 0x04, 0x01, 0x61])
+        #expect(byName[0].action == .assign(.other("titlf"), .string("a")))
     }
 
     /// BUG (Sources/ConcordCore/OperationCodec.swift:137): `RunDecoder.next` does `nextSeq += 1`
@@ -234,6 +240,29 @@ struct CodecTests {
             var writer = ByteWriter()
             OperationCodec.encode([op], into: &writer)
             _ = try? OperationCodec.decode(writer.bytes, author: author, firstSeq: .max, count: 1)
+        }
+    }
+
+    /// `OperationCodec.decode` reserved room for `count` operations before reading any: an
+    /// untrusted count such as `Int.max` made the allocation fail and the process abort (found by
+    /// the run fuzz test). Callers in this package bound the count, but the decoder is public and
+    /// must throw a `DecodeError` for any input.
+    @Test func aHugeCountIsRefusedWithoutAllocatingForIt() async {
+        await #expect(processExitsWith: .success) {
+            let author = ReplicaID(high: 1, low: 1)
+            let op = Op(
+                id: OperationID(replica: author, seq: 1), timestamp: Timestamp(physicalMillis: 1, logical: 0),
+                record: .reminder(RecordID(high: 2, low: 2)), action: .addTag("t"))
+            var writer = ByteWriter()
+            OperationCodec.encode([op, op, op], into: &writer)
+            for count in [Int.max, Int.max / 2, 1 << 58, 1 << 40] {
+                do throws(DecodeError) {
+                    _ = try OperationCodec.decode(writer.bytes, author: author, firstSeq: 1, count: count)
+                    exit(2)
+                } catch {
+                    guard error == .truncated else { exit(3) }
+                }
+            }
         }
     }
 
