@@ -45,12 +45,12 @@ extension ConcordStore {
                 var result: [Reminder] = []
                 while let row = try rows.next() {
                     result.append(Reminder(
-                        id: try Self.recordID(try row.column(0)), title: try row.column(1) ?? "", notes: try row.column(2),
+                        id: try Self.recordID(try row.column(0)), title: try row.text(1) ?? "", notes: try row.text(2),
                         due: (try row.column(3) as Int64?).map(Date.init(millisecondsSince1970:)),
                         priority: Priority(rawValue: try row.column(4) ?? 0),
                         completedAt: (try row.column(5) as Int64?).map(Date.init(millisecondsSince1970:)),
                         snoozedUntil: (try row.column(6) as Int64?).map(Date.init(millisecondsSince1970:)),
-                        repeatRule: (try row.column(7) as String?).flatMap(RepeatRule.init(rawValue:)),
+                        repeatRule: try row.text(7).flatMap(RepeatRule.init(rawValue:)),
                         tags: try Self.tags(try row.column(8)), isDeleted: try row.column(9)))
                 }
                 return result
@@ -68,7 +68,7 @@ extension ConcordStore {
                 var result: [Note] = []
                 while let row = try rows.next() {
                     result.append(Note(
-                        id: try Self.recordID(try row.column(0)), title: try row.column(1) ?? "", body: try row.column(2) ?? "",
+                        id: try Self.recordID(try row.column(0)), title: try row.text(1) ?? "", body: try row.text(2) ?? "",
                         isPinned: try row.column(3) ?? false, tags: try Self.tags(try row.column(4)), isDeleted: try row.column(5)))
                 }
                 return result
@@ -145,7 +145,7 @@ extension ConcordStore {
                 let directory = try ReplicaDirectory(db)
                 var sources: [(kind: RecordKind?, table: RecordTable?, cursor: RowCursor)] = []
                 for table in RecordTable.known {
-                    let sql = "SELECT id, " + table.columns.map(\.column).joined(separator: ", ") + ", crdt FROM \(table.name) ORDER BY id"
+                    let sql = "SELECT id, " + table.rowColumns + ", crdt FROM \(table.name) ORDER BY id"
                     sources.append((table.kind, table, try Row.fetchCursor(db, sql: sql)))
                 }
                 sources.append((nil, nil, try Row.fetchCursor(db, sql: "SELECT id, crdt, kind FROM other_records ORDER BY id, kind")))

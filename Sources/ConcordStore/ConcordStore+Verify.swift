@@ -78,7 +78,7 @@ extension ConcordStore {
 
                 // Materialized state against the replay.
                 for table in RecordTable.known {
-                    let sql = "SELECT id, " + table.columns.map(\.column).joined(separator: ", ") + ", crdt, tags FROM \(table.name)"
+                    let sql = "SELECT id, " + table.rowColumns + ", crdt, tags FROM \(table.name)"
                     let rows = try Row.fetchCursor(db, sql: sql)
                     while let row = try rows.next() {
                         report.records += 1

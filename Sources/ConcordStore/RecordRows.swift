@@ -12,6 +12,10 @@ struct RecordTable: Sendable {
 
     /// `SELECT <field columns>, crdt FROM <table> WHERE id = ?`
     let selectSQL: String
+    /// The field columns for a query read through GRDB's `Row`: text columns as blobs, since
+    /// GRDB decodes text as a C string, which ends at a NUL (`RecordRows.value(of:_:)` takes
+    /// them back as UTF-8).
+    let rowColumns: String
     /// `INSERT INTO <table> (id, <field columns>, tags, crdt) VALUES (?1, ?2, …)`
     let insertSQL: String
     /// `UPDATE <table> SET <field column> = ?2, …, tags = ?, crdt = ? WHERE id = ?1`: the same
@@ -23,6 +27,8 @@ struct RecordTable: Sendable {
         self.name = name
         self.columns = columns
         selectSQL = "SELECT " + columns.map(\.column).joined(separator: ", ") + ", crdt FROM \(name) WHERE id = ?"
+        rowColumns = columns.map { Self.textFields.contains($0.field) ? "CAST(\($0.column) AS BLOB)" : $0.column }
+            .joined(separator: ", ")
         let names = ["id"] + columns.map(\.column) + ["tags", "crdt"]
         insertSQL = "INSERT INTO \(name) (" + names.joined(separator: ", ") + ") VALUES ("
             + names.indices.map { "?\($0 + 1)" }.joined(separator: ", ") + ")"
@@ -38,6 +44,8 @@ struct RecordTable: Sendable {
         (.title, "title"), (.body, "body"), (.pinned, "pinned"), (.deleted, "deleted"),
     ])
     static let known = [reminders, notes]
+    /// The known fields whose values are text.
+    static let textFields: Set<Field> = [.title, .notes, .body, .repeatRule]
 
     static func of(_ kind: RecordKind) -> RecordTable? {
         switch kind {
@@ -192,6 +200,8 @@ enum RecordRows {
         case .null: return try value(of: field, HotStatement.Storage.null)
         case .int64(let i): return try value(of: field, .int(i))
         case .string(let s): return try value(of: field, .text(s))
+        case .blob(let data) where RecordTable.textFields.contains(field):
+            return .string(String(decoding: data, as: UTF8.self))
         default: throw wrongType(field)
         }
     }

@@ -61,6 +61,16 @@ struct ReplicaDirectory {
 }
 
 extension Row {
+    /// A text column's value byte for byte (GRDB's `String` decoding stops at a NUL); nil for NULL.
+    func text(_ index: Int) throws -> String? {
+        let database: DatabaseValue = self[index]
+        switch database.storage {
+        case .null: return nil
+        case .string: return try withUnsafeData(atIndex: index) { data in data.map { String(decoding: $0, as: UTF8.self) } ?? "" }
+        default: throw StoreError(.corrupt, "a text column holds a value of another type")
+        }
+    }
+
     /// The value of a column, or a `corrupt` error when the file holds something else there
     /// (a NULL where there must be a value, a value of the wrong type).
     func column<Value: DatabaseValueConvertible>(_ index: Int) throws -> Value {

@@ -12,8 +12,10 @@ import Testing
 /// `CONCORD_FUZZ_SEED` the seed, which every run prints.
 @Suite struct PeerFuzzTests {
     static let inputs = ProcessInfo.processInfo.environment["CONCORD_FUZZ_INPUTS"].flatMap(Int.init) ?? 2_000
-    static let seed = ProcessInfo.processInfo.environment["CONCORD_FUZZ_SEED"].flatMap(UInt64.init)
-        ?? UInt64.random(in: 1...UInt64.max)
+    static let seed: UInt64 = {
+        let text = ProcessInfo.processInfo.environment["CONCORD_FUZZ_SEED"] ?? ""
+        return (text.hasPrefix("0x") ? UInt64(text.dropFirst(2), radix: 16) : UInt64(text)) ?? UInt64.random(in: 1...UInt64.max)
+    }()
 
     /// A genuine session: what the client sent, the operations it holds and the server's.
     static func recordedSession() -> (stream: [UInt8], clientOperations: [Op], serverOperations: [Op]) {
@@ -105,7 +107,8 @@ import Testing
             }
             outcomes[server.failure.map { "\($0.code)" } ?? "finished", default: 0] += 1
         }
-        print("PeerFuzzTests: outcomes \(outcomes.sorted { $0.key < $1.key })")
+        // The summary line scripts/fuzz adds up.
+        print("fuzz peer: \(Self.inputs) inputs in one session each, seed \(Self.seed), 0 findings; outcomes \(outcomes.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))")
     }
 
     /// Random bytes, and random lengths, to the frame decoder alone: frames over the limit are

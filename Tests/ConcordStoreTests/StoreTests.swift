@@ -352,6 +352,19 @@ import Testing
         #expect(try target.verify().isSound)
     }
 
+    /// Text is stored and returned byte for byte, NUL included (SQLite is given and asked for
+    /// lengths, never C strings).
+    @Test func nulInAKnownTextFieldIsKeptByteExact() throws {
+        let store = try makeStore(seed: 60)
+        let id = try store.addNote(NoteDraft(title: "a\u{0}b", body: "x\u{0}y"))
+        let note = try #require(try store.note(id))
+        #expect(Array(note.title.utf8) == Array("a\u{0}b".utf8))
+        #expect(Array(note.body.utf8) == Array("x\u{0}y".utf8))
+        let dump = try store.dump()
+        #expect(dump.contains(#""a\u0000b""#) && dump.contains(#""x\u0000y""#), "\(dump)")
+        #expect(try store.verify().isSound)
+    }
+
     @Test func verifyFindsWhatWasTamperedWithAndChangesNothing() throws {
         let directory = try TemporaryDirectory()
         let path = directory.file("store.db")

@@ -580,12 +580,6 @@ final class FuzzMerger {
         do {
             let verified = try store.verify()
             if !verified.isSound {
-                let cut = Set(operations.filter(\.assignsKnownTextWithNUL).map { "\($0.record): the stored state differs from a replay of the log" })
-                if !cut.isEmpty, verified.problems.allSatisfy(cut.contains) {
-                    run.knownIssue(index, KnownIssues.nulInKnownText, input: input, notes: verified.problems.joined(separator: "\n"))
-                    reset()
-                    return
-                }
                 problems.append("the merged store does not verify: \(verified.problems.prefix(5))")
                 return
             }
