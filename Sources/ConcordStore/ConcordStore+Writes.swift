@@ -116,7 +116,12 @@ extension ConcordStore {
         do {
             try produce { operation in
                 pending.append(operation)
-                if pending.count >= batchSize { try commit(last: false) }
+                if pending.count >= batchSize {
+                    try commit(last: false)
+                    // Long enough for a writer of another process, polling every millisecond, to
+                    // take the store between two batches (SPEC.md §5.6).
+                    usleep(UInt32(3 * Self.busyPollMicroseconds))
+                }
             }
             try commit(last: true)
         } catch let error as StoreError {

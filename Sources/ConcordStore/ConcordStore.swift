@@ -199,10 +199,21 @@ public final class ConcordStore: Sendable {
         }
     }
 
+    /// How long a writer waits for another before it gives up: 30 s, in polls of 1 ms.
+    static let busyPollMicroseconds = 1_000
+    static let busyPolls = 30_000
+
     static func configuration(readOnly: Bool) -> Configuration {
         var configuration = Configuration()
         configuration.readonly = readOnly
-        configuration.busyMode = .timeout(30)
+        // Writers wait for each other up to 30 s, looking every millisecond (SQLite's own timeout
+        // sleeps up to 100 ms between looks, and would rarely catch the short pause a long merge
+        // makes between its batches).
+        configuration.busyMode = .callback { tries in
+            guard tries < busyPolls else { return false }
+            usleep(UInt32(busyPollMicroseconds))
+            return true
+        }
         configuration.label = "Concord"
         if !readOnly {
             configuration.prepareDatabase { db in

@@ -529,6 +529,14 @@ final class FuzzMerger {
         }
     }
 
+    /// An operation's bytes (§8.3), which is what "the same operation" means.
+    static func encoded(_ operation: Op) -> [UInt8] {
+        var writer = ByteWriter()
+        var encoder = OperationCodec.RunEncoder()
+        encoder.append(operation, into: &writer)
+        return writer.bytes
+    }
+
     func merge(_ input: [UInt8], outcome: ReadOutcome, index: Int) {
         let path = directory.file("input.cbundle")
         do {
@@ -549,8 +557,21 @@ final class FuzzMerger {
             merged = try store.mergeBundle(at: path)
         } catch {
             run.count("merge refused")
-            if case .decoded = outcome { problems.append("a bundle the reader reads was refused: \(type(of: error)) \(error)") }
-            if let error = error as? ExchangeError {
+            if let error = error as? StoreError, error.code == .clash, case let .decoded(_, operations, _) = outcome {
+                // Two different operations under one id (SPEC.md §4.2, §9.1): the bundle holds
+                // both, or one differs from the operation the store holds. Refused, as it must be.
+                var seen = held
+                let clashes = operations.contains { operation in
+                    defer { if seen[operation.id] == nil { seen[operation.id] = operation } }
+                    return seen[operation.id].map { Self.encoded($0) != Self.encoded(operation) } ?? false
+                }
+                if clashes { run.count("clash refused") } else { problems.append("a clash was reported where there is none: \(error)") }
+            } else if case .decoded = outcome {
+                problems.append("a bundle the reader reads was refused: \(type(of: error)) \(error)")
+            }
+            if let error = error as? StoreError, error.code == .clash {
+                // Not an ExchangeError: the store refused what the bundle holds, not its bytes.
+            } else if let error = error as? ExchangeError {
                 if error.code != .invalidInput { problems.append("error code \(error.code), not invalidInput: \(error)") }
                 if !error.message.hasPrefix(path + ": ") || error.message.contains("\n") { problems.append("the message is not one line naming the file: \(String(reflecting: error.message))") }
             } else {
