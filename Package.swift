@@ -40,7 +40,13 @@ let package = Package(
         // Change bundles and sync through a shared folder.
         .target(
             name: "ConcordExchange",
-            dependencies: ["ConcordCore", "ConcordStore", "CZstd"]
+            dependencies: [
+                "ConcordCore",
+                "ConcordStore",
+                "ConcordKeys",
+                "CZstd",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
         ),
         // Sync keys (SPEC.md §15.1): their text form and key derivation. Kept apart from the peer
         // protocol so that the exchange layer can encrypt folder bundles with them.
@@ -104,6 +110,7 @@ let package = Package(
                 "ConcordStore",
                 "ConcordTestSupport",
                 "ConcordExchange",
+                "ConcordKeys",
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ]
         ),

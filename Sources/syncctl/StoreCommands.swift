@@ -98,7 +98,7 @@ struct Merge: ParsableCommand {
     func run() throws {
         let target = try store.open()
         var stores: [ConcordStore] = []
-        var bundles: [String] = []
+        var bundles: [(path: String, reader: BundleReader<BundleSource<FileSource>>)] = []
         for path in paths {
             var isDirectory: ObjCBool = false
             guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
@@ -109,19 +109,20 @@ struct Merge: ParsableCommand {
             }
             switch FileKind.of(path: path) {
             case .store: stores.append(try ConcordStore.open(at: path, readOnly: true))
-            case .bundle: bundles.append(path)
+            case .bundle: bundles.append((path, try ConcordStore.bundleReader(at: path, key: nil)))
+            // Opened with this store's key: a bundle it cannot authenticate is refused before anything is merged.
+            case .encryptedBundle: bundles.append((path, try ConcordStore.bundleReader(at: path, key: try target.syncKey())))
             case .other: throw ExchangeError(.invalidInput, "\(path) is not a Concord store or bundle")
             }
         }
         let since = try target.versionVector()
         let report = try target.merge { ingest in
             for other in stores { try other.forEachOperation(since: since, ingest) }
-            for path in bundles {
-                var reader = BundleReader(try FileSource(path: path))
+            for index in bundles.indices {
                 do {
-                    try reader.forEachOperation(ingest)
+                    try bundles[index].reader.forEachOperation(ingest)
                 } catch let error as BundleError {
-                    throw FileInputError(path: path, reason: error.description)
+                    throw FileInputError(path: bundles[index].path, reason: error.description)
                 }
             }
         }
