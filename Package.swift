@@ -10,6 +10,7 @@ let package = Package(
         .library(name: "ConcordExchange", targets: ["ConcordExchange"]),
         .library(name: "ConcordKeys", targets: ["ConcordKeys"]),
         .library(name: "ConcordPeer", targets: ["ConcordPeer"]),
+        .library(name: "ConcordNet", targets: ["ConcordNet"]),
         .library(name: "ConcordWorkload", targets: ["ConcordWorkload"]),
         .executable(name: "syncctl", targets: ["syncctl"]),
     ],
@@ -18,6 +19,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.3"),
     ],
     targets: [
         // The pure merge core: no I/O, no dependencies.
@@ -63,6 +65,19 @@ let package = Package(
                 "ConcordKeys",
                 "ConcordExchange",
                 .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        // The peer protocol carried over TCP with SwiftNIO: `syncctl serve` and `sync --peer`.
+        .target(
+            name: "ConcordNet",
+            dependencies: [
+                "ConcordCore",
+                "ConcordStore",
+                "ConcordKeys",
+                "ConcordPeer",
+                "ConcordExchange",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
         // The seeded workloads that `syncctl bench` and Benchmarks/ measure.
@@ -122,6 +137,20 @@ let package = Package(
                 "ConcordPeer",
                 "ConcordExchange",
                 .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        .testTarget(
+            name: "ConcordNetTests",
+            dependencies: [
+                "ConcordCore",
+                "ConcordStore",
+                "ConcordTestSupport",
+                "ConcordExchange",
+                "ConcordKeys",
+                "ConcordPeer",
+                "ConcordNet",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
         .testTarget(
