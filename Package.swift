@@ -91,6 +91,7 @@ let package = Package(
                 "ConcordCore",
                 "ConcordStore",
                 "ConcordExchange",
+                "ConcordKeys",
                 "ConcordWorkload",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]

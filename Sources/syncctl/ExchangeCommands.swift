@@ -1,6 +1,7 @@
 import ArgumentParser
 import ConcordCore
 import ConcordExchange
+import ConcordKeys
 import ConcordStore
 import Foundation
 
@@ -16,6 +17,7 @@ struct Export: ParsableCommand {
     @Argument(help: "The bundle file to write (replaced if it exists).") var file: String
     @Option(help: ArgumentHelp("The peer's version vector, or a file holding it.", valueName: "version-vector"))
     var since: String?
+    @Flag(help: "Encrypt the bundle with the store's sync key (SPEC.md §13.1).") var encrypt = false
 
     func run() throws {
         let store = try store.open()
@@ -30,7 +32,12 @@ struct Export: ParsableCommand {
             }
             vector = try VersionVector(json: text)
         }
-        let summary = try store.exportBundle(to: file, since: vector)
+        var key: SyncKey?
+        if encrypt {
+            guard let stored = try store.syncKey() else { throw KeyCommandError.noKey(store.path) }
+            key = stored
+        }
+        let summary = try store.exportBundle(to: file, since: vector, encryptingWith: key)
         let perOperation = summary.operations == 0 ? 0 : Double(summary.bytes) / Double(summary.operations)
         say("exported \(summary.operations) operation\(summary.operations == 1 ? "" : "s") to \(file) (\(summary.bytes) bytes, \(String(format: "%.1f", perOperation)) bytes per operation)")
     }
