@@ -92,6 +92,8 @@ let package = Package(
                 "ConcordStore",
                 "ConcordExchange",
                 "ConcordKeys",
+                "ConcordPeer",
+                "ConcordNet",
                 "ConcordWorkload",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
