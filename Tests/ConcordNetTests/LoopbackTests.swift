@@ -246,6 +246,26 @@ import Testing
         #expect(server.waitForRecords(1).first?.failure?.message == "the session was idle for 500 ms")
     }
 
+    @Test func aFullServerClosesNewConnectionsAtOnceAndServesAgainLater() throws {
+        let directory = try TemporaryDirectory()
+        let key = SyncKey.generate()
+        let a = try Node(in: directory, "a", seed: 1, key: key)
+        var configuration = quickConfiguration(handshake: .seconds(1), idle: .seconds(5))
+        configuration.maxSessions = 2
+        let server = try TestServer(a, key: key, configuration: configuration)
+        defer { server.stop() }
+        // Two silent clients take both places until the handshake timeout frees them.
+        let first = try RawClient(port: server.address.port)
+        let second = try RawClient(port: server.address.port)
+        Thread.sleep(forTimeInterval: 0.2)
+        let b = try Node(in: directory, "b", seed: 2, key: key)
+        let refused = try sync(b, key: key, with: server.address)
+        #expect(!refused.finished)
+        #expect(server.waitForRecords(1).first?.failure?.message == "refused: 2 sessions are under way")
+        for client in [first, second] { #expect(client.receiveUntilClosed(timeout: 5).closed) }
+        #expect(try sync(b, key: key, with: server.address).finished, "served once the places are free")
+    }
+
     @Test func aClientOfAnotherVersionIsToldWhichVersionTheServerSpeaks() throws {
         let directory = try TemporaryDirectory()
         let key = SyncKey.generate()
