@@ -9,7 +9,7 @@ import Testing
 /// cut, changed, reordered or sealed with another key.
 @Suite struct EncryptedBundleTests {
     static let fixtureKey: SyncKey = {
-        let text = try! String(contentsOf: fixturesDirectory.appendingPathComponent("bundle-v1/basic.encrypted.key"), encoding: .utf8)
+        let text = try! String(contentsOf: fixturesDirectory.appendingPathComponent("encrypted-bundle-v1/basic.key"), encoding: .utf8)
         return try! SyncKey(text: text)
     }()
 
@@ -69,7 +69,7 @@ import Testing
 
     @Test func theFixtureDecryptsToTheSameOperationsAsThePlainBundle() throws {
         let plain = try readBytes(fixturesDirectory.appendingPathComponent("bundle-v1/basic.cbundle").path)
-        let sealed = try readBytes(fixturesDirectory.appendingPathComponent("bundle-v1/basic.encrypted.cbundle").path)
+        let sealed = try readBytes(fixturesDirectory.appendingPathComponent("encrypted-bundle-v1/basic.cbundle").path)
         #expect(sealed.starts(with: EncryptedBundleFormat.magic))
         #expect(try Self.read(sealed, key: Self.fixtureKey) == (try readBundle(plain).1))
         for chunk in [1, 3, 50] {
@@ -81,13 +81,13 @@ import Testing
 
     @Test func theFixtureMergesIntoAStoreWithItsKey() throws {
         let directory = try TemporaryDirectory()
-        let path = fixturesDirectory.appendingPathComponent("bundle-v1/basic.encrypted.cbundle").path
+        let path = fixturesDirectory.appendingPathComponent("encrypted-bundle-v1/basic.cbundle").path
         let store = try ConcordStore.create(at: directory.file("s.db"), environment: .deterministic(seed: 1))
         #expect(throws: ExchangeError.self) { try store.mergeBundle(at: path) }
         #expect(try store.allOperations().isEmpty, "no key: nothing applied")
         try store.setSyncKey(Self.fixtureKey)
         try store.mergeBundle(at: path)
-        let expected = try String(contentsOf: fixturesDirectory.appendingPathComponent("bundle-v1/basic.dump.json"), encoding: .utf8)
+        let expected = try String(contentsOf: fixturesDirectory.appendingPathComponent("encrypted-bundle-v1/basic.dump.json"), encoding: .utf8)
         #expect(try store.dump() == expected.trimmingCharacters(in: .newlines))
     }
 
@@ -136,7 +136,7 @@ import Testing
         #expect(BundleError.encrypted(keyID: key.id).description.contains("this store has no sync key"))
         // A reader that knows only plain bundles says it is not one.
         #expect(bundleError(sealed) as? BundleError == .notABundle)
-        #expect(FileKind.of(path: fixturesDirectory.appendingPathComponent("bundle-v1/basic.encrypted.cbundle").path) == .encryptedBundle)
+        #expect(FileKind.of(path: fixturesDirectory.appendingPathComponent("encrypted-bundle-v1/basic.cbundle").path) == .encryptedBundle)
     }
 
     @Test func everyCutIsTruncatedAndNothingIsRead() throws {

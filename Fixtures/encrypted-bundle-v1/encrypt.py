@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Writes basic.encrypted.cbundle and basic.encrypted.key: basic.cbundle sealed as an encrypted
-bundle (SPEC.md section 13.1) with a fixed sync key and salt, computed from the text of the SPEC
-alone, independently of the Swift code.
+"""Writes basic.cbundle and basic.key: ../bundle-v1/basic.cbundle sealed as an encrypted bundle
+(SPEC.md section 13.1) with a fixed sync key and salt, computed from the text of the SPEC alone,
+independently of the Swift code; and basic.dump.json, the plain bundle's expected dump.
 
 Needs Python 3 and the `cryptography` package (ChaCha20-Poly1305). Run from this directory:
     python3 encrypt.py
@@ -50,9 +50,11 @@ def seal(plain: bytes, key: bytes, salt: bytes) -> bytes:
 
 
 if __name__ == "__main__":
-    with open("basic.cbundle", "rb") as f:
+    with open("../bundle-v1/basic.cbundle", "rb") as f:
         plain = f.read()
-    with open("basic.encrypted.cbundle", "wb") as f:
+    with open("basic.cbundle", "wb") as f:
         f.write(seal(plain, KEY, SALT))
-    with open("basic.encrypted.key", "w") as f:
+    with open("basic.key", "w") as f:
         f.write(key_text(KEY) + "\n")
+    with open("../bundle-v1/basic.dump.json", "rb") as src, open("basic.dump.json", "wb") as dst:
+        dst.write(src.read())
