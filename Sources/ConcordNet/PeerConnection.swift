@@ -49,6 +49,10 @@ final class PeerConnection: @unchecked Sendable {
     private var outboundPending = 0
     private var inboundPending = 0
     private var pumpWaitsForWrites = false
+    /// Whether the channel has stopped reading (set on the event loop, read by the worker).
+    private var readingPausedShared = false
+    /// Whether the channel has closed: nothing more is sent to its event loop.
+    private var channelGone = false
 
     // Confined to the channel's event loop.
     private var readingPaused = false
@@ -101,8 +105,11 @@ final class PeerConnection: @unchecked Sendable {
         lock.withLock { inboundPending += bytes.count }
         worker.async { [self] in
             if !ended { perform(session.receive(bytes)) }
-            lock.withLock { inboundPending -= bytes.count }
-            channel.eventLoop.execute { self.updateReading() }
+            let resume = lock.withLock {
+                inboundPending -= bytes.count
+                return readingPausedShared && !channelGone && inboundPending <= configuration.inboundBufferBytes / 2
+            }
+            if resume { channel.eventLoop.execute { self.updateReading() } }
         }
     }
 
@@ -112,15 +119,18 @@ final class PeerConnection: @unchecked Sendable {
         let pending = lock.withLock { inboundPending }
         if !readingPaused, pending > configuration.inboundBufferBytes {
             readingPaused = true
+            lock.withLock { readingPausedShared = true }
             channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in }
         } else if readingPaused, pending <= configuration.inboundBufferBytes / 2 {
             readingPaused = false
+            lock.withLock { readingPausedShared = false }
             channel.setOption(ChannelOptions.autoRead, value: true).whenFailure { _ in }
         }
     }
 
     /// The connection has closed. On the event loop.
     func inactive() {
+        lock.withLock { channelGone = true }
         handshakeTimer?.cancel()
         idleTimer?.cancel()
         worker.async { [self] in
@@ -274,6 +284,7 @@ final class PeerConnection: @unchecked Sendable {
         }
         // Keep reading (what arrives is dropped: the session has ended) until the peer closes.
         readingPaused = false
+        lock.withLock { readingPausedShared = false }
         channel.setOption(ChannelOptions.autoRead, value: true).whenFailure { _ in }
         channel.close(mode: .output).whenFailure { [self] _ in channel.close(promise: nil) }
         channel.eventLoop.scheduleTask(in: TimeAmount(configuration.lingerTimeout)) { [self] in
