@@ -262,11 +262,27 @@ final class PeerConnection: @unchecked Sendable {
             peer: peer, summary: summary ?? session.summary, failure: failure, duration: ContinuousClock.now - started)
         record.newOperations = newOperations
         record.farFutureTimestamp = farFuture
-        let written = flush ? (lastWrite ?? channel.eventLoop.makeSucceededVoidFuture()) : channel.eventLoop.makeSucceededVoidFuture()
+        let written = flush ? lastWrite : nil
         let linger = failure != nil && flush
-        written.hop(to: channel.eventLoop).whenComplete { [self] _ in
-            closeChannel(linger: linger)
-            outcome.succeed(record)
+        channel.eventLoop.execute { [self] in
+            guard let written else {
+                closeChannel(linger: false)
+                outcome.succeed(record)
+                return
+            }
+            // A peer that takes nothing more (its window is full, it stopped reading) gets no
+            // longer than the linger timeout for what was written to go out.
+            let deadline = channel.eventLoop.scheduleTask(in: TimeAmount(configuration.lingerTimeout)) { [self] in
+                guard !closing else { return }
+                closeChannel(linger: false)
+                outcome.succeed(record)
+            }
+            written.whenComplete { [self] _ in
+                deadline.cancel()
+                guard !closing else { return }
+                closeChannel(linger: linger)
+                outcome.succeed(record)
+            }
         }
     }
 

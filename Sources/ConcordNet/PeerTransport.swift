@@ -23,8 +23,10 @@ public struct PeerTransportConfiguration: Sendable {
     /// Bytes received and not yet handled before the connection stops reading (inbound flow
     /// control): a peer that sends faster than batches are applied waits.
     public var inboundBufferBytes = 4 << 20
-    /// After a failure, how long a side keeps reading (and dropping) what the peer still sends
-    /// before it closes, so that its last words (an `error`) reach the peer rather than a reset.
+    /// Once a session has ended, how long a side waits for what it wrote to be taken before it
+    /// closes anyway (a peer that stopped reading gets no longer); and after a failure, how long it
+    /// keeps reading (and dropping) what the peer still sends, so that its last words (an `error`)
+    /// reach the peer rather than a reset.
     public var lingerTimeout: Duration = .seconds(2)
 
     /// Test hook: the side closes its connection, as if killed, once it has applied this many

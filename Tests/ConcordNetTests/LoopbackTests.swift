@@ -266,6 +266,38 @@ import Testing
         #expect(try sync(b, key: key, with: server.address).finished, "served once the places are free")
     }
 
+    @Test func aPeerThatStopsReadingHoldsUpNoOneAndIsCutOff() throws {
+        let directory = try TemporaryDirectory()
+        let key = SyncKey.generate()
+        let a = try Node(in: directory, "a", seed: 1, key: key)
+        // Several MB of batches that compress little: more than the socket buffers and the
+        // server's outbound allowance hold, so the stalled session's writes stop completing.
+        try a.addReminders(10_000, label: "A", textLength: 2_000, random: true)
+        var configuration = quickConfiguration(handshake: .seconds(5), idle: .seconds(1))
+        configuration.lingerTimeout = .milliseconds(300)
+        let server = try TestServer(a, key: key, configuration: configuration)
+        defer { server.stop() }
+
+        // A client that holds the key, completes the handshake, then reads nothing.
+        let raw = try RawClient(port: server.address.port, receiveBuffer: 4_096)
+        var session = PeerSession(role: .client, key: key, localReplica: ReplicaID(high: 1, low: 2), localVersions: VersionVector())
+        for case .send(let bytes) in session.start() { raw.send(bytes) }
+        for case .send(let bytes) in session.receive(raw.receive(count: 79, timeout: 5)) { raw.send(bytes) }
+
+        // A good client is served meanwhile, in full.
+        let good = try Node(in: directory, "good", seed: 2, key: key)
+        let served = try sync(good, key: key, with: server.address)
+        #expect(served.finished, "\(served.logLine)")
+        #expect(try good.dump() == (try a.dump()))
+
+        // The stalled one is ended by the idle timeout and cut off, though it never read.
+        let logged = server.waitForRecords(2, timeout: 20)
+        let stalled = try #require(logged.first { !$0.finished }, "\(logged.map(\.logLine))")
+        #expect(stalled.failure?.message == "the session was idle for 1 s")
+        #expect(stalled.summary.bytesSent < served.summary.bytesReceived, "it was sent only what the buffers took, not the whole stream (\(stalled.summary.bytesSent) of \(served.summary.bytesReceived) bytes)")
+        #expect(raw.receiveUntilClosed(timeout: 20).closed)
+    }
+
     @Test func aClientOfAnotherVersionIsToldWhichVersionTheServerSpeaks() throws {
         let directory = try TemporaryDirectory()
         let key = SyncKey.generate()

@@ -35,12 +35,16 @@ final class Node: @unchecked Sendable {
         if let key { try store.setSyncKey(key) }
     }
 
-    /// Adds `count` reminders in transactions of 1000, each with notes of `textLength` characters.
-    func addReminders(_ count: Int, label: String, textLength: Int = 20) throws {
+    /// Adds `count` reminders in transactions of 1000, each with notes of about `textLength`
+    /// characters (random hex digits, which compress little, when `random`).
+    func addReminders(_ count: Int, label: String, textLength: Int = 20, random: Bool = false) throws {
         var changes: [(RecordRef, Change)] = []
+        var generator = SplitMix64(seed: UInt64(count))
         for index in 0..<count {
             clock.advance(1)
-            let notes = String(repeating: "\(label)\(index) ", count: max(1, textLength / 8))
+            let notes = random
+                ? (0..<max(1, textLength / 16)).map { _ in String(generator.next(), radix: 16) }.joined()
+                : String(repeating: "\(label)\(index) ", count: max(1, textLength / 8))
             changes.append((.reminder(RecordID(high: UInt64(label.hashValue & 0xFFFF), low: UInt64(index))),
                             .createReminder(ReminderDraft(title: "\(label) \(index)", notes: notes, tags: ["t\(index % 5)"]))))
             if changes.count == 1000 {
@@ -98,9 +102,14 @@ func sync(_ node: Node, key: SyncKey, with address: PeerAddress, configuration: 
 final class RawClient {
     let descriptor: Int32
 
-    init(port: Int) throws {
+    /// - Parameter receiveBuffer: a small socket receive buffer (SO_RCVBUF), for a client that
+    ///   holds up its peer's writes early.
+    init(port: Int, receiveBuffer: Int32? = nil) throws {
         descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { throw POSIXError(.EIO) }
+        if var size = receiveBuffer {
+            setsockopt(descriptor, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
