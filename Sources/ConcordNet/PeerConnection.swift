@@ -34,6 +34,11 @@ final class PeerConnection: @unchecked Sendable {
     private let outcome: EventLoopPromise<PeerSessionRecord>
     private let progress: (@Sendable (PeerProgress) -> Void)?
 
+    private let key: SyncKey
+    /// Whether the store's version vector is read on the worker when the session starts (a
+    /// server reads it there, never on the event loop).
+    private let readVersionsAtStart: Bool
+
     // Confined to `worker`.
     private var session: PeerSession
     private var feed: OperationFeed?
@@ -65,7 +70,7 @@ final class PeerConnection: @unchecked Sendable {
     var result: EventLoopFuture<PeerSessionRecord> { outcome.futureResult }
 
     init(
-        channel: any Channel, role: PeerRole, store: ConcordStore, key: SyncKey, localVersions: VersionVector,
+        channel: any Channel, role: PeerRole, store: ConcordStore, key: SyncKey, localVersions: VersionVector?,
         configuration: PeerTransportConfiguration, progress: (@Sendable (PeerProgress) -> Void)?
     ) {
         self.channel = channel
@@ -75,7 +80,9 @@ final class PeerConnection: @unchecked Sendable {
         peer = channel.remoteAddress?.shown ?? "?"
         worker = DispatchQueue(label: "concord.peer \(peer)")
         outcome = channel.eventLoop.makePromise(of: PeerSessionRecord.self)
-        session = PeerSession(role: role, key: key, localReplica: store.replicaID, localVersions: localVersions)
+        session = PeerSession(role: role, key: key, localReplica: store.replicaID, localVersions: localVersions ?? VersionVector())
+        readVersionsAtStart = localVersions == nil
+        self.key = key
     }
 
     // MARK: Event loop side
@@ -95,7 +102,18 @@ final class PeerConnection: @unchecked Sendable {
             }
         }
         // A connection refused at once (a full server) has ended before it started.
-        worker.async { [self] in if !ended { perform(session.start()) } }
+        worker.async { [self] in
+            guard !ended else { return }
+            if readVersionsAtStart {
+                do {
+                    session = PeerSession(role: session.role, key: key, localReplica: store.replicaID, localVersions: try store.versionVector())
+                } catch {
+                    end(PeerFailure(.local, "this side cannot read its store: \(error)"))
+                    return
+                }
+            }
+            perform(session.start())
+        }
     }
 
     /// Bytes arrived. On the event loop.

@@ -80,7 +80,7 @@ public final class PeerServer: @unchecked Sendable {
     /// A new connection: a session of its own, or closed at once when the server is full or stopping.
     private func accept(_ channel: any Channel) -> PeerConnection {
         let connection = PeerConnection(
-            channel: channel, role: .server, store: store, key: key, localVersions: (try? store.versionVector()) ?? VersionVector(),
+            channel: channel, role: .server, store: store, key: key, localVersions: nil,
             configuration: configuration, progress: onProgress)
         let admitted = lock.withLock {
             guard !stopping, sessions.count < configuration.maxSessions else { return false }
