@@ -10,6 +10,7 @@ let package = Package(
         .library(name: "ConcordExchange", targets: ["ConcordExchange"]),
         .library(name: "ConcordKeys", targets: ["ConcordKeys"]),
         .library(name: "ConcordPeer", targets: ["ConcordPeer"]),
+        .library(name: "ConcordNet", targets: ["ConcordNet"]),
         .library(name: "ConcordWorkload", targets: ["ConcordWorkload"]),
         .executable(name: "syncctl", targets: ["syncctl"]),
     ],
@@ -18,6 +19,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.3"),
     ],
     targets: [
         // The pure merge core: no I/O, no dependencies.
@@ -40,7 +42,13 @@ let package = Package(
         // Change bundles and sync through a shared folder.
         .target(
             name: "ConcordExchange",
-            dependencies: ["ConcordCore", "ConcordStore", "CZstd"]
+            dependencies: [
+                "ConcordCore",
+                "ConcordStore",
+                "ConcordKeys",
+                "CZstd",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
         ),
         // Sync keys (SPEC.md §15.1): their text form and key derivation. Kept apart from the peer
         // protocol so that the exchange layer can encrypt folder bundles with them.
@@ -59,6 +67,19 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
+        // The peer protocol carried over TCP with SwiftNIO: `syncctl serve` and `sync --peer`.
+        .target(
+            name: "ConcordNet",
+            dependencies: [
+                "ConcordCore",
+                "ConcordStore",
+                "ConcordKeys",
+                "ConcordPeer",
+                "ConcordExchange",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
         // The seeded workloads that `syncctl bench` and Benchmarks/ measure.
         .target(
             name: "ConcordWorkload",
@@ -70,6 +91,9 @@ let package = Package(
                 "ConcordCore",
                 "ConcordStore",
                 "ConcordExchange",
+                "ConcordKeys",
+                "ConcordPeer",
+                "ConcordNet",
                 "ConcordWorkload",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
@@ -106,6 +130,7 @@ let package = Package(
                 "ConcordExchange",
                 // The fuzz tests recompress mutated payloads so they get past the checksums.
                 "CZstd",
+                "ConcordKeys",
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ]
         ),
@@ -117,6 +142,20 @@ let package = Package(
                 "ConcordPeer",
                 "ConcordExchange",
                 .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        .testTarget(
+            name: "ConcordNetTests",
+            dependencies: [
+                "ConcordCore",
+                "ConcordStore",
+                "ConcordTestSupport",
+                "ConcordExchange",
+                "ConcordKeys",
+                "ConcordPeer",
+                "ConcordNet",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
         .testTarget(

@@ -56,6 +56,12 @@ public enum BundleError: Error, Hashable, CustomStringConvertible {
     case newerVersion(UInt8)
     case truncated
     case corrupt(String)
+    /// An encrypted bundle (§13.1), and the reader has no sync key. `keyID` names the bundle's key.
+    case encrypted(keyID: String)
+    /// An encrypted bundle sealed with another sync key than the reader's (both named by key id).
+    case wrongKey(bundle: String, store: String)
+    /// A chunk of an encrypted bundle failed authentication: changed, damaged, moved or cut.
+    case authenticationFailed
 
     public var description: String {
         switch self {
@@ -64,6 +70,12 @@ public enum BundleError: Error, Hashable, CustomStringConvertible {
             "bundle format version \(version) is newer than this build reads (\(BundleFormat.version)); upgrade Concord"
         case .truncated: "the bundle is truncated"
         case .corrupt(let why): "the bundle is corrupt: \(why)"
+        case .encrypted(let keyID):
+            "the bundle is encrypted (with sync key \(keyID)), and this store has no sync key; run 'syncctl key import KEY'"
+        case let .wrongKey(bundle, store):
+            "the bundle is encrypted with sync key \(bundle), and this store holds sync key \(store)"
+        case .authenticationFailed:
+            "the encrypted bundle failed authentication: it was changed or damaged after it was written"
         }
     }
 }
@@ -288,6 +300,8 @@ public struct BundleReader<Source: ByteSource> {
             let chunk: [UInt8]
             do {
                 chunk = try source.read(maxCount: count - result.count)
+            } catch let error as BundleError {
+                throw error  // an encrypted bundle's source: a failed chunk, a cut file
             } catch {
                 throw .corrupt("cannot read: \(error)")
             }

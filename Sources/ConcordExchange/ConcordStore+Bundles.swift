@@ -1,4 +1,5 @@
 import ConcordCore
+import ConcordKeys
 import ConcordStore
 import Foundation
 
@@ -10,10 +11,12 @@ extension ConcordStore {
     ///   they follow once the gap is filled. Shared-folder sync uses this so that a file's `top`
     ///   says exactly what it covers.
     /// - Parameter exclusive: fail with `ExchangeError.Code.exists` rather than replace a file at `path`.
+    /// - Parameter key: encrypt the bundle with this sync key (SPEC.md §13.1); the summary's
+    ///   `bytes` is then the encrypted file's size.
     @discardableResult
     public func exportBundle(
         to path: String, since: VersionVector = VersionVector(), contiguousOnly: Bool = false,
-        exclusive: Bool = false, temporaryName: String? = nil
+        exclusive: Bool = false, temporaryName: String? = nil, encryptingWith key: SyncKey? = nil
     ) throws -> BundleSummary {
         let top = try versionVector()
         let manifest = BundleManifest(publisher: replicaID, createdMillis: environment.wallClock(), base: since, top: top)
@@ -23,11 +26,18 @@ extension ConcordStore {
         let name = temporaryName ?? ".\((path as NSString).lastPathComponent).tmp-\(String(environment.random() & 0xFFFF_FFFF, radix: 16))"
         let file = try AtomicFile(path: path, temporaryName: name)
         do {
-            var writer = try BundleWriter(manifest: manifest) { bytes in try file.write(bytes) }
+            let sealer = try key.map { key in try BundleSealer(key: key) { bytes in try file.write(bytes) } }
+            var writer = try BundleWriter(manifest: manifest) { bytes in
+                if let sealer { try sealer.write(bytes) } else { try file.write(bytes) }
+            }
             try forEachOperation(since: since) { operation in
                 if !contiguousOnly || operation.id.seq <= top[operation.id.replica] { try writer.append(operation) }
             }
-            let summary = try writer.finish()
+            var summary = try writer.finish()
+            if let sealer {
+                try sealer.finish()
+                summary.bytes = sealer.bytesWritten
+            }
             try file.commit(exclusive: exclusive)
             return summary
         } catch {
@@ -38,21 +48,28 @@ extension ConcordStore {
         }
     }
 
-    /// Merges the bundle at `path`: first reads it whole, checking every block, operation and the
-    /// end block while applying nothing; then applies it in bounded batches, each its own
-    /// transaction (SPEC.md §13). A damaged bundle applies nothing; a merge interrupted halfway
-    /// keeps its committed batches. With `importing`, records the file as imported from its folder
-    /// in the last batch's transaction.
+    /// Merges the bundle at `path`, plain or encrypted: first reads it whole, checking every block,
+    /// operation and the end block while applying nothing; then applies it in bounded batches, each
+    /// its own transaction (SPEC.md §13). A damaged bundle applies nothing; a merge interrupted
+    /// halfway keeps its committed batches. With `importing`, records the file as imported from its
+    /// folder in the last batch's transaction.
+    ///
+    /// An encrypted bundle (§13.1) is read with the store's sync key; one this store cannot
+    /// authenticate (no key, another key, a chunk that fails authentication) applies nothing.
+    /// - Parameter requireEncrypted: refuse a plain bundle (shared folders do, when the store has a key).
     @discardableResult
-    public func mergeBundle(at path: String, importing file: ImportedFile? = nil) throws -> (MergeReport, BundleSummary) {
-        var verifier = BundleReader(try FileSource(path: path))
+    public func mergeBundle(
+        at path: String, importing file: ImportedFile? = nil, requireEncrypted: Bool = false
+    ) throws -> (MergeReport, BundleSummary) {
+        let key = try syncKey()
+        var verifier = try Self.bundleReader(at: path, key: key, requireEncrypted: requireEncrypted)
         let verified: BundleSummary
         do {
             verified = try verifier.forEachOperation { _ in }
         } catch let error as BundleError {
             throw ExchangeError(.invalidInput, "\(path): \(error)")
         }
-        var reader = BundleReader(try FileSource(path: path))
+        var reader = try Self.bundleReader(at: path, key: key, requireEncrypted: requireEncrypted)
         var summary: BundleSummary?
         let report: MergeReport
         do {
@@ -67,6 +84,21 @@ extension ConcordStore {
             throw ExchangeError(.invalidInput, "\(path): the bundle changed while it was being merged")
         }
         return (report, summary)
+    }
+
+    /// A reader of the bundle file at `path`, plain or encrypted (opened with `key`).
+    public static func bundleReader(
+        at path: String, key: SyncKey?, requireEncrypted: Bool = false
+    ) throws -> BundleReader<BundleSource<FileSource>> {
+        do {
+            let source = try BundleSource(try FileSource(path: path), key: key)
+            if requireEncrypted, !source.isEncrypted {
+                throw ExchangeError(.invalidInput, "\(path): a plain bundle; this store has a sync key, and takes only bundles encrypted with it from a shared folder")
+            }
+            return BundleReader(source)
+        } catch let error as BundleError {
+            throw ExchangeError(.invalidInput, "\(path): \(error)")
+        }
     }
 }
 

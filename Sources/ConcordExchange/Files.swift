@@ -6,6 +6,8 @@ import Foundation
 public enum FileKind: Sendable {
     case store
     case bundle
+    /// An encrypted bundle (SPEC.md §13.1).
+    case encryptedBundle
     case other
 
     public static func of(path: String) -> FileKind {
@@ -13,6 +15,7 @@ public enum FileKind: Sendable {
         defer { try? handle.close() }
         let head = [UInt8]((try? handle.read(upToCount: 16)) ?? Data())
         if head.starts(with: BundleFormat.magic) { return .bundle }
+        if head.starts(with: EncryptedBundleFormat.magic) { return .encryptedBundle }
         if head.starts(with: Array("SQLite format 3\0".utf8)) { return .store }
         return .other
     }

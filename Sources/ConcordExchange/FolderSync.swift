@@ -1,4 +1,5 @@
 import ConcordCore
+import ConcordKeys
 import ConcordStore
 import Foundation
 
@@ -9,6 +10,10 @@ import Foundation
 /// touches another replica's files. A sync imports every bundle of the folder it has not imported
 /// yet, then publishes what it holds that the folder lacks. Files that are not bundles, damaged,
 /// incomplete or from a newer version are skipped with a warning and never change the store.
+///
+/// A store with a sync key publishes only encrypted bundles (SPEC.md §13.1) and imports only
+/// bundles encrypted with its key: a plain one, one of another key, or one that fails
+/// authentication is skipped with a warning.
 public final class FolderSync {
     public let store: ConcordStore
     /// The shared folder.
@@ -37,6 +42,7 @@ public final class FolderSync {
         try store.ensureNotCopied()
         var report = FolderSyncReport()
         try prepareDirectory(&report)
+        let key = try store.syncKey()
         var listing = try list(&report)
         var recorded = try store.importedFiles(in: folder)
 
@@ -46,12 +52,12 @@ public final class FolderSync {
             progress?(.importing(file: index + 1, of: pending.count, name: file.name))
             let path = (directory as NSString).appendingPathComponent(file.name)
             do {
-                guard let manifest = try Self.manifest(at: path) else {
+                guard let manifest = try Self.manifest(at: path, key: key, requireEncrypted: key != nil) else {
                     report.warn("skipping \(file.name): empty file (still being written?)")
                     continue
                 }
                 let imported = ImportedFile(folder: folder, name: file.name, size: file.size, top: manifest.top)
-                let (merge, summary) = try store.mergeBundle(at: path, importing: imported)
+                let (merge, summary) = try store.mergeBundle(at: path, importing: imported, requireEncrypted: key != nil)
                 recorded[file.name] = imported
                 report.importedFiles += 1
                 report.importedOperations += merge.newOperationCount
@@ -64,9 +70,13 @@ public final class FolderSync {
             }
         }
 
-        // Publish what the folder lacks: every operation above what the folder's files cover.
+        // Publish what the folder lacks: every operation above what the folder's files cover. With
+        // a key, only files sealed with it count: replicas that hold the key read no others.
         var covered = VersionVector()
-        for file in listing.bundles { if let known = recorded[file.name] { covered.merge(known.top) } }
+        for file in listing.bundles {
+            guard let known = recorded[file.name], readable(file, key: key) else { continue }
+            covered.merge(known.top)
+        }
         let mine = try store.versionVector()
         if mine.entries.contains(where: { $0.value > covered[$0.key] }) {
             progress?(.publishing)
@@ -79,7 +89,7 @@ public final class FolderSync {
                 do {
                     summary = try store.exportBundle(
                         to: (directory as NSString).appendingPathComponent(name), since: covered, contiguousOnly: true,
-                        exclusive: true, temporaryName: temporaryName(for: name))
+                        exclusive: true, temporaryName: temporaryName(for: name), encryptingWith: key)
                 } catch let error as ExchangeError where error.code == .exists {
                     listing.nextSerial += 1
                 }
@@ -94,7 +104,7 @@ public final class FolderSync {
             report.publishedOperations = summary.operations
         }
 
-        try coalesceIfNeeded(&listing, &recorded, &report, progress)
+        try coalesceIfNeeded(&listing, &recorded, &report, key: key, progress)
         try store.forgetImportedFiles(in: folder, keeping: Set(listing.bundles.map(\.name)))
         return report
     }
@@ -267,12 +277,24 @@ public final class FolderSync {
         ".\(name.dropLast(Self.fileExtension.count)).tmp-\(String(store.environment.random() & 0xFFFF_FFFF, radix: 16))"
     }
 
-    /// The manifest of the bundle at `path`, or nil for an empty file.
-    static func manifest(at path: String) throws -> BundleManifest? {
+    /// The manifest of the bundle at `path`, plain or encrypted with `key`, or nil for an empty file.
+    static func manifest(at path: String, key: SyncKey?, requireEncrypted: Bool = false) throws -> BundleManifest? {
         let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.intValue
         guard size != 0 else { return nil }
-        var reader = BundleReader(try FileSource(path: path))
+        var reader = try ConcordStore.bundleReader(at: path, key: key, requireEncrypted: requireEncrypted)
         return try reader.readManifest()
+    }
+
+    /// Whether the replicas that share this store's key (or, without a key, those without one) can
+    /// read the file: sealed with the key, or plain when there is no key. Read from the header only.
+    private func readable(_ file: ListedFile, key: SyncKey?) -> Bool {
+        guard let key else { return true }
+        let path = (directory as NSString).appendingPathComponent(file.name)
+        guard let handle = FileHandle(forReadingAtPath: path) else { return false }
+        defer { try? handle.close() }
+        let head = [UInt8]((try? handle.read(upToCount: 18)) ?? Data())
+        return head.count == 18 && head.starts(with: EncryptedBundleFormat.magic)
+            && Array(head[10..<18]) == EncryptedBundleFormat.keyIDBytes(of: key)
     }
 
     /// Why a file was skipped, in a few words.
@@ -290,23 +312,33 @@ public final class FolderSync {
 
     // MARK: Coalescing
 
-    /// Writes the operations of the bundles at `paths`, in order, as one bundle.
-    private static func concatenate(_ paths: [String], manifest: BundleManifest, into output: AtomicFile) throws -> BundleSummary {
-        var writer = try BundleWriter(manifest: manifest) { bytes in try output.write(bytes) }
+    /// Writes the operations of the bundles at `paths`, in order, as one bundle (sealed with `key`
+    /// when there is one).
+    private static func concatenate(_ paths: [String], manifest: BundleManifest, key: SyncKey?, into output: AtomicFile) throws -> BundleSummary {
+        let sealer = try key.map { key in try BundleSealer(key: key) { bytes in try output.write(bytes) } }
+        var writer = try BundleWriter(manifest: manifest) { bytes in
+            if let sealer { try sealer.write(bytes) } else { try output.write(bytes) }
+        }
         for path in paths {
-            var reader = BundleReader(try FileSource(path: path))
+            var reader = try ConcordStore.bundleReader(at: path, key: key)
             try reader.forEachOperation { operation in try writer.append(operation) }
         }
-        return try writer.finish()
+        var summary = try writer.finish()
+        if let sealer {
+            try sealer.finish()
+            summary.bytes = sealer.bytesWritten
+        }
+        return summary
     }
 
     /// Merges this replica's own files into one when there are too many, deleting the old ones
     /// only once the new one is durable.
     private func coalesceIfNeeded(
         _ listing: inout Listing, _ recorded: inout [String: ImportedFile], _ report: inout FolderSyncReport,
-        _ progress: ((SyncProgress) -> Void)?
+        key: SyncKey?, _ progress: ((SyncProgress) -> Void)?
     ) throws {
-        let own = listing.bundles.filter { $0.publisher == store.replicaID && recorded[$0.name] != nil }
+        // With a key, files of this replica from before it had the key (plain) are left as they are.
+        let own = listing.bundles.filter { $0.publisher == store.replicaID && recorded[$0.name] != nil && readable($0, key: key) }
         guard own.count > coalesceThreshold else { return }
         progress?(.coalescing(files: own.count))
         var top = VersionVector()
@@ -317,10 +349,10 @@ public final class FolderSync {
         let summary: BundleSummary
         do {
             let paths = own.map { (directory as NSString).appendingPathComponent($0.name) }
-            var first = BundleReader(try FileSource(path: paths[0]))
+            var first = try ConcordStore.bundleReader(at: paths[0], key: key)
             let manifest = BundleManifest(
                 publisher: store.replicaID, createdMillis: store.environment.wallClock(), base: try first.readManifest().base, top: top)
-            summary = try Self.concatenate(paths, manifest: manifest, into: output)
+            summary = try Self.concatenate(paths, manifest: manifest, key: key, into: output)
             try output.commit(exclusive: true)
         } catch {
             output.abandon()

@@ -1,15 +1,17 @@
 import ArgumentParser
 import ConcordCore
 import ConcordExchange
+import ConcordKeys
+import ConcordNet
 import ConcordStore
 import ConcordWorkload
 import Foundation
 
 struct Bench: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Measure merge throughput, local writes, export and folder sync.",
+        abstract: "Measure merge throughput, local writes, export, folder sync and peer sync.",
         discussion: "Each benchmark builds its seeded workload in a temporary directory (not timed) and prints medians.",
-        subcommands: [MergeBench.self, WritesBench.self, ExportBench.self, FolderSyncBench.self])
+        subcommands: [MergeBench.self, WritesBench.self, ExportBench.self, FolderSyncBench.self, PeerBench.self])
 }
 
 struct WorkloadOptions: ParsableArguments {
@@ -262,6 +264,92 @@ struct FolderSyncBench: ParsableCommand {
             } else {
                 say("folder      \(files) bundle files, nothing new")
                 say("no-op sync  median \(formatted(median * 1000, 1)) ms over \(times.count) runs (\(times.map { formatted($0 * 1000, 1) }.joined(separator: ", ")))")
+            }
+        }
+    }
+}
+
+struct PeerBench: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "peer",
+        abstract: "Sync an empty store from replica B, served over TCP on loopback.",
+        discussion: """
+            Builds replica B, gives it a sync key and serves it on 127.0.0.1 (a free port); then, --runs \
+            times, syncs a new empty store holding the same key from it (one 'sync --peer' session: \
+            handshake, both version vectors, B's whole history in encrypted batches, each applied in a \
+            transaction of its own). Checks that the store then holds B's state, and prints the median \
+            session time, operations per second, the bytes on the wire each way (frames, handshake \
+            included; not TCP/IP headers), and the peak resident memory of this process, which holds \
+            both sides.
+            """)
+    @OptionGroup var options: WorkloadOptions
+
+    func run() throws {
+        let workload = options.workload
+        try withBenchDirectory { directory in
+            progressNote("building replica B")
+            let b = try ConcordStore.create(at: directory + "/b.db", environment: workload.environmentB)
+            try workload.buildB(into: b)
+            let operations = try b.status().operations
+            let key = SyncKey.generate()
+            try b.setSyncKey(key)
+            let server = PeerServer(store: b, key: key)
+            let bound = try server.start(host: "127.0.0.1", port: 0)
+            defer { server.stop() }
+            let address = PeerAddress(host: "127.0.0.1", port: bound.port ?? 0)
+
+            var times: [Double] = []
+            var peak = 0
+            var record: PeerSessionRecord?
+            var last: ConcordStore?
+            for run in 1...options.runs {
+                progressNote("sync run \(run) of \(options.runs)")
+                let path = directory + "/a-\(run).db"
+                let target = try ConcordStore.create(at: path, environment: workload.environmentA)
+                try target.setSyncKey(key)
+                Measure.resetPeakMemory()
+                times.append(try Measure.seconds {
+                    record = try PeerClient.sync(store: target, key: key, address: address) { progress in
+                        ProgressLine.shared.update { "sync run \(run) of \(options.runs): \(progress.operationsReceived) operations received" }
+                    }
+                })
+                peak = max(peak, Measure.peakMemoryBytes())
+                if let failure = record?.failure { throw ValidationError("the session failed: \(failure.message)") }
+                guard record?.summary.operationsReceived == operations, record?.newOperations == operations else {
+                    throw ValidationError("the session brought \(record?.summary.operationsReceived ?? 0) operations, not \(operations)")
+                }
+                if let previous = last {
+                    try previous.close()
+                    for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: previous.path + suffix) }
+                }
+                last = target
+            }
+            progressNote("verifying")
+            guard try Measure.dumpDigest(last!) == (try Measure.dumpDigest(b)) else {
+                throw ValidationError("after the sync, the store does not hold B's state")
+            }
+            ProgressLine.shared.clear()
+            let summary = record!.summary
+            let median = Measure.median(times)
+            let perOperation = Double(summary.bytesReceived) / Double(operations)
+            if options.json {
+                say(JSON.object([
+                    ("benchmark", .string("peer")), ("workload", .string(options.description)),
+                    ("operations", .int(Int64(operations))), ("runs", .int(Int64(times.count))),
+                    ("medianSeconds", .string(formatted(median, 3))),
+                    ("operationsPerSecond", .int(Int64(Double(operations) / median))),
+                    ("bytesFromServer", .int(Int64(summary.bytesReceived))), ("bytesToServer", .int(Int64(summary.bytesSent))),
+                    ("bytesPerOperation", .string(formatted(perOperation, 2))), ("batches", .int(Int64(summary.batchesReceived))),
+                    ("peakResidentBytes", .int(Int64(peak))), ("verified", .bool(true)),
+                ]).canonical)
+            } else {
+                say("workload    \(options.description)")
+                say("operations  \(operations) from B (served on loopback) into an empty store, in \(summary.batchesReceived) batches")
+                say("session     median \(formatted(median, 3)) s over \(times.count) runs (\(times.map { formatted($0, 3) }.joined(separator: ", ")))")
+                say("throughput  \(Int(Double(operations) / median)) operations/s")
+                say("wire        \(summary.bytesReceived) bytes from B (\(formatted(perOperation, 2)) bytes/operation), \(summary.bytesSent) bytes to B")
+                say("memory      \(peak / 1_000_000) MB peak resident (this process runs both sides)")
+                say("verified    the store holds B's state")
             }
         }
     }

@@ -1,6 +1,8 @@
 import ArgumentParser
 import ConcordCore
 import ConcordExchange
+import ConcordKeys
+import ConcordNet
 import ConcordStore
 import Foundation
 
@@ -16,6 +18,7 @@ struct Export: ParsableCommand {
     @Argument(help: "The bundle file to write (replaced if it exists).") var file: String
     @Option(help: ArgumentHelp("The peer's version vector, or a file holding it.", valueName: "version-vector"))
     var since: String?
+    @Flag(help: "Encrypt the bundle with the store's sync key (SPEC.md §13.1).") var encrypt = false
 
     func run() throws {
         let store = try store.open()
@@ -30,7 +33,12 @@ struct Export: ParsableCommand {
             }
             vector = try VersionVector(json: text)
         }
-        let summary = try store.exportBundle(to: file, since: vector)
+        var key: SyncKey?
+        if encrypt {
+            guard let stored = try store.syncKey() else { throw KeyCommandError.noKey(store.path) }
+            key = stored
+        }
+        let summary = try store.exportBundle(to: file, since: vector, encryptingWith: key)
         let perOperation = summary.operations == 0 ? 0 : Double(summary.bytes) / Double(summary.operations)
         say("exported \(summary.operations) operation\(summary.operations == 1 ? "" : "s") to \(file) (\(summary.bytes) bytes, \(String(format: "%.1f", perOperation)) bytes per operation)")
     }
@@ -38,23 +46,34 @@ struct Export: ParsableCommand {
 
 struct Sync: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Sync with other replicas through a shared folder.",
+        abstract: "Sync with other replicas through a shared folder, or with a peer over the network.",
         discussion: """
-            Imports every bundle in the folder this store lacks and publishes what the folder lacks. \
-            Files that are not bundles, damaged or incomplete are skipped with a warning. With --watch, \
-            keeps syncing as the store or the folder changes until SIGINT or SIGTERM.
+            With --folder: imports every bundle in the folder this store lacks and publishes what the \
+            folder lacks. Files that are not bundles, damaged or incomplete are skipped with a warning. \
+            With --watch, keeps syncing as the store or the folder changes until SIGINT or SIGTERM. \
+            With --peer: one two-way session with a store that 'syncctl serve' serves; both hold the \
+            same sync key ('syncctl key').
             """)
     @OptionGroup var store: StoreOptions
-    @Option(help: "The shared folder (kept in step by Dropbox, Syncthing, NFS, …).") var folder: String
-    @Flag(help: "Keep syncing until interrupted.") var watch = false
+    @Option(help: "The shared folder (kept in step by Dropbox, Syncthing, NFS, …).") var folder: String?
+    @Option(help: ArgumentHelp("A peer that 'syncctl serve' serves (default port 7420).", valueName: "host:port"))
+    var peer: String?
+    @Flag(help: "With --folder: keep syncing until interrupted.") var watch = false
     @Option(help: "With --watch: seconds between looks at the store and the folder.") var interval: Double = 2
 
     func validate() throws {
+        guard (folder == nil) != (peer == nil) else { throw ValidationError("give either --folder DIR or --peer HOST:PORT") }
+        if let peer, PeerAddress(peer) == nil { throw ValidationError("'\(peer)' is not HOST:PORT") }
+        if peer != nil, watch { throw ValidationError("--watch goes with --folder, not --peer") }
         guard interval >= 0.1, interval <= 86_400 else { throw ValidationError("--interval must be from 0.1 to 86400 seconds") }
     }
 
     func run() throws {
-        let sync = FolderSync(store: try store.open(), folder: folder)
+        if let peer, let address = PeerAddress(peer) {
+            try PeerSync.run(store: try store.open(), address: address)
+            return
+        }
+        let sync = FolderSync(store: try store.open(), folder: folder!)
         guard watch else {
             let report = try sync.sync(progress: ProgressLine.shared.folderProgress)
             ProgressLine.shared.clear()
@@ -109,22 +128,37 @@ final class StopSignal: @unchecked Sendable {
     }
 }
 
-/// A one-line progress display on standard error, shown only when it is a terminal.
+/// A one-line progress display on standard error, shown only when it is a terminal. Safe to use
+/// from several threads (a server's sessions).
 final class ProgressLine: @unchecked Sendable {
     static let shared = ProgressLine()
     private let enabled = isatty(STDERR_FILENO) == 1
+    private let lock = NSLock()
     private var shown = false
+    private var lastShown = ContinuousClock.now - .seconds(1)
 
     func show(_ text: String) {
         guard enabled else { return }
-        FileHandle.standardError.write(Data("\r\u{1B}[K\(text)".utf8))
-        shown = true
+        lock.withLock {
+            FileHandle.standardError.write(Data("\r\u{1B}[K\(text)".utf8))
+            shown = true
+            lastShown = .now
+        }
+    }
+
+    /// Shows `text()` unless a line was shown less than 0.1 s ago (for frequent updates).
+    func update(_ text: () -> String) {
+        guard enabled, lock.withLock({ ContinuousClock.now - lastShown >= .milliseconds(100) }) else { return }
+        show(text())
     }
 
     func clear() {
-        guard enabled, shown else { return }
-        FileHandle.standardError.write(Data("\r\u{1B}[K".utf8))
-        shown = false
+        guard enabled else { return }
+        lock.withLock {
+            guard shown else { return }
+            FileHandle.standardError.write(Data("\r\u{1B}[K".utf8))
+            shown = false
+        }
     }
 
     func folderProgress(_ progress: SyncProgress) {

@@ -1,6 +1,7 @@
 import ArgumentParser
 import ConcordCore
 import ConcordExchange
+import ConcordKeys
 import ConcordStore
 import Foundation
 
@@ -122,6 +123,7 @@ struct Merge: ParsableCommand {
         let target = try store.open()
         var stores: [ConcordStore] = []
         var bundles: [String] = []
+        var key: SyncKey?
         for path in paths {
             var isDirectory: ObjCBool = false
             guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
@@ -136,6 +138,11 @@ struct Merge: ParsableCommand {
             switch FileKind.of(path: path) {
             case .store: stores.append(try ConcordStore.open(at: path, readOnly: true))
             case .bundle: bundles.append(path)
+            // Read with this store's key: a bundle it cannot authenticate is refused before anything is merged.
+            case .encryptedBundle:
+                key = try target.syncKey()
+                _ = try ConcordStore.bundleReader(at: path, key: key)
+                bundles.append(path)
             case .other: throw ExchangeError(.invalidInput, "\(path) is not a Concord store or bundle")
             }
         }
@@ -144,10 +151,10 @@ struct Merge: ParsableCommand {
             // Bundles only: every one is read and checked whole first, so a damaged one applies
             // nothing; then they are applied in bounded batches, each its own transaction, so a
             // long merge never keeps other writers out for more than a batch (SPEC.md §5.6).
-            let verified = try bundles.map { path in try Self.read(path) { _ in } }
+            let verified = try bundles.map { path in try Self.read(path, key: key) { _ in } }
             var summaries: [BundleSummary] = []
             report = try target.mergeInBatches { ingest in
-                for path in bundles { summaries.append(try Self.read(path, ingest)) }
+                for path in bundles { summaries.append(try Self.read(path, key: key, ingest)) }
             }
             if let changed = zip(bundles, zip(summaries, verified)).first(where: { $0.1.0 != $0.1.1 }) {
                 throw FileInputError(path: changed.0, reason: "the bundle changed while it was being merged")
@@ -160,7 +167,7 @@ struct Merge: ParsableCommand {
                     for probe in try other.overlapProbes(for: since) { try ingest(probe) }
                     try other.forEachOperation(since: since, ingest)
                 }
-                for path in bundles { try Self.read(path, ingest) }
+                for path in bundles { try Self.read(path, key: key, ingest) }
             }
         }
         let replicas = report.newOperations.count
@@ -170,10 +177,10 @@ struct Merge: ParsableCommand {
 }
 
 extension Merge {
-    /// Reads the bundle at `path` whole, passing each operation to `body`.
+    /// Reads a bundle, plain or (with `key`) encrypted, whole, calling `body` with its operations.
     @discardableResult
-    static func read(_ path: String, _ body: (Op) throws -> Void) throws -> BundleSummary {
-        var reader = BundleReader(try FileSource(path: path))
+    static func read(_ path: String, key: SyncKey?, _ body: (Op) throws -> Void) throws -> BundleSummary {
+        var reader = try ConcordStore.bundleReader(at: path, key: key)
         do {
             return try reader.forEachOperation(body)
         } catch let error as BundleError {

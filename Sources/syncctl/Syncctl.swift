@@ -11,6 +11,6 @@ struct Syncctl: ParsableCommand {
         version: "0.1.0",
         subcommands: [
             Init.self, ReminderCommand.self, NoteCommand.self, Show.self, Dump.self, Status.self, Log.self, Merge.self, Export.self,
-            Sync.self, Verify.self, Demo.self, Bench.self,
+            KeyCommand.self, Sync.self, Serve.self, Verify.self, Demo.self, Bench.self,
         ])
 }

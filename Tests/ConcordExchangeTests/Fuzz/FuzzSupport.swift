@@ -572,6 +572,9 @@ enum ReadOutcome: Equatable {
             case .newerVersion: "refused: newer version"
             case .truncated: "refused: truncated"
             case .corrupt: "refused: corrupt"
+            case .encrypted: "refused: encrypted"
+            case .wrongKey: "refused: wrong key"
+            case .authenticationFailed: "refused: authentication failed"
             }
         case .unexpected: "unexpected error"
         }

@@ -1,0 +1,466 @@
+import ConcordCore
+import ConcordExchange
+import ConcordKeys
+import ConcordPeer
+import ConcordStore
+import Foundation
+import NIOCore
+import NIOPosix
+
+/// Carries one `PeerSession` over one NIO channel (SPEC.md §15), as its doc comment asks:
+///
+/// - **No store work on the event loop.** The session (its crypto, batch decoding) and every store
+///   call run on the connection's own serial queue (`worker`); the event loop only moves bytes.
+///   What arrives is handed to the worker in order; what the session returns is written in order,
+///   and an `.apply` is committed before any bytes returned after it are written.
+/// - **Operations stream with backpressure.** A reader thread walks the log
+///   (`forEachOperation(since:)`, on a read-only connection of its own, so applying the peer's
+///   batches meanwhile is never blocked by it) and hands over chunks of a few thousand operations,
+///   at most two waiting; the worker seals them while less than `outboundBufferBytes` wait to be
+///   written. Memory stays bounded whatever the size of the log.
+/// - **Inbound flow control.** The channel stops reading while more than `inboundBufferBytes`
+///   wait for the worker (a batch being applied), and reading and sending never wait for each
+///   other, so two peers that stream at once cannot deadlock.
+/// - **Bounds.** The handshake timeout and the idle timeout end the session; after a failure the
+///   side flushes its last words (an `error`), closes its output, drops what still arrives for a
+///   moment, and closes.
+final class PeerConnection: @unchecked Sendable {
+    let channel: any Channel
+    let store: ConcordStore
+    let configuration: PeerTransportConfiguration
+    let peer: String
+    private let worker: DispatchQueue
+    private let started = ContinuousClock.now
+    private let outcome: EventLoopPromise<PeerSessionRecord>
+    private let progress: (@Sendable (PeerProgress) -> Void)?
+
+    private let key: SyncKey
+    /// Whether the store's version vector is read on the worker when the session starts (a
+    /// server reads it there, never on the event loop).
+    private let readVersionsAtStart: Bool
+
+    // Confined to `worker`.
+    private var session: PeerSession
+    private var feed: OperationFeed?
+    private var streaming = false
+    private var ended = false
+    private var appliedBatches = 0
+    private var newOperations = 0
+    private var farFuture: Timestamp?
+    private var lastWrite: EventLoopFuture<Void>?
+
+    // Guarded by `lock`: touched by the event loop and the worker.
+    private let lock = NSLock()
+    private var outboundPending = 0
+    private var inboundPending = 0
+    private var pumpWaitsForWrites = false
+    /// Whether the channel has stopped reading (set on the event loop, read by the worker).
+    private var readingPausedShared = false
+    /// Whether the channel has closed: nothing more is sent to its event loop.
+    private var channelGone = false
+
+    // Confined to the channel's event loop.
+    private var readingPaused = false
+    private var lastActivity = NIODeadline.now()
+    private var handshakeTimer: Scheduled<Void>?
+    private var idleTimer: RepeatedTask?
+    private var closing = false
+
+    /// The record of the session, once it has ended (finished or failed).
+    var result: EventLoopFuture<PeerSessionRecord> { outcome.futureResult }
+
+    init(
+        channel: any Channel, role: PeerRole, store: ConcordStore, key: SyncKey, localVersions: VersionVector?,
+        configuration: PeerTransportConfiguration, progress: (@Sendable (PeerProgress) -> Void)?
+    ) {
+        self.channel = channel
+        self.store = store
+        self.configuration = configuration
+        self.progress = progress
+        peer = channel.remoteAddress?.shown ?? "?"
+        worker = DispatchQueue(label: "concord.peer \(peer)")
+        outcome = channel.eventLoop.makePromise(of: PeerSessionRecord.self)
+        session = PeerSession(role: role, key: key, localReplica: store.replicaID, localVersions: localVersions ?? VersionVector())
+        readVersionsAtStart = localVersions == nil
+        self.key = key
+    }
+
+    // MARK: Event loop side
+
+    /// The channel is active: start the session and its timers. On the event loop.
+    func activate() {
+        lastActivity = .now()
+        let handshake = TimeAmount(configuration.handshakeTimeout)
+        handshakeTimer = channel.eventLoop.scheduleTask(in: handshake) { [self] in
+            timeOut(PeerFailure(.timedOut, "the handshake took over \(configuration.handshakeTimeout.shown)"), handshakeOnly: true)
+        }
+        let idle = TimeAmount(configuration.idleTimeout)
+        let every = TimeAmount.nanoseconds(max(idle.nanoseconds / 4, 1_000_000))
+        idleTimer = channel.eventLoop.scheduleRepeatedTask(initialDelay: every, delay: every) { [self] _ in
+            if NIODeadline.now() - lastActivity >= idle {
+                timeOut(PeerFailure(.timedOut, "the session was idle for \(configuration.idleTimeout.shown)"), handshakeOnly: false)
+            }
+        }
+        // A connection refused at once (a full server) has ended before it started.
+        worker.async { [self] in
+            guard !ended else { return }
+            if readVersionsAtStart {
+                do {
+                    session = PeerSession(role: session.role, key: key, localReplica: store.replicaID, localVersions: try store.versionVector())
+                } catch {
+                    end(PeerFailure(.local, "this side cannot read its store: \(error)"))
+                    return
+                }
+            }
+            perform(session.start())
+        }
+    }
+
+    /// Bytes arrived. On the event loop.
+    func received(_ buffer: ByteBuffer) {
+        lastActivity = .now()
+        let bytes = Array(buffer.readableBytesView)
+        lock.withLock { inboundPending += bytes.count }
+        worker.async { [self] in
+            if !ended { perform(session.receive(bytes)) }
+            let resume = lock.withLock {
+                inboundPending -= bytes.count
+                return readingPausedShared && !channelGone && inboundPending <= configuration.inboundBufferBytes / 2
+            }
+            if resume { channel.eventLoop.execute { self.updateReading() } }
+        }
+    }
+
+    /// Stops reading while too much waits for the worker; reads again once it has caught up.
+    /// On the event loop.
+    func updateReading() {
+        let pending = lock.withLock { inboundPending }
+        if !readingPaused, pending > configuration.inboundBufferBytes {
+            readingPaused = true
+            lock.withLock { readingPausedShared = true }
+            channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in }
+        } else if readingPaused, pending <= configuration.inboundBufferBytes / 2 {
+            readingPaused = false
+            lock.withLock { readingPausedShared = false }
+            channel.setOption(ChannelOptions.autoRead, value: true).whenFailure { _ in }
+        }
+    }
+
+    /// The connection has closed. On the event loop.
+    func inactive() {
+        lock.withLock { channelGone = true }
+        handshakeTimer?.cancel()
+        idleTimer?.cancel()
+        worker.async { [self] in
+            if !ended { perform(session.connectionClosed()) }
+            feed?.cancel()
+        }
+    }
+
+    private func timeOut(_ failure: PeerFailure, handshakeOnly: Bool) {
+        worker.async { [self] in
+            guard !ended, !handshakeOnly || !session.isHandshakeComplete else { return }
+            perform(session.abort(failure))
+        }
+    }
+
+    /// Ends the session from this side (a server shutting down). From any thread.
+    func abort(_ failure: PeerFailure) {
+        worker.async { [self] in
+            if !ended { perform(session.abort(failure)) }
+        }
+    }
+
+    // MARK: Worker side
+
+    private func perform(_ actions: [PeerAction]) {
+        for action in actions {
+            switch action {
+            case .send(let bytes):
+                write(bytes)
+            case .apply(let operations):
+                do {
+                    let report = try store.merge(operations)
+                    newOperations += report.newOperationCount
+                    if let far = report.farFutureTimestamp { farFuture = max(farFuture ?? far, far) }
+                } catch {
+                    perform(session.abort(PeerFailure(.local, "this side cannot apply a batch: \(error)")))
+                    return
+                }
+                appliedBatches += 1
+                reportProgress()
+                if let drop = configuration.dropConnectionAfterAppliedBatches, appliedBatches >= drop {
+                    // As if the process were killed: no error, no ack, the connection just goes.
+                    end(PeerFailure(.local, "dropped the connection after \(appliedBatches) batches (test)"), flush: false)
+                    return
+                }
+            case .needOperations(let since):
+                startStreaming(since: since)
+            case .finished(let summary):
+                end(nil, summary: summary)
+            case .failed(let failure):
+                end(failure)
+            }
+        }
+    }
+
+    private func write(_ bytes: [UInt8]) {
+        guard !bytes.isEmpty else { return }
+        let count = bytes.count
+        lock.withLock { outboundPending += count }
+        let future = channel.writeAndFlush(ByteBuffer(bytes: bytes))
+        lastWrite = future
+        future.whenComplete { [self] _ in
+            // On the event loop.
+            lastActivity = .now()
+            let resume = lock.withLock {
+                outboundPending -= count
+                guard pumpWaitsForWrites, outboundPending <= configuration.outboundBufferBytes / 2 else { return false }
+                pumpWaitsForWrites = false
+                return true
+            }
+            if resume { worker.async { self.pump() } }
+        }
+    }
+
+    private func startStreaming(since: VersionVector) {
+        streaming = true
+        feed = OperationFeed(
+            store: store, since: since, chunk: configuration.readChunkOperations,
+            available: { [self] in worker.async { self.pump() } })
+        feed?.start()
+    }
+
+    /// Seals what the feed has ready while the connection takes it.
+    private func pump() {
+        guard streaming, !ended, let feed else { return }
+        while true {
+            let full = lock.withLock {
+                guard outboundPending >= configuration.outboundBufferBytes else { return false }
+                pumpWaitsForWrites = true
+                return true
+            }
+            if full { return }  // a write's completion pumps again
+            guard let item = feed.take() else { return }  // the feed pumps again when it has more
+            switch item {
+            case .operations(let operations):
+                perform(session.send(operations: operations))
+                reportProgress()
+            case .end:
+                streaming = false
+                self.feed = nil
+                perform(session.finishSending())
+                return
+            case .failed(let error):
+                streaming = false
+                self.feed = nil
+                perform(session.abort(PeerFailure(.local, "this side cannot read its store: \(error)")))
+                return
+            }
+            if ended { return }
+        }
+    }
+
+    private func reportProgress() {
+        guard let progress else { return }
+        let summary = session.summary
+        progress(PeerProgress(
+            peer: peer, operationsReceived: summary.operationsReceived, operationsSent: summary.operationsSent,
+            bytesReceived: summary.bytesReceived, bytesSent: summary.bytesSent))
+    }
+
+    /// The session has ended: report it, and close once what was written is flushed.
+    private func end(_ failure: PeerFailure?, summary: PeerSummary? = nil, flush: Bool = true) {
+        guard !ended else { return }
+        ended = true
+        streaming = false
+        feed?.cancel()
+        feed = nil
+        var record = PeerSessionRecord(
+            peer: peer, summary: summary ?? session.summary, failure: failure, duration: ContinuousClock.now - started)
+        record.newOperations = newOperations
+        record.farFutureTimestamp = farFuture
+        let written = flush ? lastWrite : nil
+        let linger = failure != nil && flush
+        channel.eventLoop.execute { [self] in
+            guard let written else {
+                closeChannel(linger: false)
+                outcome.succeed(record)
+                return
+            }
+            // A peer that takes nothing more (its window is full, it stopped reading) gets no
+            // longer than the linger timeout for what was written to go out.
+            let deadline = channel.eventLoop.scheduleTask(in: TimeAmount(configuration.lingerTimeout)) { [self] in
+                guard !closing else { return }
+                closeChannel(linger: false)
+                outcome.succeed(record)
+            }
+            written.whenComplete { [self] _ in
+                deadline.cancel()
+                guard !closing else { return }
+                closeChannel(linger: linger)
+                outcome.succeed(record)
+            }
+        }
+    }
+
+    /// On the event loop. After a failure the output is closed first and the input drained for a
+    /// moment (the peer's last bytes would otherwise turn the close into a reset, which may destroy
+    /// the `error` just sent before the peer reads it).
+    private func closeChannel(linger: Bool) {
+        guard !closing else { return }
+        closing = true
+        handshakeTimer?.cancel()
+        idleTimer?.cancel()
+        guard linger, channel.isActive else {
+            channel.close(promise: nil)
+            return
+        }
+        // Keep reading (what arrives is dropped: the session has ended) until the peer closes.
+        readingPaused = false
+        lock.withLock { readingPausedShared = false }
+        channel.setOption(ChannelOptions.autoRead, value: true).whenFailure { _ in }
+        channel.close(mode: .output).whenFailure { [self] _ in channel.close(promise: nil) }
+        channel.eventLoop.scheduleTask(in: TimeAmount(configuration.lingerTimeout)) { [self] in
+            channel.close(promise: nil)
+        }
+    }
+}
+
+/// The channel handler of a peer connection: hands what happens on the channel to the connection.
+final class PeerChannelHandler: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+
+    private let makeConnection: (any Channel) -> PeerConnection
+    private(set) var connection: PeerConnection?
+
+    init(makeConnection: @escaping (any Channel) -> PeerConnection) {
+        self.makeConnection = makeConnection
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        let connection = makeConnection(context.channel)
+        self.connection = connection
+        connection.activate()
+        context.fireChannelActive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        connection?.received(Self.unwrapInboundIn(data))
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        connection?.updateReading()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        connection?.inactive()
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // A reset or another socket error: the connection is gone; `channelInactive` follows.
+        context.close(promise: nil)
+    }
+}
+
+/// Reads the operations a peer lacks from the store on a thread of its own and hands them over in
+/// chunks, at most two waiting: the reader waits while the sender is behind, so memory stays
+/// bounded by a few chunks however long the log.
+final class OperationFeed: @unchecked Sendable {
+    enum Item {
+        case operations([Op])
+        case end
+        case failed(any Error)
+    }
+
+    private struct Cancelled: Error {}
+
+    private let store: ConcordStore
+    private let since: VersionVector
+    private let chunk: Int
+    private let available: @Sendable () -> Void
+    private let condition = NSCondition()
+    private var items: [Item] = []
+    private var cancelled = false
+    static let capacity = 2
+
+    init(store: ConcordStore, since: VersionVector, chunk: Int, available: @escaping @Sendable () -> Void) {
+        self.store = store
+        self.since = since
+        self.chunk = max(1, chunk)
+        self.available = available
+    }
+
+    func start() {
+        let thread = Thread { [self] in run() }
+        thread.name = "concord.peer.feed"
+        thread.start()
+    }
+
+    /// The next item, or `nil` when none is ready yet (`available` is called when one is).
+    func take() -> Item? {
+        condition.lock()
+        defer { condition.unlock() }
+        guard !items.isEmpty else { return nil }
+        let item = items.removeFirst()
+        condition.broadcast()
+        return item
+    }
+
+    /// Stops the reader; what it had read is dropped.
+    func cancel() {
+        condition.lock()
+        cancelled = true
+        items.removeAll()
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    private func put(_ item: Item) throws {
+        condition.lock()
+        while items.count >= Self.capacity, !cancelled { condition.wait() }
+        guard !cancelled else {
+            condition.unlock()
+            throw Cancelled()
+        }
+        items.append(item)
+        condition.unlock()
+        available()
+    }
+
+    private func run() {
+        do {
+            // A connection of its own, so that a long read never holds up the writes of this or
+            // any other session (SQLite's WAL mode lets it read while they write). A store in
+            // memory has no second connection: its operations are read at once.
+            let reader: ConcordStore
+            let ownReader = store.path != ":memory:"
+            reader = ownReader ? try ConcordStore.open(at: store.path, readOnly: true, environment: store.environment) : store
+            defer { if ownReader { try? reader.close() } }
+            if ownReader {
+                var pending: [Op] = []
+                pending.reserveCapacity(chunk)
+                try reader.forEachOperation(since: since) { operation in
+                    pending.append(operation)
+                    if pending.count >= chunk {
+                        try put(.operations(pending))
+                        pending.removeAll(keepingCapacity: true)
+                    }
+                }
+                if !pending.isEmpty { try put(.operations(pending)) }
+            } else {
+                var all: [Op] = []
+                try reader.forEachOperation(since: since) { all.append($0) }
+                for start in stride(from: 0, to: all.count, by: chunk) {
+                    try put(.operations(Array(all[start..<min(start + chunk, all.count)])))
+                }
+            }
+            try put(.end)
+        } catch {
+            // A cancelled feed ends quietly (its `Cancelled` reaches here wrapped by the store).
+            let stopped = condition.withLock { cancelled }
+            if !stopped { try? put(.failed(error)) }
+        }
+    }
+}

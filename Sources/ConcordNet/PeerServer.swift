@@ -1,0 +1,181 @@
+import ConcordCore
+import ConcordExchange
+import ConcordKeys
+import ConcordPeer
+import ConcordStore
+import Foundation
+import NIOCore
+import NIOPosix
+
+/// Serves a store to peers over TCP (`syncctl serve`, SPEC.md §15): each connection is one peer
+/// session, run at the same time as the others and bounded on its own, so that a slow, silent or
+/// hostile peer holds up no one else.
+///
+/// ```swift
+/// let server = try PeerServer(store: store, key: key) { record in print(record.logLine) }
+/// let address = try server.start(host: "127.0.0.1", port: 7420)
+/// …
+/// server.stop()        // ends the sessions under way, then closes
+/// ```
+public final class PeerServer: @unchecked Sendable {
+    public let store: ConcordStore
+    public let configuration: PeerTransportConfiguration
+    private let key: SyncKey
+    private let group: any EventLoopGroup
+    private let ownsGroup: Bool
+    private let onSession: @Sendable (PeerSessionRecord) -> Void
+    private let onProgress: (@Sendable (PeerProgress) -> Void)?
+
+    private let lock = NSLock()
+    private var listener: (any Channel)?
+    private var sessions: [ObjectIdentifier: PeerConnection] = [:]
+    private var stopping = false
+    private var drained: [CheckedContinuation<Void, Never>] = []
+
+    /// - Parameters:
+    ///   - group: the event loops to run on; by default a group of its own with one loop per core.
+    ///   - onSession: called once per session when it ends (finished or failed), from any thread.
+    ///   - onProgress: called as sessions move operations, from any thread.
+    public init(
+        store: ConcordStore, key: SyncKey, configuration: PeerTransportConfiguration = PeerTransportConfiguration(),
+        group: (any EventLoopGroup)? = nil, onProgress: (@Sendable (PeerProgress) -> Void)? = nil,
+        onSession: @escaping @Sendable (PeerSessionRecord) -> Void = { _ in }
+    ) {
+        self.store = store
+        self.key = key
+        self.configuration = configuration
+        self.group = group ?? MultiThreadedEventLoopGroup(numberOfThreads: max(1, min(4, System.coreCount)))
+        ownsGroup = group == nil
+        self.onSession = onSession
+        self.onProgress = onProgress
+    }
+
+    /// Sessions under way.
+    public var activeSessions: Int { lock.withLock { sessions.count } }
+
+    /// Starts listening. Port 0 picks a free port; the address returned says which.
+    @discardableResult
+    public func start(host: String, port: Int) throws -> SocketAddress {
+        let bootstrap = ServerBootstrap(group: group)
+            .serverChannelOption(ChannelOptions.backlog, value: 256)
+            .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { [self] channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(PeerChannelHandler { [self] channel in accept(channel) })
+                }
+            }
+        let channel: any Channel
+        do {
+            channel = try bootstrap.bind(host: host, port: port).wait()
+        } catch let error as IOError {
+            throw PeerFailure(.local, "cannot listen on \(PeerAddress(host: host, port: port)): \(String(cString: strerror(error.errnoCode)).lowercased())")
+        } catch {
+            throw PeerFailure(.local, "cannot listen on \(PeerAddress(host: host, port: port)): \(error)")
+        }
+        lock.withLock { listener = channel }
+        return channel.localAddress!
+    }
+
+    /// A new connection: a session of its own, or closed at once when the server is full or stopping.
+    private func accept(_ channel: any Channel) -> PeerConnection {
+        let connection = PeerConnection(
+            channel: channel, role: .server, store: store, key: key, localVersions: nil,
+            configuration: configuration, progress: onProgress)
+        let admitted = lock.withLock {
+            guard !stopping, sessions.count < configuration.maxSessions else { return false }
+            sessions[ObjectIdentifier(connection)] = connection
+            return true
+        }
+        guard admitted else {
+            // Too many at once (or shutting down): this one is refused before its handshake.
+            connection.abort(PeerFailure(.local, "the server is busy with \(configuration.maxSessions) sessions"))
+            connection.result.whenComplete { [self] result in
+                if case .success(var record) = result {
+                    record.failure = PeerFailure(.local, "refused: \(configuration.maxSessions) sessions are under way")
+                    onSession(record)
+                }
+            }
+            return connection
+        }
+        connection.result.whenComplete { [self] result in
+            if case .success(let record) = result { onSession(record) }
+            let waiters = lock.withLock {
+                sessions[ObjectIdentifier(connection)] = nil
+                guard sessions.isEmpty, stopping else { return [CheckedContinuation<Void, Never>]() }
+                defer { drained.removeAll() }
+                return drained
+            }
+            for waiter in waiters { waiter.resume() }
+        }
+        return connection
+    }
+
+    /// Stops listening, ends the sessions under way (each peer is told why), waits up to `grace`
+    /// for them to close, and releases the event loops. Blocks; call it off the event loops.
+    public func stop(grace: Duration = .seconds(5)) {
+        let (listener, running) = lock.withLock { () -> ((any Channel)?, [PeerConnection]) in
+            stopping = true
+            defer { self.listener = nil }
+            return (self.listener, Array(sessions.values))
+        }
+        try? listener?.close().wait()
+        for connection in running { connection.abort(PeerFailure(.local, "the server is shutting down")) }
+        let deadline = ContinuousClock.now + grace
+        while activeSessions > 0, ContinuousClock.now < deadline { Thread.sleep(forTimeInterval: 0.01) }
+        for connection in lock.withLock({ Array(sessions.values) }) { connection.channel.close(promise: nil) }
+        if ownsGroup { try? group.syncShutdownGracefully() }
+    }
+}
+
+/// Runs one two-way session with a peer over TCP (`syncctl sync --peer`, SPEC.md §15).
+public enum PeerClient {
+    /// Connects to `address`, syncs, and returns how it went. A session that fails is returned with
+    /// its `failure` set (nothing after the failure was applied; batches applied before it stay);
+    /// a connection that cannot be made throws `PeerFailure` (`.closed`).
+    ///
+    /// Blocks until the session has ended; call it off any event loop.
+    public static func sync(
+        store: ConcordStore, key: SyncKey, address: PeerAddress,
+        configuration: PeerTransportConfiguration = PeerTransportConfiguration(),
+        group: (any EventLoopGroup)? = nil, progress: (@Sendable (PeerProgress) -> Void)? = nil
+    ) throws -> PeerSessionRecord {
+        let ownGroup = group == nil ? MultiThreadedEventLoopGroup(numberOfThreads: 1) : nil
+        defer { try? ownGroup?.syncShutdownGracefully() }
+        let versions = try store.versionVector()
+        let box = ConnectionBox()
+        let bootstrap = ClientBootstrap(group: group ?? ownGroup!)
+            .connectTimeout(TimeAmount(configuration.connectTimeout))
+            .channelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(PeerChannelHandler { channel in
+                        let connection = PeerConnection(
+                            channel: channel, role: .client, store: store, key: key, localVersions: versions,
+                            configuration: configuration, progress: progress)
+                        box.set(connection)
+                        return connection
+                    })
+                }
+            }
+        let channel: any Channel
+        do {
+            channel = try bootstrap.connect(host: address.host, port: address.port).wait()
+        } catch {
+            throw PeerFailure(.closed, describeConnectError(error, to: address))
+        }
+        // `channelActive` has run on the loop before `connect` succeeded.
+        let connection = try channel.eventLoop.submit { box.get() }.wait()
+        guard let connection else { throw PeerFailure(.closed, "cannot connect to \(address): the connection closed at once") }
+        return try connection.result.wait()
+    }
+}
+
+/// The client's connection, made on the event loop and read by the caller.
+private final class ConnectionBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var connection: PeerConnection?
+
+    func set(_ connection: PeerConnection) { lock.withLock { self.connection = connection } }
+    func get() -> PeerConnection? { lock.withLock { connection } }
+}

@@ -1,0 +1,163 @@
+import ConcordCore
+import ConcordPeer
+import Foundation
+import NIOCore
+import NIOPosix
+
+/// The bounds of a peer session carried over TCP (SPEC.md §15.7), and how much it buffers.
+/// The defaults are the SPEC's; tests make the timeouts short.
+public struct PeerTransportConfiguration: Sendable {
+    /// From the connection's start to the end of the handshake.
+    public var handshakeTimeout: Duration = PeerProtocol.handshakeTimeout
+    /// A session that neither receives nor sends a byte for this long is ended.
+    public var idleTimeout: Duration = PeerProtocol.idleTimeout
+    /// How long a connection may take to open (client).
+    public var connectTimeout: Duration = .seconds(10)
+    /// The most sessions a server runs at once; a connection beyond them is closed at once.
+    public var maxSessions = 64
+    /// Operations read from the store at a time when streaming what the peer lacks.
+    public var readChunkOperations = 4096
+    /// Bytes handed to the connection and not yet written before the sender waits (outbound
+    /// flow control). One sealed batch may go past it.
+    public var outboundBufferBytes = 4 << 20
+    /// Bytes received and not yet handled before the connection stops reading (inbound flow
+    /// control): a peer that sends faster than batches are applied waits.
+    public var inboundBufferBytes = 4 << 20
+    /// Once a session has ended, how long a side waits for what it wrote to be taken before it
+    /// closes anyway (a peer that stopped reading gets no longer); and after a failure, how long it
+    /// keeps reading (and dropping) what the peer still sends, so that its last words (an `error`)
+    /// reach the peer rather than a reset.
+    public var lingerTimeout: Duration = .seconds(2)
+
+    /// Test hook: the side closes its connection, as if killed, once it has applied this many
+    /// batches (sending nothing more: no `error`, no `ack`).
+    var dropConnectionAfterAppliedBatches: Int?
+
+    public init() {}
+
+    /// The defaults with other timeouts (tests make them short).
+    public init(handshakeTimeout: Duration, idleTimeout: Duration) {
+        self.handshakeTimeout = handshakeTimeout
+        self.idleTimeout = idleTimeout
+    }
+}
+
+/// How a session went, for a log line or a command's report.
+public struct PeerSessionRecord: Sendable {
+    /// The peer's address, `HOST:PORT` (`[v6]:PORT` for IPv6).
+    public var peer: String
+    /// What the session did each way (counts, bytes on the wire); complete when it finished.
+    public var summary: PeerSummary
+    /// Why it failed, or `nil` when it finished.
+    public var failure: PeerFailure?
+    /// From the connection's start to its end.
+    public var duration: Duration
+    /// Operations the store did not hold before, of those received (some may have arrived
+    /// meanwhile from elsewhere).
+    public var newOperations = 0
+    /// The greatest timestamp merged that is more than a day ahead of the wall clock (SPEC.md §3).
+    public var farFutureTimestamp: Timestamp?
+
+    public var finished: Bool { failure == nil }
+
+    /// One line: the peer, operations and bytes each way, the duration, or why it failed.
+    public var logLine: String {
+        let seconds = String(format: "%.2f", duration.seconds)
+        let counts = "received \(summary.operationsReceived) operation\(summary.operationsReceived == 1 ? "" : "s") (\(summary.bytesReceived) bytes), "
+            + "sent \(summary.operationsSent) (\(summary.bytesSent) bytes)"
+        if let failure {
+            return "peer \(peer): failed after \(seconds) s: \(failure.message) [\(counts)]"
+        }
+        return "peer \(peer): \(counts) in \(seconds) s"
+    }
+}
+
+/// Progress of a running session, for a progress line.
+public struct PeerProgress: Sendable, Hashable {
+    public var peer: String
+    public var operationsReceived = 0
+    public var operationsSent = 0
+    public var bytesReceived = 0
+    public var bytesSent = 0
+}
+
+/// A `HOST:PORT` on the command line: `127.0.0.1:7420`, `laptop.local:7420`, `[::1]:7420`; the port
+/// may be left out (7420).
+public struct PeerAddress: Sendable, Hashable, CustomStringConvertible {
+    public static let defaultPort = 7420
+    public var host: String
+    public var port: Int
+
+    public init(host: String, port: Int) {
+        self.host = host
+        self.port = port
+    }
+
+    public init?(_ text: String, defaultPort: Int = PeerAddress.defaultPort) {
+        var host = Substring(text)
+        var port = defaultPort
+        if host.hasPrefix("[") {
+            guard let close = host.firstIndex(of: "]") else { return nil }
+            let rest = host[host.index(after: close)...]
+            host = host[host.index(after: host.startIndex)..<close]
+            if !rest.isEmpty {
+                guard rest.hasPrefix(":"), let number = Int(rest.dropFirst()) else { return nil }
+                port = number
+            }
+        } else if let colon = host.lastIndex(of: ":") {
+            // One colon: HOST:PORT. Several: a bare IPv6 address, without a port.
+            if host.firstIndex(of: ":") == colon {
+                guard let number = Int(host[host.index(after: colon)...]) else { return nil }
+                port = number
+                host = host[..<colon]
+            }
+        }
+        guard !host.isEmpty, (0...65_535).contains(port), !host.contains(where: { $0.isWhitespace }) else { return nil }
+        self.host = String(host)
+        self.port = port
+    }
+
+    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+}
+
+/// Why a connection could not be made, in a few words.
+func describeConnectError(_ error: any Error, to address: PeerAddress) -> String {
+    switch error {
+    case let error as IOError:
+        return "cannot connect to \(address): \(String(cString: strerror(error.errnoCode)).lowercased())"
+    case let error as NIOConnectionError:
+        if let dns = error.dnsAError ?? error.dnsAAAAError, error.connectionErrors.isEmpty {
+            return "cannot connect to \(address): cannot resolve \(address.host) (\(dns))"
+        }
+        if let first = error.connectionErrors.first {
+            return describeConnectError(first.error, to: address)
+        }
+        return "cannot connect to \(address): no address for \(address.host)"
+    case ChannelError.connectTimeout:
+        return "cannot connect to \(address): no answer (timed out)"
+    default:
+        return "cannot connect to \(address): \(error)"
+    }
+}
+
+extension SocketAddress {
+    /// `HOST:PORT`, or `[v6]:PORT`.
+    var shown: String {
+        guard let ip = ipAddress, let port else { return description }
+        return ip.contains(":") ? "[\(ip)]:\(port)" : "\(ip):\(port)"
+    }
+}
+
+extension Duration {
+    var seconds: Double {
+        let (seconds, attoseconds) = components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+
+    /// `10 s`, `0.2 s`, `150 ms`: for a timeout's message.
+    var shown: String {
+        let value = seconds
+        if value >= 1 { return value == value.rounded() ? "\(Int(value)) s" : String(format: "%.1f s", value) }
+        return "\(Int((value * 1000).rounded())) ms"
+    }
+}

@@ -1,0 +1,63 @@
+import Foundation
+import GRDB
+
+extension ConcordStore {
+    /// The length of a sync key in bytes (SPEC.md §15.1).
+    public static let syncKeyByteCount = 32
+
+    /// The sync key's 32 bytes as stored in the store's `meta` table (SPEC.md §9, §15.1), or `nil`
+    /// when the store has none. `ConcordExchange` wraps this as `syncKey()`.
+    public func syncKeyBytes() throws(StoreError) -> [UInt8]? {
+        try guarded {
+            try writer.read { db in
+                guard let data = try Data.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'sync_key'") else { return nil }
+                guard data.count == Self.syncKeyByteCount else {
+                    throw StoreError(.corrupt, "the store at \(path) holds a sync key of \(data.count) bytes, not \(Self.syncKeyByteCount)")
+                }
+                return [UInt8](data)
+            }
+        }
+    }
+
+    /// Stores a sync key (32 bytes) in the store's `meta` table, in one transaction.
+    ///
+    /// Before the key is written, the store's file and its `-wal` and `-shm` files are made
+    /// readable and writable by their owner only (0600), so the key never sits in a file others can
+    /// read; SQLite gives the `-wal` and `-shm` files it creates later the database file's mode.
+    /// A replaced key is overwritten in the database page (`PRAGMA secure_delete`).
+    ///
+    /// - Parameter replacing: replace a key the store already holds. Without it, a store that holds
+    ///   another key is left unchanged and the call fails with `StoreError.Code.exists`; storing
+    ///   the key the store already holds changes nothing.
+    /// - Returns: whether the store changed (it held no key, or another one).
+    @discardableResult
+    public func setSyncKeyBytes(_ bytes: [UInt8], replacing: Bool = false) throws(StoreError) -> Bool {
+        precondition(bytes.count == Self.syncKeyByteCount, "a sync key has \(Self.syncKeyByteCount) bytes")
+        if path != ":memory:" {
+            for file in [path, path + "-wal", path + "-shm"] where FileManager.default.fileExists(atPath: file) {
+                guard chmod(file, 0o600) == 0 else {
+                    throw StoreError(.io, "cannot make \(file) private (chmod 600): \(String(cString: strerror(errno)))")
+                }
+            }
+        }
+        return try guarded {
+            try writer.writeWithoutTransaction { db in
+                try db.execute(sql: "PRAGMA secure_delete = ON")
+                defer { try? db.execute(sql: "PRAGMA secure_delete = OFF") }
+                var changed = false
+                try db.inTransaction(.immediate) {
+                    if let old = try Data.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'sync_key'") {
+                        if [UInt8](old) == bytes { return .commit }
+                        guard replacing else {
+                            throw StoreError(.exists, "the store at \(path) already holds another sync key")
+                        }
+                    }
+                    try db.execute(sql: "INSERT OR REPLACE INTO meta (key, value) VALUES ('sync_key', ?)", arguments: [Data(bytes)])
+                    changed = true
+                    return .commit
+                }
+                return changed
+            }
+        }
+    }
+}

@@ -1,0 +1,105 @@
+import ArgumentParser
+import ConcordCore
+import ConcordExchange
+import ConcordKeys
+import ConcordNet
+import ConcordPeer
+import ConcordStore
+import Foundation
+
+struct Serve: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Serve this store to peers that hold its sync key, until SIGINT or SIGTERM.",
+        discussion: """
+            Each connection is one two-way sync session ('syncctl sync --peer' on the other side); \
+            many run at once. Prints one line per session: the peer, operations and bytes each way \
+            and the duration, or why it failed. Listens on 127.0.0.1 (this machine only) unless \
+            --listen names a wider address, such as 0.0.0.0:7420 for the local network.
+            """)
+    @OptionGroup var store: StoreOptions
+    @Option(help: ArgumentHelp("Where to listen (port 0: any free port, printed).", valueName: "host:port"))
+    var listen = "127.0.0.1:\(PeerAddress.defaultPort)"
+
+    func validate() throws {
+        if PeerAddress(listen) == nil { throw ValidationError("'\(listen)' is not HOST:PORT") }
+    }
+
+    func run() throws {
+        let store = try store.open()
+        guard let key = try store.syncKey() else { throw KeyCommandError.noKey(store.path) }
+        let address = PeerAddress(listen)!
+        let stop = StopSignal()
+        let progress = ServerProgress()
+        let server = PeerServer(
+            store: store, key: key, onProgress: progress.update,
+            onSession: { record in
+                progress.ended(record.peer)
+                ProgressLine.shared.clear()
+                say(record.logLine)
+                if let far = record.farFutureTimestamp { warnFarFuture(far) }
+            })
+        let bound = try server.start(host: address.host, port: address.port)
+        let shown = bound.ipAddress.map { $0.contains(":") ? "[\($0)]:\(bound.port ?? 0)" : "\($0):\(bound.port ?? 0)" } ?? "\(bound)"
+        say("serving \(store.path) on \(shown) (sync key \(key.id)); stop with Ctrl-C")
+        while !stop.isSet() { Thread.sleep(forTimeInterval: 0.1) }
+        server.stop()
+        ProgressLine.shared.clear()
+        say("stopped")
+    }
+}
+
+/// The progress line of a server: its sessions under way and what they moved.
+final class ServerProgress: @unchecked Sendable {
+    private let lock = NSLock()
+    private var sessions: [String: PeerProgress] = [:]
+
+    func update(_ progress: PeerProgress) {
+        let line = lock.withLock { () -> String in
+            sessions[progress.peer] = progress
+            let received = sessions.values.reduce(0) { $0 + $1.operationsReceived }
+            let sent = sessions.values.reduce(0) { $0 + $1.operationsSent }
+            return "\(sessions.count) session\(sessions.count == 1 ? "" : "s"): received \(received) operations, sent \(sent)"
+        }
+        ProgressLine.shared.update { line }
+    }
+
+    func ended(_ peer: String) {
+        lock.withLock { _ = sessions.removeValue(forKey: peer) }
+    }
+}
+
+/// `syncctl sync --peer HOST:PORT`.
+enum PeerSync {
+    static func run(store: ConcordStore, address: PeerAddress) throws {
+        guard let key = try store.syncKey() else { throw KeyCommandError.noKey(store.path) }
+        let record = try PeerClient.sync(store: store, key: key, address: address) { progress in
+            ProgressLine.shared.update {
+                "received \(progress.operationsReceived) operations (\(progress.bytesReceived / 1000) kB), sent \(progress.operationsSent) (\(progress.bytesSent / 1000) kB)"
+            }
+        }
+        ProgressLine.shared.clear()
+        if let far = record.farFutureTimestamp { warnFarFuture(far) }
+        let summary = record.summary
+        if let failure = record.failure {
+            let kept = summary.operationsReceived > 0 && record.newOperations > 0
+                ? " (the \(record.newOperations) operations received before it are kept)" : ""
+            throw PeerCommandError(message: "sync with \(address) failed: \(failure.message)\(kept)")
+        }
+        let moved = summary.operationsReceived == 0 && summary.operationsSent == 0
+            ? "up to date"
+            : "received \(summary.operationsReceived) operation\(summary.operationsReceived == 1 ? "" : "s"), sent \(summary.operationsSent)"
+        say("synced with \(address): \(moved) (\(summary.bytesReceived) bytes in, \(summary.bytesSent) bytes out, \(String(format: "%.2f", record.duration.seconds)) s)")
+    }
+}
+
+struct PeerCommandError: Error, CustomStringConvertible {
+    var message: String
+    var description: String { message }
+}
+
+extension Duration {
+    var seconds: Double {
+        let (seconds, attoseconds) = components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+}

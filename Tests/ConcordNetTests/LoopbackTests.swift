@@ -1,0 +1,354 @@
+import ConcordCore
+import ConcordExchange
+import ConcordKeys
+import ConcordPeer
+import ConcordStore
+import Foundation
+import Testing
+
+@testable import ConcordNet
+
+/// Peer sessions over real TCP sockets on loopback (SPEC.md §15, §15.9).
+@Suite struct LoopbackTests {
+    @Test func twoStoresConverge() throws {
+        let directory = try TemporaryDirectory()
+        let key = SyncKey.generate()
+        let a = try Node(in: directory, "a", seed: 1, key: key)
+        let b = try Node(in: directory, "b", seed: 2, key: key)
+        try populate(a.store, clock: a.clock, label: "A")
+        try populate(b.store, clock: b.clock, label: "B")
+        let opsA = a.operationCount
+        let opsB = b.operationCount
+        let server = try TestServer(a, key: key)
+        defer { server.stop() }
+
+        let record = try sync(b, key: key, with: server.address)
+        #expect(record.finished, "\(record.logLine)")
+        #expect(record.summary.operationsReceived == opsA)
+        #expect(record.summary.operationsSent == opsB)
+        #expect(record.newOperations == opsA)
+        #expect(record.summary.peerReplica == a.store.replicaID)
+        #expect(try a.dump() == (try b.dump()))
+        #expect(try a.store.versionVector() == (try b.store.versionVector()))
+
+        let logged = server.waitForRecords(1)
+        #expect(logged.count == 1)
+        #expect(logged.first?.finished == true)
+        #expect(logged.first?.summary.operationsReceived == opsB)
+        #expect(logged.first?.summary.operationsSent == opsA)
+        #expect(logged.first?.summary.bytesReceived == record.summary.bytesSent)
+        #expect(logged.first?.summary.bytesSent == record.summary.bytesReceived)
+        #expect(logged.first?.logLine.hasPrefix("peer 127.0.0.1:") == true)
+
+        // Nothing new: a second session moves nothing.
+        let again = try sync(b, key: key, with: server.address)
+        #expect(again.finished)
+        #expect(again.summary.operationsReceived == 0 && again.summary.operationsSent == 0)
+    }
+
+    private func populate(_ store: ConcordStore, clock: ManualClock, label: String) throws {
+        let id = try store.addReminder(ReminderDraft(title: "Call \(label)", notes: "about \(label)", tags: ["work"]))
+        clock.advance(1_000)
+        try store.completeReminder(id)
+        try store.addNote(NoteDraft(title: "Ideas \(label)", body: "body", tags: ["misc"], isPinned: true))
+        let shared = RecordID(high: 7, low: 7)
+        clock.advance(1_000)
+        _ = try? store.perform(.createReminder(ReminderDraft(title: "shared by \(label)")), on: .reminder(shared))
+        try store.tag(.reminder(shared), add: [label])
+    }
+
+    @Test func threeStoresConvergeBySocketAndFolder() throws {
+        let directory = try TemporaryDirectory()
+        let folder = try directory.directory("shared")
+        let key = SyncKey.generate()
+        let a = try Node(in: directory, "a", seed: 1, key: key)
+        let b = try Node(in: directory, "b", seed: 2, key: key)
+        let c = try Node(in: directory, "c", seed: 3, key: key)
+        for (node, label) in [(a, "A"), (b, "B"), (c, "C")] { try populate(node.store, clock: node.clock, label: label) }
+        let server = try TestServer(a, key: key)
+        defer { server.stop() }
+
+        // A–B by socket, B–C by folder, both ways, until nothing moves.
+        #expect(try sync(b, key: key, with: server.address).finished)
+        try b.store.sync(folder: folder)
+        try c.store.sync(folder: folder)
+        try b.store.sync(folder: folder)
+        #expect(try sync(b, key: key, with: server.address).finished)
+        #expect(try a.dump() == (try b.dump()))
+        #expect(try b.dump() == (try c.dump()))
+
+        // A change on C reaches A through B; one on A reaches C.
+        c.clock.advance(60_000)
+        try c.store.addNote(NoteDraft(title: "from C"))
+        a.clock.advance(60_000)
+        try a.store.addNote(NoteDraft(title: "from A"))
+        try c.store.sync(folder: folder)
+        try b.store.sync(folder: folder)
+        #expect(try sync(b, key: key, with: server.address).finished)
+        try b.store.sync(folder: folder)
+        try c.store.sync(folder: folder)
+        #expect(try a.dump() == (try c.dump()))
+        #expect(try a.store.notes().contains { $0.title == "from C" })
+        #expect(try c.store.notes().contains { $0.title == "from A" })
+    }
+
+    @Test func aSessionKilledMidTransferResumesWithoutResending() throws {
+        let directory = try TemporaryDirectory()
+        let key = SyncKey.generate()
+        let a = try Node(in: directory, "a", seed: 1, key: key)
+        let b = try Node(in: directory, "b", seed: 2, key: key)
+        // Enough for several batches (16,384 operations at most each).
+        try a.addReminders(9_000, label: "A")
+        let total = a.operationCount
+        #expect(total > 3 * PeerProtocol.maxBatchOperations)
+        let server = try TestServer(a, key: key)
+        defer { server.stop() }
+
+        var dropping = quickConfiguration(idle: .seconds(10))
+        dropping.dropConnectionAfterAppliedBatches = 2
+        let cut = try sync(b, key: key, with: server.address, configuration: dropping)
+        #expect(!cut.finished)
+        let kept = b.operationCount
+        #expect(kept == cut.summary.operationsReceived, "every batch fully received is kept")
+        #expect(kept > 0 && kept < total)
+        #expect(try b.store.verify().isSound)
+        // The server sees the connection go and keeps serving.
+        let logged = server.waitForRecords(1)
+        #expect(logged.first?.failure?.code == .closed, "\(logged.map(\.logLine))")
+
+        let resumed = try sync(b, key: key, with: server.address)
+        #expect(resumed.finished, "\(resumed.logLine)")
+        #expect(resumed.summary.operationsReceived == total - kept, "nothing that arrived is sent again")
+        #expect(server.waitForRecords(2).last?.summary.operationsSent == total - kept)
+        #expect(try a.dump() == (try b.dump()))
+    }
+
+    @Test func manyClientsAgainstOneServerAtOnce() throws {
+        let directory = try TemporaryDirectory()
+        let key = SyncKey.generate()
+        let hub = try Node(in: directory, "hub", seed: 100, key: key)
+        try hub.addReminders(300, label: "hub")
+        let clients = try (0..<10).map { index in try Node(in: directory, "c\(index)", seed: UInt64(index + 1), key: key) }
+        for (index, client) in clients.enumerated() { try client.addReminders(50 + index * 10, label: "c\(index)") }
+        let server = try TestServer(hub, key: key)
+        defer { server.stop() }
+
+        let results = RecordBox()
+        let failures = FailureBox()
+        DispatchQueue.concurrentPerform(iterations: clients.count) { index in
+            do { results.append(try sync(clients[index], key: key, with: server.address)) } catch { failures.add("\(error)") }
+        }
+        #expect(failures.all.isEmpty)
+        #expect(results.all.count == clients.count)
+        #expect(results.all.allSatisfy { $0.finished }, "\(results.all.map(\.logLine))")
+        #expect(server.waitForRecords(clients.count).allSatisfy { $0.finished })
+        // A second round at once brings every client everything.
+        DispatchQueue.concurrentPerform(iterations: clients.count) { index in
+            do { results.append(try sync(clients[index], key: key, with: server.address)) } catch { failures.add("\(error)") }
+        }
+        #expect(failures.all.isEmpty)
+        let expected = try hub.dump()
+        for client in clients { #expect(try client.dump() == expected, "\(client.name)") }
+    }
+
+    @Test func aWrongKeyClientIsRejectedWhileAGoodOneIsServed() throws {
+        let directory = try TemporaryDirectory()
+        let key = SyncKey.generate()
+        let a = try Node(in: directory, "a", seed: 1, key: key)
+        try a.addReminders(2_000, label: "A")
+        let good = try Node(in: directory, "good", seed: 2, key: key)
+        let wrongKey = SyncKey.generate()
+        let bad = try Node(in: directory, "bad", seed: 3, key: wrongKey)
+        try bad.addReminders(10, label: "bad")
+        let badOperations = bad.operationCount
+        let server = try TestServer(a, key: key)
+        defer { server.stop() }
+
+        let results = RecordBox()
+        DispatchQueue.concurrentPerform(iterations: 2) { index in
+            if let record = try? sync(index == 0 ? good : bad, key: index == 0 ? key : wrongKey, with: server.address) {
+                results.append(record)
+            }
+        }
+        let badRecord = try #require(results.all.first { $0.failure != nil })
+        #expect(badRecord.failure?.code == .wrongKey)
+        #expect(badRecord.failure?.message == "the peer does not hold this store's sync key")
+        #expect(results.all.contains { $0.finished })
+        #expect(try good.dump() == (try a.dump()))
+        #expect(bad.operationCount == badOperations, "the wrong-key client received nothing")
+        let logged = server.waitForRecords(2)
+        #expect(logged.contains { $0.failure?.message == "the peer does not hold this store's sync key" }, "\(logged.map(\.logLine))")
+        #expect(!(try a.store.allOperations()).contains { $0.id.replica == bad.store.replicaID })
+    }
+
+    @Test func garbageSilenceAndOversizedFramesEndOnlyTheirOwnSessions() throws {
+        let directory = try TemporaryDirectory()
+        let key = SyncKey.generate()
+        let a = try Node(in: directory, "a", seed: 1, key: key)
+        try a.addReminders(100, label: "A")
+        let server = try TestServer(a, key: key, configuration: quickConfiguration(handshake: .milliseconds(300), idle: .seconds(1)))
+        defer { server.stop() }
+
+        // A silent client: the handshake timeout ends it.
+        let silent = try RawClient(port: server.address.port)
+        // Garbage: an HTTP request. Its first four bytes read as a length far over 256.
+        let http = try RawClient(port: server.address.port)
+        http.send(Array("GET / HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
+        // A frame of 257 bytes during the handshake; and half a frame, then silence.
+        let oversized = try RawClient(port: server.address.port)
+        oversized.send([0, 0, 1, 1] + [UInt8](repeating: 0x43, count: 257))
+        let half = try RawClient(port: server.address.port)
+        half.send([0, 0, 0, 43] + PeerProtocol.magic)
+
+        // Meanwhile a good client is served.
+        let good = try Node(in: directory, "good", seed: 2, key: key)
+        #expect(try sync(good, key: key, with: server.address).finished)
+
+        for (client, name) in [(silent, "silent"), (http, "http"), (oversized, "oversized"), (half, "half")] {
+            let (bytes, closed) = client.receiveUntilClosed(timeout: 5)
+            #expect(closed, "\(name): the server closes the connection")
+            #expect(bytes.isEmpty, "\(name): and sends nothing, in clear or not")
+        }
+        let logged = server.waitForRecords(5)
+        let reasons = logged.compactMap(\.failure?.message)
+        #expect(reasons.filter { $0 == "the handshake took over 300 ms" }.count == 2, "\(reasons)")
+        #expect(reasons.filter { $0 == "the peer does not speak the Concord peer protocol" }.count == 2, "\(reasons)")
+        #expect(logged.filter(\.finished).count == 1)
+        // And the server still serves.
+        let later = try Node(in: directory, "later", seed: 3, key: key)
+        #expect(try sync(later, key: key, with: server.address).finished)
+    }
+
+    @Test func aPeerThatGoesSilentAfterTheHandshakeHitsTheIdleTimeout() throws {
+        let directory = try TemporaryDirectory()
+        let key = SyncKey.generate()
+        let a = try Node(in: directory, "a", seed: 1, key: key)
+        try a.addReminders(20, label: "A")
+        let server = try TestServer(a, key: key, configuration: quickConfiguration(handshake: .seconds(5), idle: .milliseconds(500)))
+        defer { server.stop() }
+
+        // A client that holds the key, completes the handshake, then neither reads nor writes.
+        let raw = try RawClient(port: server.address.port)
+        var session = PeerSession(role: .client, key: key, localReplica: ReplicaID(high: 1, low: 2), localVersions: VersionVector())
+        for case .send(let bytes) in session.start() { raw.send(bytes) }
+        let hello = raw.receive(count: 4 + 75, timeout: 5)
+        for case .send(let bytes) in session.receive(hello) { raw.send(bytes) }  // proof and versions
+        #expect(session.isHandshakeComplete)
+
+        let started = Date()
+        let (bytes, closed) = raw.receiveUntilClosed(timeout: 5)
+        #expect(closed)
+        #expect(Date().timeIntervalSince(started) < 4)
+        // What the server sent: its versions, maybe batches, then an error naming the timeout.
+        let actions = session.receive(bytes)
+        let failure = actions.compactMap { action -> PeerFailure? in if case .failed(let failure) = action { failure } else { nil } }.first
+        #expect(failure?.message == "the peer ended the session: the session was idle for 500 ms", "\(actions)")
+        #expect(server.waitForRecords(1).first?.failure?.message == "the session was idle for 500 ms")
+    }
+
+    @Test func aFullServerClosesNewConnectionsAtOnceAndServesAgainLater() throws {
+        let directory = try TemporaryDirectory()
+        let key = SyncKey.generate()
+        let a = try Node(in: directory, "a", seed: 1, key: key)
+        var configuration = quickConfiguration(handshake: .seconds(1), idle: .seconds(5))
+        configuration.maxSessions = 2
+        let server = try TestServer(a, key: key, configuration: configuration)
+        defer { server.stop() }
+        // Two silent clients take both places until the handshake timeout frees them.
+        let first = try RawClient(port: server.address.port)
+        let second = try RawClient(port: server.address.port)
+        Thread.sleep(forTimeInterval: 0.2)
+        let b = try Node(in: directory, "b", seed: 2, key: key)
+        let refused = try sync(b, key: key, with: server.address)
+        #expect(!refused.finished)
+        #expect(server.waitForRecords(1).first?.failure?.message == "refused: 2 sessions are under way")
+        for client in [first, second] { #expect(client.receiveUntilClosed(timeout: 5).closed) }
+        #expect(try sync(b, key: key, with: server.address).finished, "served once the places are free")
+    }
+
+    @Test func aPeerThatStopsReadingHoldsUpNoOneAndIsCutOff() throws {
+        let directory = try TemporaryDirectory()
+        let key = SyncKey.generate()
+        let a = try Node(in: directory, "a", seed: 1, key: key)
+        // Several MB of batches that compress little: more than the socket buffers and the
+        // server's outbound allowance hold, so the stalled session's writes stop completing.
+        try a.addReminders(10_000, label: "A", textLength: 2_000, random: true)
+        var configuration = quickConfiguration(handshake: .seconds(5), idle: .seconds(1))
+        configuration.lingerTimeout = .milliseconds(300)
+        let server = try TestServer(a, key: key, configuration: configuration)
+        defer { server.stop() }
+
+        // A client that holds the key, completes the handshake, then reads nothing.
+        let raw = try RawClient(port: server.address.port, receiveBuffer: 4_096)
+        var session = PeerSession(role: .client, key: key, localReplica: ReplicaID(high: 1, low: 2), localVersions: VersionVector())
+        for case .send(let bytes) in session.start() { raw.send(bytes) }
+        for case .send(let bytes) in session.receive(raw.receive(count: 79, timeout: 5)) { raw.send(bytes) }
+
+        // A good client is served meanwhile, in full.
+        let good = try Node(in: directory, "good", seed: 2, key: key)
+        let served = try sync(good, key: key, with: server.address)
+        #expect(served.finished, "\(served.logLine)")
+        #expect(try good.dump() == (try a.dump()))
+
+        // The stalled one is ended by the idle timeout and cut off, though it never read.
+        let logged = server.waitForRecords(2, timeout: 20)
+        let stalled = try #require(logged.first { !$0.finished }, "\(logged.map(\.logLine))")
+        #expect(stalled.failure?.message == "the session was idle for 1 s")
+        #expect(stalled.summary.bytesSent < served.summary.bytesReceived, "it was sent only what the buffers took, not the whole stream (\(stalled.summary.bytesSent) of \(served.summary.bytesReceived) bytes)")
+        #expect(raw.receiveUntilClosed(timeout: 20).closed)
+    }
+
+    @Test func aClientOfAnotherVersionIsToldWhichVersionTheServerSpeaks() throws {
+        let directory = try TemporaryDirectory()
+        let key = SyncKey.generate()
+        let a = try Node(in: directory, "a", seed: 1, key: key)
+        let server = try TestServer(a, key: key)
+        defer { server.stop() }
+        let raw = try RawClient(port: server.address.port)
+        raw.send([0, 0, 0, 43] + PeerProtocol.magic + [0, 2, 1] + [UInt8](repeating: 9, count: 32))
+        let (bytes, closed) = raw.receiveUntilClosed(timeout: 5)
+        #expect(closed)
+        #expect(bytes == [0, 0, 0, 12] + PeerProtocol.magic + [0, 1, 4, 1], "a refusal of reason 1 with version 1")
+        #expect(server.waitForRecords(1).first?.failure?.message == "the peer speaks protocol version 2 and this build speaks 1; upgrade Concord on this side")
+    }
+
+    @Test func aRefusedConnectionIsAOneLineError() throws {
+        // A port nothing listens on: bind one, note it, close it.
+        let directory = try TemporaryDirectory()
+        let key = SyncKey.generate()
+        let a = try Node(in: directory, "a", seed: 1, key: key)
+        let server = try TestServer(a, key: key)
+        let port = server.address.port
+        server.stop()
+        do {
+            _ = try sync(a, key: key, with: PeerAddress(host: "127.0.0.1", port: port))
+            Issue.record("connected to a closed port")
+        } catch let failure as PeerFailure {
+            #expect(failure.message == "cannot connect to 127.0.0.1:\(port): connection refused")
+        }
+    }
+
+    @Test func aServerThatStopsTellsItsPeers() throws {
+        let directory = try TemporaryDirectory()
+        let key = SyncKey.generate()
+        let a = try Node(in: directory, "a", seed: 1, key: key)
+        let server = try TestServer(a, key: key, configuration: quickConfiguration(handshake: .seconds(5), idle: .seconds(30)))
+        let raw = try RawClient(port: server.address.port)
+        var session = PeerSession(role: .client, key: key, localReplica: ReplicaID(high: 1, low: 2), localVersions: VersionVector())
+        for case .send(let bytes) in session.start() { raw.send(bytes) }
+        for case .send(let bytes) in session.receive(raw.receive(count: 79, timeout: 5)) { raw.send(bytes) }
+        Thread.sleep(forTimeInterval: 0.2)
+        server.stop()
+        let (bytes, closed) = raw.receiveUntilClosed(timeout: 5)
+        #expect(closed)
+        let failure = session.receive(bytes).compactMap { action -> PeerFailure? in if case .failed(let failure) = action { failure } else { nil } }.first
+        #expect(failure?.message == "the peer ended the session: the server is shutting down")
+    }
+}
+
+final class FailureBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var failures: [String] = []
+    func add(_ failure: String) { lock.withLock { failures.append(failure) } }
+    var all: [String] { lock.withLock { failures } }
+}

@@ -1,0 +1,89 @@
+import Foundation
+import Testing
+
+/// `syncctl serve` in the background and `syncctl sync --peer` from other stores (SPEC.md §11, §15.9).
+@Suite struct PeerCommandTests {
+    /// Starts `serve --listen 127.0.0.1:0` on `store` and returns it with the port it printed.
+    func serve(_ sandbox: Sandbox, _ store: Store, sourceLocation: SourceLocation = #_sourceLocation) throws -> (BackgroundRun, Int) {
+        let server = try sandbox.start(["serve", "--listen", "127.0.0.1:0", "--store", store.path])
+        #expect(eventually(timeout: 20) { server.stdout.contains("\n") || !server.isRunning }, sourceLocation: sourceLocation)
+        let first = String(server.stdout.split(separator: "\n").first ?? "")
+        let match = try #require(first.firstMatch(of: /^serving (.+) on 127\.0\.0\.1:(\d+) \(sync key ([0-9a-f]{16})\); stop with Ctrl-C$/),
+                                 "\(server.stdout) \(server.stderr)", sourceLocation: sourceLocation)
+        #expect(String(match.1) == store.path, sourceLocation: sourceLocation)
+        return (server, Int(match.2)!)
+    }
+
+    @Test func serveAndSyncWithKeysFromGenerateAndImport() throws {
+        let sandbox = try Sandbox()
+        let a = try sandbox.makeStore("a.db")
+        let b = try sandbox.makeStore("b.db")
+        let text = String(try a.ok("key", "generate").split(separator: "\n")[0])
+        #expect(try b.ok("key", "import", text).hasPrefix("imported sync key "))
+        let fromA = try a.addReminder("from a", "--tag", "home")
+        let fromB = try b.addNote("from b")
+        let opsA = try a.operationCount()
+        let opsB = try b.operationCount()
+
+        let (server, port) = try serve(sandbox, a)
+        let synced = try b.ok("sync", "--peer", "127.0.0.1:\(port)")
+        #expect(synced.hasPrefix("synced with 127.0.0.1:\(port): received \(opsA) operations, sent \(opsB) ("), "\(synced)")
+        #expect(try b.show(fromA).string("title") == "from a")
+        #expect(try a.show(fromB).string("title") == "from b")
+        #expect(try a.dump() == (try b.dump()))
+        #expect(try b.ok("sync", "--peer", "127.0.0.1:\(port)").hasPrefix("synced with 127.0.0.1:\(port): up to date ("))
+
+        // Wrong key: a clear line on both sides, and the server keeps serving.
+        let c = try sandbox.makeStore("c.db")
+        try c.ok("key", "generate")
+        try c.addNote("from c")
+        try c.expectRefused(["sync", "--peer", "127.0.0.1:\(port)"], mentions: ["sync with 127.0.0.1:\(port) failed: the peer does not hold this store's sync key"], code: 1)
+        // No key at all.
+        let d = try sandbox.makeStore("d.db")
+        try d.expectRefused(["sync", "--peer", "127.0.0.1:\(port)"], mentions: ["has no sync key"], code: 1)
+        #expect(try b.ok("sync", "--peer", "127.0.0.1:\(port)").contains("up to date"))
+        #expect(server.isRunning)
+
+        server.send(SIGTERM)
+        let result = server.wait(timeout: 20)
+        #expect(result.succeeded, "\(result)")
+        #expect(result.stderr.isEmpty, "\(result)")
+        let lines = result.stdoutLines
+        #expect(lines.last == "stopped", "\(result)")
+        let sessions = lines.filter { $0.hasPrefix("peer 127.0.0.1:") }
+        #expect(sessions.count == 4, "\(result)")
+        #expect(sessions.first?.contains(": received \(opsB) operations (") == true, "\(result)")
+        #expect(sessions.first?.contains("sent \(opsA) (") == true, "\(result)")
+        #expect(sessions.contains { $0.contains(": failed after ") && $0.contains("the peer does not hold this store's sync key") }, "\(result)")
+        #expect(!(try a.dump()).contains("from c"), "nothing from the wrong-key store")
+    }
+
+    @Test func sigintStopsTheServerCleanly() throws {
+        let sandbox = try Sandbox()
+        let a = try sandbox.makeStore("a.db")
+        try a.ok("key", "generate")
+        let (server, _) = try serve(sandbox, a)
+        server.send(SIGINT)
+        let result = server.wait(timeout: 20)
+        #expect(result.succeeded && result.stdoutLines.last == "stopped", "\(result)")
+    }
+
+    @Test func refusalsAreOneLine() throws {
+        let sandbox = try Sandbox()
+        let a = try sandbox.makeStore("a.db")
+        try a.expectRefused(["serve", "--listen", "127.0.0.1:0"], mentions: ["has no sync key"], code: 1)
+        try a.ok("key", "generate")
+        // A port nothing listens on (a server started and stopped).
+        let (server, port) = try serve(sandbox, a)
+        server.send(SIGTERM)
+        _ = server.wait(timeout: 20)
+        try a.expectRefused(["sync", "--peer", "127.0.0.1:\(port)"], mentions: ["cannot connect to 127.0.0.1:\(port): connection refused"], code: 1)
+        try a.expectRefused(["sync", "--peer", "not a host"], mentions: ["is not HOST:PORT"], code: 64)
+        try a.expectRefused(["sync"], mentions: ["--folder", "--peer"], code: 64)
+        try a.expectRefused(["sync", "--peer", "127.0.0.1:1", "--watch"], mentions: ["--watch"], code: 64)
+        // A port in use.
+        let (busy, busyPort) = try serve(sandbox, a)
+        defer { busy.send(SIGTERM); _ = busy.wait(timeout: 20) }
+        try a.expectRefused(["serve", "--listen", "127.0.0.1:\(busyPort)"], mentions: ["cannot listen on 127.0.0.1:\(busyPort)"], code: 1)
+    }
+}
