@@ -100,11 +100,10 @@ extension ConcordStore {
         var report = MergeReport()
         var pending: [Op] = []
         pending.reserveCapacity(min(batchSize, 1 << 16))
-        let cache = RecordCache(capacity: batchSize)
         func commit(last: Bool) throws {
             let batch = pending
             pending.removeAll(keepingCapacity: true)
-            var batchReport = try merging(cache: cache) { context, batchReport in
+            var batchReport = try merging { context, batchReport in
                 for operation in batch { try Self.ingest(operation, &context, &batchReport) }
                 if last, let file { try Self.record(file, context.db) }
             }
@@ -133,13 +132,11 @@ extension ConcordStore {
     }
 
     /// Runs `body` in one write transaction with a fresh context, flushing every bounded batch.
-    func merging(
-        cache: RecordCache? = nil, _ body: (inout WriteContext, inout MergeReport) throws -> Void
-    ) throws(StoreError) -> MergeReport {
+    func merging(_ body: (inout WriteContext, inout MergeReport) throws -> Void) throws(StoreError) -> MergeReport {
         let report = try guarded {
             try writer.write { db in
                 try prepareWrite(db)
-                var context = try WriteContext(db, localReplica: replicaID, cache: cache)
+                var context = try WriteContext(db, localReplica: replicaID)
                 var report = MergeReport()
                 report.touchedRecords = []
                 try body(&context, &report)

@@ -48,20 +48,6 @@ struct HeldSequence {
     }
 }
 
-/// Record states a merge in batches carries from one batch (one transaction) to the next, so that
-/// a record touched again is not read back from SQLite. They are used only if nothing wrote the
-/// store in between: neither this connection (SQLite's `total_changes()` is as the last batch left
-/// it) nor another one (`PRAGMA data_version` is unchanged). At most `capacity` states are kept.
-final class RecordCache {
-    let capacity: Int
-    fileprivate var states: [RecordRef: RecordState] = [:]
-    fileprivate var validity: (dataVersion: Int64, totalChanges: Int)?
-
-    init(capacity: Int) {
-        self.capacity = capacity
-    }
-}
-
 /// The state of one write transaction: the records it touched, the operations it adds to the
 /// log, the clock. `flush` writes them out; a transaction may flush several times to bound memory.
 ///
@@ -92,23 +78,13 @@ struct WriteContext {
     private var newOperations: [ReplicaID: Int] = [:]
     private var currentNew = 0
     private(set) var touched: Set<RecordRef> = []
-    private let cache: RecordCache?
-    private var dataVersion: Int64 = 0
 
-    init(_ db: Database, localReplica: ReplicaID, cache: RecordCache? = nil) throws {
+    init(_ db: Database, localReplica: ReplicaID) throws {
         self.db = db
         self.localReplica = localReplica
         directory = try ReplicaDirectory(db)
         let raw = try Int64.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'clock'") ?? 0
         clock = HybridLogicalClock(latest: Timestamp(rawValue: UInt64(bitPattern: raw)))
-        self.cache = cache
-        if let cache {
-            dataVersion = try Int64.fetchOne(db, sql: "PRAGMA data_version") ?? 0
-            if let validity = cache.validity, validity != (dataVersion, db.totalChangesCount) {
-                cache.states.removeAll()
-            }
-            cache.validity = nil
-        }
     }
 
     var cachedRecordCount: Int { states.count }
@@ -121,8 +97,6 @@ struct WriteContext {
             lastIndex = index
             return index
         }
-        // Moved out of the cache, so that the state's storage stays uniquely referenced.
-        if let cached = cache?.states.removeValue(forKey: ref) { return insert(cached, stored: true) }
         guard let loaded = try RecordRows.load(ref, db, directory) else { return nil }
         return insert(loaded, stored: true)
     }
@@ -274,12 +248,6 @@ struct WriteContext {
             try RecordRows.save(states[index], update: stored[index], db, &directory)
             touched.insert(states[index].ref)
         }
-        if let cache {
-            if cache.states.count + states.count > cache.capacity { cache.states.removeAll(keepingCapacity: true) }
-            if states.count <= cache.capacity {
-                for state in states { cache.states[state.ref] = state }
-            }
-        }
         states.removeAll(keepingCapacity: true)
         stored.removeAll(keepingCapacity: true)
         stateIndex.removeAll(keepingCapacity: true)
@@ -297,7 +265,6 @@ struct WriteContext {
         }
         try db.execute(
             sql: "UPDATE meta SET value = ? WHERE key = 'clock'", arguments: [Int64(bitPattern: clock.latest.rawValue)])
-        cache?.validity = (dataVersion, db.totalChangesCount)
     }
 
     /// Stores operations of one author as chunks of contiguous sequence numbers.

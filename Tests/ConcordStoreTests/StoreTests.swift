@@ -316,8 +316,9 @@ import Testing
         #expect(try target.dump() == source.dump())
     }
 
-    /// A batched merge carries record states from one batch to the next; a write between two
-    /// batches, by this store object or by another connection, must not be lost to them.
+    /// A write between two batches of a merge, by this store object or by another connection, is
+    /// not lost to the batches after it (nothing of a record may be kept from one batch to the next
+    /// without checking that no one wrote it in between).
     @Test(arguments: [false, true])
     func writesBetweenTheBatchesOfAMergeAreKept(byAnotherConnection: Bool) throws {
         let source = try makeStore(seed: 1)
