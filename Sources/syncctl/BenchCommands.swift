@@ -47,6 +47,14 @@ func withBenchDirectory<T>(_ body: (String) throws -> T) throws -> T {
     return try body(directory)
 }
 
+/// Replica B of the workload, built in `directory` (not timed), and how many operations it holds.
+func buildReplicaB(_ workload: ReminderWorkload, in directory: String) throws -> (ConcordStore, Int) {
+    progressNote("building replica B")
+    let b = try ConcordStore.create(at: directory + "/b.db", environment: workload.environmentB)
+    try workload.buildB(into: b)
+    return (b, try b.status().operations)
+}
+
 func formatted(_ value: Double, _ digits: Int = 0) -> String {
     String(format: "%.\(digits)f", value)
 }
@@ -70,10 +78,7 @@ struct MergeBench: ParsableCommand {
     func run() throws {
         let workload = options.workload
         try withBenchDirectory { directory in
-            progressNote("building replica B")
-            let b = try ConcordStore.create(at: directory + "/b.db", environment: workload.environmentB)
-            try workload.buildB(into: b)
-            let operations = try b.status().operations
+            let (b, operations) = try buildReplicaB(workload, in: directory)
             progressNote("exporting B")
             let bundle = directory + "/b.cbundle"
             let summary = try b.exportBundle(to: bundle)
@@ -180,9 +185,7 @@ struct ExportBench: ParsableCommand {
     func run() throws {
         let workload = options.workload
         try withBenchDirectory { directory in
-            progressNote("building replica B")
-            let store = try ConcordStore.create(at: directory + "/b.db", environment: workload.environmentB)
-            try workload.buildB(into: store)
+            let (store, _) = try buildReplicaB(workload, in: directory)
             var times: [Double] = []
             var summary: BundleSummary?
             for run in 1...options.runs {
@@ -287,10 +290,7 @@ struct PeerBench: ParsableCommand {
     func run() throws {
         let workload = options.workload
         try withBenchDirectory { directory in
-            progressNote("building replica B")
-            let b = try ConcordStore.create(at: directory + "/b.db", environment: workload.environmentB)
-            try workload.buildB(into: b)
-            let operations = try b.status().operations
+            let (b, operations) = try buildReplicaB(workload, in: directory)
             let key = SyncKey.generate()
             try b.setSyncKey(key)
             let server = PeerServer(store: b, key: key)
