@@ -39,7 +39,8 @@ extension ConcordStore {
         try guarded {
             try writer.read { db in
                 let rows = try Row.fetchCursor(db, sql: """
-                    SELECT id, title, notes, due, priority, completed, snoozed_until, repeat, tags, deleted
+                    SELECT id, CAST(title AS BLOB), CAST(notes AS BLOB), due, priority, completed, snoozed_until,
+                        CAST(repeat AS BLOB), tags, deleted
                     FROM reminders WHERE \(condition) ORDER BY due IS NULL, due, id
                     """, arguments: arguments)
                 var result: [Reminder] = []
@@ -62,7 +63,7 @@ extension ConcordStore {
         try guarded {
             try writer.read { db in
                 let rows = try Row.fetchCursor(db, sql: """
-                    SELECT id, title, body, pinned, tags, deleted FROM notes WHERE \(condition)
+                    SELECT id, CAST(title AS BLOB), CAST(body AS BLOB), pinned, tags, deleted FROM notes WHERE \(condition)
                     ORDER BY pinned DESC, id
                     """, arguments: arguments)
                 var result: [Note] = []

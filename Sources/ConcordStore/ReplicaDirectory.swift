@@ -61,12 +61,13 @@ struct ReplicaDirectory {
 }
 
 extension Row {
-    /// A text column's value byte for byte (GRDB's `String` decoding stops at a NUL); nil for NULL.
+    /// A text column selected as `CAST(column AS BLOB)` (`RecordTable.rowColumns`), as UTF-8:
+    /// GRDB decodes text as a C string, which would end it at a NUL. Nil for NULL.
     func text(_ index: Int) throws -> String? {
         let database: DatabaseValue = self[index]
         switch database.storage {
         case .null: return nil
-        case .string: return try withUnsafeData(atIndex: index) { data in data.map { String(decoding: $0, as: UTF8.self) } ?? "" }
+        case .blob(let data): return String(decoding: data, as: UTF8.self)
         default: throw StoreError(.corrupt, "a text column holds a value of another type")
         }
     }
