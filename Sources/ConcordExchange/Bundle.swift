@@ -192,6 +192,12 @@ public struct BundleReader<Source: ByteSource> {
     private var fileChecksum = CRC32C()
     private var position = 0
     public private(set) var manifest: BundleManifest?
+    /// The open operations block, and the blocks and operations read before it.
+    private var cursor: OperationsBlock.Cursor?
+    private var blocks = 0
+    private var operations = 0
+    /// The whole bundle, once its end block has been read and verified.
+    public private(set) var summary: BundleSummary?
 
     public init(_ source: Source) {
         self.source = source
@@ -236,40 +242,70 @@ public struct BundleReader<Source: ByteSource> {
     /// Calls `body` with every operation, block by block, then verifies the end block.
     @discardableResult
     public mutating func forEachOperation(_ body: (Op) throws -> Void) throws -> BundleSummary {
-        let manifest = try readManifest()
-        var operations = 0
-        var blocks = 0
+        while let operation = try nextOperation() { try body(operation) }
+        return summary!
+    }
+
+    /// The next operation, read block by block; nil once the end block has been read and verified
+    /// (`summary` then describes the bundle).
+    public mutating func nextOperation() throws(BundleError) -> Op? {
         while true {
+            if cursor != nil {
+                do {
+                    if let operation = try cursor!.next() { return operation }
+                } catch {
+                    throw .corrupt("block \(blocks): \(error)")
+                }
+                operations += cursor!.operations
+                cursor = nil
+            }
+            if summary != nil { return nil }
+            let manifest = try readManifest()
             let checksumBefore = fileChecksum.value
             let (type, payload) = try readBlock()
             switch type {
             case .manifest:
-                throw BundleError.corrupt("a second manifest")
+                throw .corrupt("a second manifest")
             case .operations:
                 blocks += 1
                 do {
-                    operations += try OperationsBlock.decode(payload, body)
-                } catch let error as DecodeError {
-                    throw BundleError.corrupt("block \(blocks): \(error)")
+                    cursor = try OperationsBlock.Cursor(payload)
+                } catch {
+                    throw .corrupt("block \(blocks): \(error)")
                 }
             case .end:
-                var reader = ByteReader(payload)
-                do {
-                    let declaredOperations = try reader.varint()
-                    let declaredBlocks = try reader.varint()
-                    let checksum = try reader.bytes(4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
-                    guard reader.isAtEnd else { throw DecodeError.malformed("bytes after the end block's fields") }
-                    guard declaredOperations == UInt64(operations), declaredBlocks == UInt64(blocks) else {
-                        throw BundleError.corrupt("the end block counts \(declaredOperations) operations in \(declaredBlocks) blocks, the bundle holds \(operations) in \(blocks)")
-                    }
-                    guard checksum == checksumBefore else { throw BundleError.corrupt("the file checksum does not match") }
-                } catch let error as DecodeError {
-                    throw BundleError.corrupt("end block: \(error)")
-                }
-                guard try source.read(maxCount: 1).isEmpty else { throw BundleError.corrupt("bytes after the end block") }
-                return BundleSummary(manifest: manifest, operations: operations, bytes: position)
+                try verifyEnd(payload, checksum: checksumBefore)
+                summary = BundleSummary(manifest: manifest, operations: operations, bytes: position)
+                return nil
             }
         }
+    }
+
+    private mutating func verifyEnd(_ payload: [UInt8], checksum expected: UInt32) throws(BundleError) {
+        var reader = ByteReader(payload)
+        do {
+            let declaredOperations = try reader.varint()
+            let declaredBlocks = try reader.varint()
+            let checksum = try reader.bytes(4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+            guard reader.isAtEnd else { throw DecodeError.malformed("bytes after the end block's fields") }
+            guard declaredOperations == UInt64(operations), declaredBlocks == UInt64(blocks) else {
+                throw BundleError.corrupt("the end block counts \(declaredOperations) operations in \(declaredBlocks) blocks, the bundle holds \(operations) in \(blocks)")
+            }
+            guard checksum == expected else { throw BundleError.corrupt("the file checksum does not match") }
+        } catch let error as BundleError {
+            throw error
+        } catch {
+            throw .corrupt("end block: \(error)")
+        }
+        let after: [UInt8]
+        do {
+            after = try source.read(maxCount: 1)
+        } catch let error as BundleError {
+            throw error
+        } catch {
+            throw .corrupt("cannot read: \(error)")
+        }
+        guard after.isEmpty else { throw .corrupt("bytes after the end block") }
     }
 
     private mutating func readBlock() throws(BundleError) -> (BundleFormat.BlockType, [UInt8]) {

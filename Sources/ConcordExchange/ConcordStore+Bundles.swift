@@ -70,17 +70,14 @@ extension ConcordStore {
             throw ExchangeError(.invalidInput, "\(path): \(error)")
         }
         var reader = try Self.bundleReader(at: path, key: key, requireEncrypted: requireEncrypted)
-        var summary: BundleSummary?
         let report: MergeReport
         do {
-            report = try mergeInBatches(importing: file) { ingest in
-                summary = try reader.forEachOperation(ingest)
-            }
+            report = try mergeInBatches(importing: file) { try reader.nextOperation() }
         } catch {
             guard error.code == .invalidInput else { throw error }
             throw ExchangeError(.invalidInput, "\(path): \(error.message)")
         }
-        guard let summary, summary == verified else {
+        guard let summary = reader.summary, summary == verified else {
             throw ExchangeError(.invalidInput, "\(path): the bundle changed while it was being merged")
         }
         return (report, summary)

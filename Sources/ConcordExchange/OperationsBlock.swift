@@ -9,41 +9,86 @@ public enum OperationsBlock {
     ///
     /// - Parameter maxOperations: refuse a payload that holds more operations than this; the runs'
     ///   declared counts are checked before each run is decoded.
-    /// - Complexity: O(*n*) in the payload's size; memory is bounded by one run's operations.
+    /// - Complexity: O(*n*) in the payload's size; memory is bounded by one operation.
     @discardableResult
     public static func decode(
         _ payload: [UInt8], maxOperations: Int = .max, _ body: (Op) throws -> Void
     ) throws -> Int {
-        var reader = ByteReader(payload)
-        let replicaCount = try reader.varint()
-        guard replicaCount >= 1, replicaCount <= UInt64(reader.remaining / 16) else {
-            throw DecodeError.malformed("a replica table of \(replicaCount) entries")
+        var cursor = try Cursor(payload, maxOperations: maxOperations)
+        while let operation = try cursor.next() { try body(operation) }
+        return cursor.operations
+    }
+
+    /// Reads a payload's operations one at a time, in order, with every check of `decode`; the
+    /// payload's end is checked when `next()` first returns nil.
+    public struct Cursor {
+        private var reader: ByteReader
+        private let replicas: [ReplicaID]
+        private let maxOperations: Int
+        private var runsLeft: UInt64
+        /// The open run: its bytes, its decoder (nil when no run is open), and how many of its
+        /// operations are still to come.
+        private var runReader = ByteReader([])
+        private var runDecoder: OperationCodec.RunDecoder?
+        private var runLeft: UInt64 = 0
+        /// The operations returned so far.
+        public private(set) var operations = 0
+
+        public init(_ payload: [UInt8], maxOperations: Int = .max) throws(DecodeError) {
+            reader = ByteReader(payload)
+            let replicaCount = try reader.varint()
+            guard replicaCount >= 1, replicaCount <= UInt64(reader.remaining / 16) else {
+                throw .malformed("a replica table of \(replicaCount) entries")
+            }
+            var replicas: [ReplicaID] = []
+            for _ in 0..<replicaCount { replicas.append(try reader.identifier()) }
+            self.replicas = replicas
+            runsLeft = try reader.varint()
+            guard runsLeft >= 1, runsLeft <= UInt64(reader.remaining / 4) else { throw .malformed("\(runsLeft) runs") }
+            self.maxOperations = maxOperations
         }
-        var replicas: [ReplicaID] = []
-        for _ in 0..<replicaCount { replicas.append(try reader.identifier()) }
-        let runCount = try reader.varint()
-        guard runCount >= 1, runCount <= UInt64(reader.remaining / 4) else { throw DecodeError.malformed("\(runCount) runs") }
-        var operations = 0
-        for _ in 0..<runCount {
+
+        /// The next operation, or nil after the last.
+        public mutating func next() throws(DecodeError) -> Op? {
+            while true {
+                if runDecoder != nil {
+                    if runLeft > 0 {
+                        runLeft -= 1
+                        operations += 1
+                        return try runDecoder!.next(from: &runReader)
+                    }
+                    guard runReader.isAtEnd else { throw .malformed("\(runReader.remaining) bytes after the last operation") }
+                    runDecoder = nil
+                }
+                guard runsLeft > 0 else {
+                    guard reader.isAtEnd else { throw .malformed("bytes after the last run") }
+                    return nil
+                }
+                runsLeft -= 1
+                try openRun()
+            }
+        }
+
+        private mutating func openRun() throws(DecodeError) {
             let author = try reader.varint()
-            guard author < UInt64(replicas.count) else { throw DecodeError.malformed("a run names replica #\(author) of \(replicas.count)") }
+            guard author < UInt64(replicas.count) else { throw .malformed("a run names replica #\(author) of \(replicas.count)") }
             let firstSeq = try reader.varint()
             let count = try reader.varint()
             let length = try reader.varint()
             guard count >= 1, length <= UInt64(reader.remaining), count <= length else {
-                throw DecodeError.malformed("a run of \(count) operations in \(length) bytes")
+                throw .malformed("a run of \(count) operations in \(length) bytes")
             }
             guard count <= UInt64(maxOperations - operations) else {
-                throw DecodeError.malformed("more than \(maxOperations) operations")
+                throw .malformed("more than \(maxOperations) operations")
+            }
+            guard firstSeq >= 1, count - 1 <= UInt64.max - firstSeq else {
+                throw .malformed("a run of \(count) operations cannot start at seq \(firstSeq)")
             }
             let bytes = Array(try reader.bytes(Int(length)))
-            for operation in try OperationCodec.decode(bytes, author: replicas[Int(author)], firstSeq: firstSeq, count: Int(count)) {
-                try body(operation)
-            }
-            operations += Int(count)
+            runReader = ByteReader(bytes)
+            runDecoder = OperationCodec.RunDecoder(author: replicas[Int(author)], firstSeq: firstSeq)
+            runLeft = count
         }
-        guard reader.isAtEnd else { throw DecodeError.malformed("bytes after the last run") }
-        return operations
     }
 
     /// Builds one payload from operations appended one at a time, grouping each author's

@@ -87,47 +87,62 @@ extension ConcordStore {
         }
     }
 
-    /// Merges the operations `produce` passes to its argument in bounded batches, each its own
-    /// transaction: local writes (and other processes) get the store between batches, and a merge
-    /// interrupted halfway keeps every committed batch (a later merge skips what they hold). If
-    /// `produce` throws, the batches committed before stay; so give it input already verified
-    /// (see `mergeBundle`). With `importing`, the file is recorded as imported in the last batch.
+    /// Merges the operations `next` returns, until it returns nil, in bounded batches, each its
+    /// own transaction (`StoreEnvironment.mergeBatch`): local writes (and other processes) get
+    /// the store between batches, and a merge interrupted halfway keeps every committed batch (a
+    /// later merge skips what they hold). If `next` throws, the batches committed before stay; so
+    /// give it input already verified (see `mergeBundle`). With `importing`, the file is recorded
+    /// as imported in the transaction of the last batch.
+    ///
+    /// `next` is called outside any transaction for the first operation of each batch, and
+    /// inside the batch's transaction for the others. Memory is bounded by one batch's records:
+    /// operations are not kept once applied.
     @discardableResult
     public func mergeInBatches(
-        of batchSize: Int = ConcordStore.mergeBatchOperations, importing file: ImportedFile? = nil,
-        _ produce: (_ ingest: (Op) throws -> Void) throws -> Void
+        importing file: ImportedFile? = nil, _ next: () throws -> Op?
     ) throws(StoreError) -> MergeReport {
+        let limits = environment.mergeBatch
         var report = MergeReport()
-        var pending: [Op] = []
-        pending.reserveCapacity(min(batchSize, 1 << 16))
-        func commit(last: Bool) throws {
-            let batch = pending
-            pending.removeAll(keepingCapacity: true)
-            var batchReport = try merging { context, batchReport in
-                for operation in batch { try Self.ingest(operation, &context, &batchReport) }
-                if last, let file { try Self.record(file, context.db) }
-            }
-            // Each batch's records reached `changes()` as it committed; keeping them all here would
-            // make memory grow with the merge.
-            batchReport.touchedRecords = []
-            report.formUnion(batchReport)
-        }
+        var first: Op?
         do {
-            try produce { operation in
-                pending.append(operation)
-                if pending.count >= batchSize {
-                    try commit(last: false)
-                    // Long enough for a writer of another process, polling every millisecond, to
-                    // take the store between two batches (SPEC.md §5.6).
-                    usleep(UInt32(3 * Self.busyPollMicroseconds))
-                }
-            }
-            try commit(last: true)
-        } catch let error as StoreError {
-            throw error
+            first = try next()
         } catch {
             throw StoreError.wrap(error, path: path)
         }
+        repeat {
+            var finished = first == nil
+            var batchReport = try merging { context, batchReport in
+                // The batch, not the context, decides when to write out.
+                context.recordLimit = .max
+                var operation = first
+                var applied = 0
+                while let current = operation {
+                    try Self.ingest(current, &context, &batchReport)
+                    applied += 1
+                    if applied >= limits.operations || context.cachedRecordCount >= limits.records { break }
+                    operation = try next()
+                    finished = operation == nil
+                }
+                if finished, let file { try Self.record(file, context.db) }
+            }
+            // Each batch's records reached `changes()` as it committed; keeping them all here
+            // would make memory grow with the merge.
+            batchReport.touchedRecords = []
+            report.formUnion(batchReport)
+            guard !finished else { break }
+            // Long enough for a writer of another process, polling every millisecond, to take the
+            // store between two batches (SPEC.md §5.6).
+            usleep(UInt32(3 * Self.busyPollMicroseconds))
+            do {
+                first = try next()
+            } catch {
+                throw StoreError.wrap(error, path: path)
+            }
+            if first == nil, let file {
+                // The last batch ended just as the operations did.
+                _ = try merging { context, _ in try Self.record(file, context.db) }
+            }
+        } while first != nil
         return report
     }
 
@@ -137,6 +152,7 @@ extension ConcordStore {
             try writer.write { db in
                 try prepareWrite(db)
                 var context = try WriteContext(db, localReplica: replicaID)
+                context.recordLimit = environment.mergeBatch.records
                 var report = MergeReport()
                 report.touchedRecords = []
                 try body(&context, &report)
@@ -154,8 +170,6 @@ extension ConcordStore {
         return report
     }
 
-    /// The most operations a merge applies in one transaction (and holds in memory at once).
-    public static let mergeBatchOperations = 50_000
 
     static func ingest(_ operation: Op, _ context: inout WriteContext, _ report: inout MergeReport) throws {
         try operation.validate()
@@ -170,9 +184,8 @@ extension ConcordStore {
         }
         context.clock.observe(operation.timestamp)
         try context.append(operation)
-        if context.appendedCount >= mergeBatchOperations || context.cachedRecordCount >= mergeBatchOperations {
-            try context.flush()
-        }
+        // A long transaction writes out its records as it goes, so memory stays bounded.
+        if context.cachedRecordCount >= context.recordLimit { try context.flush() }
     }
 
     // MARK: Conveniences over `perform`

@@ -7,6 +7,8 @@ public struct StoreEnvironment: Sendable {
     public var wallClock: @Sendable () -> UInt64
     /// Draws 64 random bits, for replica and record ids.
     public var random: @Sendable () -> UInt64
+    /// How much a batched merge applies in one transaction (SPEC.md §5.6).
+    public var mergeBatch = MergeBatch.standard
 
     public init(wallClock: @escaping @Sendable () -> UInt64, random: @escaping @Sendable () -> UInt64) {
         self.wallClock = wallClock
@@ -35,6 +37,22 @@ public struct StoreEnvironment: Sendable {
     func makeID<ID: Identifier128>(_: ID.Type = ID.self) -> ID {
         ID(high: random(), low: random())
     }
+}
+
+/// The bounds of one transaction of a batched merge (`ConcordStore.mergeInBatches`): a batch
+/// ends once it has applied `operations` operations or holds `records` records in memory,
+/// whichever comes first. Larger batches merge faster (each commit rewrites every page the batch
+/// touched); smaller ones let local writes in sooner and take less memory.
+public struct MergeBatch: Sendable, Equatable {
+    public var operations: Int
+    public var records: Int
+
+    public init(operations: Int, records: Int) {
+        self.operations = max(1, operations)
+        self.records = max(1, records)
+    }
+
+    public static let standard = MergeBatch(operations: 1_000_000, records: 100_000)
 }
 
 /// A value behind a lock, for the little shared state a store keeps.

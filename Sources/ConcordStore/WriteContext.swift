@@ -70,14 +70,17 @@ struct WriteContext {
     private var held: [ReplicaID: HeldSequence] = [:]
     private var currentAuthor: ReplicaID?
     private var currentHeld = HeldSequence(contiguous: 0, ranges: [])
-    /// Operations to append to the log, by author.
-    private var appended: [ReplicaID: [Op]] = [:]
-    private var currentAppended: [Op] = []
-    private(set) var appendedCount = 0
+    /// Each author's open log chunk: operations appended and not yet written to the log, of
+    /// consecutive seqs; the current author's is kept out of the dictionary. A chunk is written
+    /// as soon as it is full or the next operation does not continue it, so they stay small.
+    private var openChunks: [ReplicaID: [Op]] = [:]
+    private var currentChunk: [Op] = []
     /// New operations by author, the current author's counted in `currentNew`.
     private var newOperations: [ReplicaID: Int] = [:]
     private var currentNew = 0
     private(set) var touched: Set<RecordRef> = []
+    /// How many records `ConcordStore.ingest` lets the context hold before it writes them out.
+    var recordLimit = MergeBatch.standard.records
 
     init(_ db: Database, localReplica: ReplicaID) throws {
         self.db = db
@@ -143,13 +146,9 @@ struct WriteContext {
     /// The operation held under `id`: appended in this transaction, or in the log.
     private mutating func heldOperation(_ id: OperationID) throws -> Op? {
         try switchAuthor(to: id.replica)
-        if let first = currentAppended.first {
-            // Appended in seq order as a rule; search otherwise.
-            if id.seq >= first.id.seq, id.seq - first.id.seq < UInt64(currentAppended.count),
-               currentAppended[Int(id.seq - first.id.seq)].id == id {
-                return currentAppended[Int(id.seq - first.id.seq)]
-            }
-            if let found = currentAppended.last(where: { $0.id == id }) { return found }
+        // The open chunk holds consecutive seqs; what this transaction wrote before it is in the log.
+        if let first = currentChunk.first, id.seq >= first.id.seq, id.seq - first.id.seq < UInt64(currentChunk.count) {
+            return currentChunk[Int(id.seq - first.id.seq)]
         }
         if let chunk = comparedChunk, chunk.replica == id.replica, id.seq >= chunk.first,
            id.seq - chunk.first < UInt64(chunk.operations.count) {
@@ -188,8 +187,12 @@ struct WriteContext {
         // Mutate in place: copying the state out and back would copy its storage on every operation.
         states[index].apply(operation)
         currentHeld.insert(operation.id.seq)
-        currentAppended.append(operation)
-        appendedCount += 1
+        if let last = currentChunk.last,
+           operation.id.seq != last.id.seq &+ 1 || currentChunk.count >= Self.maxChunkOperations {
+            try writeChunk(operation.id.replica, currentChunk)
+            currentChunk.removeAll(keepingCapacity: true)
+        }
+        currentChunk.append(operation)
         currentNew += 1
     }
 
@@ -205,16 +208,16 @@ struct WriteContext {
         parkCurrentAuthor()
         currentAuthor = replica
         currentHeld = try heldSequence(of: replica)
-        currentAppended = appended.removeValue(forKey: replica) ?? []
+        currentChunk = openChunks.removeValue(forKey: replica) ?? []
         currentNew = 0
     }
 
     private mutating func parkCurrentAuthor() {
         guard let author = currentAuthor else { return }
         held[author] = currentHeld
-        if !currentAppended.isEmpty { appended[author] = currentAppended }
+        if !currentChunk.isEmpty { openChunks[author] = currentChunk }
         if currentNew > 0 { newOperations[author, default: 0] += currentNew }
-        currentAppended = []
+        currentChunk = []
         currentNew = 0
         currentAuthor = nil
     }
@@ -252,11 +255,10 @@ struct WriteContext {
         stored.removeAll(keepingCapacity: true)
         stateIndex.removeAll(keepingCapacity: true)
         lastRef = nil
-        for (replica, operations) in appended {
-            try appendToLog(replica, operations)
+        for (replica, operations) in openChunks {
+            try writeChunk(replica, operations)
         }
-        appended.removeAll(keepingCapacity: true)
-        appendedCount = 0
+        openChunks.removeAll(keepingCapacity: true)
         for (replica, sequence) in held where sequence.contiguous != directory.contiguous[replica] {
             try db.execute(
                 sql: "UPDATE replicas SET contiguous = ? WHERE idx = ?",
@@ -267,33 +269,23 @@ struct WriteContext {
             sql: "UPDATE meta SET value = ? WHERE key = 'clock'", arguments: [Int64(bitPattern: clock.latest.rawValue)])
     }
 
-    /// Stores operations of one author as chunks of contiguous sequence numbers.
-    private mutating func appendToLog(_ replica: ReplicaID, _ operations: [Op]) throws {
-        let index = try directory.index(of: replica, db)
-        let sorted = operations.sorted { $0.id.seq < $1.id.seq }
-        var start = 0
-        while start < sorted.count {
-            var end = start + 1
-            while end < sorted.count, sorted[end].id.seq == sorted[end - 1].id.seq + 1, end - start < Self.maxChunkOperations {
-                end += 1
-            }
-            let run = sorted[start..<end]
-            var writer = ByteWriter(capacity: run.count * 16)
-            var encoder = OperationCodec.RunEncoder()
-            var maxTimestamp = Timestamp.zero
-            for operation in run {
-                encoder.append(operation, into: &writer)
-                maxTimestamp = max(maxTimestamp, operation.timestamp)
-            }
-            let statement = try HotStatement(db, "INSERT INTO log (replica, first_seq, last_seq, max_ts, ops) VALUES (?, ?, ?, ?, ?)")
-            statement.bind(1, index)
-            statement.bind(2, Int64(run.first!.id.seq))
-            statement.bind(3, Int64(run.last!.id.seq))
-            statement.bind(4, Int64(bitPattern: maxTimestamp.rawValue))
-            statement.bind(5, bytes: writer.bytes)
-            try statement.execute()
-            start = end
+    /// Writes one log chunk: operations of one author with consecutive seqs.
+    private mutating func writeChunk(_ replica: ReplicaID, _ operations: [Op]) throws {
+        guard let first = operations.first, let last = operations.last else { return }
+        var writer = ByteWriter(capacity: operations.count * 16)
+        var encoder = OperationCodec.RunEncoder()
+        var maxTimestamp = Timestamp.zero
+        for operation in operations {
+            encoder.append(operation, into: &writer)
+            maxTimestamp = max(maxTimestamp, operation.timestamp)
         }
+        let statement = try HotStatement(db, "INSERT INTO log (replica, first_seq, last_seq, max_ts, ops) VALUES (?, ?, ?, ?, ?)")
+        statement.bind(1, try directory.index(of: replica, db))
+        statement.bind(2, Int64(first.id.seq))
+        statement.bind(3, Int64(last.id.seq))
+        statement.bind(4, Int64(bitPattern: maxTimestamp.rawValue))
+        statement.bind(5, bytes: writer.bytes)
+        try statement.execute()
     }
 
     /// The most operations one log chunk holds.

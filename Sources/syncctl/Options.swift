@@ -19,7 +19,21 @@ struct StoreOptions: ParsableArguments {
     }
 
     func open() throws -> ConcordStore {
-        try ConcordStore.open(at: resolvedPath)
+        try ConcordStore.open(at: resolvedPath, environment: try Self.environment())
+    }
+
+    /// The live environment, with the merge batch of `SYNCCTL_MERGE_BATCH=OPERATIONS[,RECORDS]`
+    /// when it is set (SPEC.md §5.6).
+    static func environment() throws -> StoreEnvironment {
+        var environment = StoreEnvironment.live
+        guard let text = ProcessInfo.processInfo.environment["SYNCCTL_MERGE_BATCH"], !text.isEmpty else { return environment }
+        let numbers = text.split(separator: ",", omittingEmptySubsequences: false).map { Int($0) }
+        guard (1...2).contains(numbers.count), numbers.allSatisfy({ ($0 ?? 0) >= 1 }) else {
+            throw ValidationError("SYNCCTL_MERGE_BATCH is OPERATIONS or OPERATIONS,RECORDS (positive whole numbers), not '\(text)'")
+        }
+        environment.mergeBatch = MergeBatch(
+            operations: numbers[0]!, records: numbers.count == 2 ? numbers[1]! : MergeBatch.standard.records)
+        return environment
     }
 
     /// Moves `--store PATH` / `--store=PATH` given before the first subcommand to the end of the

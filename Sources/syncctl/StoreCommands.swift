@@ -152,9 +152,19 @@ struct Merge: ParsableCommand {
             // nothing; then they are applied in bounded batches, each its own transaction, so a
             // long merge never keeps other writers out for more than a batch (SPEC.md §5.6).
             let verified = try bundles.map { path in try Self.read(path, key: key) { _ in } }
+            var readers = try bundles.map { path in try ConcordStore.bundleReader(at: path, key: key) }
             var summaries: [BundleSummary] = []
-            report = try target.mergeInBatches { ingest in
-                for path in bundles { summaries.append(try Self.read(path, key: key, ingest)) }
+            report = try target.mergeInBatches {
+                while summaries.count < readers.count {
+                    let index = summaries.count
+                    do {
+                        if let operation = try readers[index].nextOperation() { return operation }
+                    } catch {
+                        throw FileInputError(path: bundles[index], reason: "\(error)")
+                    }
+                    summaries.append(readers[index].summary!)
+                }
+                return nil
             }
             if let changed = zip(bundles, zip(summaries, verified)).first(where: { $0.1.0 != $0.1.1 }) {
                 throw FileInputError(path: changed.0, reason: "the bundle changed while it was being merged")

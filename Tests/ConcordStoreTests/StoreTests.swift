@@ -290,6 +290,14 @@ import Testing
         #expect(throws: StoreError.self) { try store.editReminder(id, ReminderPatch(title: "y")) }
     }
 
+    /// A store that merges in batches of `operations` operations.
+    func makeStore(seed: UInt64, mergeBatch operations: Int, path: String? = nil) throws -> ConcordStore {
+        var environment = environment(clock: clock, seed: seed)
+        environment.mergeBatch = MergeBatch(operations: operations, records: 1_000)
+        if let path { return try ConcordStore.create(at: path, environment: environment) }
+        return try ConcordStore.inMemory(environment: environment)
+    }
+
     @Test func aBatchedMergeInterruptedHalfwayKeepsItsBatchesAndResumes() throws {
         let source = try makeStore(seed: 1)
         for index in 0..<10 { try source.addNote(NoteDraft(title: "n\(index)")) }
@@ -297,22 +305,50 @@ import Testing
         #expect(operations.count == 30)
 
         struct Interrupted: Error {}
-        let target = try makeStore(seed: 2)
+        let target = try makeStore(seed: 2, mergeBatch: 8)
+        var given = operations.prefix(20).makeIterator()
         #expect(throws: StoreError.self) {
-            try target.mergeInBatches(of: 8) { ingest in
-                for operation in operations.prefix(20) { try ingest(operation) }
-                throw Interrupted()
+            try target.mergeInBatches {
+                guard let operation = given.next() else { throw Interrupted() }
+                return operation
             }
         }
-        // Two whole batches of 8 were committed, each on its own; the 4 pending were not.
+        // Two whole batches of 8 were committed, each on its own; the 4 of the third were not.
         #expect(try target.allOperations().count == 16)
         #expect(try target.versionVector()[source.replicaID] == 16)
 
-        let resumed = try target.mergeInBatches(of: 8) { ingest in
-            for operation in operations { try ingest(operation) }
-        }
+        var all = operations.makeIterator()
+        let resumed = try target.mergeInBatches { all.next() }
         #expect(resumed.newOperationCount == 14)
         #expect(resumed.duplicates == 16)
+        #expect(try target.dump() == source.dump())
+    }
+
+    /// A batch ends at whichever bound it reaches first: operations, or records held in memory.
+    @Test func aBatchEndsAtItsRecordBound() throws {
+        let source = try makeStore(seed: 1)
+        for index in 0..<10 { try source.addNote(NoteDraft(title: "n\(index)")) }
+        let operations = try source.allOperations()
+        let directory = try TemporaryDirectory()
+        var environment = environment(clock: clock, seed: 2)
+        environment.mergeBatch = MergeBatch(operations: 1_000, records: 4)
+        let target = try ConcordStore.create(at: directory.file("target.db"), environment: environment)
+        // Another connection sees only what has been committed.
+        let observer = try ConcordStore.open(at: target.path, readOnly: true)
+        var given = operations.makeIterator()
+        var committedWhenPulled: [Int] = []
+        let report = try target.mergeInBatches {
+            committedWhenPulled.append(try observer.allOperations().count)
+            return given.next()
+        }
+        #expect(report.newOperationCount == 30)
+        // Each note is 3 operations; a batch ends with the operation that brings its fourth record:
+        // operations 1–10 (notes 0–3), 11–19 (notes 3–6), 20–28 (notes 6–9), 29–30.
+        #expect(committedWhenPulled.count == 31)
+        #expect(committedWhenPulled[9] == 0 && committedWhenPulled[10] == 10)
+        #expect(committedWhenPulled[18] == 10 && committedWhenPulled[19] == 19)
+        #expect(committedWhenPulled[27] == 19 && committedWhenPulled[28] == 28)
+        #expect(committedWhenPulled[30] == 28)
         #expect(try target.dump() == source.dump())
     }
 
@@ -329,22 +365,23 @@ import Testing
 
         let directory = try TemporaryDirectory()
         let path = directory.file("target.db")
-        let target = try ConcordStore.create(at: path, environment: environment(clock: clock, seed: 2))
+        let target = try makeStore(seed: 2, mergeBatch: 4, path: path)
         clock.advance(60_000)
-        let report = try target.mergeInBatches(of: 4) { ingest in
-            for (index, operation) in operations.enumerated() {
-                try ingest(operation)
-                // The first batch has committed: write the reminder's title in between.
-                if index == 3 {
-                    if byAnotherConnection {
-                        let other = try ConcordStore.open(at: path, environment: environment(clock: clock, seed: 3))
-                        try other.editReminder(id, ReminderPatch(title: "written in between"))
-                        try other.close()
-                    } else {
-                        try target.editReminder(id, ReminderPatch(title: "written in between"))
-                    }
+        var index = 0
+        let report = try target.mergeInBatches {
+            defer { index += 1 }
+            guard index < operations.count else { return nil }
+            // The first batch (4 operations) has committed: write the reminder's title in between.
+            if index == 4 {
+                if byAnotherConnection {
+                    let other = try ConcordStore.open(at: path, environment: environment(clock: clock, seed: 3))
+                    try other.editReminder(id, ReminderPatch(title: "written in between"))
+                    try other.close()
+                } else {
+                    try target.editReminder(id, ReminderPatch(title: "written in between"))
                 }
             }
+            return operations[index]
         }
         #expect(report.newOperationCount == operations.count)
         let reminder = try #require(try target.reminder(id))

@@ -119,6 +119,7 @@ import Testing
     /// for the whole merge: it finishes before the merge does. (Loose on purpose: no timing.)
     @Test func aLocalWriteIsNotBlockedByALongFolderImport() throws {
         let sandbox = try Sandbox()
+        sandbox.variables["SYNCCTL_MERGE_BATCH"] = "\(Self.mergeBatch)"
         let (big, bigOperations) = try Self.makeBig(sandbox)
         let folder = try sandbox.makeDirectory("Shared")
         try big.ok("sync", "--folder", folder)
@@ -129,18 +130,22 @@ import Testing
     /// hold the store for the whole merge, and the add waited until the merge was over).
     @Test func aLocalWriteIsNotBlockedByALongMergeOfABundle() throws {
         let sandbox = try Sandbox()
+        sandbox.variables["SYNCCTL_MERGE_BATCH"] = "\(Self.mergeBatch)"
         let (big, bigOperations) = try Self.makeBig(sandbox)
         let bundle = sandbox.path("big.cbundle")
         try big.ok("export", bundle)
         try expectWriteNotBlocked(sandbox, by: ["merge", bundle], operations: bigOperations)
     }
 
-    /// About 80,000 operations: two batches of a merge.
+    /// Merges run in batches of this many operations here, so that one of these takes several.
+    static let mergeBatch = 20_000
+
+    /// About 80,000 operations: several batches of a merge.
     static func makeBig(_ sandbox: Sandbox) throws -> (Store, Int) {
         try LargeStores.makeB(at: sandbox.path("big.db"), records: 10_000, seed: 31)
         let big = Store(sandbox: sandbox, path: sandbox.path("big.db"))
         let operations = try big.operationCount()
-        #expect(operations > ConcordStore.mergeBatchOperations)
+        #expect(operations > 2 * Self.mergeBatch)
         return (big, operations)
     }
 

@@ -11,12 +11,23 @@ import Testing
 /// `CONCORD_KILLS` sets the number of kills (default 54, split 40/30/30 between the three),
 /// `CONCORD_KILL_SEED` the seed (printed; random by default) and `CONCORD_KILL_RECORDS` the size
 /// of the workload behind the large bundles (default 1500 reminders, about 12,000 operations;
-/// more than 6,200 makes a merge span several batches). `scripts/kill-test` runs longer passes.
+/// merges run in batches of 4,000 operations here, so such a merge spans three).
+/// `scripts/kill-test` runs longer passes.
 @Suite(.serialized) struct KillTests {
     static let kills = max(3, environmentNumber("CONCORD_KILLS", default: 54))
     static let seed: UInt64 = ProcessInfo.processInfo.environment["CONCORD_KILL_SEED"].flatMap { UInt64($0) }
         ?? UInt64.random(in: 1...999_999)
     static let records = max(100, environmentNumber("CONCORD_KILL_RECORDS", default: 1500))
+    /// The operations of one merge batch in these tests (`SYNCCTL_MERGE_BATCH`): small, so that
+    /// kills land between batches too.
+    static let mergeBatch = 4_000
+
+    /// A sandbox whose runs merge in batches of `mergeBatch` operations.
+    static func makeSandbox() throws -> Sandbox {
+        let sandbox = try Sandbox()
+        sandbox.variables["SYNCCTL_MERGE_BATCH"] = "\(mergeBatch)"
+        return sandbox
+    }
 
     /// With `CONCORD_KILL_VERBOSE` set, each kill prints what it found.
     static func log(_ line: String) {
@@ -95,7 +106,7 @@ import Testing
     }
 
     @Test func killsDuringLocalWrites() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Self.makeSandbox()
         let a = try sandbox.makeStore("a.db")
         var random = SplitMix64(seed: Self.seed)
         var tally = Tally(name: "local writes")
@@ -245,7 +256,7 @@ import Testing
     // MARK: Merge of a large bundle
 
     @Test func killsDuringAMergeOfALargeBundle() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Self.makeSandbox()
         var random = SplitMix64(seed: Self.seed &+ 1)
         var tally = Tally(name: "merge of a large bundle")
         // The bundle: replica B of the workload. The target: replica A (concurrent creates of
@@ -290,7 +301,7 @@ import Testing
                 // Whole batches or nothing: never part of a batch.
                 let applied = operations - operationsBefore
                 let full = operationsAfter - operationsBefore
-                #expect(applied == full || applied % ConcordStore.mergeBatchOperations == 0, "\(context): \(applied) of \(full) operations applied")
+                #expect(applied == full || applied % Self.mergeBatch == 0, "\(context): \(applied) of \(full) operations applied")
                 if applied == full {
                     tally.committed += 1
                 } else if applied > 0 {
@@ -331,7 +342,7 @@ import Testing
     }
 
     @Test func killsDuringFolderSyncs() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Self.makeSandbox()
         var random = SplitMix64(seed: Self.seed &+ 2)
         var tally = Tally(name: "sync --folder")
         let folder = sandbox.path("Shared")
@@ -424,7 +435,7 @@ import Testing
                 switch kind {
                 case .importing:
                     // Whole batches, never part of one.
-                    #expect(applied == bOperations || applied % ConcordStore.mergeBatchOperations == 0, "\(context): \(applied) of \(bOperations) operations imported")
+                    #expect(applied == bOperations || applied % Self.mergeBatch == 0, "\(context): \(applied) of \(bOperations) operations imported")
                     if applied == bOperations { tally.committed += 1 } else if applied > 0 { tally.partial += 1 }
                     Self.log("\(context): \(applied) of \(bOperations) operations had been imported")
                 case .publishing:

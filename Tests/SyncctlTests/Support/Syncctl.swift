@@ -146,6 +146,8 @@ final class Sandbox {
     let home: URL
     let dataHome: URL
     private let scratch: URL
+    /// Variables every run of this sandbox gets besides the fixed ones (before `overrides`).
+    var variables: [String: String] = [:]
 
     init() throws {
         root = FileManager.default.temporaryDirectory
@@ -180,6 +182,7 @@ final class Sandbox {
             // A crash should end the process at once, not spend a second printing a backtrace.
             "SWIFT_BACKTRACE": "enable=no",
         ]
+        environment.merge(variables) { _, new in new }
         for (key, value) in overrides {
             environment[key] = value
         }
