@@ -47,6 +47,16 @@ public indirect enum JSON: Hashable, Sendable {
 
     static func writeString(_ string: String, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
+        // Most strings need no escape: copy them whole.
+        let copied = string.utf8.withContiguousStorageIfAvailable { bytes in
+            guard !bytes.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) else { return false }
+            out.append(contentsOf: bytes)
+            return true
+        }
+        if copied == true {
+            out.append(UInt8(ascii: "\""))
+            return
+        }
         for byte in string.utf8 {
             switch byte {
             case UInt8(ascii: "\""), UInt8(ascii: "\\"):
@@ -68,14 +78,20 @@ public indirect enum JSON: Hashable, Sendable {
 
     /// The canonical text of an array of strings, without building a `JSON` value.
     public static func canonicalArray(of strings: [String]) -> String {
-        var out: [UInt8] = [UInt8(ascii: "[")]
-        out.reserveCapacity(strings.count * 16)
-        for (index, string) in strings.enumerated() {
+        var out: [UInt8] = []
+        out.reserveCapacity(2 + strings.count * 16)
+        canonicalArray(of: strings, into: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Appends the canonical text of an array of strings to `out`, as UTF-8.
+    public static func canonicalArray(of strings: [String], into out: inout [UInt8]) {
+        out.append(UInt8(ascii: "["))
+        for index in strings.indices {
             if index > 0 { out.append(UInt8(ascii: ",")) }
-            writeString(string, into: &out)
+            writeString(strings[index], into: &out)
         }
         out.append(UInt8(ascii: "]"))
-        return String(decoding: out, as: UTF8.self)
     }
 
     public static func instant(_ millis: Int64?) -> JSON {

@@ -9,11 +9,12 @@
 /// of the set of operations applied, so the state is the same whatever the delivery order:
 /// - Commutative, associative and idempotent, as unions of dot sets are.
 public struct TagState: Hashable, Sendable {
-    public private(set) var live: Set<OperationID>
-    public private(set) var removed: Set<OperationID>
+    public private(set) var live: Dots
+    public private(set) var removed: Dots
 
-    public init(live: Set<OperationID> = [], removed: Set<OperationID> = []) {
-        self.live = live.subtracting(removed)
+    public init(live: some Sequence<OperationID> = Dots(), removed: some Sequence<OperationID> = Dots()) {
+        let removed = Dots(removed)
+        self.live = Dots(live).subtracting(removed)
         self.removed = removed
     }
 
@@ -37,7 +38,125 @@ public struct TagState: Hashable, Sendable {
     }
 }
 
-/// An add-wins OR-set of tags.
+/// A set of dots (operation ids) as a sorted array without repeats: a tag holds one or two dots,
+/// and such an array is far cheaper to build, copy and compare than a hash set.
+public struct Dots: Hashable, Sendable, Sequence, ExpressibleByArrayLiteral {
+    /// The dots, in ascending order.
+    public private(set) var sorted: [OperationID]
+
+    public init() {
+        sorted = []
+    }
+
+    public init(_ dots: some Sequence<OperationID>) {
+        if let dots = dots as? Dots {
+            self = dots
+            return
+        }
+        var sorted = Array(dots)
+        if !sorted.isEmpty {
+            sorted.sort()
+            var kept = 1
+            for index in 1..<sorted.count where sorted[index] != sorted[kept - 1] {
+                sorted[kept] = sorted[index]
+                kept += 1
+            }
+            sorted.removeLast(sorted.count - kept)
+        }
+        self.sorted = sorted
+    }
+
+    public init(arrayLiteral dots: OperationID...) {
+        self.init(dots)
+    }
+
+    public var isEmpty: Bool { sorted.isEmpty }
+    public var count: Int { sorted.count }
+
+    public func makeIterator() -> IndexingIterator<[OperationID]> {
+        sorted.makeIterator()
+    }
+
+    /// Where `dot` is, or would be inserted.
+    private func position(of dot: OperationID) -> Int {
+        var low = 0
+        var high = sorted.count
+        while low < high {
+            let middle = (low + high) / 2
+            if sorted[middle] < dot { low = middle + 1 } else { high = middle }
+        }
+        return low
+    }
+
+    public func contains(_ dot: OperationID) -> Bool {
+        let index = position(of: dot)
+        return index < sorted.count && sorted[index] == dot
+    }
+
+    public mutating func insert(_ dot: OperationID) {
+        if let last = sorted.last, last < dot {
+            sorted.append(dot)
+            return
+        }
+        let index = position(of: dot)
+        if index == sorted.count || sorted[index] != dot { sorted.insert(dot, at: index) }
+    }
+
+    public mutating func remove(_ dot: OperationID) {
+        let index = position(of: dot)
+        if index < sorted.count, sorted[index] == dot { sorted.remove(at: index) }
+    }
+
+    public mutating func formUnion(_ other: Dots) {
+        guard !other.isEmpty else { return }
+        guard !isEmpty else {
+            self = other
+            return
+        }
+        var merged: [OperationID] = []
+        merged.reserveCapacity(sorted.count + other.sorted.count)
+        var i = 0
+        var j = 0
+        while i < sorted.count, j < other.sorted.count {
+            if sorted[i] < other.sorted[j] {
+                merged.append(sorted[i])
+                i += 1
+            } else if other.sorted[j] < sorted[i] {
+                merged.append(other.sorted[j])
+                j += 1
+            } else {
+                merged.append(sorted[i])
+                i += 1
+                j += 1
+            }
+        }
+        merged.append(contentsOf: sorted[i...])
+        merged.append(contentsOf: other.sorted[j...])
+        sorted = merged
+    }
+
+    public mutating func subtract(_ other: Dots) {
+        guard !isEmpty, !other.isEmpty else { return }
+        sorted.removeAll { other.contains($0) }
+    }
+
+    public func union(_ other: Dots) -> Dots {
+        var result = self
+        result.formUnion(other)
+        return result
+    }
+
+    public func subtracting(_ other: Dots) -> Dots {
+        var result = self
+        result.subtract(other)
+        return result
+    }
+
+    public func isDisjoint(with other: Dots) -> Bool {
+        !sorted.contains { other.contains($0) }
+    }
+}
+
 public struct TagSet: Hashable, Sendable {
     public private(set) var tags: [ExactString: TagState]
 
@@ -54,7 +173,7 @@ public struct TagSet: Hashable, Sendable {
 
     /// The dots of `tag` that a remove issued now would observe.
     public func liveDots(of tag: ExactString) -> [OperationID] {
-        (tags[tag]?.live).map { $0.sorted() } ?? []
+        tags[tag]?.live.sorted ?? []
     }
 
     public mutating func add(_ tag: ExactString, dot: OperationID) {

@@ -21,6 +21,13 @@ struct HotStatement: ~Copyable {
         sqlite3_clear_bindings(handle)
     }
 
+    /// A statement prepared before, whose every parameter the caller binds.
+    init(_ db: Database, prepared statement: Statement) {
+        handle = statement.sqliteStatement
+        self.db = db
+        sqlite3_reset(handle)
+    }
+
     deinit {
         // A statement left on a row would keep its read cursor open.
         sqlite3_reset(handle)
@@ -40,6 +47,14 @@ struct HotStatement: ~Copyable {
         var value = value
         value.withUTF8 { utf8 in
             _ = sqlite3_bind_text(handle, index, utf8.baseAddress, Int32(utf8.count), sqliteTransient)
+        }
+    }
+
+    /// Binds UTF-8 bytes as text (not NULL, even when empty).
+    func bind(_ index: Int32, utf8 bytes: [UInt8]) {
+        bytes.withUnsafeBytes { buffer in
+            let text = (buffer.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!).assumingMemoryBound(to: CChar.self)
+            _ = sqlite3_bind_text(handle, index, text, Int32(buffer.count), sqliteTransient)
         }
     }
 

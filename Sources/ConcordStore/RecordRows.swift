@@ -22,8 +22,12 @@ struct RecordTable: Sendable {
     /// parameters as `insertSQL`.
     let updateSQL: String
 
-    init(kind: RecordKind, name: String, columns: [(field: Field, column: String)]) {
+    /// The table's place in `known`.
+    let slot: Int
+
+    init(kind: RecordKind, name: String, slot: Int, columns: [(field: Field, column: String)]) {
         self.kind = kind
+        self.slot = slot
         self.name = name
         self.columns = columns
         selectSQL = "SELECT " + columns.map(\.column).joined(separator: ", ") + ", crdt FROM \(name) WHERE id = ?"
@@ -36,11 +40,11 @@ struct RecordTable: Sendable {
             + " WHERE id = ?1"
     }
 
-    static let reminders = RecordTable(kind: .reminder, name: "reminders", columns: [
+    static let reminders = RecordTable(kind: .reminder, name: "reminders", slot: 0, columns: [
         (.title, "title"), (.notes, "notes"), (.due, "due"), (.priority, "priority"), (.completed, "completed"),
         (.snoozedUntil, "snoozed_until"), (.repeatRule, "repeat"), (.deleted, "deleted"),
     ])
-    static let notes = RecordTable(kind: .note, name: "notes", columns: [
+    static let notes = RecordTable(kind: .note, name: "notes", slot: 1, columns: [
         (.title, "title"), (.body, "body"), (.pinned, "pinned"), (.deleted, "deleted"),
     ])
     static let known = [reminders, notes]
@@ -56,13 +60,45 @@ struct RecordTable: Sendable {
     }
 }
 
+/// The statements that read and write the rows of the record tables, prepared on first use and
+/// kept for a write context's life: looking a statement up by its SQL costs more than running it.
+struct RecordStatements {
+    enum Purpose: Int, CaseIterable {
+        case select, insert, insertIfAbsent, update
+    }
+
+    private var prepared: [Statement?] = Array(repeating: nil, count: RecordTable.known.count * Purpose.allCases.count)
+
+    mutating func statement(_ purpose: Purpose, of table: RecordTable, _ db: Database) throws -> Statement {
+        let slot = table.slot * Purpose.allCases.count + purpose.rawValue
+        if let statement = prepared[slot] { return statement }
+        let sql =
+            switch purpose {
+            case .select: table.selectSQL
+            case .insert: table.insertSQL
+            case .insertIfAbsent: table.insertSQL + " ON CONFLICT (id) DO NOTHING"
+            case .update: table.updateSQL
+            }
+        let statement = try db.makeStatement(sql: sql)
+        prepared[slot] = statement
+        return statement
+    }
+}
+
 /// Reads and writes `RecordState`s as rows.
 enum RecordRows {
     static let crdtFormat: UInt8 = 1
 
     static func load(_ ref: RecordRef, _ db: Database, _ directory: ReplicaDirectory) throws -> RecordState? {
+        var statements = RecordStatements()
+        return try load(ref, db, directory, &statements)
+    }
+
+    static func load(
+        _ ref: RecordRef, _ db: Database, _ directory: ReplicaDirectory, _ statements: inout RecordStatements
+    ) throws -> RecordState? {
         if let table = RecordTable.of(ref.kind) {
-            let statement = try HotStatement(db, table.selectSQL)
+            let statement = HotStatement(db, prepared: try statements.statement(.select, of: table, db))
             statement.bind(1, id: ref.id)
             guard try statement.step() else { return nil }
             let crdt = statement.withBlob(Int32(table.columns.count)) { [UInt8]($0) }
@@ -129,8 +165,22 @@ enum RecordRows {
         }
     }
 
-    /// Writes a state's row: an update of the row that holds it when `update`, else a new row.
-    static func save(_ state: RecordState, update: Bool, _ db: Database, _ directory: inout ReplicaDirectory) throws {
+    /// How `save` writes a row.
+    enum Write {
+        /// A new row; the record must have none.
+        case insert
+        /// A new row, unless the record has one: then nothing is written.
+        case insertIfAbsent
+        /// The record's row, which must exist.
+        case update
+    }
+
+    /// Writes a state's row, and tells whether it wrote one (only `insertIfAbsent` may not).
+    @discardableResult
+    static func save(
+        _ state: RecordState, as write: Write, _ db: Database, _ directory: inout ReplicaDirectory,
+        _ statements: inout RecordStatements
+    ) throws -> Bool {
         var writer = ByteWriter(capacity: 128)
         writer.byte(crdtFormat)
         let table = RecordTable.of(state.ref.kind)
@@ -161,14 +211,21 @@ enum RecordRows {
         let crdt = writer.bytes
 
         guard let table else {
-            let statement = try HotStatement(db, "INSERT OR REPLACE INTO other_records (kind, id, crdt) VALUES (?, ?, ?)")
+            let statement = try HotStatement(
+                db, "INSERT \(write == .insertIfAbsent ? "OR IGNORE" : "OR REPLACE") INTO other_records (kind, id, crdt) VALUES (?, ?, ?)")
             statement.bind(1, Int64(state.ref.kind.rawValue))
             statement.bind(2, id: state.ref.id)
             statement.bind(3, bytes: crdt)
             try statement.execute()
-            return
+            return write != .insertIfAbsent || db.changesCount > 0
         }
-        let statement = try HotStatement(db, update ? table.updateSQL : table.insertSQL)
+        let purpose: RecordStatements.Purpose =
+            switch write {
+            case .insert: .insert
+            case .insertIfAbsent: .insertIfAbsent
+            case .update: .update
+            }
+        let statement = HotStatement(db, prepared: try statements.statement(purpose, of: table, db))
         statement.bind(1, id: state.ref.id)
         var index: Int32 = 2
         for (field, _) in table.columns {
@@ -180,18 +237,21 @@ enum RecordRows {
             }
             index += 1
         }
-        statement.bind(index, tagsColumn(state.tags))
+        statement.bind(index, utf8: tagsColumn(state.tags))
         statement.bind(index + 1, bytes: crdt)
         try statement.execute()
+        return write != .insertIfAbsent || db.changesCount > 0
     }
 
-    /// The `tags` column: the present tags as a canonical JSON array of strings.
-    static func tagsColumn(_ tags: TagSet) -> String {
+    /// The `tags` column: the present tags as a canonical JSON array of strings, in UTF-8.
+    static func tagsColumn(_ tags: TagSet) -> [UInt8] {
         var present: [ExactString] = []
         for (tag, state) in tags.tags where state.isPresent { present.append(tag) }
-        if present.isEmpty { return "[]" }
         if present.count > 1 { present.sort() }
-        return JSON.canonicalArray(of: present.map(\.string))
+        var out: [UInt8] = []
+        out.reserveCapacity(2 + present.count * 16)
+        JSON.canonicalArray(of: present.map(\.string), into: &out)
+        return out
     }
 
     /// The value of a known field from its column, by the field's type in SPEC.md.
@@ -231,27 +291,23 @@ enum RecordRows {
         return Stamp(timestamp: timestamp, replica: replica, seq: try reader.varint())
     }
 
-    private static func writeDots(_ dots: Set<OperationID>, _ writer: inout ByteWriter, _ db: Database, _ directory: inout ReplicaDirectory) throws {
+    private static func writeDots(_ dots: Dots, _ writer: inout ByteWriter, _ db: Database, _ directory: inout ReplicaDirectory) throws {
         writer.varint(UInt64(dots.count))
-        if dots.count == 1, let dot = dots.first {
-            writer.varint(UInt64(try directory.index(of: dot.replica, db)))
-            writer.varint(dot.seq)
-            return
-        }
-        for dot in dots.sorted() {
+        for dot in dots {
             writer.varint(UInt64(try directory.index(of: dot.replica, db)))
             writer.varint(dot.seq)
         }
     }
 
-    private static func readDots(_ reader: inout ByteReader, _ directory: ReplicaDirectory) throws -> Set<OperationID> {
+    private static func readDots(_ reader: inout ByteReader, _ directory: ReplicaDirectory) throws -> Dots {
         let count = try reader.varint()
         guard count <= UInt64(reader.remaining / 2) else { throw DecodeError.truncated }
-        var dots = Set<OperationID>(minimumCapacity: Int(count))
+        var dots: [OperationID] = []
+        dots.reserveCapacity(Int(count))
         for _ in 0..<count {
             let replica = try directory.id(at: Int64(bitPattern: try reader.varint()))
-            dots.insert(OperationID(replica: replica, seq: try reader.varint()))
+            dots.append(OperationID(replica: replica, seq: try reader.varint()))
         }
-        return dots
+        return Dots(dots)
     }
 }

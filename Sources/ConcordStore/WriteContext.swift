@@ -59,10 +59,10 @@ struct WriteContext {
     let localReplica: ReplicaID
     var directory: ReplicaDirectory
     var clock: HybridLogicalClock
-    /// The records loaded or created in this batch, and where each is in `states`; `stored[i]`
-    /// tells whether `states[i]` has a row already (an update) or is new (an insert).
+    /// The records this batch touched, and where each is in `states`; `rows[i]` tells what
+    /// `states[i]` is (see `RowState`).
     private var states: [RecordState] = []
-    private var stored: [Bool] = []
+    private var rows: [RowState] = []
     private var stateIndex: [RecordRef: Int] = [:]
     private var lastRef: RecordRef?
     private var lastIndex = 0
@@ -79,6 +79,7 @@ struct WriteContext {
     private var newOperations: [ReplicaID: Int] = [:]
     private var currentNew = 0
     private(set) var touched: Set<RecordRef> = []
+    private var statements = RecordStatements()
     /// How many records `ConcordStore.ingest` lets the context hold before it writes them out.
     var recordLimit = MergeBatch.standard.records
 
@@ -92,21 +93,34 @@ struct WriteContext {
 
     var cachedRecordCount: Int { states.count }
 
-    /// The index in `states` of the record, loading it if needed; nil when it does not exist.
-    private mutating func index(of ref: RecordRef) throws -> Int? {
+    /// What a state in `states` stands for.
+    private enum RowState {
+        /// The record's whole state, from its row: written back with an update.
+        case stored
+        /// The whole state of a record that has no row: written with an insert.
+        case new
+        /// Only what this batch applied, starting from nothing: the record's row (if any) has
+        /// not been read. Applying operations to a state is joining it with theirs (SPEC.md §5),
+        /// so the flush joins this with the row, in id order, rather than reading each row at
+        /// random as operations come.
+        case unread
+    }
+
+    /// The index in `states` of the record, for applying operations to it: an unread state if
+    /// the batch has not touched it yet.
+    private mutating func index(applyingTo ref: RecordRef) -> Int {
         if ref == lastRef { return lastIndex }
         if let index = stateIndex[ref] {
             lastRef = ref
             lastIndex = index
             return index
         }
-        guard let loaded = try RecordRows.load(ref, db, directory) else { return nil }
-        return insert(loaded, stored: true)
+        return insert(RecordState(ref: ref), row: .unread)
     }
 
-    private mutating func insert(_ state: RecordState, stored isStored: Bool) -> Int {
+    private mutating func insert(_ state: RecordState, row: RowState) -> Int {
         states.append(state)
-        stored.append(isStored)
+        rows.append(row)
         let index = states.count - 1
         stateIndex[state.ref] = index
         lastRef = state.ref
@@ -114,8 +128,26 @@ struct WriteContext {
         return index
     }
 
+    /// The record's whole state, nil when it does not exist.
     mutating func state(of ref: RecordRef) throws -> RecordState? {
-        try index(of: ref).map { states[$0] }
+        guard let index = stateIndex[ref] else {
+            guard let loaded = try RecordRows.load(ref, db, directory, &statements) else { return nil }
+            return states[insert(loaded, row: .stored)]
+        }
+        if rows[index] == .unread { try read(index) }
+        return states[index]
+    }
+
+    /// Joins the unread state at `index` with its record's row, if it has one.
+    private mutating func read(_ index: Int) throws {
+        if let loaded = try RecordRows.load(states[index].ref, db, directory, &statements) {
+            var whole = loaded
+            whole.merge(states[index])
+            states[index] = whole
+            rows[index] = .stored
+        } else {
+            rows[index] = .new
+        }
     }
 
     mutating func isHeld(_ id: OperationID) throws -> Bool {
@@ -183,7 +215,7 @@ struct WriteContext {
     /// Applies a new operation (one not held yet) to its record and queues it for the log.
     mutating func append(_ operation: Op) throws {
         try switchAuthor(to: operation.id.replica)
-        let index = try index(of: operation.record) ?? insert(RecordState(ref: operation.record), stored: false)
+        let index = index(applyingTo: operation.record)
         // Mutate in place: copying the state out and back would copy its storage on every operation.
         states[index].apply(operation)
         currentHeld.insert(operation.id.seq)
@@ -247,12 +279,29 @@ struct WriteContext {
         parkCurrentAuthor()
         // In id order, so the B-tree is written in order rather than at random.
         let order = states.indices.sorted { states[$0].ref < states[$1].ref }
+        // An unread record is most often new when a merge brings records this store never saw
+        // (one insert that finds no row beats a read that finds none, then an insert), and most
+        // often stored when it brings edits (a read, then an update). Which one the batch is
+        // doing so far decides how the next is tried; the result is the same either way.
+        var found = 0
+        var absent = 0
         for index in order {
-            try RecordRows.save(states[index], update: stored[index], db, &directory)
+            if rows[index] == .unread {
+                if absent * 2 >= found {
+                    if try RecordRows.save(states[index], as: .insertIfAbsent, db, &directory, &statements) {
+                        absent += 1
+                        touched.insert(states[index].ref)
+                        continue
+                    }
+                }
+                try read(index)
+                if rows[index] == .stored { found += 1 } else { absent += 1 }
+            }
+            try RecordRows.save(states[index], as: rows[index] == .stored ? .update : .insert, db, &directory, &statements)
             touched.insert(states[index].ref)
         }
         states.removeAll(keepingCapacity: true)
-        stored.removeAll(keepingCapacity: true)
+        rows.removeAll(keepingCapacity: true)
         stateIndex.removeAll(keepingCapacity: true)
         lastRef = nil
         for (replica, operations) in openChunks {

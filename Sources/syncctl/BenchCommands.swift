@@ -74,6 +74,10 @@ struct MergeBench: ParsableCommand {
             and the peak resident memory during the merges.
             """)
     @OptionGroup var options: WorkloadOptions
+    @Option(help: ArgumentHelp(
+        "Also leave B's bundle (b.cbundle) and A before the merge (a.db) in this directory, to profile 'syncctl merge b.cbundle --store COPY-OF-a.db'.",
+        valueName: "directory"))
+    var keep: String?
 
     func run() throws {
         let workload = options.workload
@@ -88,6 +92,14 @@ struct MergeBench: ParsableCommand {
             try workload.buildA(into: a)
             let aOperations = try a.status().operations
             try a.close()
+            if let keep {
+                try FileManager.default.createDirectory(atPath: keep, withIntermediateDirectories: true)
+                for (from, to) in [(bundle, "b.cbundle"), (template, "a.db")] {
+                    let target = (keep as NSString).appendingPathComponent(to)
+                    try? FileManager.default.removeItem(atPath: target)
+                    try FileManager.default.copyItem(atPath: from, toPath: target)
+                }
+            }
 
             var times: [Double] = []
             var peak = 0
