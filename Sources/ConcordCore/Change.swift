@@ -239,12 +239,30 @@ public enum Change: Hashable, Sendable {
     private static func checkTags(_ tags: [String]) throws(ChangeError) {
         for tag in tags {
             guard tag.utf8.count <= maxTextBytes else { throw .textTooLong(tag.utf8.count) }
-            guard !tag.isEmpty, !tag.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
-            else { throw .invalidTag(tag) }
+            guard !tag.isEmpty, !containsControl(tag) else { throw .invalidTag(tag) }
         }
     }
 
+    /// Whether `text` holds a control character (general category Cc: U+0000–U+001F and
+    /// U+007F–U+009F), looked for in its UTF-8 bytes: the first two ranges are single bytes, the
+    /// third is 0xC2 followed by 0x80–0x9F.
+    static func containsControl(_ text: String) -> Bool {
+        var previous: UInt8 = 0
+        for byte in text.utf8 {
+            if byte < 0x20 || byte == 0x7F || (previous == 0xC2 && (0x80...0x9F).contains(byte)) { return true }
+            previous = byte
+        }
+        return false
+    }
+
     private static func uniqueTags(_ tags: [String]) -> [String] {
+        // A change names a few tags: comparing each with those before it beats hashing.
+        guard tags.count > 8 else {
+            return tags.indices.compactMap { index in
+                let tag = ExactString(tags[index])
+                return tags[..<index].contains { ExactString($0) == tag } ? nil : tags[index]
+            }
+        }
         var seen = Set<ExactString>()
         return tags.filter { seen.insert(ExactString($0)).inserted }
     }

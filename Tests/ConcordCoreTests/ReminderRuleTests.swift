@@ -311,6 +311,25 @@ struct ChangePlanTests {
         #expect(replica.versionVector[replica.id] == 8)
     }
 
+    /// A tag may hold any character but a control character (general category Cc), in any
+    /// position: checked against Unicode's own property around every edge of that category.
+    @Test func tagsRefuseExactlyTheControlCharacters() throws {
+        let replica = try replicaWithReminder()
+        let scalars = (0...0x2FF).compactMap(Unicode.Scalar.init) + ["\u{2028}", "\u{200B}", "\u{FEFF}", "\u{FFFD}", "\u{1F600}", "\u{10FFFF}"]
+        for scalar in scalars {
+            let isControl = scalar.properties.generalCategory == .control
+            for tag in ["\(scalar)", "a\(scalar)", "\(scalar)é", "é\(scalar)x"] {
+                var copy = replica
+                do {
+                    try copy.perform(.tag(add: [tag], remove: []), on: ref, wallMillis: 2)
+                    #expect(!isControl, "U+\(String(scalar.value, radix: 16)) was accepted in \(tag.debugDescription)")
+                } catch {
+                    #expect(isControl && (error as? ChangeError) == .invalidTag(tag), "U+\(String(scalar.value, radix: 16)) in \(tag.debugDescription): \(error)")
+                }
+            }
+        }
+    }
+
     @Test func refusals() throws {
         var replica = try replicaWithReminder()
         #expect(throws: ChangeError.alreadyExists(ref)) { try replica.perform(.createReminder(ReminderDraft(title: "x")), on: ref, wallMillis: 2) }
