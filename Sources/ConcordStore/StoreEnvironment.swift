@@ -52,7 +52,7 @@ public struct MergeBatch: Sendable, Equatable {
         self.records = max(1, records)
     }
 
-    public static let standard = MergeBatch(operations: 1_000_000, records: 100_000)
+    public static let standard = MergeBatch(operations: 1_000_000, records: 50_000)
 }
 
 /// A value behind a lock, for the little shared state a store keeps.
