@@ -67,6 +67,30 @@ import Testing
         try f.store.expectRefused(["reminder", "complete", prefix], mentions: ["no reminder with id \(prefix)"], code: 1)
     }
 
+    /// `SYNCCTL_MERGE_BATCH` is OPERATIONS or OPERATIONS,RECORDS, positive whole numbers; a
+    /// valid one changes only how a merge commits, not what it merges (SPEC.md §5.6).
+    @Test func mergeBatchFromTheEnvironment() throws {
+        let f = try fixture()
+        for value in ["0", "-5", "ten", "100,", ",100", "1,2,3", "100,0", "1.5"] {
+            try f.store.expectRefused(
+                ["reminder", "add", "x"], mentions: ["SYNCCTL_MERGE_BATCH", "'\(value)'"], code: 64,
+                environment: ["SYNCCTL_MERGE_BATCH": value])
+        }
+        let source = try f.sandbox.makeStore("source.db")
+        for index in 0..<20 { _ = try source.addReminder("reminder \(index)", "--tag", "t\(index % 3)") }
+        let bundle = f.sandbox.path("source.cbundle")
+        try source.ok("export", bundle)
+        let batched = try f.sandbox.makeStore("batched.db")
+        let whole = try f.sandbox.makeStore("whole.db")
+        let merged = try batched.run("merge", bundle, environment: ["SYNCCTL_MERGE_BATCH": "7,3"])
+        let operations = try source.operationCount()
+        #expect(merged.succeeded && merged.out == "merged \(operations) new operations from 1 replica", "\(merged)")
+        _ = try whole.ok("merge", bundle)
+        #expect(try batched.dump() == (try whole.dump()))
+        #expect(try batched.operationCount() == operations)
+        try batched.expectSound("after a merge in batches of 7 operations")
+    }
+
     @Test func badDates() throws {
         let f = try fixture()
         for date in ["tomorrow", "2027-02-30", "2027-13-01", "2027-1-5", "2027-01-01T25:00Z", "2027-01-01T09:00:00+2", "2027-01-01Tnoon", ""] {
