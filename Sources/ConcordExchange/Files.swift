@@ -52,12 +52,14 @@ struct AtomicFile {
         self.path = path
         let directory = (path as NSString).deletingLastPathComponent
         temporaryPath = (directory as NSString).appendingPathComponent(temporaryName)
-        guard FileManager.default.createFile(atPath: temporaryPath, contents: nil),
-              let handle = FileHandle(forWritingAtPath: temporaryPath)
-        else {
+        // Created with open(2), not FileManager.createFile: that writes "atomically" on Linux, through
+        // a `.dat.nosync…` file of its own in the same directory, which another replica listing a
+        // shared folder at that moment would see (and a sync tool might carry to other machines).
+        let descriptor = open(temporaryPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else {
             throw ExchangeError(.io, "cannot write in \(directory.isEmpty ? "." : directory) (\(String(cString: strerror(errno))))")
         }
-        self.handle = handle
+        handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
     }
 
     func write(_ bytes: ArraySlice<UInt8>) throws {

@@ -9,6 +9,29 @@ import Testing
 @Suite struct BundleTests {
     // MARK: Round trips
 
+    /// While a bundle is written, its directory holds nothing but it and its own temporary file
+    /// (`.NAME.tmp-…`): another replica lists a shared folder at any moment. (Foundation's
+    /// `createFile` used to add a `.dat.nosync…` file of its own for an instant.)
+    @Test func writingABundleShowsNoOtherFile() throws {
+        let directory = try TemporaryDirectory()
+        let clock = ManualClock(baseMillis)
+        let source = try ConcordStore.inMemory(environment: environment(clock: clock, seed: 1))
+        try populate(source, clock: clock)
+        let seen = LockedNames()
+        let done = LockedNames()
+        let watcher = Thread {
+            while done.names.isEmpty {
+                for name in (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? [] { seen.insert(name) }
+            }
+        }
+        watcher.start()
+        for index in 0..<200 { try source.exportBundle(to: directory.file("b\(index).cbundle")) }
+        done.insert("done")
+        while !watcher.isFinished { usleep(1_000) }
+        let unexpected = seen.names.filter { !($0.hasSuffix(".cbundle") || ($0.hasPrefix(".b") && $0.contains(".cbundle.tmp-"))) }
+        #expect(unexpected.isEmpty, "\(unexpected.sorted())")
+    }
+
     @Test func exportThenMergeIntoAFreshStoreGivesAnEqualDump() throws {
         let directory = try TemporaryDirectory()
         let clock = ManualClock(baseMillis)
@@ -432,4 +455,16 @@ import Testing
             }
         }
     }
+}
+
+/// Names collected from several threads.
+final class LockedNames: @unchecked Sendable {
+    private let lock = NSLock()
+    private var storage: Set<String> = []
+
+    func insert(_ name: String) {
+        lock.withLock { _ = storage.insert(name) }
+    }
+
+    var names: Set<String> { lock.withLock { storage } }
 }
