@@ -91,6 +91,11 @@ struct HotStatement: ~Copyable {
         while try step() {}
     }
 
+    /// The rows the connection's last insert, update or delete changed.
+    var changes: Int32 {
+        sqlite3_changes(sqlite3_db_handle(handle))
+    }
+
     // MARK: Reading the current row (columns from 0)
 
     func isNull(_ column: Int32) -> Bool {

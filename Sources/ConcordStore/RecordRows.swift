@@ -217,7 +217,7 @@ enum RecordRows {
             statement.bind(2, id: state.ref.id)
             statement.bind(3, bytes: crdt)
             try statement.execute()
-            return write != .insertIfAbsent || db.changesCount > 0
+            return write != .insertIfAbsent || statement.changes > 0
         }
         let purpose: RecordStatements.Purpose =
             switch write {
@@ -237,20 +237,21 @@ enum RecordRows {
             }
             index += 1
         }
-        statement.bind(index, utf8: tagsColumn(state.tags))
+        statement.bind(index, utf8: tagsColumn(tags))
         statement.bind(index + 1, bytes: crdt)
         try statement.execute()
-        return write != .insertIfAbsent || db.changesCount > 0
+        return write != .insertIfAbsent || statement.changes > 0
     }
 
     /// The `tags` column: the present tags as a canonical JSON array of strings, in UTF-8.
-    static func tagsColumn(_ tags: TagSet) -> [UInt8] {
-        var present: [ExactString] = []
-        for (tag, state) in tags.tags where state.isPresent { present.append(tag) }
-        if present.count > 1 { present.sort() }
+    /// - Parameter tags: every tag of the record with its state, sorted by tag.
+    static func tagsColumn(_ tags: [(key: ExactString, value: TagState)]) -> [UInt8] {
+        var present: [String] = []
+        present.reserveCapacity(tags.count)
+        for (tag, state) in tags where state.isPresent { present.append(tag.string) }
         var out: [UInt8] = []
         out.reserveCapacity(2 + present.count * 16)
-        JSON.canonicalArray(of: present.map(\.string), into: &out)
+        JSON.canonicalArray(of: present, into: &out)
         return out
     }
 
