@@ -157,6 +157,7 @@ public struct Dots: Hashable, Sendable, Sequence, ExpressibleByArrayLiteral {
     }
 }
 
+/// An add-wins OR-set of tags.
 public struct TagSet: Hashable, Sendable {
     public private(set) var tags: [ExactString: TagState]
 

@@ -9,7 +9,7 @@ public enum OperationsBlock {
     ///
     /// - Parameter maxOperations: refuse a payload that holds more operations than this; the runs'
     ///   declared counts are checked before each run is decoded.
-    /// - Complexity: O(*n*) in the payload's size; memory is bounded by one operation.
+    /// - Complexity: O(*n*) in the payload's size; memory is bounded by one run's bytes.
     @discardableResult
     public static func decode(
         _ payload: [UInt8], maxOperations: Int = .max, _ body: (Op) throws -> Void

@@ -22,7 +22,7 @@ struct RecordTable: Sendable {
     /// parameters as `insertSQL`.
     let updateSQL: String
 
-    /// The table's place in `known`.
+    /// The table's place in `known` (it numbers the table's prepared statements).
     let slot: Int
 
     init(kind: RecordKind, name: String, slot: Int, columns: [(field: Field, column: String)]) {
@@ -63,23 +63,29 @@ struct RecordTable: Sendable {
 /// The statements that read and write the rows of the record tables, prepared on first use and
 /// kept for a write context's life: looking a statement up by its SQL costs more than running it.
 struct RecordStatements {
-    enum Purpose: Int, CaseIterable {
-        case select, insert, insertIfAbsent, update
+    /// Per table: the select, then one statement per `RecordRows.Write`.
+    private static let perTable = 1 + RecordRows.Write.allCases.count
+    private var prepared: [Statement?] = Array(repeating: nil, count: RecordTable.known.count * perTable)
+
+    /// `SELECT … WHERE id = ?`
+    mutating func select(from table: RecordTable, _ db: Database) throws -> Statement {
+        try statement(table, 0, table.selectSQL, db)
     }
 
-    private var prepared: [Statement?] = Array(repeating: nil, count: RecordTable.known.count * Purpose.allCases.count)
-
-    mutating func statement(_ purpose: Purpose, of table: RecordTable, _ db: Database) throws -> Statement {
-        let slot = table.slot * Purpose.allCases.count + purpose.rawValue
-        if let statement = prepared[slot] { return statement }
+    mutating func statement(_ write: RecordRows.Write, of table: RecordTable, _ db: Database) throws -> Statement {
         let sql =
-            switch purpose {
-            case .select: table.selectSQL
+            switch write {
             case .insert: table.insertSQL
             case .insertIfAbsent: table.insertSQL + " ON CONFLICT (id) DO NOTHING"
             case .update: table.updateSQL
             }
-        let statement = try db.makeStatement(sql: sql)
+        return try statement(table, 1 + write.rawValue, sql, db)
+    }
+
+    private mutating func statement(_ table: RecordTable, _ index: Int, _ sql: @autoclosure () -> String, _ db: Database) throws -> Statement {
+        let slot = table.slot * Self.perTable + index
+        if let statement = prepared[slot] { return statement }
+        let statement = try db.makeStatement(sql: sql())
         prepared[slot] = statement
         return statement
     }
@@ -98,7 +104,7 @@ enum RecordRows {
         _ ref: RecordRef, _ db: Database, _ directory: ReplicaDirectory, _ statements: inout RecordStatements
     ) throws -> RecordState? {
         if let table = RecordTable.of(ref.kind) {
-            let statement = HotStatement(db, prepared: try statements.statement(.select, of: table, db))
+            let statement = HotStatement(db, prepared: try statements.select(from: table, db))
             statement.bind(1, id: ref.id)
             guard try statement.step() else { return nil }
             let crdt = statement.withBlob(Int32(table.columns.count)) { [UInt8]($0) }
@@ -166,7 +172,7 @@ enum RecordRows {
     }
 
     /// How `save` writes a row.
-    enum Write {
+    enum Write: Int, CaseIterable {
         /// A new row; the record must have none.
         case insert
         /// A new row, unless the record has one: then nothing is written.
@@ -219,13 +225,7 @@ enum RecordRows {
             try statement.execute()
             return write != .insertIfAbsent || statement.changes > 0
         }
-        let purpose: RecordStatements.Purpose =
-            switch write {
-            case .insert: .insert
-            case .insertIfAbsent: .insertIfAbsent
-            case .update: .update
-            }
-        let statement = HotStatement(db, prepared: try statements.statement(purpose, of: table, db))
+        let statement = HotStatement(db, prepared: try statements.statement(write, of: table, db))
         statement.bind(1, id: state.ref.id)
         var index: Int32 = 2
         for (field, _) in table.columns {
