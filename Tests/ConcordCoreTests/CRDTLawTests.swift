@@ -130,6 +130,35 @@ struct CRDTLawTests {
         }
     }
 
+    /// `Dots`, the sorted array a tag keeps its dots in, behaves as a set: every operation agrees
+    /// with `Set` on random subsets of a tiny universe, and equal sets are equal (and hash alike)
+    /// whatever the order and repeats they were built from.
+    @Test func dotsBehaveAsASet() async {
+        let subset = Gen.int(in: 0...63)
+        await propertyCheck(count: 300, input: subset, subset, Gen.int(in: 0...5)) { a, b, pick in
+            let setA = LawGen.dots(a)
+            let setB = LawGen.dots(b)
+            let dot = LawGen.dots[pick]
+            // Built from repeats, in reverse order.
+            let dotsA = Dots(Array(setA).sorted().reversed() + Array(setA))
+            let dotsB = Dots(setB)
+            #expect(Set(dotsA) == setA && dotsA.count == setA.count && dotsA.sorted == setA.sorted())
+            #expect(dotsA == Dots(setA.sorted()) && dotsA.hashValue == Dots(setA.sorted()).hashValue)
+            #expect(dotsA.isEmpty == setA.isEmpty)
+            #expect(dotsA.contains(dot) == setA.contains(dot))
+            #expect(Set(dotsA.union(dotsB)) == setA.union(setB))
+            #expect(Set(dotsA.subtracting(dotsB)) == setA.subtracting(setB))
+            #expect(dotsA.isDisjoint(with: dotsB) == setA.isDisjoint(with: setB))
+            var inserted = dotsA
+            inserted.insert(dot)
+            #expect(Set(inserted) == setA.union([dot]) && inserted.sorted == setA.union([dot]).sorted())
+            var removed = dotsA
+            removed.remove(dot)
+            #expect(Set(removed) == setA.subtracting([dot]) && removed.sorted == setA.subtracting([dot]).sorted())
+            #expect((dotsA == dotsB) == (setA == setB))
+        }
+    }
+
     @Test func tagStateMergeLaws() async {
         let g = LawGen.tagState
         await propertyCheck(count: 300, input: g, g, g) { a, b, c in

@@ -23,10 +23,17 @@ import Testing
         let store: ConcordStore
         let clock: ManualClock
 
-        init(seed: UInt64) throws {
+        /// Whether this side merges in batches (of at most 3 operations and 1 record), so that
+        /// records are written out and read back between operations of one merge.
+        let batched: Bool
+
+        init(seed: UInt64, batched: Bool = false) throws {
             clock = ManualClock(baseMillis)
-            store = try ConcordStore.inMemory(environment: environment(clock: clock, seed: seed))
+            var environment = environment(clock: clock, seed: seed)
+            if batched { environment.mergeBatch = MergeBatch(operations: 3, records: 1) }
+            store = try ConcordStore.inMemory(environment: environment)
             model = Replica(id: store.replicaID)
+            self.batched = batched
         }
 
         /// Performs `change` on both; they must agree on whether it is refused.
@@ -43,14 +50,20 @@ import Testing
 
         func merge(from other: Side) throws {
             try model.merge(other.model.operations())
-            try store.merge(try other.store.allOperations())
+            let operations = try other.store.allOperations()
+            if batched {
+                var next = operations.makeIterator()
+                try store.mergeInBatches { next.next() }
+            } else {
+                try store.merge(operations)
+            }
         }
     }
 
     @Test func storeMatchesModel() async throws {
         await propertyCheck(count: 200, input: Self.steps) { steps in
             do {
-                let sides = [try Side(seed: 1), try Side(seed: 2)]
+                let sides = [try Side(seed: 1), try Side(seed: 2, batched: true)]
                 for (index, step) in steps.enumerated() {
                     let (what, who, which, argument) = step
                     let side = sides[who]

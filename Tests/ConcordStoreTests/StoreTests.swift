@@ -324,6 +324,23 @@ import Testing
         #expect(try target.dump() == source.dump())
     }
 
+    /// The file a batched merge imports is recorded with its last batch, also when that batch
+    /// ended at its bound just as the operations did.
+    @Test(arguments: [7, 10, 30, 100])
+    func aBatchedMergeRecordsTheFileItImports(batch: Int) throws {
+        let source = try makeStore(seed: 1)
+        for index in 0..<10 { try source.addNote(NoteDraft(title: "n\(index)")) }
+        let operations = try source.allOperations()
+        #expect(operations.count == 30)
+        let target = try makeStore(seed: 2, mergeBatch: batch)
+        let file = ImportedFile(folder: "/shared", name: "a-1.cbundle", size: 123, top: try source.versionVector())
+        var next = operations.makeIterator()
+        let report = try target.mergeInBatches(importing: file) { next.next() }
+        #expect(report.newOperationCount == 30)
+        #expect(try target.importedFiles(in: "/shared") == ["a-1.cbundle": file])
+        #expect(try target.dump() == source.dump())
+    }
+
     /// A batch ends at whichever bound it reaches first: operations, or records held in memory.
     @Test func aBatchEndsAtItsRecordBound() throws {
         let source = try makeStore(seed: 1)
