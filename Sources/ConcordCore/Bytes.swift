@@ -7,37 +7,56 @@ import Musl
 #endif
 
 /// Appends the primitives of Concord's binary formats (SPEC.md, "Primitives").
+///
+/// Inlinable: the merge writes a few varints per record and per operation, and a call across
+/// modules for each costs more than the varint.
 public struct ByteWriter: Sendable {
-    public private(set) var bytes: [UInt8]
+    @usableFromInline var storage: [UInt8]
 
     public init(capacity: Int = 0) {
-        bytes = []
-        bytes.reserveCapacity(capacity)
+        storage = []
+        storage.reserveCapacity(capacity)
     }
 
-    public mutating func byte(_ value: UInt8) { bytes.append(value) }
+    /// The bytes written so far.
+    public var bytes: [UInt8] {
+        _read { yield storage }
+    }
 
-    public mutating func bytes(_ values: some Sequence<UInt8>) { bytes.append(contentsOf: values) }
+    @inlinable
+    public mutating func byte(_ value: UInt8) { storage.append(value) }
+
+    public mutating func bytes(_ values: some Sequence<UInt8>) { storage.append(contentsOf: values) }
+
+    /// Lets `body` append to the bytes written so far (for writers of other formats, such as JSON text).
+    public mutating func appending<T>(_ body: (inout [UInt8]) throws -> T) rethrows -> T {
+        try body(&storage)
+    }
 
     /// Unsigned LEB128.
+    @inlinable
     public mutating func varint(_ value: UInt64) {
         var rest = value
         while rest >= 0x80 {
-            bytes.append(UInt8(truncatingIfNeeded: rest) | 0x80)
+            storage.append(UInt8(truncatingIfNeeded: rest) | 0x80)
             rest >>= 7
         }
-        bytes.append(UInt8(rest))
+        storage.append(UInt8(truncatingIfNeeded: rest))
     }
 
     /// Zigzag, then unsigned LEB128.
+    @inlinable
     public mutating func signedVarint(_ value: Int64) {
         varint(UInt64(bitPattern: (value << 1) ^ (value >> 63)))
     }
 
     /// A varint byte count, then the UTF-8 bytes.
     public mutating func string(_ value: String) {
-        varint(UInt64(value.utf8.count))
-        bytes.append(contentsOf: value.utf8)
+        var value = value
+        value.withUTF8 { utf8 in
+            varint(UInt64(utf8.count))
+            storage.append(contentsOf: utf8)
+        }
     }
 
     public mutating func identifier(_ id: some Identifier128) {
@@ -47,9 +66,7 @@ public struct ByteWriter: Sendable {
 
     /// Eight bytes, big-endian.
     public mutating func fixed64(_ value: UInt64) {
-        for shift in stride(from: 56, through: 0, by: -8) {
-            bytes.append(UInt8(truncatingIfNeeded: value >> UInt64(shift)))
-        }
+        withUnsafeBytes(of: value.bigEndian) { storage.append(contentsOf: $0) }
     }
 }
 

@@ -45,7 +45,7 @@ public indirect enum JSON: Hashable, Sendable {
         }
     }
 
-    static func writeString(_ string: String, into out: inout [UInt8]) {
+    public static func writeString(_ string: String, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         // Most strings need no escape: copy them whole.
         let copied = string.utf8.withContiguousStorageIfAvailable { bytes in

@@ -159,35 +159,98 @@ public struct Dots: Hashable, Sendable, Sequence, ExpressibleByArrayLiteral {
 
 /// An add-wins OR-set of tags.
 public struct TagSet: Hashable, Sendable {
-    public private(set) var tags: [ExactString: TagState]
+    /// One tag the set has seen (present or not), with its state.
+    public struct Entry: Hashable, Sendable {
+        public let tag: ExactString
+        public internal(set) var state: TagState
 
-    public init(tags: [ExactString: TagState] = [:]) {
-        self.tags = tags
+        public init(tag: ExactString, state: TagState) {
+            self.tag = tag
+            self.state = state
+        }
+    }
+
+    /// Every tag seen, sorted by tag in UTF-8 byte order, each once. A record has a few tags,
+    /// and a merge holds many records: a sorted array costs less to build, search and write
+    /// out in order than a dictionary.
+    public private(set) var entries: [Entry]
+
+    public init() {
+        entries = []
+    }
+
+    public init(tags: [ExactString: TagState]) {
+        entries = tags.map { Entry(tag: $0.key, state: $0.value) }.sorted { $0.tag < $1.tag }
+    }
+
+    /// A set of these entries; a tag listed twice has the two states merged.
+    public init(entries: some Sequence<Entry>) {
+        self.init()
+        for entry in entries { update(entry.tag) { $0.merge(entry.state) } }
+    }
+
+    /// Every tag seen with its state.
+    public var tags: [ExactString: TagState] {
+        Dictionary(uniqueKeysWithValues: entries.lazy.map { ($0.tag, $0.state) })
     }
 
     /// The tags present, in UTF-8 byte order.
     public var present: [ExactString] {
-        tags.compactMap { $0.value.isPresent ? $0.key : nil }.sorted()
+        entries.compactMap { $0.state.isPresent ? $0.tag : nil }
     }
 
-    public func contains(_ tag: ExactString) -> Bool { tags[tag]?.isPresent ?? false }
+    public func contains(_ tag: ExactString) -> Bool {
+        let (index, found) = position(of: tag)
+        return found && entries[index].state.isPresent
+    }
 
     /// The dots of `tag` that a remove issued now would observe.
     public func liveDots(of tag: ExactString) -> [OperationID] {
-        tags[tag]?.live.sorted ?? []
+        let (index, found) = position(of: tag)
+        return found ? entries[index].state.live.sorted : []
     }
 
     public mutating func add(_ tag: ExactString, dot: OperationID) {
-        tags[tag, default: TagState()].add(dot)
+        update(tag) { $0.add(dot) }
     }
 
     public mutating func remove(_ tag: ExactString, observed: [OperationID]) {
-        tags[tag, default: TagState()].remove(observed)
+        update(tag) { $0.remove(observed) }
     }
 
     public mutating func merge(_ other: TagSet) {
-        for (tag, state) in other.tags {
-            tags[tag, default: TagState()].merge(state)
+        for entry in other.entries {
+            update(entry.tag) { $0.merge(entry.state) }
         }
+    }
+
+    /// Where `tag` is, or would be inserted.
+    private func position(of tag: ExactString) -> (index: Int, found: Bool) {
+        var low = 0
+        var high = entries.count
+        while low < high {
+            let middle = (low + high) / 2
+            if entries[middle].tag < tag { low = middle + 1 } else { high = middle }
+        }
+        return (low, low < entries.count && entries[low].tag == tag)
+    }
+
+    /// Changes the state of `tag`, starting from an empty one if the set has not seen it.
+    private mutating func update(_ tag: ExactString, _ body: (inout TagState) -> Void) {
+        // Tags often arrive in order (a stored set is written sorted): try the end first.
+        let index: Int
+        if let last = entries.last, last.tag < tag {
+            index = entries.count
+        } else {
+            let (position, found) = position(of: tag)
+            if found {
+                body(&entries[position].state)
+                return
+            }
+            index = position
+        }
+        var state = TagState()
+        body(&state)
+        entries.insert(Entry(tag: tag, state: state), at: index)
     }
 }

@@ -5,25 +5,28 @@
 /// any order and any number of times, holds an equal `RecordState`.
 public struct RecordState: Hashable, Sendable {
     public let ref: RecordRef
-    /// The registers of the kind's known fields, indexed by `Field.code`.
-    public private(set) var known: [LWWRegister?]
+    /// The registers of the kind's known fields, in the order of `ref.kind.knownFields` (empty
+    /// for kinds without known fields): a merge holds many states, so no slot is spent on a
+    /// field the kind cannot have.
+    public private(set) var knownRegisters: [LWWRegister?]
     /// Registers of fields this version does not know for the kind, kept and passed on.
     public private(set) var unknown: [ExactString: LWWRegister]
     public private(set) var tags: TagSet
 
     public init(ref: RecordRef) {
         self.ref = ref
-        known = Array(repeating: nil, count: Int(Field.maxKnownCode) + 1)
+        let count = ref.kind.knownFieldCount
+        knownRegisters = count == 0 ? [] : Array(repeating: nil, count: count)
         unknown = [:]
         tags = TagSet()
     }
 
-    /// Rebuilds a state from its parts as a store keeps them: the registers of known fields by
-    /// `Field.code` (ignored for kinds without known fields), and the unknown fields by name.
-    public init(ref: RecordRef, known: [LWWRegister?], unknown: [ExactString: LWWRegister], tags: TagSet) {
+    /// Rebuilds a state from its parts as a store keeps them: the registers of known fields in
+    /// the order of `ref.kind.knownFields` (extra ones are ignored), and the unknown fields by name.
+    public init(ref: RecordRef, knownRegisters: [LWWRegister?], unknown: [ExactString: LWWRegister], tags: TagSet) {
         self.init(ref: ref)
-        for code in 1..<min(known.count, self.known.count) where known[code] != nil {
-            if let field = Field(code: UInt8(code)), ref.kind.knows(field) { self.known[code] = known[code] }
+        for slot in 0..<min(knownRegisters.count, self.knownRegisters.count) {
+            self.knownRegisters[slot] = knownRegisters[slot]
         }
         for (name, register) in unknown { write(.other(name), register) }
         self.tags = tags
@@ -54,8 +57,8 @@ public struct RecordState: Hashable, Sendable {
             write(known, register)
             return
         }
-        if ref.kind.knows(field) {
-            known[Int(field.code)].merge(register)
+        if let slot = ref.kind.slot(of: field) {
+            knownRegisters[slot].merge(register)
         } else {
             let name: ExactString
             if case .other(let other) = field { name = other } else { name = ExactString(field.name) }
@@ -65,8 +68,8 @@ public struct RecordState: Hashable, Sendable {
 
     public mutating func merge(_ other: RecordState) {
         precondition(other.ref == ref, "merging states of different records")
-        for (code, register) in other.known.enumerated() {
-            if let register { known[code].merge(register) }
+        for (slot, register) in other.knownRegisters.enumerated() {
+            if let register { knownRegisters[slot].merge(register) }
         }
         for (name, register) in other.unknown {
             unknown[name].merge(register)
@@ -75,7 +78,7 @@ public struct RecordState: Hashable, Sendable {
     }
 
     public func register(_ field: Field) -> LWWRegister? {
-        if ref.kind.knows(field) { return known[Int(field.code)] }
+        if let slot = ref.kind.slot(of: field) { return knownRegisters[slot] }
         return unknown[ExactString(field.name)]
     }
 
@@ -89,8 +92,10 @@ public struct RecordState: Hashable, Sendable {
     /// Every register with its field, known fields first in code order, then unknown ones by name.
     public var registers: [(field: Field, register: LWWRegister)] {
         var result: [(Field, LWWRegister)] = []
-        for (code, register) in known.enumerated() {
-            if let register, let field = Field(code: UInt8(code)) { result.append((field, register)) }
+        for code in 1...Field.maxKnownCode {
+            if let field = Field(code: code), let slot = ref.kind.slot(of: field), let register = knownRegisters[slot] {
+                result.append((field, register))
+            }
         }
         for name in unknown.keys.sorted() {
             result.append((.other(name), unknown[name]!))

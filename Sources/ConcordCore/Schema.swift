@@ -18,6 +18,35 @@ public struct RecordKind: RawRepresentable, Hashable, Comparable, Sendable, Cust
         }
     }
 
+    /// How many fields the kind knows: the length of `knownFields`.
+    public var knownFieldCount: Int {
+        switch self {
+        case .reminder: 8
+        case .note: 4
+        default: 0
+        }
+    }
+
+    /// Where `field` is in `knownFields`, nil if the kind does not know it.
+    @inline(__always)
+    public func slot(of field: Field) -> Int? {
+        switch self {
+        case .reminder:
+            let code = field.code
+            return code >= 1 && code <= 8 ? Int(code) - 1 : nil
+        case .note:
+            switch field {
+            case .title: return 0
+            case .body: return 1
+            case .pinned: return 2
+            case .deleted: return 3
+            default: return nil
+            }
+        default:
+            return nil
+        }
+    }
+
     public func knows(_ field: Field) -> Bool {
         switch self {
         case .reminder: field.code >= 1 && field.code <= 8

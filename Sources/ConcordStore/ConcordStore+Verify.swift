@@ -94,7 +94,7 @@ extension ConcordStore {
                             problem("\(ref): the stored state differs from a replay of the log")
                         }
                         let tags: String = try row.column(table.columns.count + 2)
-                        if tags != (stored.tags.tags.isEmpty ? "[]" : JSON.canonicalArray(of: stored.tags.present.map(\.string))) {
+                        if tags != (stored.tags.entries.isEmpty ? "[]" : JSON.canonicalArray(of: stored.tags.present.map(\.string))) {
                             problem("\(ref): the tags column does not list the present tags")
                         }
                     }

@@ -24,7 +24,7 @@ extension ConcordStore {
                     }
                 }
                 try context.flush()
-                return (made, context.touched)
+                return (made, Set(context.touched))
             }
         }
         notify(StoreChange(origin: .local, records: touched))
@@ -111,7 +111,7 @@ extension ConcordStore {
         }
         repeat {
             var finished = first == nil
-            var batchReport = try merging { context, batchReport in
+            let batchReport = try merging(reportingTouched: false) { context, batchReport in
                 // The batch, not the context, decides when to write out.
                 context.recordLimit = .max
                 var operation = first
@@ -125,9 +125,6 @@ extension ConcordStore {
                 }
                 if finished, let file { try Self.record(file, context.db) }
             }
-            // Each batch's records reached `changes()` as it committed; keeping them all here
-            // would make memory grow with the merge.
-            batchReport.touchedRecords = []
             report.formUnion(batchReport)
             guard !finished else { break }
             // Long enough for a writer of another process, polling every millisecond, to take the
@@ -147,26 +144,30 @@ extension ConcordStore {
     }
 
     /// Runs `body` in one write transaction with a fresh context, flushing every bounded batch.
-    func merging(_ body: (inout WriteContext, inout MergeReport) throws -> Void) throws(StoreError) -> MergeReport {
-        let report = try guarded {
+    /// Without `reportingTouched`, the report leaves `touchedRecords` empty; the records still
+    /// reach the store's observers, if it has any.
+    func merging(
+        reportingTouched: Bool = true, _ body: (inout WriteContext, inout MergeReport) throws -> Void
+    ) throws(StoreError) -> MergeReport {
+        let (report, touched) = try guarded {
             try writer.write { db in
                 try prepareWrite(db)
                 var context = try WriteContext(db, localReplica: replicaID)
                 context.recordLimit = environment.mergeBatch.records
                 var report = MergeReport()
-                report.touchedRecords = []
                 try body(&context, &report)
                 try context.flush()
-                report.touchedRecords = context.touched
+                let touched = reportingTouched || isObserved ? Set(context.touched) : []
+                if reportingTouched { report.touchedRecords = touched }
                 report.newOperations = context.newOperationsByAuthor()
                 let wall = environment.wallClock()
                 if report.newOperationCount > 0, context.clock.isFarAhead(ofWallMillis: wall) {
                     report.farFutureTimestamp = context.clock.latest
                 }
-                return report
+                return (report, touched)
             }
         }
-        notify(StoreChange(origin: .merge, records: report.touchedRecords))
+        notify(StoreChange(origin: .merge, records: touched))
         return report
     }
 

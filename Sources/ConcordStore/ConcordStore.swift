@@ -309,6 +309,9 @@ public final class ConcordStore: Sendable {
         return stream
     }
 
+    /// Whether anything observes the store's changes now.
+    var isObserved: Bool { observers.withLock { !$0.continuations.isEmpty } }
+
     func notify(_ change: StoreChange) {
         guard !change.records.isEmpty else { return }
         for continuation in observers.withLock({ Array($0.continuations.values) }) { continuation.yield(change) }

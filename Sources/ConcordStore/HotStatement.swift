@@ -65,6 +65,23 @@ struct HotStatement: ~Copyable {
         }
     }
 
+    /// Binds UTF-8 bytes as text (not NULL, even when empty) that SQLite reads in place: they
+    /// must stay where they are until the statement has run and `clearBindings` was called.
+    func bindInPlace(_ index: Int32, text: UnsafeRawBufferPointer) {
+        let pointer = (text.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!).assumingMemoryBound(to: CChar.self)
+        sqlite3_bind_text(handle, index, pointer, Int32(text.count), sqliteStatic)
+    }
+
+    /// Binds a blob that SQLite reads in place, as `bindInPlace(_:text:)` does.
+    func bindInPlace(_ index: Int32, blob: UnsafeRawBufferPointer) {
+        sqlite3_bind_blob(handle, index, blob.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32(blob.count), sqliteStatic)
+    }
+
+    /// Unbinds every parameter, so that no binding points to bytes that are gone.
+    func clearBindings() {
+        sqlite3_clear_bindings(handle)
+    }
+
     /// The 16 big-endian bytes of an identifier.
     func bind(_ index: Int32, id: some Identifier128) {
         withUnsafeBytes(of: (id.high.bigEndian, id.low.bigEndian)) { buffer in
@@ -137,3 +154,5 @@ struct HotStatement: ~Copyable {
 
 /// SQLite's "copy the bytes now" destructor.
 private let sqliteTransient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+/// SQLite's "the bytes stay put" destructor.
+private let sqliteStatic: sqlite3_destructor_type? = nil

@@ -4,7 +4,9 @@ import GRDB
 
 /// How a kind's records are laid out in SQLite: one row per record, one column per known field
 /// holding its current value, and a `crdt` blob with the merge metadata (SPEC.md, "Store").
-struct RecordTable: Sendable {
+/// A class: the merge looks a record's table up for every row, and copying a struct of strings
+/// and arrays would retain each of them.
+final class RecordTable: Sendable {
     let kind: RecordKind
     let name: String
     /// The known fields and the columns that hold their values.
@@ -18,6 +20,8 @@ struct RecordTable: Sendable {
     let rowColumns: String
     /// `INSERT INTO <table> (id, <field columns>, tags, crdt) VALUES (?1, ?2, …)`
     let insertSQL: String
+    /// `insertSQL` that writes nothing when the record has a row.
+    let insertIfAbsentSQL: String
     /// `UPDATE <table> SET <field column> = ?2, …, tags = ?, crdt = ? WHERE id = ?1`: the same
     /// parameters as `insertSQL`.
     let updateSQL: String
@@ -26,6 +30,8 @@ struct RecordTable: Sendable {
     let slot: Int
 
     init(kind: RecordKind, name: String, slot: Int, columns: [(field: Field, column: String)]) {
+        // `RecordRows` binds a state's `knownRegisters` to the columns one for one.
+        precondition(columns.map(\.field) == kind.knownFields, "the columns of \(name) are not its kind's known fields in order")
         self.kind = kind
         self.slot = slot
         self.name = name
@@ -36,6 +42,7 @@ struct RecordTable: Sendable {
         let names = ["id"] + columns.map(\.column) + ["tags", "crdt"]
         insertSQL = "INSERT INTO \(name) (" + names.joined(separator: ", ") + ") VALUES ("
             + names.indices.map { "?\($0 + 1)" }.joined(separator: ", ") + ")"
+        insertIfAbsentSQL = insertSQL + " ON CONFLICT (id) DO NOTHING"
         updateSQL = "UPDATE \(name) SET " + names.indices.dropFirst().map { "\(names[$0]) = ?\($0 + 1)" }.joined(separator: ", ")
             + " WHERE id = ?1"
     }
@@ -73,13 +80,7 @@ struct RecordStatements {
     }
 
     mutating func statement(_ write: RecordRows.Write, of table: RecordTable, _ db: Database) throws -> Statement {
-        let sql =
-            switch write {
-            case .insert: table.insertSQL
-            case .insertIfAbsent: table.insertSQL + " ON CONFLICT (id) DO NOTHING"
-            case .update: table.updateSQL
-            }
-        return try statement(table, 1 + write.rawValue, sql, db)
+        try statement(table, 1 + write.rawValue, write.sql(of: table), db)
     }
 
     private mutating func statement(_ table: RecordTable, _ index: Int, _ sql: @autoclosure () -> String, _ db: Database) throws -> Statement {
@@ -141,13 +142,14 @@ enum RecordRows {
         var reader = ByteReader(crdt)
         do {
             guard try reader.byte() == crdtFormat else { throw DecodeError.malformed("unknown crdt format") }
-            var known = [LWWRegister?](repeating: nil, count: Int(Field.maxKnownCode) + 1)
+            var known = [LWWRegister?](repeating: nil, count: ref.kind.knownFieldCount)
             var unknown: [ExactString: LWWRegister] = [:]
             let mask = try reader.varint()
             if let table {
+                // The table's columns are the kind's known fields, in order.
                 for (index, entry) in table.columns.enumerated() where mask & (1 << UInt64(entry.field.code)) != 0 {
                     let stamp = try readStamp(&reader, directory)
-                    known[Int(entry.field.code)] = LWWRegister(value: try column(index, entry.field), stamp: stamp)
+                    known[index] = LWWRegister(value: try column(index, entry.field), stamp: stamp)
                 }
             }
             let unknownCount = try reader.varint()
@@ -156,16 +158,18 @@ enum RecordRows {
                 let value = try OperationCodec.decodeValue(from: &reader)
                 unknown[ExactString(name)] = LWWRegister(value: value, stamp: try readStamp(&reader, directory))
             }
-            var tags: [ExactString: TagState] = [:]
+            var tags: [TagSet.Entry] = []
             let tagCount = try reader.varint()
+            guard tagCount <= UInt64(reader.remaining) else { throw DecodeError.truncated }
+            tags.reserveCapacity(Int(tagCount))
             for _ in 0..<tagCount {
                 let tag = ExactString(try reader.string())
                 let live = try readDots(&reader, directory)
                 let removed = try readDots(&reader, directory)
-                tags[tag] = TagState(live: live, removed: removed)
+                tags.append(TagSet.Entry(tag: tag, state: TagState(live: live, removed: removed)))
             }
             guard reader.isAtEnd else { throw DecodeError.malformed("trailing bytes") }
-            return RecordState(ref: ref, known: known, unknown: unknown, tags: TagSet(tags: tags))
+            return RecordState(ref: ref, knownRegisters: known, unknown: unknown, tags: TagSet(entries: tags))
         } catch let error as DecodeError {
             throw StoreError(.corrupt, "the merge metadata of \(ref) is damaged (\(error))")
         }
@@ -179,6 +183,14 @@ enum RecordRows {
         case insertIfAbsent
         /// The record's row, which must exist.
         case update
+
+        func sql(of table: RecordTable) -> String {
+            switch self {
+            case .insert: table.insertSQL
+            case .insertIfAbsent: table.insertIfAbsentSQL
+            case .update: table.updateSQL
+            }
+        }
     }
 
     /// Writes a state's row, and tells whether it wrote one (only `insertIfAbsent` may not).
@@ -187,18 +199,21 @@ enum RecordRows {
         _ state: RecordState, as write: Write, _ db: Database, _ directory: inout ReplicaDirectory,
         _ statements: inout RecordStatements
     ) throws -> Bool {
-        var writer = ByteWriter(capacity: 128)
+        // Everything the row binds as bytes goes into one buffer: the crdt blob, then the tags
+        // column, then the text fields. SQLite reads them in place while the statement runs,
+        // rather than copying each into an allocation of its own.
+        var writer = ByteWriter(capacity: 256)
         writer.byte(crdtFormat)
         let table = RecordTable.of(state.ref.kind)
+        // The table's columns are the kind's known fields, in the order of `knownRegisters`.
+        let known = state.knownRegisters
         var mask: UInt64 = 0
         if let table {
-            for (field, _) in table.columns where state.known[Int(field.code)] != nil { mask |= 1 << UInt64(field.code) }
+            for (index, (field, _)) in table.columns.enumerated() where known[index] != nil { mask |= 1 << UInt64(field.code) }
         }
         writer.varint(mask)
-        if let table {
-            for (field, _) in table.columns {
-                if let register = state.known[Int(field.code)] { try writeStamp(register.stamp, &writer, db, &directory) }
-            }
+        for register in known {
+            if let register { try writeStamp(register.stamp, &writer, db, &directory) }
         }
         let unknown = state.unknown.isEmpty ? [] : state.unknown.sorted { $0.key < $1.key }
         writer.varint(UInt64(unknown.count))
@@ -207,52 +222,64 @@ enum RecordRows {
             OperationCodec.encode(register.value, into: &writer)
             try writeStamp(register.stamp, &writer, db, &directory)
         }
-        let tags = state.tags.tags.sorted { $0.key < $1.key }
-        writer.varint(UInt64(tags.count))
-        for (tag, tagState) in tags {
-            writer.string(tag.string)
-            try writeDots(tagState.live, &writer, db, &directory)
-            try writeDots(tagState.removed, &writer, db, &directory)
+        writer.varint(UInt64(state.tags.entries.count))
+        for entry in state.tags.entries {
+            writer.string(entry.tag.string)
+            try writeDots(entry.state.live, &writer, db, &directory)
+            try writeDots(entry.state.removed, &writer, db, &directory)
         }
-        let crdt = writer.bytes
+        let crdtEnd = writer.bytes.count
 
         guard let table else {
             let statement = try HotStatement(
                 db, "INSERT \(write == .insertIfAbsent ? "OR IGNORE" : "OR REPLACE") INTO other_records (kind, id, crdt) VALUES (?, ?, ?)")
             statement.bind(1, Int64(state.ref.kind.rawValue))
             statement.bind(2, id: state.ref.id)
-            statement.bind(3, bytes: crdt)
+            statement.bind(3, bytes: writer.bytes)
             try statement.execute()
             return write != .insertIfAbsent || statement.changes > 0
         }
-        let statement = HotStatement(db, prepared: try statements.statement(write, of: table, db))
-        statement.bind(1, id: state.ref.id)
-        var index: Int32 = 2
-        for (field, _) in table.columns {
-            switch state.known[Int(field.code)]?.value {
-            case nil, .null?: if field == .deleted { statement.bind(index, Int64(0)) } else { statement.bindNull(index) }
-            case .bool(let b)?: statement.bind(index, Int64(b ? 1 : 0))
-            case .int(let i)?: statement.bind(index, i)
-            case .string(let s)?: statement.bind(index, s)
-            }
-            index += 1
+        writeTagsColumn(state.tags, into: &writer)
+        let tagsEnd = writer.bytes.count
+        for register in known {
+            if case .string(let text)? = register?.value { writer.bytes(text.utf8) }
         }
-        statement.bind(index, utf8: tagsColumn(tags))
-        statement.bind(index + 1, bytes: crdt)
-        try statement.execute()
-        return write != .insertIfAbsent || statement.changes > 0
+        let statement = HotStatement(db, prepared: try statements.statement(write, of: table, db))
+        return try writer.bytes.withUnsafeBytes { payload in
+            statement.bind(1, id: state.ref.id)
+            var index: Int32 = 2
+            var textStart = tagsEnd
+            for (slot, (field, _)) in table.columns.enumerated() {
+                switch known[slot]?.value {
+                case nil, .null?: if field == .deleted { statement.bind(index, Int64(0)) } else { statement.bindNull(index) }
+                case .bool(let b)?: statement.bind(index, Int64(b ? 1 : 0))
+                case .int(let i)?: statement.bind(index, i)
+                case .string(let text)?:
+                    let end = textStart + text.utf8.count
+                    statement.bindInPlace(index, text: UnsafeRawBufferPointer(rebasing: payload[textStart..<end]))
+                    textStart = end
+                }
+                index += 1
+            }
+            statement.bindInPlace(index, text: UnsafeRawBufferPointer(rebasing: payload[crdtEnd..<tagsEnd]))
+            statement.bindInPlace(index + 1, blob: UnsafeRawBufferPointer(rebasing: payload[0..<crdtEnd]))
+            try statement.execute()
+            // The bindings point into `payload`, which ends with this call.
+            statement.clearBindings()
+            return write != .insertIfAbsent || statement.changes > 0
+        }
     }
 
-    /// The `tags` column: the present tags as a canonical JSON array of strings, in UTF-8.
-    /// - Parameter tags: every tag of the record with its state, sorted by tag.
-    static func tagsColumn(_ tags: [(key: ExactString, value: TagState)]) -> [UInt8] {
-        var present: [String] = []
-        present.reserveCapacity(tags.count)
-        for (tag, state) in tags where state.isPresent { present.append(tag.string) }
-        var out: [UInt8] = []
-        out.reserveCapacity(2 + present.count * 16)
-        JSON.canonicalArray(of: present, into: &out)
-        return out
+    /// Appends the `tags` column: the present tags as a canonical JSON array of strings, in UTF-8.
+    static func writeTagsColumn(_ tags: TagSet, into writer: inout ByteWriter) {
+        writer.byte(UInt8(ascii: "["))
+        var first = true
+        for entry in tags.entries where entry.state.isPresent {
+            if !first { writer.byte(UInt8(ascii: ",")) }
+            first = false
+            writer.appending { JSON.writeString(entry.tag.string, into: &$0) }
+        }
+        writer.byte(UInt8(ascii: "]"))
     }
 
     /// The value of a known field from its column, by the field's type in SPEC.md.

@@ -73,12 +73,15 @@ struct WriteContext {
     /// Each author's open log chunk: operations appended and not yet written to the log, of
     /// consecutive seqs; the current author's is kept out of the dictionary. A chunk is written
     /// as soon as it is full or the next operation does not continue it, so they stay small.
-    private var openChunks: [ReplicaID: [Op]] = [:]
-    private var currentChunk: [Op] = []
+    private var openChunks: [ReplicaID: OpenChunk] = [:]
+    private var currentChunk: OpenChunk?
     /// New operations by author, the current author's counted in `currentNew`.
     private var newOperations: [ReplicaID: Int] = [:]
     private var currentNew = 0
-    private(set) var touched: Set<RecordRef> = []
+    /// The records written, in the order written (a record written by several flushes is listed
+    /// once per flush). An array: hashing every record of a large merge into a set costs more
+    /// than it is worth when nobody observes the store.
+    private(set) var touched: [RecordRef] = []
     private var statements = RecordStatements()
     /// How many records `ConcordStore.ingest` lets the context hold before it writes them out.
     var recordLimit = MergeBatch.standard.records
@@ -172,19 +175,23 @@ struct WriteContext {
         return writer.bytes
     }
 
-    /// The last log chunk read to compare duplicates: they come in runs.
+    /// The last log chunk decoded to compare duplicates (they come in runs): read from the log,
+    /// or as much as was encoded of an open chunk.
     private var comparedChunk: (replica: ReplicaID, first: UInt64, operations: [Op])?
 
     /// The operation held under `id`: appended in this transaction, or in the log.
     private mutating func heldOperation(_ id: OperationID) throws -> Op? {
         try switchAuthor(to: id.replica)
-        // The open chunk holds consecutive seqs; what this transaction wrote before it is in the log.
-        if let first = currentChunk.first, id.seq >= first.id.seq, id.seq - first.id.seq < UInt64(currentChunk.count) {
-            return currentChunk[Int(id.seq - first.id.seq)]
-        }
         if let chunk = comparedChunk, chunk.replica == id.replica, id.seq >= chunk.first,
            id.seq - chunk.first < UInt64(chunk.operations.count) {
             return chunk.operations[Int(id.seq - chunk.first)]
+        }
+        // The open chunk holds consecutive seqs; what this transaction wrote before it is in the log.
+        if let chunk = currentChunk, id.seq >= chunk.firstSeq, id.seq - chunk.firstSeq < UInt64(chunk.count) {
+            let operations = try OperationCodec.decode(
+                chunk.writer.bytes, author: id.replica, firstSeq: chunk.firstSeq, count: chunk.count)
+            comparedChunk = (id.replica, chunk.firstSeq, operations)
+            return operations[Int(id.seq - chunk.firstSeq)]
         }
         guard let index = directory.indexByID[id.replica] else { return nil }
         let statement = try HotStatement(
@@ -219,12 +226,12 @@ struct WriteContext {
         // Mutate in place: copying the state out and back would copy its storage on every operation.
         states[index].apply(operation)
         currentHeld.insert(operation.id.seq)
-        if let last = currentChunk.last,
-           operation.id.seq != last.id.seq &+ 1 || currentChunk.count >= Self.maxChunkOperations {
-            try writeChunk(operation.id.replica, currentChunk)
-            currentChunk.removeAll(keepingCapacity: true)
+        if let chunk = currentChunk, !chunk.continues(with: operation) {
+            try writeChunk(operation.id.replica, chunk)
+            currentChunk = nil
         }
-        currentChunk.append(operation)
+        if currentChunk == nil { currentChunk = OpenChunk(firstSeq: operation.id.seq) }
+        currentChunk!.append(operation)
         currentNew += 1
     }
 
@@ -240,16 +247,16 @@ struct WriteContext {
         parkCurrentAuthor()
         currentAuthor = replica
         currentHeld = try heldSequence(of: replica)
-        currentChunk = openChunks.removeValue(forKey: replica) ?? []
+        currentChunk = openChunks.removeValue(forKey: replica)
         currentNew = 0
     }
 
     private mutating func parkCurrentAuthor() {
         guard let author = currentAuthor else { return }
         held[author] = currentHeld
-        if !currentChunk.isEmpty { openChunks[author] = currentChunk }
+        if let chunk = currentChunk { openChunks[author] = chunk }
         if currentNew > 0 { newOperations[author, default: 0] += currentNew }
-        currentChunk = []
+        currentChunk = nil
         currentNew = 0
         currentAuthor = nil
     }
@@ -290,7 +297,7 @@ struct WriteContext {
                 if absent * 2 >= found {
                     if try RecordRows.save(states[index], as: .insertIfAbsent, db, &directory, &statements) {
                         absent += 1
-                        touched.insert(states[index].ref)
+                        touched.append(states[index].ref)
                         continue
                     }
                 }
@@ -298,14 +305,14 @@ struct WriteContext {
                 if rows[index] == .stored { found += 1 } else { absent += 1 }
             }
             try RecordRows.save(states[index], as: rows[index] == .stored ? .update : .insert, db, &directory, &statements)
-            touched.insert(states[index].ref)
+            touched.append(states[index].ref)
         }
         states.removeAll(keepingCapacity: true)
         rows.removeAll(keepingCapacity: true)
         stateIndex.removeAll(keepingCapacity: true)
         lastRef = nil
-        for (replica, operations) in openChunks {
-            try writeChunk(replica, operations)
+        for (replica, chunk) in openChunks {
+            try writeChunk(replica, chunk)
         }
         openChunks.removeAll(keepingCapacity: true)
         for (replica, sequence) in held where sequence.contiguous != directory.contiguous[replica] {
@@ -319,24 +326,41 @@ struct WriteContext {
     }
 
     /// Writes one log chunk: operations of one author with consecutive seqs.
-    private mutating func writeChunk(_ replica: ReplicaID, _ operations: [Op]) throws {
-        guard let first = operations.first, let last = operations.last else { return }
-        var writer = ByteWriter(capacity: operations.count * 16)
-        var encoder = OperationCodec.RunEncoder()
-        var maxTimestamp = Timestamp.zero
-        for operation in operations {
-            encoder.append(operation, into: &writer)
-            maxTimestamp = max(maxTimestamp, operation.timestamp)
-        }
+    private mutating func writeChunk(_ replica: ReplicaID, _ chunk: OpenChunk) throws {
         let statement = try HotStatement(db, "INSERT INTO log (replica, first_seq, last_seq, max_ts, ops) VALUES (?, ?, ?, ?, ?)")
         statement.bind(1, try directory.index(of: replica, db))
-        statement.bind(2, Int64(first.id.seq))
-        statement.bind(3, Int64(last.id.seq))
-        statement.bind(4, Int64(bitPattern: maxTimestamp.rawValue))
-        statement.bind(5, bytes: writer.bytes)
+        statement.bind(2, Int64(chunk.firstSeq))
+        statement.bind(3, Int64(chunk.firstSeq + UInt64(chunk.count - 1)))
+        statement.bind(4, Int64(bitPattern: chunk.maxTimestamp.rawValue))
+        statement.bind(5, bytes: chunk.writer.bytes)
         try statement.execute()
     }
 
     /// The most operations one log chunk holds.
     static let maxChunkOperations = 4096
+}
+
+/// Operations of one author with consecutive seqs, encoded for the log as they are appended
+/// (SPEC.md, "Op runs"), so the context keeps bytes rather than operations.
+private struct OpenChunk {
+    let firstSeq: UInt64
+    private(set) var count = 0
+    private(set) var maxTimestamp = Timestamp.zero
+    private(set) var writer = ByteWriter(capacity: 4096)
+    private var encoder = OperationCodec.RunEncoder()
+
+    init(firstSeq: UInt64) {
+        self.firstSeq = firstSeq
+    }
+
+    /// Whether `operation` can be the chunk's next one.
+    func continues(with operation: Op) -> Bool {
+        operation.id.seq == firstSeq &+ UInt64(count) && count < WriteContext.maxChunkOperations
+    }
+
+    mutating func append(_ operation: Op) {
+        encoder.append(operation, into: &writer)
+        maxTimestamp = max(maxTimestamp, operation.timestamp)
+        count += 1
+    }
 }

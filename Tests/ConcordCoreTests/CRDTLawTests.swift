@@ -199,6 +199,44 @@ struct CRDTLawTests {
         }
     }
 
+    /// `TagSet` keeps its tags in a sorted array. It must agree with the plain dictionary of tag
+    /// states it replaced, under any mix of adds, removes and merges, and stay sorted without
+    /// repeats; a set built from entries in any order, with repeats, is the same set.
+    @Test func tagSetAgreesWithADictionaryOfTagStates() async {
+        // (what, tag, dots): 0 add, 1 remove, 2 merge a set holding one tag state.
+        let step = zip(Gen.int(in: 0...2), Gen.int(in: 0...4), Gen.int(in: 0...63))
+        await propertyCheck(count: 300, input: step.array(of: 0...12)) { steps in
+            var set = TagSet()
+            var model: [ExactString: TagState] = [:]
+            for (what, tagIndex, bits) in steps {
+                let tag = ExactString(Universe.tags[tagIndex % Universe.tags.count])
+                let dots = LawGen.dots(bits)
+                switch what {
+                case 0:
+                    let dot = dots.min() ?? LawGen.dots[0]
+                    set.add(tag, dot: dot)
+                    model[tag, default: TagState()].add(dot)
+                case 1:
+                    set.remove(tag, observed: dots.sorted())
+                    model[tag, default: TagState()].remove(dots.sorted())
+                default:
+                    let state = TagState(live: dots.prefix(2), removed: dots.dropFirst(2))
+                    set.merge(TagSet(tags: [tag: state]))
+                    model[tag, default: TagState()].merge(state)
+                }
+            }
+            #expect(set.tags == model)
+            #expect(set.entries.map(\.tag) == model.keys.sorted())
+            #expect(set.present == model.filter { $0.value.isPresent }.keys.sorted())
+            for tag in Universe.tags.map({ ExactString($0) }) {
+                #expect(set.contains(tag) == (model[tag]?.isPresent ?? false))
+                #expect(set.liveDots(of: tag) == (model[tag]?.live.sorted ?? []))
+            }
+            let shuffled = set.entries.reversed() + set.entries
+            #expect(TagSet(entries: shuffled) == set && TagSet(tags: model) == set)
+        }
+    }
+
     @Test func versionVectorMergeLaws() async {
         let g = LawGen.versionVector
         await propertyCheck(count: 300, input: g, g, g) { a, b, c in

@@ -526,6 +526,23 @@ struct ValidationTests {
     }
 }
 
+@Suite("Record kinds")
+struct RecordKindTests {
+    /// A state keeps a kind's known fields in slots, in the order of `knownFields`; every other
+    /// field, known to another kind or not, has none.
+    @Test func slotsNumberTheKnownFieldsInOrder() {
+        for kind in [RecordKind.reminder, .note, RecordKind(rawValue: 3), RecordKind(rawValue: 200)] {
+            #expect(kind.knownFieldCount == kind.knownFields.count)
+            for code in 0...UInt8.max {
+                guard let field = Field(code: code) else { continue }
+                #expect(kind.slot(of: field) == kind.knownFields.firstIndex(of: field), "\(kind) \(field)")
+                #expect((kind.slot(of: field) != nil) == kind.knows(field))
+            }
+            #expect(kind.slot(of: .other("title")) == nil && kind.slot(of: .other("x")) == nil)
+        }
+    }
+}
+
 @Suite("Canonical JSON")
 struct JSONTests {
     @Test func keysAreSortedByUTF8Bytes() {
