@@ -52,7 +52,8 @@ public struct MergeBatch: Sendable, Equatable {
         self.records = max(1, records)
     }
 
-    public static let standard = MergeBatch(operations: 1_000_000, records: 50_000)
+    /// 110,000 records of reminders take about 100 MB: a merging process stays under 200 MB.
+    public static let standard = MergeBatch(operations: 1_000_000, records: 110_000)
 }
 
 /// A value behind a lock, for the little shared state a store keeps.
