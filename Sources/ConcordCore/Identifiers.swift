@@ -109,6 +109,23 @@ public struct RecordID: Identifier128 {
     }
 }
 
+extension RecordID {
+    /// The id a replica gives the record it creates next (SPEC.md §2): 48 bits of `millis`, then
+    /// 80 random bits; or, when that would not come after `previous` (the same millisecond, a
+    /// clock that went back), `previous` plus a random step from 1 to 2^32. The ids one replica
+    /// makes increase, so its new records go to the end of a store's id-ordered tables instead
+    /// of anywhere in them.
+    public static func timeOrdered(millis: UInt64, following previous: RecordID?, random: UInt64, _ random2: UInt64) -> RecordID {
+        let time = min(millis, (1 << 48) - 1)
+        let fresh = RecordID(high: time << 16 | random >> 48, low: random2)
+        guard let previous, fresh <= previous else { return fresh }
+        let (low, carry) = previous.low.addingReportingOverflow(1 + (random2 & 0xFFFF_FFFF))
+        let (high, overflow) = previous.high.addingReportingOverflow(carry ? 1 : 0)
+        // Past the largest id nothing comes after: start over from the fresh one.
+        return overflow ? fresh : RecordID(high: high, low: low)
+    }
+}
+
 /// The identity of one operation: its author and its sequence number there (a "dot").
 public struct OperationID: Hashable, Comparable, Sendable, CustomStringConvertible {
     public var replica: ReplicaID

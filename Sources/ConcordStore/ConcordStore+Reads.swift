@@ -98,25 +98,29 @@ extension ConcordStore {
 
     // MARK: Records by id
 
-    /// Finds the record whose id is `text` or starts with it (at least 4 hex digits).
+    /// Finds the record whose id is `text`, starts with it or ends with it (at least 4 hex
+    /// digits). Ids are time-ordered (SPEC.md §2): records made close together share their first
+    /// digits, and their last digits tell them apart.
     public func resolve(_ text: String, kind: RecordKind? = nil) throws(StoreError) -> RecordRef {
-        let prefix = text.lowercased()
-        guard prefix.count >= 4, prefix.count <= 32, prefix.allSatisfy(\.isHexDigit) else {
-            throw StoreError(.notFound, "'\(text)' is not a record id (ids are 32 hex digits; a unique prefix of at least 4 will do)")
+        let digits = text.lowercased()
+        guard digits.count >= 4, digits.count <= 32, digits.allSatisfy(\.isHexDigit) else {
+            throw StoreError(.notFound, "'\(text)' is not a record id (ids are 32 hex digits; a unique prefix or suffix of at least 4 will do)")
         }
-        let low = RecordID(hex: prefix.padding(toLength: 32, withPad: "0", startingAt: 0))!
-        let high = RecordID(hex: prefix.padding(toLength: 32, withPad: "f", startingAt: 0))!
-        let arguments: StatementArguments = [Data(low.bytes), Data(high.bytes)]
+        let low = RecordID(hex: digits.padding(toLength: 32, withPad: "0", startingAt: 0))!
+        let high = RecordID(hex: digits.padding(toLength: 32, withPad: "f", startingAt: 0))!
+        // Prefixes through the id index; suffixes by a scan (SQLite's hex() is upper case).
+        let matching = "(id BETWEEN ? AND ? OR substr(hex(id), ?) = ?)"
+        let arguments: StatementArguments = [Data(low.bytes), Data(high.bytes), 33 - digits.count, digits.uppercased()]
         let matches: [RecordRef] = try guarded {
             try writer.read { db in
                 var refs: [RecordRef] = []
                 for table in RecordTable.known where kind == nil || kind == table.kind {
-                    for data in try Optional<Data>.fetchAll(db, sql: "SELECT id FROM \(table.name) WHERE id BETWEEN ? AND ? LIMIT 10", arguments: arguments) {
+                    for data in try Optional<Data>.fetchAll(db, sql: "SELECT id FROM \(table.name) WHERE \(matching) LIMIT 10", arguments: arguments) {
                         refs.append(RecordRef(kind: table.kind, id: try Self.recordID(data)))
                     }
                 }
                 if kind == nil || RecordTable.of(kind!) == nil {
-                    for row in try Row.fetchAll(db, sql: "SELECT kind, id FROM other_records WHERE id BETWEEN ? AND ? LIMIT 10", arguments: arguments) {
+                    for row in try Row.fetchAll(db, sql: "SELECT kind, id FROM other_records WHERE \(matching) LIMIT 10", arguments: arguments) {
                         let other = try Self.kind(try row.column(0))
                         if kind == nil || kind == other { refs.append(RecordRef(kind: other, id: try Self.recordID(try row.column(1)))) }
                     }
@@ -128,7 +132,7 @@ extension ConcordStore {
         case 0: throw StoreError(.notFound, "no \(kind?.name ?? "record") with id \(text)")
         case 1: return matches[0]
         default:
-            throw StoreError(.ambiguous, "id prefix \(text) is ambiguous: it matches \(matches.map(\.id.hex).joined(separator: ", "))")
+            throw StoreError(.ambiguous, "id \(text) is ambiguous: it matches \(matches.map(\.id.hex).joined(separator: ", "))")
         }
     }
 

@@ -194,7 +194,7 @@ extension ConcordStore {
     /// Adds a reminder and returns its new id.
     @discardableResult
     public func addReminder(_ draft: ReminderDraft) throws(StoreError) -> RecordID {
-        let id: RecordID = environment.makeID()
+        let id = environment.makeRecordID()
         try perform(.createReminder(draft), on: .reminder(id))
         return id
     }
@@ -218,7 +218,7 @@ extension ConcordStore {
 
     @discardableResult
     public func addNote(_ draft: NoteDraft) throws(StoreError) -> RecordID {
-        let id: RecordID = environment.makeID()
+        let id = environment.makeRecordID()
         try perform(.createNote(draft), on: .note(id))
         return id
     }

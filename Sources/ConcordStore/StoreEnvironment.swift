@@ -9,6 +9,8 @@ public struct StoreEnvironment: Sendable {
     public var random: @Sendable () -> UInt64
     /// How much a batched merge applies in one transaction (SPEC.md §5.6).
     public var mergeBatch = MergeBatch.standard
+    /// The last record id made, shared by the copies of this environment.
+    private let lastRecordID = LockedState<RecordID?>(nil)
 
     public init(wallClock: @escaping @Sendable () -> UInt64, random: @escaping @Sendable () -> UInt64) {
         self.wallClock = wallClock
@@ -36,6 +38,17 @@ public struct StoreEnvironment: Sendable {
 
     func makeID<ID: Identifier128>(_: ID.Type = ID.self) -> ID {
         ID(high: random(), low: random())
+    }
+
+    /// The id of a new record: time-ordered, after every one this environment made (SPEC.md §2).
+    func makeRecordID() -> RecordID {
+        let millis = wallClock()
+        let (random1, random2) = (random(), random())
+        return lastRecordID.withLock { last in
+            let id = RecordID.timeOrdered(millis: millis, following: last, random: random1, random2)
+            last = id
+            return id
+        }
     }
 }
 

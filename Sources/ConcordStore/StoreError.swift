@@ -29,7 +29,7 @@ public struct StoreError: Error, Hashable, CustomStringConvertible {
         public static let invalidInput = Code(wrapped: .invalidInput)
         /// No record matches an id or prefix.
         public static let notFound = Code(wrapped: .notFound)
-        /// An id prefix matches more than one record.
+        /// Id digits match more than one record.
         public static let ambiguous = Code(wrapped: .ambiguous)
         /// Any other failure of the file system or SQLite.
         public static let io = Code(wrapped: .io)

@@ -17,11 +17,16 @@ public struct ReminderWorkload: Sendable {
     public var textScale: Int
     public var seed: UInt64
 
-    public init(records: Int = 100_000, updatesPerRecord: Int = 1, textScale: Int = 1, seed: UInt64 = 1) {
+    /// Uniformly random record ids, as stores of other makers might give, instead of the
+    /// time-ordered ones Concord makes (SPEC.md §2).
+    public var randomIDs: Bool
+
+    public init(records: Int = 100_000, updatesPerRecord: Int = 1, textScale: Int = 1, seed: UInt64 = 1, randomIDs: Bool = false) {
         self.records = records
         self.updatesPerRecord = updatesPerRecord
         self.textScale = textScale
         self.seed = seed
+        self.randomIDs = randomIDs
     }
 
     /// The store environment of replica B (deterministic ids and clock).
@@ -36,10 +41,20 @@ public struct ReminderWorkload: Sendable {
     ]
     static let tagPool = (0..<20).map { "tag\($0)" }
 
-    /// The ids of the workload's reminders.
+    /// The ids of the workload's reminders, in the order B creates them: made as B's store makes
+    /// ids, one millisecond apart from the start of B's clock (or at random, with `randomIDs`).
     public func recordIDs() -> [RecordID] {
         var generator = SplitMix64(seed: seed &* 0x9E37_79B9)
-        return (0..<records).map { _ in RecordID(high: generator.next(), low: generator.next()) }
+        var previous: RecordID?
+        return (0..<records).map { index in
+            let id =
+                randomIDs
+                ? RecordID(high: generator.next(), low: generator.next())
+                : RecordID.timeOrdered(
+                    millis: 1_795_000_000_000 + UInt64(index), following: previous, random: generator.next(), generator.next())
+            previous = id
+            return id
+        }
     }
 
     struct Text {

@@ -21,6 +21,8 @@ struct WorkloadOptions: ParsableArguments {
     @Option(help: "The workload's seed.") var seed: UInt64 = 1
     @Option(help: "Timed runs; the median is reported.") var runs = 5
     @Flag(help: "Print one JSON object.") var json = false
+    @Flag(name: .customLong("random-ids"), help: "Give the reminders uniformly random ids instead of the time-ordered ones Concord makes.")
+    var randomIDs = false
 
     func validate() throws {
         guard records >= 10, records <= 50_000_000 else { throw ValidationError("--records must be from 10 to 50000000") }
@@ -30,11 +32,11 @@ struct WorkloadOptions: ParsableArguments {
     }
 
     var workload: ReminderWorkload {
-        ReminderWorkload(records: records, updatesPerRecord: updatesPerRecord, textScale: textScale, seed: seed)
+        ReminderWorkload(records: records, updatesPerRecord: updatesPerRecord, textScale: textScale, seed: seed, randomIDs: randomIDs)
     }
 
     var description: String {
-        "reminders N=\(records) U=\(updatesPerRecord) S=\(textScale) seed=\(seed)"
+        "reminders N=\(records) U=\(updatesPerRecord) S=\(textScale) seed=\(seed)\(randomIDs ? " random-ids" : "")"
     }
 }
 

@@ -95,6 +95,8 @@ enum Output {
         return lines.joined(separator: "\n")
     }
 
+    /// One line of `syncctl log`. A record shows the last 8 digits of its id: ids are
+    /// time-ordered, so their first digits are shared by records made close together.
     static func text(of operation: Op) -> String {
         let what: String
         switch operation.action {
@@ -102,6 +104,6 @@ enum Output {
         case let .addTag(tag): what = "tag +\(JSON.string(tag.string).canonical)"
         case let .removeTag(tag, observed): what = "tag -\(JSON.string(tag.string).canonical) (removes \(observed.count) add\(observed.count == 1 ? "" : "s"))"
         }
-        return "\(CivilTime(millis: Int64(operation.timestamp.physicalMillis)).iso8601)  \(operation.id.replica.hex.prefix(8)):\(operation.id.seq)  \(operation.record.kind.name) \(operation.record.id.hex.prefix(8))  \(what)"
+        return "\(CivilTime(millis: Int64(operation.timestamp.physicalMillis)).iso8601)  \(operation.id.replica.hex.prefix(8)):\(operation.id.seq)  \(operation.record.kind.name) …\(operation.record.id.hex.suffix(8))  \(what)"
     }
 }

@@ -652,3 +652,44 @@ struct JSONTests {
         }
     }
 }
+
+@Suite("Record ids")
+struct RecordIDTests {
+    /// SPEC.md §2: a new id starts with the time when that comes after the last id; otherwise it
+    /// is the last id plus 1 to 2^32. Either way the ids one replica makes increase, whatever its
+    /// clock does.
+    @Test func timeOrderedIDsIncreaseWhateverTheClockDoes() async {
+        // Clock moves: forward by 0 to 2 ms, or back by up to 3.
+        let step = zip(Gen.int(in: -3...2), Gen.uint64(), Gen.uint64())
+        await propertyCheck(count: 300, input: step.array(of: 1...40)) { steps in
+            var millis: UInt64 = 1_795_000_000_000
+            var previous: RecordID?
+            for (move, random1, random2) in steps {
+                millis = UInt64(Int64(millis) + Int64(move))
+                let id = RecordID.timeOrdered(millis: millis, following: previous, random: random1, random2)
+                let fresh = RecordID(high: millis << 16 | random1 >> 48, low: random2)
+                if let previous, fresh <= previous {
+                    // The last id plus 1 to 2^32, as 128-bit integers.
+                    let (low, borrow) = id.low.subtractingReportingOverflow(previous.low)
+                    #expect(id.high &- previous.high &- (borrow ? 1 : 0) == 0 && low >= 1 && low <= 1 << 32)
+                } else {
+                    #expect(id == fresh)
+                }
+                if let previous { #expect(id > previous) }
+                previous = id
+            }
+        }
+    }
+
+    @Test func timeOrderedIDsAtTheEdges() {
+        // A time past 48 bits is capped.
+        let capped = RecordID.timeOrdered(millis: .max, following: nil, random: 0, 7)
+        #expect(capped == RecordID(high: 0xFFFF_FFFF_FFFF_0000, low: 7))
+        // The step carries into the high half.
+        let carried = RecordID.timeOrdered(millis: 1, following: RecordID(high: 0x10_0000, low: .max), random: 0, 0)
+        #expect(carried == RecordID(high: 0x10_0001, low: 0))
+        // Past the largest id, the fresh id is used.
+        let largest = RecordID(high: .max, low: .max)
+        #expect(RecordID.timeOrdered(millis: 5, following: largest, random: 0, 9) == RecordID(high: 5 << 16, low: 9))
+    }
+}

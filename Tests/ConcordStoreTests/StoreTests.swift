@@ -206,6 +206,24 @@ import Testing
         #expect(throws: StoreError.self) { try b.merge(storesAt: [directory.file("a.db"), directory.file("nope.db")]) }
     }
 
+    /// SPEC.md §2: the records a store creates get time-ordered ids, increasing even when its
+    /// clock stands still or goes back.
+    @Test func newRecordIDsAreTimeOrdered() throws {
+        let store = try makeStore()
+        var ids: [RecordID] = []
+        for step in 0..<40 {
+            // Forward, still, then back.
+            clock.now = baseMillis + UInt64(step < 20 ? step : step < 30 ? 20 : 10)
+            let now = clock.now
+            let id = step.isMultiple(of: 2) ? try store.addReminder(ReminderDraft(title: "r")) : try store.addNote(NoteDraft(title: "n"))
+            if step < 20 { #expect(id.high >> 16 == now, "a fresh id starts with the time") }
+            ids.append(id)
+        }
+        #expect(ids == ids.sorted() && Set(ids).count == ids.count)
+        // Each resolves by its last digits, though all share their first ones.
+        for id in ids { #expect(try store.resolve(String(id.hex.suffix(8))).id == id) }
+    }
+
     @Test func resolvesUniquePrefixesAndRefusesAmbiguousOnes() throws {
         let store = try makeStore()
         let first = try store.addReminder(ReminderDraft(title: "one"))

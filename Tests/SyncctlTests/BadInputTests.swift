@@ -59,12 +59,48 @@ import Testing
         #expect(try f.store.show(first).string("id") == first, "the full id still resolves")
 
         let prefix = String(shared.prefix(4))
-        let result = try f.store.expectRefused(["show", prefix], mentions: ["id prefix \(prefix) is ambiguous", first, second], code: 1)
+        let result = try f.store.expectRefused(["show", prefix], mentions: ["id \(prefix) is ambiguous", first, second], code: 1)
         #expect(!result.stderr.contains(f.note))
         try f.store.expectRefused(["note", "edit", shared.uppercased(), "--title", "x"], mentions: ["is ambiguous", first, second], code: 1)
         try f.store.expectRefused(["note", "delete", String(first.prefix(31))], mentions: ["is ambiguous"], code: 1)
         // A reminder command does not see notes, so the prefix matches nothing there.
         try f.store.expectRefused(["reminder", "complete", prefix], mentions: ["no reminder with id \(prefix)"], code: 1)
+        // The same digits, as the suffix of one record and the prefix of another.
+        let suffixed = "ffff" + String(repeating: "0", count: 24) + String(shared.prefix(4))
+        try f.sandbox.python("""
+            import sqlite3, sys
+            c = sqlite3.connect(sys.argv[1])
+            c.execute("INSERT INTO notes (id, title, body, pinned, deleted, tags, crdt) "
+                      "SELECT ?, title, body, pinned, deleted, tags, crdt FROM notes WHERE id = ?",
+                      (bytes.fromhex(sys.argv[3]), bytes.fromhex(sys.argv[2])))
+            c.commit(); c.close()
+            """, [f.store.path, f.note, suffixed])
+        try f.store.expectRefused(["show", prefix], mentions: ["is ambiguous", first, second, suffixed], code: 1)
+    }
+
+    /// Records made close together share the first digits of their time-ordered ids (SPEC.md §2);
+    /// their last digits name them, in either case, and a suffix that ends two ids is refused.
+    @Test func aUniqueSuffixNamesARecord() throws {
+        let f = try fixture()
+        for length in [4, 8, 31] {
+            let suffix = String(f.reminder.suffix(length))
+            guard !f.note.hasSuffix(suffix), !f.note.hasPrefix(suffix), !f.reminder.hasPrefix(suffix) else { continue }
+            #expect(try f.store.show(suffix).string("id") == f.reminder)
+            #expect(try f.store.show(suffix.uppercased()).string("id") == f.reminder)
+        }
+        let noteSuffix = String(f.note.suffix(6))
+        try f.store.expectRefused(["reminder", "complete", noteSuffix], mentions: ["no reminder with id \(noteSuffix)"], code: 1)
+        let ending = String(f.reminder.suffix(4))
+        let twin = String(f.note.prefix(28)) + ending
+        try f.sandbox.python("""
+            import sqlite3, sys
+            c = sqlite3.connect(sys.argv[1])
+            c.execute("INSERT INTO notes (id, title, body, pinned, deleted, tags, crdt) "
+                      "SELECT ?, title, body, pinned, deleted, tags, crdt FROM notes WHERE id = ?",
+                      (bytes.fromhex(sys.argv[3]), bytes.fromhex(sys.argv[2])))
+            c.commit(); c.close()
+            """, [f.store.path, f.note, twin])
+        try f.store.expectRefused(["show", ending], mentions: ["id \(ending) is ambiguous", f.reminder, twin], code: 1)
     }
 
     /// `SYNCCTL_MERGE_BATCH` is OPERATIONS or OPERATIONS,RECORDS, positive whole numbers; a

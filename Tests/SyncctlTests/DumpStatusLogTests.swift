@@ -109,7 +109,7 @@ import Testing
         #expect(three.count == 3)
         #expect(three[1].contains(#"title = "renamed \"first\"""#), "\(three)")
         #expect(three[1].contains("\(replica.prefix(8)):\(total - 1)"))
-        #expect(three[1].contains("reminder \(first.prefix(8))"))
+        #expect(three[1].contains("reminder …\(first.suffix(8))"))
         #expect(try store.ok("log").split(separator: "\n").count == 19, "the default limit (20) is more than the log holds")
         #expect(try store.ok("log", "--limit", "1000").split(separator: "\n").count == total)
 

@@ -25,7 +25,7 @@ import Testing
         #expect(note.bool("deleted") == false)
 
         let plain = try store.addNote("Plain")
-        let plainObject = try store.show(String(plain.prefix(4)))
+        let plainObject = try store.show(String(plain.suffix(6)))
         #expect(Set(plainObject.keys) == noteKeys)
         #expect(plainObject.string("body") == "")
         #expect(plainObject.bool("pinned") == false)
@@ -41,21 +41,21 @@ import Testing
         let sandbox = try Sandbox()
         let store = try sandbox.makeStore()
         let id = try store.addNote("Draft", "--body", "v1")
-        let prefix = String(id.prefix(6))
-        #expect(try store.ok("note", "edit", prefix, "--title", "Final") == "")
+        let suffix = String(id.suffix(6))
+        #expect(try store.ok("note", "edit", suffix, "--title", "Final") == "")
         var note = try store.show(id)
         #expect(note.string("title") == "Final")
         #expect(note.string("body") == "v1")
 
-        try store.ok("note", "edit", prefix, "--body", "v2", "--pin")
+        try store.ok("note", "edit", suffix, "--body", "v2", "--pin")
         note = try store.show(id)
         #expect(note.string("body") == "v2")
         #expect(note.bool("pinned") == true)
         #expect(note.string("title") == "Final")
 
-        try store.ok("note", "edit", prefix, "--unpin")
+        try store.ok("note", "edit", suffix, "--unpin")
         #expect(try store.show(id).bool("pinned") == false)
-        try store.ok("note", "edit", prefix, "--body", "")
+        try store.ok("note", "edit", suffix, "--body", "")
         #expect(try store.show(id).string("body") == "")
     }
 
@@ -87,7 +87,7 @@ import Testing
         #expect(try store.show(id).strings("tags") == ["later"])
         #expect(try store.ok("note", "list").contains("#later"))
 
-        #expect(try store.ok("note", "delete", String(id.prefix(4))) == "")
+        #expect(try store.ok("note", "delete", String(id.suffix(6))) == "")
         #expect(try store.notes().compactMap { $0.string("id") } == [other])
         let all = try store.notes(all: true)
         #expect(all.count == 2)
@@ -120,7 +120,7 @@ import Testing
         try store.expectRefused(["note", "edit", reminder, "--title", "x"], mentions: ["no note with id \(reminder)"])
         try store.expectRefused(["note", "delete", reminder], mentions: ["no note"])
         try store.expectRefused(["reminder", "complete", note], mentions: ["no reminder with id \(note)"])
-        try store.expectRefused(["reminder", "tag", String(note.prefix(8)), "--add", "x"], mentions: ["no reminder"])
+        try store.expectRefused(["reminder", "tag", String(note.suffix(8)), "--add", "x"], mentions: ["no reminder"])
         // `show` takes either.
         #expect(try store.show(note).string("kind") == "note")
         #expect(try store.show(reminder).string("kind") == "reminder")

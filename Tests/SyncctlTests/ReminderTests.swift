@@ -138,7 +138,7 @@ import Testing
         #expect(try store.operationCount() == operations)
         #expect(try store.show(id).string("completedAt") == reminder.string("completedAt"))
 
-        try store.ok("reminder", "reopen", String(id.prefix(4)))
+        try store.ok("reminder", "reopen", String(id.suffix(6)))
         reminder = try store.show(id)
         #expect(reminder.bool("completed") == false)
         #expect(reminder.isNull("completedAt"))
@@ -236,7 +236,7 @@ import Testing
         #expect(snoozed <= after.addingTimeInterval(30 * 60 + 1))
 
         let until = Instant.wholeSecond(Date().addingTimeInterval(2 * 86_400))
-        try store.ok("reminder", "snooze", String(id.prefix(4)), "--until", Instant.format(until))
+        try store.ok("reminder", "snooze", String(id.suffix(6)), "--until", Instant.format(until))
         #expect(try store.show(id).string("snoozedUntil") == Instant.format(until))
 
         // An offset in --until is honoured.
@@ -315,7 +315,7 @@ import Testing
         let store = try sandbox.makeStore()
         let id = try store.addReminder("Ephemeral", "--tag", "t")
         let keep = try store.addReminder("Keep")
-        #expect(try store.ok("reminder", "delete", String(id.prefix(4))) == "")
+        #expect(try store.ok("reminder", "delete", String(id.suffix(6))) == "")
 
         #expect(try store.reminders().compactMap { $0.string("id") } == [keep])
         let all = try store.reminders(all: true)

@@ -415,12 +415,12 @@ enum Instant {
     }
 }
 
-/// A 4-hex-digit prefix that starts none of `ids`.
+/// 4 hex digits that neither start nor end any of `ids`.
 func unusedPrefix(avoiding ids: [String]) -> String {
     var candidate = 0
     while true {
-        let prefix = String(format: "%04x", candidate)
-        if !ids.contains(where: { $0.hasPrefix(prefix) }) { return prefix }
+        let digits = String(format: "%04x", candidate)
+        if !ids.contains(where: { $0.hasPrefix(digits) || $0.hasSuffix(digits) }) { return digits }
         candidate += 1
     }
 }
