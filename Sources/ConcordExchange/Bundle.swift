@@ -40,6 +40,13 @@ public struct BundleManifest: Hashable, Sendable {
         self.base = base
         self.top = top
     }
+
+    /// How many operations lie between `base` and `top`: at most what the bundle holds, if its
+    /// publisher's store had no gaps. Only an estimate (the manifest is the sender's word), for
+    /// choosing how to merge the bundle, never for what to apply.
+    public var operationsBetweenBaseAndTop: UInt64 {
+        top.sorted.reduce(0) { total, entry in total &+ (entry.seq &- min(entry.seq, base[entry.replica])) }
+    }
 }
 
 /// What a whole bundle held.

@@ -48,11 +48,13 @@ extension ConcordStore {
         }
     }
 
-    /// Merges the bundle at `path`, plain or encrypted: first reads it whole, checking every block,
-    /// operation and the end block while applying nothing; then applies it in bounded batches, each
-    /// its own transaction (SPEC.md §13). A damaged bundle applies nothing; a merge interrupted
-    /// halfway keeps its committed batches. With `importing`, records the file as imported from its
-    /// folder in the last batch's transaction.
+    /// Merges the bundle at `path`, plain or encrypted (SPEC.md §13). A bundle whose manifest
+    /// promises no more operations than one batch holds is applied in one transaction, which
+    /// commits only once the whole bundle has been read and checked. Any other (or one that does
+    /// not fit after all) is first read whole, checking every block, operation and the end block
+    /// while applying nothing, then applied in bounded batches, each its own transaction. A
+    /// damaged bundle applies nothing; a merge interrupted halfway keeps its committed batches.
+    /// With `importing`, records the file as imported from its folder in the last transaction.
     ///
     /// An encrypted bundle (§13.1) is read with the store's sync key; one this store cannot
     /// authenticate (no key, another key, a chunk that fails authentication) applies nothing.
@@ -62,6 +64,9 @@ extension ConcordStore {
         at path: String, importing file: ImportedFile? = nil, requireEncrypted: Bool = false
     ) throws -> (MergeReport, BundleSummary) {
         let key = try syncKey()
+        if let merged = try mergeInOneBatch(bundleAt: path, key: key, requireEncrypted: requireEncrypted, importing: file) {
+            return merged
+        }
         var verifier = try Self.bundleReader(at: path, key: key, requireEncrypted: requireEncrypted)
         let verified: BundleSummary
         do {
@@ -80,6 +85,26 @@ extension ConcordStore {
         guard let summary = reader.summary, summary == verified else {
             throw ExchangeError(.invalidInput, "\(path): the bundle changed while it was being merged")
         }
+        return (report, summary)
+    }
+
+    /// Merges the bundle at `path` in one transaction if its manifest says it fits in one batch
+    /// and it does; nil, having changed nothing, if not.
+    private func mergeInOneBatch(
+        bundleAt path: String, key: SyncKey?, requireEncrypted: Bool, importing file: ImportedFile?
+    ) throws -> (MergeReport, BundleSummary)? {
+        var reader = try Self.bundleReader(at: path, key: key, requireEncrypted: requireEncrypted)
+        let report: MergeReport?
+        do {
+            let manifest = try reader.readManifest()
+            guard manifest.operationsBetweenBaseAndTop <= UInt64(environment.mergeBatch.operations) else { return nil }
+            report = try mergeInOneBatch(importing: file) { try reader.nextOperation() }
+        } catch let error as BundleError {
+            throw ExchangeError(.invalidInput, "\(path): \(error)")
+        } catch let error as StoreError where error.code == .invalidInput {
+            throw ExchangeError(.invalidInput, "\(path): \(error.message)")
+        }
+        guard let report, let summary = reader.summary else { return nil }
         return (report, summary)
     }
 

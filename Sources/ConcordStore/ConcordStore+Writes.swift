@@ -143,6 +143,31 @@ extension ConcordStore {
         return report
     }
 
+    /// Merges the operations `next` returns, until it returns nil, in one transaction, if they fit
+    /// in one batch (`StoreEnvironment.mergeBatch`): one transaction is its own check, so input
+    /// that turns out damaged (`next` throws) or invalid applies nothing, without being read
+    /// twice. If they do not fit, rolls back and returns nil, having changed nothing; the caller
+    /// then checks the input whole and merges it with `mergeInBatches`. With `importing`, the
+    /// file is recorded as imported in the same transaction.
+    public func mergeInOneBatch(importing file: ImportedFile? = nil, _ next: () throws -> Op?) throws(StoreError) -> MergeReport? {
+        struct DoesNotFit: Error {}
+        let limits = environment.mergeBatch
+        do {
+            return try merging(reportingTouched: false) { context, report in
+                context.recordLimit = .max
+                var applied = 0
+                while let operation = try next() {
+                    try Self.ingest(operation, &context, &report)
+                    applied += 1
+                    guard applied <= limits.operations, context.cachedRecordCount <= limits.records else { throw DoesNotFit() }
+                }
+                if let file { try Self.record(file, context.db) }
+            }
+        } catch where error.underlying is DoesNotFit {
+            return nil
+        }
+    }
+
     /// Runs `body` in one write transaction with a fresh context, flushing every bounded batch.
     /// Without `reportingTouched`, the report leaves `touchedRecords` empty; the records still
     /// reach the store's observers, if it has any.

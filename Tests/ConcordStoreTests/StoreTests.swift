@@ -359,6 +359,50 @@ import Testing
         #expect(try target.dump() == source.dump())
     }
 
+    /// `mergeInOneBatch` commits what fits in one batch, with the file it imports; what does not
+    /// fit, by operations or by records, and input that fails partway, change nothing.
+    @Test func aMergeInOneBatchCommitsAllOrNothing() throws {
+        let source = try makeStore(seed: 1)
+        for index in 0..<10 { try source.addNote(NoteDraft(title: "n\(index)")) }
+        let operations = try source.allOperations()
+        func target(operations: Int, records: Int) throws -> ConcordStore {
+            var environment = environment(clock: clock, seed: 2)
+            environment.mergeBatch = MergeBatch(operations: operations, records: records)
+            let store = try ConcordStore.inMemory(environment: environment)
+            try store.addReminder(ReminderDraft(title: "own"))
+            return store
+        }
+        for (bounds, fits) in [((30, 10), true), ((29, 10), false), ((30, 9), false), ((1_000, 1_000), true)] {
+            let store = try target(operations: bounds.0, records: bounds.1)
+            let before = try store.dump()
+            let own = try store.allOperations().count
+            let file = ImportedFile(folder: "/shared", name: "a-1.cbundle", size: 1, top: try source.versionVector())
+            var next = operations.makeIterator()
+            let report = try store.mergeInOneBatch(importing: file) { next.next() }
+            #expect((report != nil) == fits, "bounds \(bounds)")
+            if fits {
+                #expect(report?.newOperationCount == 30)
+                #expect(try store.importedFiles(in: "/shared") == ["a-1.cbundle": file])
+                #expect(try store.allOperations().count == own + 30)
+            } else {
+                #expect(try store.dump() == before && store.allOperations().count == own)
+                #expect(try store.importedFiles(in: "/shared").isEmpty)
+            }
+        }
+        struct Damaged: Error {}
+        let store = try target(operations: 1_000, records: 1_000)
+        let before = try store.dump()
+        let own = try store.allOperations().count
+        var given = operations.prefix(25).makeIterator()
+        #expect(throws: StoreError.self) {
+            try store.mergeInOneBatch {
+                guard let operation = given.next() else { throw Damaged() }
+                return operation
+            }
+        }
+        #expect(try store.dump() == before && store.allOperations().count == own)
+    }
+
     /// A batch ends at whichever bound it reaches first: operations, or records held in memory.
     @Test func aBatchEndsAtItsRecordBound() throws {
         let source = try makeStore(seed: 1)
