@@ -13,9 +13,17 @@ public struct TagState: Hashable, Sendable {
     public private(set) var removed: Dots
 
     public init(live: some Sequence<OperationID> = Dots(), removed: some Sequence<OperationID> = Dots()) {
-        let removed = Dots(removed)
-        self.live = Dots(live).subtracting(removed)
+        self.init(live: Dots(live), removed: Dots(removed))
+    }
+
+    public init(live: Dots, removed: Dots) {
+        self.live = live.subtracting(removed)
         self.removed = removed
+    }
+
+    public init() {
+        live = Dots()
+        removed = Dots()
     }
 
     public var isPresent: Bool { !live.isEmpty }
@@ -64,6 +72,22 @@ public struct Dots: Hashable, Sendable, Sequence, ExpressibleByArrayLiteral {
             sorted.removeLast(sorted.count - kept)
         }
         self.sorted = sorted
+    }
+
+    /// The dots of `array`; taken as they are when already ascending without repeats, as a
+    /// stored tag's are.
+    public init(_ array: [OperationID]) {
+        var ascending = true
+        for index in array.indices.dropFirst() where !(array[index - 1] < array[index]) {
+            ascending = false
+            break
+        }
+        self.init(ascending: array)
+        if !ascending { self = Dots(array.lazy) }
+    }
+
+    private init(ascending: [OperationID]) {
+        sorted = ascending
     }
 
     public init(arrayLiteral dots: OperationID...) {
@@ -186,7 +210,14 @@ public struct TagSet: Hashable, Sendable {
     /// A set of these entries; a tag listed twice has the two states merged.
     public init(entries: some Sequence<Entry>) {
         self.init()
-        for entry in entries { update(entry.tag) { $0.merge(entry.state) } }
+        for entry in entries {
+            // Entries in order (a stored set is written sorted) are appended as they are.
+            if self.entries.last.map({ $0.tag < entry.tag }) ?? true {
+                self.entries.append(entry)
+            } else {
+                update(entry.tag) { $0.merge(entry.state) }
+            }
+        }
     }
 
     /// Every tag seen with its state.
@@ -251,6 +282,10 @@ public struct TagSet: Hashable, Sendable {
         }
         var state = TagState()
         body(&state)
-        entries.insert(Entry(tag: tag, state: state), at: index)
+        if index == entries.count {
+            entries.append(Entry(tag: tag, state: state))
+        } else {
+            entries.insert(Entry(tag: tag, state: state), at: index)
+        }
     }
 }

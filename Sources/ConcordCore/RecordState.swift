@@ -24,12 +24,18 @@ public struct RecordState: Hashable, Sendable {
     /// Rebuilds a state from its parts as a store keeps them: the registers of known fields in
     /// the order of `ref.kind.knownFields` (extra ones are ignored), and the unknown fields by name.
     public init(ref: RecordRef, knownRegisters: [LWWRegister?], unknown: [ExactString: LWWRegister], tags: TagSet) {
-        self.init(ref: ref)
-        for slot in 0..<min(knownRegisters.count, self.knownRegisters.count) {
-            self.knownRegisters[slot] = knownRegisters[slot]
+        self.ref = ref
+        let count = ref.kind.knownFieldCount
+        if knownRegisters.count == count {
+            self.knownRegisters = knownRegisters
+        } else {
+            var slots = [LWWRegister?](repeating: nil, count: count)
+            for slot in 0..<min(knownRegisters.count, count) { slots[slot] = knownRegisters[slot] }
+            self.knownRegisters = slots
         }
-        for (name, register) in unknown { write(.other(name), register) }
+        self.unknown = [:]
         self.tags = tags
+        for (name, register) in unknown { write(.other(name), register) }
     }
 
     /// Rebuilds a state from its parts (used by stores that persist states).
