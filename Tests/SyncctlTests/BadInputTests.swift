@@ -39,13 +39,8 @@ import Testing
         try f.store.expectRefused(["show", String(f.reminder.prefix(4)) + "-"], mentions: ["is not a record id"], code: 1)
     }
 
-    /// Random ids rarely share 4 hex digits, so two note rows are copied under chosen ids that do
-    /// (with python's sqlite3); the prefix then matches both and must be refused, listing them.
-    @Test func anAmbiguousPrefixIsRefusedAndListsTheMatches() throws {
-        let f = try fixture()
-        let shared = unusedPrefix(avoiding: [f.reminder, f.note]) + "00000000"
-        let first = shared + String(repeating: "0", count: 19) + "1"
-        let second = shared + String(repeating: "0", count: 19) + "2"
+    /// Copies the fixture's note row under each of `ids`, with python's sqlite3.
+    func copyNote(_ f: Fixture, as ids: [String]) throws {
         try f.sandbox.python("""
             import sqlite3, sys
             c = sqlite3.connect(sys.argv[1])
@@ -55,7 +50,17 @@ import Testing
                           "SELECT ?, title, body, pinned, deleted, tags, crdt FROM notes WHERE id = ?",
                           (bytes.fromhex(new_id), source))
             c.commit(); c.close()
-            """, [f.store.path, f.note, first, second])
+            """, [f.store.path, f.note] + ids)
+    }
+
+    /// Two note rows are copied under chosen ids that share 4 hex digits not otherwise in use;
+    /// the prefix then matches both and must be refused, listing them.
+    @Test func anAmbiguousPrefixIsRefusedAndListsTheMatches() throws {
+        let f = try fixture()
+        let shared = unusedPrefix(avoiding: [f.reminder, f.note]) + "00000000"
+        let first = shared + String(repeating: "0", count: 19) + "1"
+        let second = shared + String(repeating: "0", count: 19) + "2"
+        try copyNote(f, as: [first, second])
         #expect(try f.store.show(first).string("id") == first, "the full id still resolves")
 
         let prefix = String(shared.prefix(4))
@@ -67,14 +72,7 @@ import Testing
         try f.store.expectRefused(["reminder", "complete", prefix], mentions: ["no reminder with id \(prefix)"], code: 1)
         // The same digits, as the suffix of one record and the prefix of another.
         let suffixed = "ffff" + String(repeating: "0", count: 24) + String(shared.prefix(4))
-        try f.sandbox.python("""
-            import sqlite3, sys
-            c = sqlite3.connect(sys.argv[1])
-            c.execute("INSERT INTO notes (id, title, body, pinned, deleted, tags, crdt) "
-                      "SELECT ?, title, body, pinned, deleted, tags, crdt FROM notes WHERE id = ?",
-                      (bytes.fromhex(sys.argv[3]), bytes.fromhex(sys.argv[2])))
-            c.commit(); c.close()
-            """, [f.store.path, f.note, suffixed])
+        try copyNote(f, as: [suffixed])
         try f.store.expectRefused(["show", prefix], mentions: ["is ambiguous", first, second, suffixed], code: 1)
     }
 
@@ -92,14 +90,7 @@ import Testing
         try f.store.expectRefused(["reminder", "complete", noteSuffix], mentions: ["no reminder with id \(noteSuffix)"], code: 1)
         let ending = String(f.reminder.suffix(4))
         let twin = String(f.note.prefix(28)) + ending
-        try f.sandbox.python("""
-            import sqlite3, sys
-            c = sqlite3.connect(sys.argv[1])
-            c.execute("INSERT INTO notes (id, title, body, pinned, deleted, tags, crdt) "
-                      "SELECT ?, title, body, pinned, deleted, tags, crdt FROM notes WHERE id = ?",
-                      (bytes.fromhex(sys.argv[3]), bytes.fromhex(sys.argv[2])))
-            c.commit(); c.close()
-            """, [f.store.path, f.note, twin])
+        try copyNote(f, as: [twin])
         try f.store.expectRefused(["show", ending], mentions: ["id \(ending) is ambiguous", f.reminder, twin], code: 1)
     }
 
