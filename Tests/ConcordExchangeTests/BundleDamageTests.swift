@@ -27,9 +27,11 @@ import Testing
     }
 
     /// A store with a state of its own that damaged bundles are merged into.
-    static func targetStore() throws -> ConcordStore {
+    static func targetStore(mergeBatch: MergeBatch = .standard) throws -> ConcordStore {
         let clock = ManualClock(baseMillis + 100)
-        let store = try ConcordStore.inMemory(environment: environment(clock: clock, seed: 103))
+        var environment = environment(clock: clock, seed: 103)
+        environment.mergeBatch = mergeBatch
+        let store = try ConcordStore.inMemory(environment: environment)
         let id = try store.addReminder(ReminderDraft(title: "target's own", tags: ["x"]))
         try store.editReminder(id, ReminderPatch(priority: .high))
         return store
@@ -125,11 +127,17 @@ import Testing
     }
 
     /// The same from files with `mergeBundle(at:)`: an `ExchangeError` of code `invalidInput` that
-    /// names the file, and no change.
-    @Test func damagedBundleFilesLeaveTheStoreUnchanged() throws {
+    /// names the file, and no change. In each of the ways a merge of bundles runs (SPEC.md §5.6):
+    /// one transaction; batches after a check of the whole bundle, as its manifest promises more
+    /// than a batch takes; batches after the one transaction held more records than a batch and
+    /// rolled back.
+    @Test(arguments: [
+        MergeBatch.standard, MergeBatch(operations: 3, records: 1_000), MergeBatch(operations: 1_000_000, records: 1),
+    ])
+    func damagedBundleFilesLeaveTheStoreUnchanged(mergeBatch: MergeBatch) throws {
         let (bytes, _) = try Self.smallBundle()
         let directory = try TemporaryDirectory()
-        let store = try Self.targetStore()
+        let store = try Self.targetStore(mergeBatch: mergeBatch)
         let dump = try store.dump()
         let vector = try store.versionVector()
         var failures: [String] = []

@@ -217,10 +217,18 @@ import Testing
 
         func refused(_ name: String, _ data: Data, _ problem: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
             let path = try sandbox.write(data, to: name)
-            let result = try b.expectRefused(["merge", path], mentions: [path, problem], code: 1, sourceLocation: sourceLocation)
-            #expect(result.stderr.hasPrefix("syncctl: \(path)"), "the line names the file first: \(result)", sourceLocation: sourceLocation)
-            // Also beside a good bundle: all or nothing.
-            try b.expectRefused(["merge", good, path], mentions: [path], code: 1, sourceLocation: sourceLocation)
+            // Each of the ways a merge of bundles runs (SPEC.md §5.6): in one transaction; in
+            // batches, after a check of the whole input, as the manifests promise more than a
+            // batch takes; and in batches after the one transaction found more records than a
+            // batch holds and rolled back.
+            for batch in [nil, "3", "1000000,1"] {
+                let environment: [String: String?] = batch.map { ["SYNCCTL_MERGE_BATCH": $0] } ?? [:]
+                let result = try b.expectRefused(
+                    ["merge", path], mentions: [path, problem], code: 1, environment: environment, sourceLocation: sourceLocation)
+                #expect(result.stderr.hasPrefix("syncctl: \(path)"), "the line names the file first: \(result)", sourceLocation: sourceLocation)
+                // Also beside a good bundle: all or nothing.
+                try b.expectRefused(["merge", good, path], mentions: [path], code: 1, environment: environment, sourceLocation: sourceLocation)
+            }
         }
 
         // Truncated anywhere after the magic.
