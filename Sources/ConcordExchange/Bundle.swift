@@ -45,7 +45,11 @@ public struct BundleManifest: Hashable, Sendable {
     /// publisher's store had no gaps. Only an estimate (the manifest is the sender's word), for
     /// choosing how to merge the bundle, never for what to apply.
     public var operationsBetweenBaseAndTop: UInt64 {
-        top.sorted.reduce(0) { total, entry in total &+ (entry.seq &- min(entry.seq, base[entry.replica])) }
+        // Saturating: a hostile manifest's sum must not wrap round to a small one.
+        top.sorted.reduce(0) { total, entry in
+            let (sum, overflow) = total.addingReportingOverflow(entry.seq - min(entry.seq, base[entry.replica]))
+            return overflow ? .max : sum
+        }
     }
 }
 

@@ -198,7 +198,8 @@ extension Merge {
         var promised: UInt64 = 0
         for index in readers.indices {
             do {
-                promised &+= try readers[index].readManifest().operationsBetweenBaseAndTop
+                let (sum, overflow) = promised.addingReportingOverflow(try readers[index].readManifest().operationsBetweenBaseAndTop)
+                promised = overflow ? .max : sum
             } catch {
                 throw FileInputError(path: bundles[index], reason: "\(error)")
             }
