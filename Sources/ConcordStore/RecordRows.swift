@@ -14,6 +14,8 @@ final class RecordTable: Sendable {
 
     /// `SELECT <field columns>, crdt FROM <table> WHERE id = ?`
     let selectSQL: String
+    /// `SELECT crdt FROM <table> WHERE id = ?`
+    let selectCRDTSQL: String
     /// The field columns for a query read through GRDB's `Row`: text columns as blobs, since
     /// GRDB decodes text as a C string, which ends at a NUL (`RecordRows.value(of:_:)` takes
     /// them back as UTF-8).
@@ -37,6 +39,7 @@ final class RecordTable: Sendable {
         self.name = name
         self.columns = columns
         selectSQL = "SELECT " + columns.map(\.column).joined(separator: ", ") + ", crdt FROM \(name) WHERE id = ?"
+        selectCRDTSQL = "SELECT crdt FROM \(name) WHERE id = ?"
         rowColumns = columns.map { Self.textFields.contains($0.field) ? "CAST(\($0.column) AS BLOB)" : $0.column }
             .joined(separator: ", ")
         let names = ["id"] + columns.map(\.column) + ["tags", "crdt"]
@@ -45,6 +48,13 @@ final class RecordTable: Sendable {
         insertIfAbsentSQL = insertSQL + " ON CONFLICT (id) DO NOTHING"
         updateSQL = "UPDATE \(name) SET " + names.indices.dropFirst().map { "\(names[$0]) = ?\($0 + 1)" }.joined(separator: ", ")
             + " WHERE id = ?1"
+    }
+
+    /// `UPDATE <table> SET <column> = ?2, …, [tags = ?,] crdt = ? WHERE id = ?1`, setting the
+    /// columns of the slots whose bits `slots` has (bit i for `columns[i]`), in column order.
+    func patchSQL(slots: UInt32, tags: Bool) -> String {
+        let names = columns.indices.filter { slots & (1 << $0) != 0 }.map { columns[$0].column } + (tags ? ["tags"] : []) + ["crdt"]
+        return "UPDATE \(name) SET " + names.enumerated().map { "\($1) = ?\($0 + 2)" }.joined(separator: ", ") + " WHERE id = ?1"
     }
 
     static let reminders = RecordTable(kind: .reminder, name: "reminders", slot: 0, columns: [
@@ -70,17 +80,33 @@ final class RecordTable: Sendable {
 /// The statements that read and write the rows of the record tables, prepared on first use and
 /// kept for a write context's life: looking a statement up by its SQL costs more than running it.
 struct RecordStatements {
-    /// Per table: the select, then one statement per `RecordRows.Write`.
-    private static let perTable = 1 + RecordRows.Write.allCases.count
+    /// Per table: the two selects, then one statement per `RecordRows.Write`.
+    private static let perTable = 2 + RecordRows.Write.allCases.count
     private var prepared: [Statement?] = Array(repeating: nil, count: RecordTable.known.count * perTable)
+    /// The patches by table and by the columns they set (see `patch(of:slots:tags:_:)`).
+    private var patches: [Int: Statement] = [:]
 
     /// `SELECT … WHERE id = ?`
     mutating func select(from table: RecordTable, _ db: Database) throws -> Statement {
         try statement(table, 0, table.selectSQL, db)
     }
 
+    /// `SELECT crdt … WHERE id = ?`
+    mutating func selectCRDT(from table: RecordTable, _ db: Database) throws -> Statement {
+        try statement(table, 1, table.selectCRDTSQL, db)
+    }
+
     mutating func statement(_ write: RecordRows.Write, of table: RecordTable, _ db: Database) throws -> Statement {
-        try statement(table, 1 + write.rawValue, write.sql(of: table), db)
+        try statement(table, 2 + write.rawValue, write.sql(of: table), db)
+    }
+
+    /// `RecordTable.patchSQL(slots:tags:)`
+    mutating func patch(of table: RecordTable, slots: UInt32, tags: Bool, _ db: Database) throws -> Statement {
+        let key = Int(slots) << 8 | (tags ? 1 << 7 : 0) | table.slot
+        if let statement = patches[key] { return statement }
+        let statement = try db.makeStatement(sql: table.patchSQL(slots: slots, tags: tags))
+        patches[key] = statement
+        return statement
     }
 
     private mutating func statement(_ table: RecordTable, _ index: Int, _ sql: @autoclosure () -> String, _ db: Database) throws -> Statement {
@@ -143,7 +169,6 @@ enum RecordRows {
         do {
             guard try reader.byte() == crdtFormat else { throw DecodeError.malformed("unknown crdt format") }
             var known = [LWWRegister?](repeating: nil, count: ref.kind.knownFieldCount)
-            var unknown: [ExactString: LWWRegister] = [:]
             let mask = try reader.varint()
             if let table {
                 // The table's columns are the kind's known fields, in order.
@@ -152,24 +177,10 @@ enum RecordRows {
                     known[index] = LWWRegister(value: try column(index, entry.field), stamp: stamp)
                 }
             }
-            let unknownCount = try reader.varint()
-            for _ in 0..<unknownCount {
-                let name = try reader.string()
-                let value = try OperationCodec.decodeValue(from: &reader)
-                unknown[ExactString(name)] = LWWRegister(value: value, stamp: try readStamp(&reader, directory))
-            }
-            var tags: [TagSet.Entry] = []
-            let tagCount = try reader.varint()
-            guard tagCount <= UInt64(reader.remaining) else { throw DecodeError.truncated }
-            tags.reserveCapacity(Int(tagCount))
-            for _ in 0..<tagCount {
-                let tag = ExactString(try reader.string())
-                let live = try readDots(&reader, directory)
-                let removed = try readDots(&reader, directory)
-                tags.append(TagSet.Entry(tag: tag, state: TagState(live: live, removed: removed)))
-            }
+            let unknown = try readUnknown(&reader, directory)
+            let tags = try readTags(&reader, directory)
             guard reader.isAtEnd else { throw DecodeError.malformed("trailing bytes") }
-            return RecordState(ref: ref, knownRegisters: known, unknown: unknown, tags: TagSet(entries: tags))
+            return RecordState(ref: ref, knownRegisters: known, unknown: unknown, tags: tags)
         } catch let error as DecodeError {
             throw StoreError(.corrupt, "the merge metadata of \(ref) is damaged (\(error))")
         }
@@ -215,19 +226,8 @@ enum RecordRows {
         for register in known {
             if let register { try writeStamp(register.stamp, &writer, db, &directory) }
         }
-        let unknown = state.unknown.isEmpty ? [] : state.unknown.sorted { $0.key < $1.key }
-        writer.varint(UInt64(unknown.count))
-        for (name, register) in unknown {
-            writer.string(name.string)
-            OperationCodec.encode(register.value, into: &writer)
-            try writeStamp(register.stamp, &writer, db, &directory)
-        }
-        writer.varint(UInt64(state.tags.entries.count))
-        for entry in state.tags.entries {
-            writer.string(entry.tag.string)
-            try writeDots(entry.state.live, &writer, db, &directory)
-            try writeDots(entry.state.removed, &writer, db, &directory)
-        }
+        try writeUnknown(state.unknown, &writer, db, &directory)
+        try writeTags(state.tags, &writer, db, &directory)
         let crdtEnd = writer.bytes.count
 
         guard let table else {
@@ -250,15 +250,7 @@ enum RecordRows {
             var index: Int32 = 2
             var textStart = tagsEnd
             for (slot, (field, _)) in table.columns.enumerated() {
-                switch known[slot]?.value {
-                case nil, .null?: if field == .deleted { statement.bind(index, Int64(0)) } else { statement.bindNull(index) }
-                case .bool(let b)?: statement.bind(index, Int64(b ? 1 : 0))
-                case .int(let i)?: statement.bind(index, i)
-                case .string(let text)?:
-                    let end = textStart + text.utf8.count
-                    statement.bindInPlace(index, text: UnsafeRawBufferPointer(rebasing: payload[textStart..<end]))
-                    textStart = end
-                }
+                bindColumn(statement, index, field, known[slot]?.value, payload, &textStart)
                 index += 1
             }
             statement.bindInPlace(index, text: UnsafeRawBufferPointer(rebasing: payload[crdtEnd..<tagsEnd]))
@@ -267,6 +259,123 @@ enum RecordRows {
             // The bindings point into `payload`, which ends with this call.
             statement.clearBindings()
             return write != .insertIfAbsent || statement.changes > 0
+        }
+    }
+
+    /// Joins `state`, which holds only what a batch applied to its record (an unread state of
+    /// `WriteContext`), with the record's row where the row lies. Reads only the row's `crdt`
+    /// blob; rewrites it and only the columns whose registers `state` wins (with the tags column
+    /// when `state` has tags), or nothing when `state` wins none and has no tags. The row it
+    /// leaves is the one `save` writes for the joined state, byte for byte: the values of the
+    /// other columns and the other parts of the blob stay as they are, and are not decoded.
+    /// Returns false, writing nothing, when the record has no row.
+    static func patch(
+        _ state: RecordState, in table: RecordTable, _ db: Database, _ directory: inout ReplicaDirectory,
+        _ statements: inout RecordStatements
+    ) throws -> Bool {
+        guard let stored = try storedCRDT(of: state.ref, in: table, db, &statements) else { return false }
+        let known = state.knownRegisters
+        var reader = ByteReader(stored)
+        var writer = ByteWriter(capacity: stored.count + 64)
+        // Bit i stands for `table.columns[i]`.
+        var wonSlots: UInt32 = 0
+        var joinedTags: TagSet?
+        do {
+            guard try reader.byte() == crdtFormat else { throw DecodeError.malformed("unknown crdt format") }
+            let storedMask = try reader.varint()
+            var mask: UInt64 = 0
+            for (slot, (field, _)) in table.columns.enumerated() {
+                let bit: UInt64 = 1 << UInt64(field.code)
+                if storedMask & bit != 0 || known[slot] != nil { mask |= bit }
+            }
+            writer.byte(crdtFormat)
+            writer.varint(mask)
+            for (slot, (field, _)) in table.columns.enumerated() {
+                let start = reader.offset
+                let storedStamp = storedMask & (1 << UInt64(field.code)) != 0 ? try readStamp(&reader, directory) : nil
+                if let register = known[slot], storedStamp.map({ register.stamp > $0 }) ?? true {
+                    try writeStamp(register.stamp, &writer, db, &directory)
+                    wonSlots |= 1 << UInt32(slot)
+                } else if storedStamp != nil {
+                    writer.bytes(stored[start..<reader.offset])
+                }
+            }
+            if state.unknown.isEmpty {
+                let start = reader.offset
+                _ = try readUnknown(&reader, directory)
+                writer.bytes(stored[start..<reader.offset])
+            } else {
+                var unknown = try readUnknown(&reader, directory)
+                for (name, register) in state.unknown { unknown[name] = unknown[name]?.merging(register) ?? register }
+                try writeUnknown(unknown, &writer, db, &directory)
+            }
+            if state.tags.entries.isEmpty {
+                let start = reader.offset
+                try skipTags(&reader, directory)
+                writer.bytes(stored[start..<reader.offset])
+            } else {
+                var tags = try readTags(&reader, directory)
+                tags.merge(state.tags)
+                try writeTags(tags, &writer, db, &directory)
+                joinedTags = tags
+            }
+            guard reader.isAtEnd else { throw DecodeError.malformed("trailing bytes") }
+        } catch let error as DecodeError {
+            throw StoreError(.corrupt, "the merge metadata of \(state.ref) is damaged (\(error))")
+        }
+        guard wonSlots != 0 || !state.unknown.isEmpty || joinedTags != nil else { return true }
+
+        let crdtEnd = writer.bytes.count
+        if let joinedTags { writeTagsColumn(joinedTags, into: &writer) }
+        let tagsEnd = writer.bytes.count
+        for slot in known.indices where wonSlots & (1 << UInt32(slot)) != 0 {
+            if case .string(let text)? = known[slot]?.value { writer.bytes(text.utf8) }
+        }
+        let statement = HotStatement(db, prepared: try statements.patch(of: table, slots: wonSlots, tags: joinedTags != nil, db))
+        try writer.bytes.withUnsafeBytes { payload in
+            statement.bind(1, id: state.ref.id)
+            var index: Int32 = 2
+            var textStart = tagsEnd
+            for (slot, (field, _)) in table.columns.enumerated() where wonSlots & (1 << UInt32(slot)) != 0 {
+                bindColumn(statement, index, field, known[slot]?.value, payload, &textStart)
+                index += 1
+            }
+            if joinedTags != nil {
+                statement.bindInPlace(index, text: UnsafeRawBufferPointer(rebasing: payload[crdtEnd..<tagsEnd]))
+                index += 1
+            }
+            statement.bindInPlace(index, blob: UnsafeRawBufferPointer(rebasing: payload[0..<crdtEnd]))
+            try statement.execute()
+            // The bindings point into `payload`, which ends with this call.
+            statement.clearBindings()
+        }
+        return true
+    }
+
+    /// The `crdt` blob of a record's row, nil when it has none.
+    private static func storedCRDT(
+        of ref: RecordRef, in table: RecordTable, _ db: Database, _ statements: inout RecordStatements
+    ) throws -> [UInt8]? {
+        let statement = HotStatement(db, prepared: try statements.selectCRDT(from: table, db))
+        statement.bind(1, id: ref.id)
+        guard try statement.step() else { return nil }
+        return statement.withBlob(0) { [UInt8]($0) }
+    }
+
+    /// Binds a known field's value as its column holds it. Text is read in place from `payload`,
+    /// where it starts at `textStart`, which moves past it.
+    private static func bindColumn(
+        _ statement: borrowing HotStatement, _ index: Int32, _ field: Field, _ value: Value?,
+        _ payload: UnsafeRawBufferPointer, _ textStart: inout Int
+    ) {
+        switch value {
+        case nil, .null?: if field == .deleted { statement.bind(index, Int64(0)) } else { statement.bindNull(index) }
+        case .bool(let b)?: statement.bind(index, Int64(b ? 1 : 0))
+        case .int(let i)?: statement.bind(index, i)
+        case .string(let text)?:
+            let end = textStart + text.utf8.count
+            statement.bindInPlace(index, text: UnsafeRawBufferPointer(rebasing: payload[textStart..<end]))
+            textStart = end
         }
     }
 
@@ -317,6 +426,68 @@ enum RecordRows {
         let timestamp = Timestamp(rawValue: try reader.varint())
         let replica = try directory.id(at: Int64(bitPattern: try reader.varint()))
         return Stamp(timestamp: timestamp, replica: replica, seq: try reader.varint())
+    }
+
+    // The sections of the crdt blob after the known fields' stamps (SPEC.md, "Store").
+
+    private static func writeUnknown(
+        _ unknown: [ExactString: LWWRegister], _ writer: inout ByteWriter, _ db: Database, _ directory: inout ReplicaDirectory
+    ) throws {
+        writer.varint(UInt64(unknown.count))
+        guard !unknown.isEmpty else { return }
+        for (name, register) in unknown.sorted(by: { $0.key < $1.key }) {
+            writer.string(name.string)
+            OperationCodec.encode(register.value, into: &writer)
+            try writeStamp(register.stamp, &writer, db, &directory)
+        }
+    }
+
+    private static func readUnknown(_ reader: inout ByteReader, _ directory: ReplicaDirectory) throws -> [ExactString: LWWRegister] {
+        var unknown: [ExactString: LWWRegister] = [:]
+        for _ in 0..<(try reader.varint()) {
+            let name = try reader.string()
+            let value = try OperationCodec.decodeValue(from: &reader)
+            unknown[ExactString(name)] = LWWRegister(value: value, stamp: try readStamp(&reader, directory))
+        }
+        return unknown
+    }
+
+    private static func writeTags(_ tags: TagSet, _ writer: inout ByteWriter, _ db: Database, _ directory: inout ReplicaDirectory) throws {
+        writer.varint(UInt64(tags.entries.count))
+        for entry in tags.entries {
+            writer.string(entry.tag.string)
+            try writeDots(entry.state.live, &writer, db, &directory)
+            try writeDots(entry.state.removed, &writer, db, &directory)
+        }
+    }
+
+    private static func readTags(_ reader: inout ByteReader, _ directory: ReplicaDirectory) throws -> TagSet {
+        var entries: [TagSet.Entry] = []
+        let count = try reader.varint()
+        guard count <= UInt64(reader.remaining) else { throw DecodeError.truncated }
+        entries.reserveCapacity(Int(count))
+        for _ in 0..<count {
+            let tag = ExactString(try reader.string())
+            let live = try readDots(&reader, directory)
+            let removed = try readDots(&reader, directory)
+            entries.append(TagSet.Entry(tag: tag, state: TagState(live: live, removed: removed)))
+        }
+        return TagSet(entries: entries)
+    }
+
+    /// Reads past the tags section, checking what `readTags` checks but keeping nothing.
+    private static func skipTags(_ reader: inout ByteReader, _ directory: ReplicaDirectory) throws {
+        let count = try reader.varint()
+        guard count <= UInt64(reader.remaining) else { throw DecodeError.truncated }
+        for _ in 0..<count {
+            _ = try reader.string()
+            for _ in 0..<2 {
+                for _ in 0..<(try reader.varint()) {
+                    _ = try directory.id(at: Int64(bitPattern: try reader.varint()))
+                    _ = try reader.varint()
+                }
+            }
+        }
     }
 
     private static func writeDots(_ dots: Dots, _ writer: inout ByteWriter, _ db: Database, _ directory: inout ReplicaDirectory) throws {

@@ -301,7 +301,18 @@ struct WriteContext {
                         continue
                     }
                 }
-                try read(index)
+                if let table = RecordTable.of(states[index].ref.kind) {
+                    // Joined with its row where the row lies, reading and writing only what the
+                    // batch's operations touch.
+                    if try RecordRows.patch(states[index], in: table, db, &directory, &statements) {
+                        found += 1
+                        touched.append(states[index].ref)
+                        continue
+                    }
+                    rows[index] = .new
+                } else {
+                    try read(index)
+                }
                 if rows[index] == .stored { found += 1 } else { absent += 1 }
             }
             try RecordRows.save(states[index], as: rows[index] == .stored ? .update : .insert, db, &directory, &statements)

@@ -1,0 +1,149 @@
+import ConcordCore
+import ConcordStore
+import Foundation
+import GRDB
+import PropertyBased
+import Testing
+
+/// A batch that touches a record it has not read joins what it applied with the record's row
+/// where the row lies, reading only the row's merge metadata and rewriting only the columns it
+/// wins (SPEC.md §5.6). The row it leaves must be the one that writing the whole joined state
+/// leaves, byte for byte, in every column.
+@Suite struct JoinedRowTests {
+    static let records: [RecordRef] = [
+        .reminder(RecordID(high: 0, low: 1)), .reminder(RecordID(high: 0, low: 2)),
+        .note(RecordID(high: 0, low: 3)), RecordRef(kind: RecordKind(rawValue: 9), id: RecordID(high: 0, low: 4)),
+    ]
+    static let replicas = [ReplicaID(high: 1, low: 1), ReplicaID(high: 2, low: 2), ReplicaID(high: 3, low: 3)]
+    /// Fields known to reminders, to notes, to neither (kept as unknown fields), and by name only.
+    static let fields: [Field] = [
+        .title, .notes, .due, .priority, .completed, .snoozedUntil, .repeatRule, .deleted, .body, .pinned,
+        .other(ExactString("x-colour")), .other(ExactString("x-\u{E9}")),
+    ]
+    static let values: [Value] = [
+        .null, .bool(true), .bool(false), .int(0), .int(3), .int(-1_000_000_007), .string(""), .string("caf\u{E9} \u{1F30D}"),
+        .string("daily"), .string("a long enough text that is not a small string"),
+    ]
+    static let tags = ["home", "work", "\u{E9}", "e\u{301}"]
+
+    /// Operations of three replicas on the four records: field writes with clashing timestamps,
+    /// tags added, and tags removed with some of the adds seen before.
+    static func operations(seed: UInt64) -> [Op] {
+        var rng = SplitMix64(seed: seed)
+        var seqs = [UInt64](repeating: 0, count: replicas.count)
+        var adds: [RecordRef: [String: [OperationID]]] = [:]
+        var operations: [Op] = []
+        for _ in 0..<Int.random(in: 1...60, using: &rng) {
+            let author = Int.random(in: 0..<replicas.count, using: &rng)
+            seqs[author] += 1
+            let id = OperationID(replica: replicas[author], seq: seqs[author])
+            let record = records.randomElement(using: &rng)!
+            // Few distinct timestamps, so that registers are often decided by replica and seq.
+            let timestamp = Timestamp(physicalMillis: baseMillis + UInt64.random(in: 0...3, using: &rng), logical: 0)
+            let tag = tags.randomElement(using: &rng)!
+            let action: Action
+            switch Int.random(in: 0..<10, using: &rng) {
+            case 0..<6:
+                let field = fields.randomElement(using: &rng)!
+                let accepted = values.filter { !record.kind.knows(field) || field.accepts($0) }
+                action = .assign(field, accepted.randomElement(using: &rng)!)
+            case 6..<8:
+                action = .addTag(ExactString(tag))
+                adds[record, default: [:]][tag, default: []].append(id)
+            default:
+                let seen = (adds[record]?[tag] ?? []).filter { _ in Bool.random(using: &rng) }
+                action = .removeTag(ExactString(tag), observed: seen)
+            }
+            operations.append(Op(id: id, timestamp: timestamp, record: record, action: action))
+        }
+        return operations
+    }
+
+    /// Every row of the record tables, every column as SQLite holds it (type and bytes).
+    static func rows(of path: String) throws -> [String] {
+        try DatabaseQueue(path: path).read { db in
+            try ["reminders", "notes", "other_records"].flatMap { table in
+                try Row.fetchAll(db, sql: "SELECT * FROM \(table) ORDER BY id").map { row in
+                    table + ": " + row.databaseValues.map { value in
+                        switch value.storage {
+                        case .null: "null"
+                        case .int64(let i): "int \(i)"
+                        case .double(let d): "real \(d)"
+                        case .string(let s): "text \(s.debugDescription)"
+                        case .blob(let data): "blob " + data.map { String(format: "%02x", $0) }.joined()
+                        }
+                    }.joined(separator: ", ")
+                }
+            }
+        }
+    }
+
+    @Test func aRowJoinedInPlaceIsTheRowWrittenWhole() async throws {
+        await propertyCheck(count: 60, input: Gen.uint64()) { seed in
+            do {
+                let directory = try TemporaryDirectory()
+                let operations = Self.operations(seed: seed)
+                let whole = try ConcordStore.create(
+                    at: directory.file("whole.db"), environment: environment(clock: ManualClock(baseMillis), seed: 1))
+                var environment = environment(clock: ManualClock(baseMillis), seed: 2)
+                environment.mergeBatch = MergeBatch(operations: 1_000, records: 1)
+                let joined = try ConcordStore.create(at: directory.file("joined.db"), environment: environment)
+                // Rows name replicas by their number in the store, given when a store first
+                // meets one: both meet them in the same order, each replica's first operation alone.
+                let firsts = operations.filter { $0.id.seq == 1 }.sorted { $0.id.replica < $1.id.replica }
+                for first in firsts {
+                    try whole.merge([first])
+                    try joined.merge([first])
+                }
+                let rest = operations.filter { $0.id.seq > 1 }
+                // Whole: one transaction, so that each record's state is joined in memory and written once.
+                try whole.merge(rest)
+                // Joined: batches of one record each, in a shuffled order, so that most batches
+                // meet a record that an earlier batch wrote.
+                var rng = SplitMix64(seed: seed)
+                var next = rest.shuffled(using: &rng).makeIterator()
+                try joined.mergeInBatches { next.next() }
+
+                #expect(try joined.dump() == whole.dump())
+                #expect(try joined.verify().problems == [])
+                try whole.close()
+                try joined.close()
+                let wholeRows = try Self.rows(of: directory.file("whole.db"))
+                #expect(!wholeRows.isEmpty)
+                #expect(try Self.rows(of: directory.file("joined.db")) == wholeRows, "seed \(seed)")
+            } catch {
+                Issue.record("unexpected error: \(error)")
+            }
+        }
+    }
+}
+
+extension JoinedRowTests {
+    /// A batch that would join its operations with a row whose merge metadata is damaged refuses
+    /// the batch: the store is reported corrupt, and nothing of the batch is applied.
+    @Test(arguments: ["substr(crdt, 1, 3)", "crdt || x'00'", "x'02' || substr(crdt, 2)"])
+    func aDamagedRowRefusesTheBatch(damage: String) throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.file("store.db")
+        var environment = environment(clock: ManualClock(baseMillis), seed: 1)
+        environment.mergeBatch = MergeBatch(operations: 1_000, records: 1)
+        let store = try ConcordStore.create(at: path, environment: environment)
+        let id = try store.addReminder(ReminderDraft(title: "one", tags: ["a"]))
+        let source = try ConcordStore.inMemory(environment: Self.sourceEnvironment)
+        try source.merge(try store.allOperations())
+        try source.editReminder(id, ReminderPatch(title: "two"))
+        try source.tag(.reminder(id), add: ["b"])
+        try store.close()
+        try DatabaseQueue(path: path).write { db in try db.execute(sql: "UPDATE reminders SET crdt = \(damage)") }
+
+        let damaged = try ConcordStore.open(at: path, environment: environment)
+        let held = try damaged.allOperations().count
+        var next = try source.allOperations().makeIterator()
+        #expect { try damaged.mergeInBatches { next.next() } } throws: { error in
+            (error as? StoreError)?.code == .corrupt && "\(error)".contains("merge metadata")
+        }
+        #expect(try damaged.allOperations().count == held)
+    }
+
+    static var sourceEnvironment: StoreEnvironment { environment(clock: ManualClock(baseMillis + 1_000), seed: 2) }
+}
