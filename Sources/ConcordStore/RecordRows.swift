@@ -254,10 +254,10 @@ enum RecordRows {
                 index += 1
             }
             statement.bindInPlace(index, text: UnsafeRawBufferPointer(rebasing: payload[crdtEnd..<tagsEnd]))
+            // The bindings point into `payload`, which ends with this call.
+            defer { statement.clearBindings() }
             statement.bindInPlace(index + 1, blob: UnsafeRawBufferPointer(rebasing: payload[0..<crdtEnd]))
             try statement.execute()
-            // The bindings point into `payload`, which ends with this call.
-            statement.clearBindings()
             return write != .insertIfAbsent || statement.changes > 0
         }
     }
@@ -265,7 +265,8 @@ enum RecordRows {
     /// Joins `state`, which holds only what a batch applied to its record (an unread state of
     /// `WriteContext`), with the record's row where the row lies. Reads only the row's `crdt`
     /// blob; rewrites it and only the columns whose registers `state` wins (with the tags column
-    /// when `state` has tags), or nothing when `state` wins none and has no tags. The row it
+    /// when `state` has tags), or nothing when `state` wins none and has neither tags nor unknown
+    /// fields. The field columns it does not rewrite are not read (`verify` checks them). The row it
     /// leaves is the one `save` writes for the joined state, byte for byte: the values of the
     /// other columns and the other parts of the blob stay as they are, and are not decoded.
     /// Returns false, writing nothing, when the record has no row.
@@ -344,10 +345,10 @@ enum RecordRows {
                 statement.bindInPlace(index, text: UnsafeRawBufferPointer(rebasing: payload[crdtEnd..<tagsEnd]))
                 index += 1
             }
+            // The bindings point into `payload`, which ends with this call.
+            defer { statement.clearBindings() }
             statement.bindInPlace(index, blob: UnsafeRawBufferPointer(rebasing: payload[0..<crdtEnd]))
             try statement.execute()
-            // The bindings point into `payload`, which ends with this call.
-            statement.clearBindings()
         }
         return true
     }
