@@ -129,55 +129,49 @@ import Testing
 }
 
 extension JoinedRowTests {
-    /// A batch that would join its operations with a row whose merge metadata is damaged refuses
-    /// the batch: the store is reported corrupt, and nothing of the batch is applied.
-    @Test(arguments: ["substr(crdt, 1, 3)", "crdt || x'00'", "x'02' || substr(crdt, 2)", "substr(crdt, 1, length(crdt) - 1)"])
-    func aDamagedRowRefusesTheBatch(damage: String) throws {
+    /// A store on disk with one reminder, whose row `damage` (an SQL assignment) then damages,
+    /// merging in batches of one record; and, from another replica, the reminder's operations
+    /// plus an edit of its title and a tag added. The directory holds the store's file.
+    static func damagedStore(_ damage: String) throws -> (TemporaryDirectory, ConcordStore, edits: [Op]) {
         let directory = try TemporaryDirectory()
         let path = directory.file("store.db")
-        var environment = environment(clock: ManualClock(baseMillis), seed: 1)
-        environment.mergeBatch = MergeBatch(operations: 1_000, records: 1)
-        let store = try ConcordStore.create(at: path, environment: environment)
-        let id = try store.addReminder(ReminderDraft(title: "one", tags: ["a"]))
-        let source = try ConcordStore.inMemory(environment: Self.sourceEnvironment)
+        var settings = environment(clock: ManualClock(baseMillis), seed: 1)
+        settings.mergeBatch = MergeBatch(operations: 1_000, records: 1)
+        let store = try ConcordStore.create(at: path, environment: settings)
+        let id = try store.addReminder(ReminderDraft(title: "one", notes: "kept", tags: ["a"]))
+        let source = try ConcordStore.inMemory(environment: environment(clock: ManualClock(baseMillis + 1_000), seed: 2))
         try source.merge(try store.allOperations())
         try source.editReminder(id, ReminderPatch(title: "two"))
         try source.tag(.reminder(id), add: ["b"])
         try store.close()
-        try DatabaseQueue(path: path).write { db in try db.execute(sql: "UPDATE reminders SET crdt = \(damage)") }
+        try DatabaseQueue(path: path).write { db in try db.execute(sql: "UPDATE reminders SET \(damage)") }
+        return (directory, try ConcordStore.open(at: path, environment: settings), try source.allOperations())
+    }
 
-        let damaged = try ConcordStore.open(at: path, environment: environment)
+    /// A batch that would join its operations with a row whose merge metadata is damaged refuses
+    /// the batch: the store is reported corrupt, and nothing of the batch is applied.
+    @Test(arguments: ["substr(crdt, 1, 3)", "crdt || x'00'", "x'02' || substr(crdt, 2)", "substr(crdt, 1, length(crdt) - 1)"])
+    func aDamagedRowRefusesTheBatch(damage: String) throws {
+        let (directory, damaged, edits) = try Self.damagedStore("crdt = \(damage)")
+        defer { withExtendedLifetime(directory) {} }
         let held = try damaged.allOperations().count
-        var next = try source.allOperations().makeIterator()
+        var next = edits.makeIterator()
         #expect { try damaged.mergeInBatches { next.next() } } throws: { error in
             (error as? StoreError)?.code == .corrupt && "\(error)".contains("merge metadata")
         }
         #expect(try damaged.allOperations().count == held)
     }
 
-    static var sourceEnvironment: StoreEnvironment { environment(clock: ManualClock(baseMillis + 1_000), seed: 2) }
-}
-
-extension JoinedRowTests {
     /// A join in place reads only the row's merge metadata: a field column it does not rewrite is
     /// not checked there, and `verify` reports it (SPEC.md §5.6).
     @Test func aDamagedColumnAJoinDoesNotRewriteIsLeftForVerify() throws {
-        let directory = try TemporaryDirectory()
-        let path = directory.file("store.db")
-        var environment = environment(clock: ManualClock(baseMillis), seed: 1)
-        environment.mergeBatch = MergeBatch(operations: 1_000, records: 1)
-        let store = try ConcordStore.create(at: path, environment: environment)
-        let id = try store.addReminder(ReminderDraft(title: "one", notes: "kept"))
-        let source = try ConcordStore.inMemory(environment: Self.sourceEnvironment)
-        try source.merge(try store.allOperations())
-        try source.editReminder(id, ReminderPatch(title: "two"))
-        try store.close()
-        try DatabaseQueue(path: path).write { db in try db.execute(sql: "UPDATE reminders SET notes = x'00ff'") }
-
-        let damaged = try ConcordStore.open(at: path, environment: environment)
+        let (directory, damaged, edits) = try Self.damagedStore("notes = x'00ff'")
+        defer { withExtendedLifetime(directory) {} }
         #expect(try damaged.verify().problems.count == 1)
-        var next = try source.allOperations().makeIterator()
+        let held = try damaged.allOperations().count
+        var next = edits.makeIterator()
         try damaged.mergeInBatches { next.next() }
+        #expect(try damaged.allOperations().count == held + 2)
         #expect(try damaged.verify().problems.count == 1)
     }
 }
