@@ -23,6 +23,9 @@ public struct ByteWriter: Sendable {
         _read { yield storage }
     }
 
+    /// Forgets the bytes written, keeping the capacity (for a writer used again and again).
+    public mutating func removeAll() { storage.removeAll(keepingCapacity: true) }
+
     @inlinable
     public mutating func byte(_ value: UInt8) { storage.append(value) }
 

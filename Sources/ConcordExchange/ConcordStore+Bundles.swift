@@ -52,8 +52,9 @@ extension ConcordStore {
     /// promises no more operations than one batch holds is applied in one transaction, which
     /// commits only once the whole bundle has been read and checked. Any other (or one that does
     /// not fit after all) is first read whole, checking every block, operation and the end block
-    /// while applying nothing, then applied in bounded batches, each its own transaction. A
-    /// damaged bundle applies nothing; a merge interrupted halfway keeps its committed batches.
+    /// while applying nothing and keeping its operations in a temporary file, then logged and
+    /// applied from there in bounded batches, each its own transaction (SPEC.md §5.6). A damaged
+    /// bundle applies nothing; a merge interrupted halfway keeps its committed batches.
     /// With `importing`, records the file as imported from its folder in the last transaction.
     ///
     /// An encrypted bundle (§13.1) is read with the store's sync key; one this store cannot
@@ -67,25 +68,17 @@ extension ConcordStore {
         if let merged = try mergeInOneBatch(bundleAt: path, key: key, requireEncrypted: requireEncrypted, importing: file) {
             return merged
         }
-        var verifier = try Self.bundleReader(at: path, key: key, requireEncrypted: requireEncrypted)
-        let verified: BundleSummary
-        do {
-            verified = try verifier.forEachOperation { _ in }
-        } catch let error as BundleError {
-            throw ExchangeError(.invalidInput, "\(path): \(error)")
-        }
         var reader = try Self.bundleReader(at: path, key: key, requireEncrypted: requireEncrypted)
+        var summary: BundleSummary?
         let report: MergeReport
         do {
-            report = try mergeInBatches(importing: file) { try reader.nextOperation() }
-        } catch {
-            guard error.code == .invalidInput else { throw error }
+            report = try mergeInBatches(importing: file) { each in summary = try reader.forEachOperation(each) }
+        } catch let error as BundleError {
+            throw ExchangeError(.invalidInput, "\(path): \(error)")
+        } catch let error as StoreError where error.code == .invalidInput {
             throw ExchangeError(.invalidInput, "\(path): \(error.message)")
         }
-        guard let summary = reader.summary, summary == verified else {
-            throw ExchangeError(.invalidInput, "\(path): the bundle changed while it was being merged")
-        }
-        return (report, summary)
+        return (report, summary!)
     }
 
     /// Merges the bundle at `path` in one transaction if its manifest says it fits in one batch

@@ -40,6 +40,8 @@ public final class FolderSync {
     public func sync(progress: ((SyncProgress) -> Void)? = nil) throws -> FolderSyncReport {
         // A copy would publish files under its original's name, and coalesce the original's away.
         try store.ensureNotCopied()
+        // What a merge left pending (one a kill interrupted) is applied first (SPEC.md §5.6).
+        try store.finishPendingMerge()
         var report = FolderSyncReport()
         try prepareDirectory(&report)
         let key = try store.syncKey()

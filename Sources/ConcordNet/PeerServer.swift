@@ -142,6 +142,8 @@ public enum PeerClient {
     ) throws -> PeerSessionRecord {
         let ownGroup = group == nil ? MultiThreadedEventLoopGroup(numberOfThreads: 1) : nil
         defer { try? ownGroup?.syncShutdownGracefully() }
+        // What a merge left pending is applied first (SPEC.md §5.6), as by every merge.
+        try store.finishPendingMerge()
         let versions = try store.versionVector()
         let box = ConnectionBox()
         let bootstrap = ClientBootstrap(group: group ?? ownGroup!)

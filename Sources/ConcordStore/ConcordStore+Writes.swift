@@ -40,7 +40,8 @@ extension ConcordStore {
     /// if any operation is invalid, nothing is applied.
     @discardableResult
     public func merge(_ operations: some Sequence<Op>) throws(StoreError) -> MergeReport {
-        try merging { context, report in
+        try finishPendingMerge()
+        return try merging { context, report in
             for operation in operations { try Self.ingest(operation, &context, &report) }
         }
     }
@@ -59,6 +60,7 @@ extension ConcordStore {
         var others: [ConcordStore] = []
         defer { for other in others { try? other.close() } }
         for path in paths { others.append(try ConcordStore.open(at: path, readOnly: true, environment: environment)) }
+        try finishPendingMerge()
         return try merging { context, report in
             for other in others {
                 // Only what this store lacks is read from the other, so compare the last operation
@@ -81,28 +83,82 @@ extension ConcordStore {
     public func merge(
         importing file: ImportedFile? = nil, _ produce: (_ ingest: (Op) throws -> Void) throws -> Void
     ) throws(StoreError) -> MergeReport {
-        try merging { context, report in
+        try finishPendingMerge()
+        return try merging { context, report in
             try produce { operation in try Self.ingest(operation, &context, &report) }
             if let file { try Self.record(file, context.db) }
         }
     }
 
     /// Merges the operations `next` returns, until it returns nil, in bounded batches, each its
-    /// own transaction (`StoreEnvironment.mergeBatch`): local writes (and other processes) get
-    /// the store between batches, and a merge interrupted halfway keeps every committed batch (a
-    /// later merge skips what they hold). If `next` throws, the batches committed before stay; so
-    /// give it input already verified (see `mergeBundle`). With `importing`, the file is recorded
-    /// as imported in the transaction of the last batch.
+    /// own transaction (`StoreEnvironment.mergeBatch`, SPEC.md §5.6): local writes (and other
+    /// processes) get the store between batches, and a merge interrupted halfway keeps every
+    /// committed batch. The operations are first logged, in batches of operations; then applied to
+    /// their records in record order, in batches of records, so that each record is read and
+    /// written once however its operations are spread over the input. If `next` throws, what the
+    /// committed batches logged is applied before the error is passed on; if the process dies,
+    /// the next merge (or `finishPendingMerge`) applies it. So give `next` input already verified
+    /// (see `mergeBundle`). With `importing`, the file is recorded as imported in the transaction
+    /// of the last batch that logs.
     ///
     /// `next` is called outside any transaction for the first operation of each batch, and
-    /// inside the batch's transaction for the others. Memory is bounded by one batch's records:
-    /// operations are not kept once applied.
+    /// inside the batch's transaction for the others. Memory is bounded by one batch's records and
+    /// one run of sorted operations (`MergeBatch.sortRun`); more go through a temporary file.
     @discardableResult
     public func mergeInBatches(
         importing file: ImportedFile? = nil, _ next: () throws -> Op?
     ) throws(StoreError) -> MergeReport {
+        try finishPendingMerge()
+        let report: MergeReport
+        do {
+            report = try logInBatches(importing: file, next).report
+        } catch {
+            _ = try? finishPendingMerge()
+            throw error
+        }
+        try finishPendingMerge()
+        return report
+    }
+
+    /// Merges input too large for one transaction, reading it once: `read` passes every operation
+    /// to its argument, and throws if the input is damaged or cannot be read (then nothing is
+    /// applied, and its error is passed on as it is). Its operations are kept in a temporary file
+    /// beside the store and sorted by record meanwhile; then they are logged and applied in
+    /// batches as by `mergeInBatches(importing:_:)`, from that file (SPEC.md §5.6). So the input
+    /// is read once, and cannot change between its check and its merge.
+    @discardableResult
+    public func mergeInBatches(
+        importing file: ImportedFile? = nil, reading read: (_ each: (Op) throws -> Void) throws -> Void
+    ) throws -> MergeReport {
+        try finishPendingMerge()
+        // What the store holds already is logged (each is compared with the one held), not applied again.
+        let held = try versionVector()
+        var sorter = OperationSorter(spillPath: spillPath(), runOperations: environment.mergeBatch.sortRun)
+        try read { operation in try sorter.add(operation, sorting: !held.covers(operation.id)) }
+        let kept = try guarded { try sorter.finish() }
+        var added = kept.addedOrder()
+        let logged: (report: MergeReport, rows: [PendingRow])
+        do {
+            logged = try logInBatches(importing: file) { try added.next() }
+        } catch {
+            _ = try? finishPendingMerge()
+            throw error
+        }
+        guard !logged.rows.isEmpty else { return logged.report }
+        var sorted = kept.recordOrder()
+        try applyInRecordOrder(&sorted, rows: logged.rows, afterEachBatch: {})
+        return logged.report
+    }
+
+    /// The first half of `mergeInBatches`: logs the operations in batches of
+    /// `mergeBatch.operations`, each its own transaction, and lists the log rows they write as
+    /// pending (SPEC.md §5.6), for `finishPendingMerge` to apply.
+    func logInBatches(
+        importing file: ImportedFile? = nil, _ next: () throws -> Op?
+    ) throws(StoreError) -> (report: MergeReport, rows: [PendingRow]) {
         let limits = environment.mergeBatch
         var report = MergeReport()
+        var rows: [PendingRow] = []
         var first: Op?
         do {
             first = try next()
@@ -112,18 +168,19 @@ extension ConcordStore {
         repeat {
             var finished = first == nil
             let batchReport = try merging(reportingTouched: false) { context, batchReport in
-                // The batch, not the context, decides when to write out.
-                context.recordLimit = .max
+                context.defersRecords = true
                 var operation = first
                 var applied = 0
                 while let current = operation {
                     try Self.ingest(current, &context, &batchReport)
                     applied += 1
-                    if applied >= limits.operations || context.cachedRecordCount >= limits.records { break }
+                    if applied >= limits.operations { break }
                     operation = try next()
                     finished = operation == nil
                 }
                 if finished, let file { try Self.record(file, context.db) }
+                try context.flush()
+                rows += context.pendingRows
             }
             report.formUnion(batchReport)
             guard !finished else { break }
@@ -140,7 +197,7 @@ extension ConcordStore {
                 _ = try merging { context, _ in try Self.record(file, context.db) }
             }
         } while first != nil
-        return report
+        return (report, rows)
     }
 
     /// Merges the operations `next` returns, until it returns nil, in one transaction, if they fit
@@ -151,6 +208,7 @@ extension ConcordStore {
     /// file is recorded as imported in the same transaction.
     public func mergeInOneBatch(importing file: ImportedFile? = nil, _ next: () throws -> Op?) throws(StoreError) -> MergeReport? {
         struct DoesNotFit: Error {}
+        try finishPendingMerge()
         let limits = environment.mergeBatch
         do {
             return try merging(reportingTouched: false) { context, report in

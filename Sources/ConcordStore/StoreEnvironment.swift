@@ -52,17 +52,22 @@ public struct StoreEnvironment: Sendable {
     }
 }
 
-/// The bounds of one transaction of a batched merge (`ConcordStore.mergeInBatches`): a batch
-/// ends once it has applied `operations` operations or holds `records` records in memory,
-/// whichever comes first. Larger batches merge faster (each commit rewrites every page the batch
-/// touched); smaller ones let local writes in sooner and take less memory.
+/// The bounds of a batched merge (`ConcordStore.mergeInBatches`, SPEC.md §5.6). A batch that logs
+/// operations ends once it has logged `operations` of them; a batch that applies logged operations
+/// to their records ends once it holds `records` records in memory. Larger batches merge faster
+/// (each commit rewrites every page the batch touched); smaller ones let local writes in sooner and
+/// take less memory. Operations are sorted by record in runs of at most `sortRun` operations (about
+/// 30 bytes each, plus 32 of index; at most 8 MiB of them); more than one run goes through a
+/// temporary file.
 public struct MergeBatch: Sendable, Equatable {
     public var operations: Int
     public var records: Int
+    public var sortRun: Int
 
-    public init(operations: Int, records: Int) {
+    public init(operations: Int, records: Int, sortRun: Int = 250_000) {
         self.operations = max(1, operations)
         self.records = max(1, records)
+        self.sortRun = max(1, sortRun)
     }
 
     /// 110,000 records of reminders take about 100 MB: a merging process stays under 200 MB.

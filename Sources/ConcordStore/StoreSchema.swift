@@ -5,7 +5,7 @@ enum StoreSchema {
     /// `PRAGMA application_id`: "Conc".
     static let applicationID: Int32 = 0x436F_6E63
     /// `PRAGMA user_version`: the newest schema this build writes and reads.
-    static let version = 2
+    static let version = 3
 
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
@@ -78,6 +78,18 @@ enum StoreSchema {
                 ) WITHOUT ROWID;
 
                 PRAGMA user_version = 2;
+                """)
+        }
+        migrator.registerMigration("v3 merges applied in record order") { db in
+            try db.execute(sql: """
+                CREATE TABLE pending_merge (
+                    replica INTEGER NOT NULL,
+                    first_seq INTEGER NOT NULL,
+                    applied_through BLOB CHECK (applied_through IS NULL OR length(applied_through) = 17),
+                    PRIMARY KEY (replica, first_seq)
+                ) WITHOUT ROWID;
+
+                PRAGMA user_version = 3;
                 """)
         }
         return migrator

@@ -85,6 +85,11 @@ struct WriteContext {
     private var statements = RecordStatements()
     /// How many records `ConcordStore.ingest` lets the context hold before it writes them out.
     var recordLimit = MergeBatch.standard.records
+    /// Whether `append` only logs operations, leaving them to be applied to their records later,
+    /// in record order (SPEC.md §5.6): each log row written is then listed in `pending_merge`.
+    var defersRecords = false
+    /// The pending log rows written, when `defersRecords`.
+    private(set) var pendingRows: [PendingRow] = []
 
     init(_ db: Database, localReplica: ReplicaID) throws {
         self.db = db
@@ -222,9 +227,7 @@ struct WriteContext {
     /// Applies a new operation (one not held yet) to its record and queues it for the log.
     mutating func append(_ operation: Op) throws {
         try switchAuthor(to: operation.id.replica)
-        let index = index(applyingTo: operation.record)
-        // Mutate in place: copying the state out and back would copy its storage on every operation.
-        states[index].apply(operation)
+        if !defersRecords { apply(logged: operation) }
         currentHeld.insert(operation.id.seq)
         if let chunk = currentChunk, !chunk.continues(with: operation) {
             try writeChunk(operation.id.replica, chunk)
@@ -233,6 +236,13 @@ struct WriteContext {
         if currentChunk == nil { currentChunk = OpenChunk(firstSeq: operation.id.seq) }
         currentChunk!.append(operation)
         currentNew += 1
+    }
+
+    /// Applies an operation to its record's state only: one the log already holds.
+    mutating func apply(logged operation: Op) {
+        let index = index(applyingTo: operation.record)
+        // Mutate in place: copying the state out and back would copy its storage on every operation.
+        states[index].apply(operation)
     }
 
     /// The operations `append` added, by author, over the context's life.
@@ -345,6 +355,13 @@ struct WriteContext {
         statement.bind(4, Int64(bitPattern: chunk.maxTimestamp.rawValue))
         statement.bind(5, bytes: chunk.writer.bytes)
         try statement.execute()
+        if defersRecords {
+            let pending = try HotStatement(db, "INSERT INTO pending_merge (replica, first_seq) VALUES (?, ?)")
+            pending.bind(1, try directory.index(of: replica, db))
+            pending.bind(2, Int64(chunk.firstSeq))
+            try pending.execute()
+            pendingRows.append(PendingRow(replica: try directory.index(of: replica, db), firstSeq: Int64(chunk.firstSeq)))
+        }
     }
 
     /// The most operations one log chunk holds.

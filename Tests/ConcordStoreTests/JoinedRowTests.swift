@@ -149,17 +149,25 @@ extension JoinedRowTests {
     }
 
     /// A batch that would join its operations with a row whose merge metadata is damaged refuses
-    /// the batch: the store is reported corrupt, and nothing of the batch is applied.
+    /// the batch: the store is reported corrupt, and nothing of the batch is applied. The
+    /// operations were logged before (SPEC.md §5.6): they wait to be applied, and the row is as
+    /// it was.
     @Test(arguments: ["substr(crdt, 1, 3)", "crdt || x'00'", "x'02' || substr(crdt, 2)", "substr(crdt, 1, length(crdt) - 1)"])
     func aDamagedRowRefusesTheBatch(damage: String) throws {
         let (directory, damaged, edits) = try Self.damagedStore("crdt = \(damage)")
         defer { withExtendedLifetime(directory) {} }
         let held = try damaged.allOperations().count
+        func row() throws -> Row? {
+            try DatabaseQueue(path: directory.file("store.db")).read { db in try Row.fetchOne(db, sql: "SELECT * FROM reminders") }
+        }
+        let before = try row()
         var next = edits.makeIterator()
         #expect { try damaged.mergeInBatches { next.next() } } throws: { error in
             (error as? StoreError)?.code == .corrupt && "\(error)".contains("merge metadata")
         }
-        #expect(try damaged.allOperations().count == held)
+        #expect(try damaged.allOperations().count == held + 2)
+        #expect(try damaged.pendingOperationCount() == 2)
+        #expect(try row() == before)
     }
 
     /// A join in place reads only the row's merge metadata: a field column it does not rewrite is

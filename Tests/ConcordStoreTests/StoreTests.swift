@@ -1,5 +1,5 @@
 import ConcordCore
-import ConcordStore
+@testable import ConcordStore
 import Foundation
 import GRDB
 import Testing
@@ -403,70 +403,96 @@ import Testing
         #expect(try store.dump() == before && store.allOperations().count == own)
     }
 
-    /// A batch ends at whichever bound it reaches first: operations, or records held in memory.
-    @Test func aBatchEndsAtItsRecordBound() throws {
+    /// A batched merge logs in batches of operations, then applies in batches of records: a batch
+    /// that applies ends between records, once it holds its bound of them (SPEC.md §5.6).
+    @Test func batchesLogByOperationsAndApplyByRecords() throws {
         let source = try makeStore(seed: 1)
         for index in 0..<10 { try source.addNote(NoteDraft(title: "n\(index)")) }
         let operations = try source.allOperations()
         let directory = try TemporaryDirectory()
         var environment = environment(clock: clock, seed: 2)
-        environment.mergeBatch = MergeBatch(operations: 1_000, records: 4)
+        environment.mergeBatch = MergeBatch(operations: 12, records: 4)
         let target = try ConcordStore.create(at: directory.file("target.db"), environment: environment)
         // Another connection sees only what has been committed.
         let observer = try ConcordStore.open(at: target.path, readOnly: true)
         var given = operations.makeIterator()
-        var committedWhenPulled: [Int] = []
-        let report = try target.mergeInBatches {
-            committedWhenPulled.append(try observer.allOperations().count)
+        var loggedWhenPulled: [Int] = []
+        let (report, _) = try target.logInBatches {
+            loggedWhenPulled.append(try observer.allOperations().count)
             return given.next()
         }
         #expect(report.newOperationCount == 30)
-        // Each note is 3 operations; a batch ends with the operation that brings its fourth record:
-        // operations 1–10 (notes 0–3), 11–19 (notes 3–6), 20–28 (notes 6–9), 29–30.
-        #expect(committedWhenPulled.count == 31)
-        #expect(committedWhenPulled[9] == 0 && committedWhenPulled[10] == 10)
-        #expect(committedWhenPulled[18] == 10 && committedWhenPulled[19] == 19)
-        #expect(committedWhenPulled[27] == 19 && committedWhenPulled[28] == 28)
-        #expect(committedWhenPulled[30] == 28)
+        // Operations 1–12, 13–24, 25–30, each batch its own transaction; no record is written yet.
+        #expect(loggedWhenPulled.count == 31)
+        #expect(loggedWhenPulled[11] == 0 && loggedWhenPulled[12] == 12)
+        #expect(loggedWhenPulled[23] == 12 && loggedWhenPulled[24] == 24)
+        #expect(try observer.allOperations().count == 30 && observer.notes().isEmpty)
+        #expect(try target.pendingOperationCount() == 30)
+        #expect(try target.verify().pendingOperations == 30)
+        #expect(try target.verify().isSound)
+
+        var notesAfterEachBatch: [Int] = []
+        let applied = try target.finishPendingMerge(afterEachBatch: {
+            notesAfterEachBatch.append(try observer.notes().count)
+            #expect(try target.verify().isSound)
+        })
+        #expect(applied == 30)
+        #expect(notesAfterEachBatch == [4, 8, 10])
+        #expect(try target.pendingOperationCount() == 0)
         #expect(try target.dump() == source.dump())
     }
 
     /// A write between two batches of a merge, by this store object or by another connection, is
     /// not lost to the batches after it (nothing of a record may be kept from one batch to the next
-    /// without checking that no one wrote it in between).
-    @Test(arguments: [false, true])
-    func writesBetweenTheBatchesOfAMergeAreKept(byAnotherConnection: Bool) throws {
+    /// without checking that no one wrote it in between): between the batches that log, to a
+    /// record whose operations wait to be applied; and between the batches that apply.
+    @Test(arguments: [false, true], [false, true])
+    func writesBetweenTheBatchesOfAMergeAreKept(byAnotherConnection: Bool, whileApplying: Bool) throws {
         let source = try makeStore(seed: 1)
         let id = try source.addReminder(ReminderDraft(title: "from the source", notes: "n0"))
+        let others = try (0..<5).map { try source.addNote(NoteDraft(title: "other \($0)")) }
         for index in 1...6 { try source.editReminder(id, ReminderPatch(notes: .some("n\(index)"))) }
         let operations = try source.allOperations()
-        #expect(operations.count > 8)
 
         let directory = try TemporaryDirectory()
         let path = directory.file("target.db")
-        let target = try makeStore(seed: 2, mergeBatch: 4, path: path)
+        var settings = environment(clock: clock, seed: 2)
+        settings.mergeBatch = MergeBatch(operations: 4, records: 2)
+        let target = try ConcordStore.create(at: path, environment: settings)
+        // The target holds the reminder's creation already, so that it can be edited while the
+        // rest of the merge waits to be applied.
+        try target.merge(operations.prefix { $0.record == .reminder(id) })
         clock.advance(60_000)
+        func write() throws {
+            if byAnotherConnection {
+                let other = try ConcordStore.open(at: path, environment: environment(clock: clock, seed: 3))
+                try other.editReminder(id, ReminderPatch(title: "written in between"))
+                try other.close()
+            } else {
+                try target.editReminder(id, ReminderPatch(title: "written in between"))
+            }
+        }
         var index = 0
-        let report = try target.mergeInBatches {
+        let (report, _) = try target.logInBatches {
             defer { index += 1 }
             guard index < operations.count else { return nil }
-            // The first batch (4 operations) has committed: write the reminder's title in between.
-            if index == 4 {
-                if byAnotherConnection {
-                    let other = try ConcordStore.open(at: path, environment: environment(clock: clock, seed: 3))
-                    try other.editReminder(id, ReminderPatch(title: "written in between"))
-                    try other.close()
-                } else {
-                    try target.editReminder(id, ReminderPatch(title: "written in between"))
-                }
-            }
+            // The first batch (4 operations) has committed.
+            if index == 4, !whileApplying { try write() }
             return operations[index]
         }
-        #expect(report.newOperationCount == operations.count)
+        var batches = 0
+        try target.finishPendingMerge(afterEachBatch: {
+            batches += 1
+            if batches == 1, whileApplying { try write() }
+        })
+        #expect(batches == 3)
+        #expect(report.newOperationCount > 0)
         let reminder = try #require(try target.reminder(id))
         #expect(reminder.title == "written in between")
         #expect(reminder.notes == "n6")
+        #expect(try target.notes().map(\.id).sorted() == others.sorted())
         #expect(try target.verify().isSound)
+        #expect(try target.pendingOperationCount() == 0)
     }
 
     /// Text is stored and returned byte for byte, NUL included (SQLite is given and asked for

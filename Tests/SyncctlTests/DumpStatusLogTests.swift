@@ -65,7 +65,7 @@ import Testing
         #expect(status.string("replica") == replica)
         #expect(status.string("name") == "desk")
         #expect(status.string("store") == store.path)
-        #expect(status.int("schemaVersion") == 2)
+        #expect(status.int("schemaVersion") == 3)
         let reminders = try #require(status.object("reminders"))
         #expect(reminders.int("open") == 1)
         #expect(reminders.int("completed") == 1)
@@ -156,7 +156,7 @@ import Testing
         #expect(text.out == "sound: 1 records, 6 operations", "\(text)")
         let json = try store.run("verify", "--json")
         #expect(json.succeeded, "\(json)")
-        #expect(json.out == #"{"operations":6,"problems":[],"records":1,"sound":true}"#, "\(json)")
+        #expect(json.out == #"{"operations":6,"pendingOperations":0,"problems":[],"records":1,"sound":true}"#, "\(json)")
         #expect(try store.bytes() == before)
     }
 }

@@ -1,0 +1,152 @@
+import ConcordCore
+import Foundation
+import GRDB
+
+/// A log row whose operations a batched merge has not applied to all their records yet
+/// (`pending_merge`, SPEC.md §5.6 and §9).
+struct PendingRow {
+    var replica: Int64
+    var firstSeq: Int64
+    /// The operations of records up to this one (in record order) are applied; nil: none are.
+    var appliedThrough: RecordRef?
+
+    /// The pending rows, in log order.
+    static func fetchAll(_ db: Database) throws -> [PendingRow] {
+        try Row.fetchAll(db, sql: "SELECT replica, first_seq, applied_through FROM pending_merge ORDER BY replica, first_seq").map { row in
+            let through: Data? = try row.column(2)
+            return PendingRow(replica: try row.column(0), firstSeq: try row.column(1), appliedThrough: try through.map(RecordRef.init(appliedThrough:)))
+        }
+    }
+
+    /// Whether the row's operation on `record` is still to be applied.
+    func awaits(_ record: RecordRef) -> Bool {
+        appliedThrough.map { $0 < record } ?? true
+    }
+}
+
+extension RecordRef {
+    /// `pending_merge.applied_through`: the id's 16 bytes, then the kind, so that byte order is
+    /// record order.
+    var appliedThroughBytes: Data {
+        var writer = ByteWriter(capacity: 17)
+        writer.identifier(id)
+        writer.byte(kind.rawValue)
+        return Data(writer.bytes)
+    }
+
+    init(appliedThrough data: Data) throws {
+        var reader = ByteReader([UInt8](data))
+        guard data.count == 17, let id: RecordID = try? reader.identifier(), let kind = try? reader.byte(), kind != 0 else {
+            throw StoreError(.corrupt, "pending_merge holds a damaged record reference")
+        }
+        self.init(kind: RecordKind(rawValue: kind), id: id)
+    }
+}
+
+extension ConcordStore {
+    /// How many logged operations wait to be applied to their records: those of a batched merge
+    /// under way, or of one a crash interrupted, which the next merge finishes (SPEC.md §5.6).
+    public func pendingOperationCount() throws(StoreError) -> Int {
+        try guarded {
+            try writer.read { db in
+                var count = 0
+                try forEachPendingOperation(db) { _ in count += 1 }
+                return count
+            }
+        }
+    }
+
+    /// Applies to their records the operations a batched merge logged and has not applied yet (one
+    /// a crash or a failure interrupted): in record order, in batches of at most
+    /// `environment.mergeBatch.records` records, each its own transaction. Every merge does this
+    /// first; an app may call it when it opens a store. Returns at once when nothing waits.
+    /// - Returns: how many operations it applied.
+    @discardableResult
+    public func finishPendingMerge() throws(StoreError) -> Int {
+        try finishPendingMerge(afterEachBatch: {})
+    }
+
+    /// `finishPendingMerge`, running `afterEachBatch` after each batch has committed (tests write
+    /// there, or stop the merge by throwing).
+    @discardableResult
+    func finishPendingMerge(afterEachBatch: () throws -> Void) throws(StoreError) -> Int {
+        var sorter = OperationSorter(spillPath: spillPath(), runOperations: environment.mergeBatch.sortRun)
+        let rows = try guarded {
+            try writer.read { db in
+                try forEachPendingOperation(db) { operation in try sorter.add(operation) }
+            }
+        }
+        guard !rows.isEmpty else { return 0 }
+        let applied = sorter.sortedCount
+        var sorted = try guarded { try sorter.finish() }.recordOrder()
+        try applyInRecordOrder(&sorted, rows: rows, afterEachBatch: afterEachBatch)
+        return applied
+    }
+
+    /// Applies `operations`, logged and in record order, to their records in batches of at most
+    /// `environment.mergeBatch.records` records, each its own transaction, which also records the
+    /// progress in the pending `rows` (their ones to apply are among `operations`); the last
+    /// deletes them.
+    func applyInRecordOrder(
+        _ operations: inout OperationSorter.Stream, rows: [PendingRow], afterEachBatch: () throws -> Void
+    ) throws(StoreError) {
+        let limits = environment.mergeBatch
+        var next = try guarded { try operations.next() }
+        repeat {
+            _ = try merging(reportingTouched: false) { context, _ in
+                var last: RecordRef?
+                while let operation = next {
+                    if operation.record != last {
+                        // A batch ends between records, so that every record up to `last` is whole.
+                        if context.cachedRecordCount >= limits.records { break }
+                        last = operation.record
+                    }
+                    context.apply(logged: operation)
+                    next = try operations.next()
+                }
+                if next == nil {
+                    let delete = try context.db.cachedStatement(sql: "DELETE FROM pending_merge WHERE replica = ? AND first_seq = ?")
+                    for row in rows { try delete.execute(arguments: [row.replica, row.firstSeq]) }
+                } else if let last {
+                    let update = try context.db.cachedStatement(
+                        sql: "UPDATE pending_merge SET applied_through = ? WHERE replica = ? AND first_seq = ?")
+                    for row in rows { try update.execute(arguments: [last.appliedThroughBytes, row.replica, row.firstSeq]) }
+                }
+            }
+            try guarded(afterEachBatch)
+            guard next != nil else { break }
+            // As between the batches that log (SPEC.md §5.6).
+            usleep(UInt32(3 * Self.busyPollMicroseconds))
+        } while true
+    }
+
+    /// Calls `body` with every logged operation that waits to be applied to its record, row by
+    /// row, and returns the rows.
+    @discardableResult
+    func forEachPendingOperation(_ db: Database, _ body: (Op) throws -> Void) throws -> [PendingRow] {
+        let rows = try PendingRow.fetchAll(db)
+        guard !rows.isEmpty else { return [] }
+        let directory = try ReplicaDirectory(db)
+        for row in rows {
+            guard let chunk = try Row.fetchOne(
+                db, sql: "SELECT last_seq, ops FROM log WHERE replica = ? AND first_seq = ?", arguments: [row.replica, row.firstSeq])
+            else {
+                throw StoreError(.corrupt, "pending_merge lists a log row (replica \(row.replica), seq \(row.firstSeq)) that the log lacks")
+            }
+            let operations = try Self.decodeChunk(
+                try chunk.column(1), author: try directory.id(at: row.replica),
+                first: UInt64(bitPattern: row.firstSeq), last: UInt64(bitPattern: try chunk.column(0) as Int64))
+            for operation in operations where row.awaits(operation.record) { try body(operation) }
+        }
+        return rows
+    }
+
+    /// Where a merge's sort file goes: beside the store (a store in memory uses the temporary
+    /// directory).
+    func spillPath() -> String {
+        let name = ".concord-merge-\(String(environment.random(), radix: 16))"
+        guard path != ":memory:" else { return (NSTemporaryDirectory() as NSString).appendingPathComponent(name) }
+        return ((path as NSString).deletingLastPathComponent as NSString).appendingPathComponent(
+            "." + (path as NSString).lastPathComponent + name)
+    }
+}

@@ -1,0 +1,328 @@
+import ConcordCore
+import Foundation
+
+/// Keeps operations in bounded memory and gives them back in the order they were added and in
+/// record order (`RecordRef` order, each record's operations in the order they were added): a
+/// classic external merge sort (SPEC.md §5.6).
+///
+/// Operations are kept encoded, each as a varint length and its bytes. A run of at most
+/// `runOperations` operations or `runBytes` bytes is kept in memory; when a second run starts, each
+/// full run is written to a temporary file twice, as added and sorted. The file is unlinked as soon
+/// as it is opened, so a crash leaves nothing behind. The streams read it through small buffers.
+struct OperationSorter {
+    /// Where a run's operation is in `buffer`, with its record's sort key.
+    private struct Entry {
+        var high: UInt64
+        var low: UInt64
+        var kind: UInt8
+        /// Where its length prefix starts, and how many bytes it takes with the prefix.
+        var offset: UInt32
+        var length: UInt32
+
+        /// Record order, then the order of adding (offsets grow as operations are added).
+        static func precedes(_ a: Entry, _ b: Entry) -> Bool {
+            (a.high, a.low, a.kind, a.offset) < (b.high, b.low, b.kind, b.offset)
+        }
+    }
+
+    private let spillPath: String
+    private let runOperations: Int
+    private let runBytes: Int
+    /// Authors are numbered in the encoded operations.
+    private var authors: [ReplicaID] = []
+    private var authorNumbers: [ReplicaID: Int] = [:]
+    private var buffer = ByteWriter()
+    private var scratch = ByteWriter(capacity: 256)
+    private var inRun = 0
+    /// The operations of the run in memory that are to be sorted.
+    private var entries: [Entry] = []
+    /// The runs written so far: byte ranges of `file`, as added and sorted.
+    private var runs: [(added: Range<Int64>, sorted: Range<Int64>)] = []
+    private var file: SpillFile?
+    /// How many operations were added, and how many of them are to be sorted.
+    private(set) var count = 0
+    private(set) var sortedCount = 0
+
+    /// - Parameter spillPath: where the temporary file goes if one is needed (beside the store:
+    ///   the system's temporary directory may be memory).
+    init(spillPath: String, runOperations: Int = 250_000, runBytes: Int = 8 << 20) {
+        self.spillPath = spillPath
+        self.runOperations = max(1, runOperations)
+        self.runBytes = max(1, min(runBytes, Int(UInt32.max) / 2))
+        // Reserved whole, so that growing never doubles them.
+        buffer = ByteWriter(capacity: min(self.runBytes, self.runOperations * 64) + 64 << 10)
+        entries.reserveCapacity(min(self.runOperations, 1 << 20))
+    }
+
+    /// Adds an operation; only those `sorting` come back in record order.
+    mutating func add(_ operation: Op, sorting: Bool = true) throws {
+        if inRun >= runOperations || buffer.bytes.count >= runBytes { try spill() }
+        let author: Int
+        if let known = authorNumbers[operation.id.replica] {
+            author = known
+        } else {
+            author = authors.count
+            authors.append(operation.id.replica)
+            authorNumbers[operation.id.replica] = author
+        }
+        scratch.removeAll()
+        scratch.varint(UInt64(author))
+        scratch.varint(operation.id.seq)
+        var encoder = OperationCodec.RunEncoder()
+        encoder.append(operation, into: &scratch)
+        let start = buffer.bytes.count
+        buffer.varint(UInt64(scratch.bytes.count))
+        buffer.bytes(scratch.bytes)
+        if sorting {
+            let id = operation.record.id
+            entries.append(Entry(
+                high: id.high, low: id.low, kind: operation.record.kind.rawValue,
+                offset: UInt32(start), length: UInt32(buffer.bytes.count - start)))
+            sortedCount += 1
+        }
+        inRun += 1
+        count += 1
+    }
+
+    /// Writes the run held in memory to the file: as added, then sorted (through a small buffer,
+    /// so that the run is not copied whole).
+    private mutating func spill() throws {
+        guard inRun > 0 else { return }
+        if file == nil { file = try SpillFile(path: spillPath) }
+        let file = file!
+        let added = try file.append(buffer.bytes)
+        entries.sort(by: Entry.precedes)
+        let sorted = file.size
+        var out = ByteWriter(capacity: 1 << 20)
+        try buffer.bytes.withUnsafeBufferPointer { bytes in
+            for entry in entries {
+                out.bytes(UnsafeBufferPointer(rebasing: bytes[Int(entry.offset)..<Int(entry.offset + entry.length)]))
+                if out.bytes.count >= 1 << 20 {
+                    _ = try file.append(out.bytes)
+                    out.removeAll()
+                }
+            }
+        }
+        _ = try file.append(out.bytes)
+        runs.append((added..<sorted, sorted..<file.size))
+        entries.removeAll(keepingCapacity: true)
+        buffer.removeAll()
+        inRun = 0
+    }
+
+    /// Ends adding: the operations can now be read in both orders, each as often as needed.
+    consuming func finish() throws -> Finished {
+        if runs.isEmpty {
+            entries.sort(by: Entry.precedes)
+            return Finished(authors: authors, memory: (buffer.bytes, entries.map { Int($0.offset) }), file: nil, runs: [])
+        }
+        try spill()
+        return Finished(authors: authors, memory: nil, file: file, runs: runs)
+    }
+
+    /// The operations added, ready to be read.
+    struct Finished {
+        fileprivate let authors: [ReplicaID]
+        fileprivate let memory: (bytes: [UInt8], sorted: [Int])?
+        fileprivate let file: SpillFile?
+        fileprivate let runs: [(added: Range<Int64>, sorted: Range<Int64>)]
+
+        fileprivate init(authors: [ReplicaID], memory: ([UInt8], [Int])?, file: SpillFile?, runs: [(added: Range<Int64>, sorted: Range<Int64>)]) {
+            self.authors = authors
+            self.memory = memory.map { (bytes: $0.0, sorted: $0.1) }
+            self.file = file
+            self.runs = runs
+        }
+
+        /// Every operation, in the order added.
+        func addedOrder() -> Stream { Stream(self, sorted: false) }
+
+        /// The operations added with `sorting`, in record order.
+        func recordOrder() -> Stream { Stream(self, sorted: true) }
+    }
+
+    /// Operations one at a time.
+    struct Stream {
+        private let authors: [ReplicaID]
+        private let sorted: Bool
+        private var memory: (bytes: [UInt8], sorted: [Int])?
+        private var position = 0
+        /// Each run's reader, and (in record order) the operation at its head.
+        private var readers: [RunReader] = []
+        private var heads: [Op?] = []
+        /// Runs whose head is not nil, as a binary heap (least head first).
+        private var heap: [Int] = []
+        private var started = false
+
+        fileprivate init(_ finished: Finished, sorted: Bool) {
+            authors = finished.authors
+            self.sorted = sorted
+            memory = finished.memory
+            if let file = finished.file {
+                readers = finished.runs.map { RunReader(file: file, range: sorted ? $0.sorted : $0.added) }
+            }
+        }
+
+        mutating func next() throws -> Op? {
+            if let memory {
+                if sorted {
+                    guard position < memory.sorted.count else { return nil }
+                    var reader = ByteReader(memory.bytes, offset: memory.sorted[position])
+                    position += 1
+                    _ = try? reader.varint()  // its length
+                    return try decode(&reader)
+                }
+                guard position < memory.bytes.count else { return nil }
+                var reader = ByteReader(memory.bytes, offset: position)
+                let length = (try? reader.varint()).map { Int(clamping: $0) } ?? 0
+                position = reader.offset + length
+                return try decode(&reader)
+            }
+            if !sorted {
+                // The runs one after the other.
+                while position < readers.count {
+                    if var reader = try readers[position].next() { return try decode(&reader) }
+                    position += 1
+                }
+                return nil
+            }
+            if !started {
+                started = true
+                for index in readers.indices {
+                    heads.append(try readers[index].next().map { reader in var reader = reader; return try decode(&reader) })
+                    if heads[index] != nil { heap.append(index) }
+                }
+                for position in stride(from: heap.count / 2 - 1, through: 0, by: -1) { siftDown(position) }
+            }
+            // A binary heap of the runs by their heads; the earlier run wins a tie (it was added first).
+            guard let least = heap.first else { return nil }
+            let operation = heads[least]
+            heads[least] = try readers[least].next().map { reader in var reader = reader; return try decode(&reader) }
+            if heads[least] == nil {
+                heap[0] = heap[heap.count - 1]
+                heap.removeLast()
+            }
+            if !heap.isEmpty { siftDown(0) }
+            return operation
+        }
+
+        private func precedes(_ a: Int, _ b: Int) -> Bool {
+            let (x, y) = (heads[a]!.record, heads[b]!.record)
+            return x < y || (x == y && a < b)
+        }
+
+        private mutating func siftDown(_ start: Int) {
+            var parent = start
+            while true {
+                var least = parent
+                for child in [2 * parent + 1, 2 * parent + 2] where child < heap.count && precedes(heap[child], heap[least]) {
+                    least = child
+                }
+                guard least != parent else { return }
+                heap.swapAt(parent, least)
+                parent = least
+            }
+        }
+
+        /// Decodes an operation at `reader`, after its length prefix.
+        private func decode(_ reader: inout ByteReader) throws -> Op {
+            do {
+                let author = try reader.varint()
+                let seq = try reader.varint()
+                guard author < UInt64(authors.count) else { throw DecodeError.malformed("author \(author)") }
+                var run = OperationCodec.RunDecoder(author: authors[Int(author)], firstSeq: seq)
+                return try run.next(from: &reader)
+            } catch {
+                throw StoreError(.io, "the merge's sort file was damaged while it was read (\(error))")
+            }
+        }
+    }
+
+    /// Reads one run from the file through a buffer.
+    private struct RunReader {
+        let file: SpillFile
+        var unread: Int64
+        let end: Int64
+        var window: [UInt8] = []
+        var position = 0
+
+        init(file: SpillFile, range: Range<Int64>) {
+            self.file = file
+            unread = range.lowerBound
+            end = range.upperBound
+        }
+
+        /// A reader at the next operation (past its length prefix), nil at the end of the run.
+        mutating func next() throws -> ByteReader? {
+            while true {
+                guard position < window.count || unread < end else {
+                    window = []
+                    return nil
+                }
+                var reader = ByteReader(window, offset: position)
+                if let length = try? reader.varint(), reader.remaining >= Int(clamping: length) {
+                    position = reader.offset + Int(length)
+                    return reader
+                }
+                // Not all of it is in the window: keep what is left and read on.
+                guard unread < end else { throw StoreError(.io, "the merge's sort file ends inside an operation") }
+                let wanted = Int(min(end - unread, Int64(max(256 << 10, (window.count - position) * 2))))
+                window = Array(window[position...]) + (try file.read(at: unread, count: wanted))
+                unread += Int64(wanted)
+                position = 0
+            }
+        }
+    }
+}
+
+/// A temporary file that no directory lists: unlinked once opened, gone when closed.
+final class SpillFile {
+    private let descriptor: Int32
+    /// The bytes written so far.
+    private(set) var size: Int64 = 0
+
+    /// Creates the file at `path` (which must not exist) and unlinks it.
+    init(path: String) throws {
+        descriptor = open(path, O_RDWR | O_CREAT | O_EXCL, 0o600)
+        guard descriptor >= 0 else {
+            throw StoreError(.io, "cannot create \(path) to sort a merge: \(String(cString: strerror(errno)))")
+        }
+        unlink(path)
+    }
+
+    deinit { close(descriptor) }
+
+    /// Appends `bytes` and returns the offset they start at.
+    func append(_ bytes: [UInt8]) throws -> Int64 {
+        let start = size
+        try bytes.withUnsafeBytes { raw in
+            var done = 0
+            while done < raw.count {
+                let written = pwrite(descriptor, raw.baseAddress! + done, raw.count - done, off_t(start + Int64(done)))
+                guard written > 0 else {
+                    if written < 0, errno == EINTR { continue }
+                    throw StoreError(.io, "cannot write the merge's sort file: \(String(cString: strerror(errno)))")
+                }
+                done += written
+            }
+        }
+        size += Int64(bytes.count)
+        return start
+    }
+
+    func read(at offset: Int64, count: Int) throws -> [UInt8] {
+        var result = [UInt8](repeating: 0, count: count)
+        try result.withUnsafeMutableBytes { raw in
+            var done = 0
+            while done < count {
+                let read = pread(descriptor, raw.baseAddress! + done, count - done, off_t(offset + Int64(done)))
+                guard read > 0 else {
+                    if read < 0, errno == EINTR { continue }
+                    throw StoreError(.io, "cannot read the merge's sort file: \(read == 0 ? "it ends early" : String(cString: strerror(errno)))")
+                }
+                done += read
+            }
+        }
+        return result
+    }
+}

@@ -1,0 +1,111 @@
+import ConcordCore
+@testable import ConcordStore
+import Foundation
+import PropertyBased
+import Testing
+
+/// A batched merge logs its operations first, then applies them to their records in record order
+/// (SPEC.md §5.6): the sort that puts them in that order, and merges interrupted anywhere.
+@Suite struct RecordOrderMergeTests {
+    /// The operations of `JoinedRowTests.operations`, moved onto `records` records.
+    static func operations(seed: UInt64, records: Int) -> [Op] {
+        var rng = SplitMix64(seed: seed ^ 0x5EED)
+        return JoinedRowTests.operations(seed: seed).map { operation in
+            var moved = operation
+            let kind = operation.record.kind
+            moved.record = RecordRef(kind: kind, id: RecordID(high: UInt64.random(in: 0..<3, using: &rng), low: UInt64.random(in: 0..<UInt64(records), using: &rng)))
+            // A record keeps one kind: a field a kind does not accept stays valid for it.
+            moved.record.id = RecordID(high: moved.record.id.high, low: moved.record.id.low << 8 | UInt64(kind.rawValue))
+            return moved
+        }
+    }
+
+    /// The sorter gives back what was added, in the order added, and what was to be sorted, sorted
+    /// by record, each record's operations in the order they were added; each as often as asked:
+    /// with one run in memory, and with many through the temporary file.
+    @Test func theSorterOrdersByRecordAndKeepsEachRecordsOrder() async throws {
+        let directory = try TemporaryDirectory()
+        await propertyCheck(count: 100, input: Gen.uint64(), Gen.int(in: 1...70)) { seed, run in
+            do {
+                let operations = Self.operations(seed: seed, records: 6)
+                var sorter = OperationSorter(spillPath: directory.file("sort-\(seed)"), runOperations: run, runBytes: run * 40)
+                // Some are only kept, not sorted.
+                let sorting = operations.map { $0.id.seq % 3 != 0 }
+                for (operation, sorting) in zip(operations, sorting) { try sorter.add(operation, sorting: sorting) }
+                #expect(sorter.count == operations.count)
+                let finished = try sorter.finish()
+                for _ in 0..<2 {
+                    var added = finished.addedOrder()
+                    var sorted = finished.recordOrder()
+                    var addedOutput: [Op] = []
+                    var sortedOutput: [Op] = []
+                    while let operation = try added.next() { addedOutput.append(operation) }
+                    while let operation = try sorted.next() { sortedOutput.append(operation) }
+                    let expected = zip(operations, sorting).filter(\.1).map(\.0).enumerated().sorted { a, b in
+                        (a.element.record, a.offset) < (b.element.record, b.offset)
+                    }.map(\.element)
+                    #expect(addedOutput == operations, "seed \(seed), runs of \(run)")
+                    #expect(sortedOutput == expected, "seed \(seed), runs of \(run)")
+                }
+            } catch {
+                Issue.record("unexpected error: \(error)")
+            }
+        }
+        // The temporary file is unlinked as soon as it is opened.
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).isEmpty)
+    }
+
+    /// A batched merge stopped anywhere (after any batch that logs, or that applies) leaves a sound
+    /// store, which local writes may change, and which the next merge brings to the state of the
+    /// whole merge in one transaction (with the local writes).
+    @Test func aMergeStoppedAnywhereFinishesAsIfWhole() async throws {
+        await propertyCheck(count: 60, input: Gen.uint64()) { seed in
+            do {
+                var rng = SplitMix64(seed: seed)
+                let operations = Self.operations(seed: seed, records: 8)
+                let clock = ManualClock(baseMillis + 60_000)
+                let whole = try ConcordStore.inMemory(environment: environment(clock: clock, seed: 1))
+                var settings = environment(clock: clock, seed: 2)
+                settings.mergeBatch = MergeBatch(
+                    operations: Int.random(in: 1...12, using: &rng), records: Int.random(in: 1...4, using: &rng),
+                    sortRun: Int.random(in: 1...20, using: &rng))
+                let directory = try TemporaryDirectory()
+                let stopped = try ConcordStore.create(at: directory.file("stopped.db"), environment: settings)
+                struct Stop: Error {}
+
+                // Logging stops after some operations: the batches committed before stay.
+                let logged = Int.random(in: 0...operations.count, using: &rng)
+                var given = operations.prefix(logged).makeIterator()
+                _ = try? stopped.logInBatches { () throws -> Op? in
+                    guard let operation = given.next() else { throw Stop() }
+                    return operation
+                }
+                #expect(try stopped.verify().problems == [], "seed \(seed)")
+                // Applying stops after some batches.
+                let batches = Int.random(in: 0...3, using: &rng)
+                var done = 0
+                _ = try? stopped.finishPendingMerge(afterEachBatch: {
+                    done += 1
+                    if done > batches { throw Stop() }
+                })
+                let report = try stopped.verify()
+                #expect(report.problems == [], "seed \(seed)")
+                #expect(report.pendingOperations == (try stopped.pendingOperationCount()))
+
+                // A local write in between, made in both stores.
+                let note = try stopped.addNote(NoteDraft(title: "local"))
+                try whole.merge(try stopped.allOperations().filter { $0.record == .note(note) })
+
+                // The next merge finishes the one stopped, then merges the rest.
+                var rest = operations.makeIterator()
+                try stopped.mergeInBatches { rest.next() }
+                try whole.merge(operations)
+                #expect(try stopped.pendingOperationCount() == 0)
+                #expect(try stopped.dump() == whole.dump(), "seed \(seed)")
+                #expect(try stopped.verify().problems == [], "seed \(seed)")
+            } catch {
+                Issue.record("seed \(seed): unexpected error: \(error)")
+            }
+        }
+    }
+}
