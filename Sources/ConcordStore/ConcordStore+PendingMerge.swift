@@ -12,7 +12,9 @@ struct PendingRow {
 
     /// The pending rows, in log order.
     static func fetchAll(_ db: Database) throws -> [PendingRow] {
-        try Row.fetchAll(db, sql: "SELECT replica, first_seq, applied_through FROM pending_merge ORDER BY replica, first_seq").map { row in
+        // A store of schema 2 opened read-only is not migrated: it has nothing pending.
+        guard try db.tableExists("pending_merge") else { return [] }
+        return try Row.fetchAll(db, sql: "SELECT replica, first_seq, applied_through FROM pending_merge ORDER BY replica, first_seq").map { row in
             let through: Data? = try row.column(2)
             return PendingRow(replica: try row.column(0), firstSeq: try row.column(1), appliedThrough: try through.map(RecordRef.init(appliedThrough:)))
         }
@@ -108,8 +110,11 @@ extension ConcordStore {
                     let delete = try context.db.cachedStatement(sql: "DELETE FROM pending_merge WHERE replica = ? AND first_seq = ?")
                     for row in rows { try delete.execute(arguments: [row.replica, row.firstSeq]) }
                 } else if let last {
-                    let update = try context.db.cachedStatement(
-                        sql: "UPDATE pending_merge SET applied_through = ? WHERE replica = ? AND first_seq = ?")
+                    // Never backwards: another process may be finishing the same rows, further on.
+                    let update = try context.db.cachedStatement(sql: """
+                        UPDATE pending_merge SET applied_through = ?1
+                        WHERE replica = ?2 AND first_seq = ?3 AND (applied_through IS NULL OR applied_through < ?1)
+                        """)
                     for row in rows { try update.execute(arguments: [last.appliedThroughBytes, row.replica, row.firstSeq]) }
                 }
             }

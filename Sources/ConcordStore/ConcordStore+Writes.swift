@@ -134,7 +134,12 @@ extension ConcordStore {
         // What the store holds already is logged (each is compared with the one held), not applied again.
         let held = try versionVector()
         var sorter = OperationSorter(spillPath: spillPath(), runOperations: environment.mergeBatch.sortRun)
-        try read { operation in try sorter.add(operation, sorting: !held.covers(operation.id)) }
+        var covered = 0
+        try read { operation in
+            let sorting = !held.covers(operation.id)
+            if !sorting { covered += 1 }
+            try sorter.add(operation, sorting: sorting)
+        }
         let kept = try guarded { try sorter.finish() }
         var added = kept.addedOrder()
         let logged: (report: MergeReport, rows: [PendingRow])
@@ -145,6 +150,13 @@ extension ConcordStore {
             throw error
         }
         guard !logged.rows.isEmpty else { return logged.report }
+        guard logged.report.duplicates == covered else {
+            // Some of the sorted operations were held after all (above a gap, or merged by
+            // another process meanwhile, which may still be applying them): apply what is pending,
+            // read back from the log.
+            try finishPendingMerge()
+            return logged.report
+        }
         var sorted = kept.recordOrder()
         try applyInRecordOrder(&sorted, rows: logged.rows, afterEachBatch: {})
         return logged.report
