@@ -80,31 +80,36 @@ extension ConcordStore {
         }
         guard !rows.isEmpty else { return 0 }
         let applied = sorter.sortedCount
-        var sorted = try guarded { try sorter.finish() }.recordOrder()
-        try applyInRecordOrder(&sorted, rows: rows, afterEachBatch: afterEachBatch)
+        try applyInRecordOrder(try guarded { try sorter.finish() }, rows: rows, afterEachBatch: afterEachBatch)
         return applied
     }
 
-    /// Applies `operations`, logged and in record order, to their records in batches of at most
-    /// `environment.mergeBatch.records` records, each its own transaction, which also records the
-    /// progress in the pending `rows` (their ones to apply are among `operations`); the last
-    /// deletes them.
+    /// Applies the sorted `operations`, logged, to their records in record order, in batches of at
+    /// most `environment.mergeBatch.records` records, each its own transaction, which also records
+    /// the progress in the pending `rows` (their ones to apply are among `operations`); the last
+    /// deletes them. The operations are decoded and folded into one state per record on a thread
+    /// of its own, ahead of the batches, which join those states with the rows.
     func applyInRecordOrder(
-        _ operations: inout OperationSorter.Stream, rows: [PendingRow], afterEachBatch: () throws -> Void
+        _ operations: OperationSorter.Finished, rows: [PendingRow], afterEachBatch: () throws -> Void
     ) throws(StoreError) {
         let limits = environment.mergeBatch
-        var next = try guarded { try operations.next() }
+        var folded = FoldedRecords(operations.recordOrder())
+        let states = Prefetch(chunk: 256) { try folded.next() }
+        defer { states.stop() }
+        var next = try guarded { try states.next() }
         repeat {
             _ = try merging(reportingTouched: false) { context, _ in
+                context.reserveRecords(Self.applyFlushRecords)
                 var last: RecordRef?
-                while let operation = next {
-                    if operation.record != last {
-                        // A batch ends between records, so that every record up to `last` is whole.
-                        if context.cachedRecordCount >= limits.records { break }
-                        last = operation.record
-                    }
-                    context.apply(logged: operation)
-                    next = try operations.next()
+                var records = 0
+                while let state = next, records < limits.records {
+                    context.join(unread: state)
+                    last = state.ref
+                    records += 1
+                    // The states come in record order: written out a few at a time, rows are
+                    // still written in order, and the other thread folds the next states meanwhile.
+                    if context.cachedRecordCount >= Self.applyFlushRecords { try context.flush() }
+                    next = try states.next()
                 }
                 if next == nil {
                     let delete = try context.db.cachedStatement(sql: "DELETE FROM pending_merge WHERE replica = ? AND first_seq = ?")
@@ -124,6 +129,9 @@ extension ConcordStore {
             usleep(UInt32(3 * Self.busyPollMicroseconds))
         } while true
     }
+
+    /// How many record states `applyInRecordOrder` holds before it writes them out.
+    static let applyFlushRecords = 1024
 
     /// Calls `body` with every logged operation that waits to be applied to its record, row by
     /// row, and returns the rows.
@@ -153,5 +161,33 @@ extension ConcordStore {
         guard path != ":memory:" else { return (NSTemporaryDirectory() as NSString).appendingPathComponent(name) }
         return ((path as NSString).deletingLastPathComponent as NSString).appendingPathComponent(
             "." + (path as NSString).lastPathComponent + name)
+    }
+}
+
+/// Operations in record order, folded into one state per record: what applying them to a record
+/// that held nothing gives (`RecordState.apply`), to be joined with the record's row.
+struct FoldedRecords {
+    private var operations: OperationSorter.Stream
+    private var lookahead: Op?
+    private var started = false
+
+    init(_ operations: OperationSorter.Stream) {
+        self.operations = operations
+    }
+
+    mutating func next() throws -> RecordState? {
+        if !started {
+            started = true
+            lookahead = try operations.next()
+        }
+        guard let first = lookahead else { return nil }
+        var state = RecordState(ref: first.record)
+        state.apply(first)
+        while true {
+            lookahead = try operations.next()
+            guard let operation = lookahead, operation.record == first.record else { break }
+            state.apply(operation)
+        }
+        return state
     }
 }

@@ -135,10 +135,13 @@ extension ConcordStore {
         let held = try versionVector()
         var sorter = OperationSorter(spillPath: spillPath(), runOperations: environment.mergeBatch.sortRun)
         var covered = 0
+        // Operations come in runs of one author: look its seq up once per run.
+        var author: (id: ReplicaID, held: UInt64)?
         try read { operation in
-            let sorting = !held.covers(operation.id)
-            if !sorting { covered += 1 }
-            try sorter.add(operation, sorting: sorting)
+            if author?.id != operation.id.replica { author = (operation.id.replica, held[operation.id.replica]) }
+            let new = operation.id.seq > author!.held
+            if !new { covered += 1 }
+            try sorter.add(operation, sorting: new)
         }
         let kept = try guarded { try sorter.finish() }
         var added = kept.addedOrder()
@@ -157,8 +160,7 @@ extension ConcordStore {
             try finishPendingMerge()
             return logged.report
         }
-        var sorted = kept.recordOrder()
-        try applyInRecordOrder(&sorted, rows: logged.rows, afterEachBatch: {})
+        try applyInRecordOrder(kept, rows: logged.rows, afterEachBatch: {})
         return logged.report
     }
 

@@ -31,6 +31,9 @@ struct OperationSorter {
     /// Authors are numbered in the encoded operations.
     private var authors: [ReplicaID] = []
     private var authorNumbers: [ReplicaID: Int] = [:]
+    /// The last operation's author and its number: operations come in runs of one author, and
+    /// hashing an id for each costs more than the rest of `add`.
+    private var lastAuthor: (id: ReplicaID, number: Int)?
     private var buffer = ByteWriter()
     private var scratch = ByteWriter(capacity: 256)
     private var inRun = 0
@@ -58,13 +61,16 @@ struct OperationSorter {
     mutating func add(_ operation: Op, sorting: Bool = true) throws {
         if inRun >= runOperations || buffer.bytes.count >= runBytes { try spill() }
         let author: Int
-        if let known = authorNumbers[operation.id.replica] {
+        if let last = lastAuthor, last.id == operation.id.replica {
+            author = last.number
+        } else if let known = authorNumbers[operation.id.replica] {
             author = known
         } else {
             author = authors.count
             authors.append(operation.id.replica)
             authorNumbers[operation.id.replica] = author
         }
+        lastAuthor = (operation.id.replica, author)
         scratch.removeAll()
         scratch.varint(UInt64(author))
         scratch.varint(operation.id.seq)

@@ -101,6 +101,14 @@ struct WriteContext {
 
     var cachedRecordCount: Int { states.count }
 
+    /// Makes room for `count` records, when a batch knows it will touch that many: growing the
+    /// index of a large batch rehashes it again and again.
+    mutating func reserveRecords(_ count: Int) {
+        states.reserveCapacity(count)
+        rows.reserveCapacity(count)
+        stateIndex.reserveCapacity(count)
+    }
+
     /// What a state in `states` stands for.
     private enum RowState {
         /// The record's whole state, from its row: written back with an update.
@@ -243,6 +251,16 @@ struct WriteContext {
         let index = index(applyingTo: operation.record)
         // Mutate in place: copying the state out and back would copy its storage on every operation.
         states[index].apply(operation)
+    }
+
+    /// Joins a state built from operations the log already holds (`apply(logged:)` for each of
+    /// them, done elsewhere) with the record's: its row is joined at the flush.
+    mutating func join(unread state: RecordState) {
+        if let index = stateIndex[state.ref] {
+            states[index].merge(state)
+        } else {
+            _ = insert(state, row: .unread)
+        }
     }
 
     /// The operations `append` added, by author, over the context's life.
