@@ -52,6 +52,38 @@ public enum OperationCodec {
                 }
             }
         }
+
+        /// Appends the operation whose encoding alone (what a fresh encoder writes for it) is
+        /// `bytes[range]`, writing what `append` writes for it here without decoding its action:
+        /// its header, timestamp and record are re-encoded against the run, and the rest is
+        /// copied. For operations kept encoded, which were checked when they were decoded first.
+        /// - Returns: its timestamp.
+        public mutating func append(
+            encodedAlone bytes: [UInt8], in range: Range<Int>, into writer: inout ByteWriter
+        ) throws(DecodeError) -> Timestamp {
+            guard range.lowerBound >= 0, range.upperBound <= bytes.count else { throw .truncated }
+            var reader = ByteReader(bytes, offset: range.lowerBound)
+            let header = try reader.byte()
+            guard header & (OperationCodec.reservedBits | OperationCodec.sameRecordFlag) == 0 else {
+                throw .malformed("operation header 0x\(String(header, radix: 16)) is not one of an operation alone")
+            }
+            let timestamp = UInt64(bitPattern: try reader.signedVarint())
+            let kind = try reader.byte()
+            let record = RecordRef(kind: RecordKind(rawValue: kind), id: try reader.identifier())
+            // The action takes at least a byte.
+            guard kind != 0, reader.offset < range.upperBound else { throw .malformed("an operation alone without its record or action") }
+            let sameRecord = record == previousRecord
+            writer.byte(sameRecord ? header | OperationCodec.sameRecordFlag : header)
+            writer.signedVarint(Int64(bitPattern: timestamp &- previousTimestamp))
+            previousTimestamp = timestamp
+            if !sameRecord {
+                writer.byte(kind)
+                writer.identifier(record.id)
+                previousRecord = record
+            }
+            writer.bytes(bytes[reader.offset..<range.upperBound])
+            return Timestamp(rawValue: timestamp)
+        }
     }
 
     public static func encode(_ value: Value, into writer: inout ByteWriter) {

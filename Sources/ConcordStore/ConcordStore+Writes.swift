@@ -138,6 +138,8 @@ extension ConcordStore {
         // Operations come in runs of one author: look its seq up once per run.
         var author: (id: ReplicaID, held: UInt64)?
         try read { operation in
+            // Checked here, so that invalid input logs nothing; it is logged without being decoded again.
+            try operation.validate()
             if author?.id != operation.id.replica { author = (operation.id.replica, held[operation.id.replica]) }
             let new = operation.id.seq > author!.held
             if !new { covered += 1 }
@@ -147,7 +149,7 @@ extension ConcordStore {
         var added = kept.addedOrder()
         let logged: (report: MergeReport, rows: [PendingRow])
         do {
-            logged = try logInBatches(importing: file) { try added.next() }
+            logged = try logInBatches(importing: file, { try added.nextKept() }, ingest: Self.ingest)
         } catch {
             _ = try? finishPendingMerge()
             throw error
@@ -164,16 +166,26 @@ extension ConcordStore {
         return logged.report
     }
 
-    /// The first half of `mergeInBatches`: logs the operations in batches of
-    /// `mergeBatch.operations`, each its own transaction, and lists the log rows they write as
-    /// pending (SPEC.md §5.6), for `finishPendingMerge` to apply.
+    /// The first half of `mergeInBatches`: logs the operations `next` returns in batches (see
+    /// the next function).
     func logInBatches(
         importing file: ImportedFile? = nil, _ next: () throws -> Op?
+    ) throws(StoreError) -> (report: MergeReport, rows: [PendingRow]) {
+        try logInBatches(importing: file, next, ingest: Self.ingest)
+    }
+
+    /// The first half of `mergeInBatches`: logs the operations in batches of
+    /// `mergeBatch.operations`, each its own transaction, and lists the log rows they write as
+    /// pending (SPEC.md §5.6), for `finishPendingMerge` to apply. `ingest` logs one operation,
+    /// decoded (`Op`) or kept encoded (`KeptOperation`).
+    func logInBatches<Operation>(
+        importing file: ImportedFile? = nil, _ next: () throws -> Operation?,
+        ingest: (Operation, inout WriteContext, inout MergeReport) throws -> Void
     ) throws(StoreError) -> (report: MergeReport, rows: [PendingRow]) {
         let limits = environment.mergeBatch
         var report = MergeReport()
         var rows: [PendingRow] = []
-        var first: Op?
+        var first: Operation?
         do {
             first = try next()
         } catch {
@@ -186,7 +198,7 @@ extension ConcordStore {
                 var operation = first
                 var applied = 0
                 while let current = operation {
-                    try Self.ingest(current, &context, &batchReport)
+                    try ingest(current, &context, &batchReport)
                     applied += 1
                     if applied >= limits.operations { break }
                     operation = try next()
@@ -272,11 +284,7 @@ extension ConcordStore {
     static func ingest(_ operation: Op, _ context: inout WriteContext, _ report: inout MergeReport) throws {
         try operation.validate()
         if try context.isHeld(operation.id) {
-            guard try context.holdsSame(operation) else {
-                throw StoreError(
-                    .clash,
-                    "replica \(operation.id.replica) has two different operations with seq \(operation.id.seq), here and in what is being merged: one of the two stores is a copy of the other; run 'syncctl init --fork' on the copy (nothing of this batch was merged)")
-            }
+            guard try context.holdsSame(operation) else { throw clash(operation.id) }
             report.duplicates += 1
             return
         }
@@ -284,6 +292,23 @@ extension ConcordStore {
         try context.append(operation)
         // A long transaction writes out its records as it goes, so memory stays bounded.
         if context.cachedRecordCount >= context.recordLimit { try context.flush() }
+    }
+
+    /// `ingest` for an operation kept encoded by a merge's sort, checked when it was read: logged
+    /// only (`WriteContext.defersRecords`).
+    static func ingest(_ operation: KeptOperation, _ context: inout WriteContext, _ report: inout MergeReport) throws {
+        if try context.isHeld(operation.id) {
+            guard try context.holdsSame(operation) else { throw clash(operation.id) }
+            report.duplicates += 1
+            return
+        }
+        try context.append(kept: operation)
+    }
+
+    private static func clash(_ id: OperationID) -> StoreError {
+        StoreError(
+            .clash,
+            "replica \(id.replica) has two different operations with seq \(id.seq), here and in what is being merged: one of the two stores is a copy of the other; run 'syncctl init --fork' on the copy (nothing of this batch was merged)")
     }
 
     // MARK: Conveniences over `perform`

@@ -170,32 +170,22 @@ struct OperationSorter {
         }
 
         mutating func next() throws -> Op? {
-            if let memory {
-                if sorted {
-                    guard position < memory.sorted.count else { return nil }
-                    var reader = ByteReader(memory.bytes, offset: memory.sorted[position])
-                    position += 1
-                    _ = try? reader.varint()  // its length
-                    return try decode(&reader)
-                }
-                guard position < memory.bytes.count else { return nil }
-                var reader = ByteReader(memory.bytes, offset: position)
-                let length = (try? reader.varint()).map { Int(clamping: $0) } ?? 0
-                position = reader.offset + length
+            if !sorted {
+                guard let (bytes, entry) = try nextAdded() else { return nil }
+                var reader = ByteReader(bytes, offset: entry.lowerBound)
                 return try decode(&reader)
             }
-            if !sorted {
-                // The runs one after the other.
-                while position < readers.count {
-                    if var reader = try readers[position].next() { return try decode(&reader) }
-                    position += 1
-                }
-                return nil
+            if let memory {
+                guard position < memory.sorted.count else { return nil }
+                var reader = ByteReader(memory.bytes, offset: memory.sorted[position])
+                position += 1
+                _ = try? reader.varint()  // its length
+                return try decode(&reader)
             }
             if !started {
                 started = true
                 for index in readers.indices {
-                    heads.append(try readers[index].next().map { reader in var reader = reader; return try decode(&reader) })
+                    heads.append(try head(of: index))
                     if heads[index] != nil { heap.append(index) }
                 }
                 for position in stride(from: heap.count / 2 - 1, through: 0, by: -1) { siftDown(position) }
@@ -203,13 +193,49 @@ struct OperationSorter {
             // A binary heap of the runs by their heads; the earlier run wins a tie (it was added first).
             guard let least = heap.first else { return nil }
             let operation = heads[least]
-            heads[least] = try readers[least].next().map { reader in var reader = reader; return try decode(&reader) }
+            heads[least] = try head(of: least)
             if heads[least] == nil {
                 heap[0] = heap[heap.count - 1]
                 heap.removeLast()
             }
             if !heap.isEmpty { siftDown(0) }
             return operation
+        }
+
+        /// In the order added, the next operation as kept: its id, and its encoding alone, not
+        /// decoded (for the log, `RunEncoder.append(encodedAlone:in:into:)`).
+        mutating func nextKept() throws -> KeptOperation? {
+            precondition(!sorted, "kept operations come in the order added")
+            guard let (bytes, entry) = try nextAdded() else { return nil }
+            var reader = ByteReader(bytes, offset: entry.lowerBound)
+            do {
+                let author = try reader.varint()
+                let seq = try reader.varint()
+                guard author < UInt64(authors.count), reader.offset < entry.upperBound else { throw DecodeError.truncated }
+                return KeptOperation(
+                    id: OperationID(replica: authors[Int(author)], seq: seq), bytes: bytes, range: reader.offset..<entry.upperBound)
+            } catch {
+                throw OperationSorter.damaged(error)
+            }
+        }
+
+        /// The bytes that hold the next operation in the order added, and where its entry is in
+        /// them (after its length prefix).
+        private mutating func nextAdded() throws -> ([UInt8], Range<Int>)? {
+            if let memory {
+                guard position < memory.bytes.count else { return nil }
+                var reader = ByteReader(memory.bytes, offset: position)
+                let length = (try? reader.varint()).map { Int(clamping: $0) } ?? 0
+                guard length <= reader.remaining else { throw OperationSorter.damaged(DecodeError.truncated) }
+                position = reader.offset + length
+                return (memory.bytes, reader.offset..<position)
+            }
+            // The runs one after the other.
+            while position < readers.count {
+                if let entry = try readers[position].next() { return (readers[position].window, entry) }
+                position += 1
+            }
+            return nil
         }
 
         private func precedes(_ a: Int, _ b: Int) -> Bool {
@@ -230,6 +256,13 @@ struct OperationSorter {
             }
         }
 
+        /// The next operation of run `index`, decoded.
+        private mutating func head(of index: Int) throws -> Op? {
+            guard let entry = try readers[index].next() else { return nil }
+            var reader = ByteReader(readers[index].window, offset: entry.lowerBound)
+            return try decode(&reader)
+        }
+
         /// Decodes an operation at `reader`, after its length prefix.
         private func decode(_ reader: inout ByteReader) throws -> Op {
             do {
@@ -239,9 +272,13 @@ struct OperationSorter {
                 var run = OperationCodec.RunDecoder(author: authors[Int(author)], firstSeq: seq)
                 return try run.next(from: &reader)
             } catch {
-                throw StoreError(.io, "the merge's sort file was damaged while it was read (\(error))")
+                throw OperationSorter.damaged(error)
             }
         }
+    }
+
+    static func damaged(_ error: any Error) -> StoreError {
+        StoreError(.io, "the merge's sort file was damaged while it was read (\(error))")
     }
 
     /// Reads one run from the file through a buffer.
@@ -249,7 +286,7 @@ struct OperationSorter {
         let file: SpillFile
         var unread: Int64
         let end: Int64
-        var window: [UInt8] = []
+        private(set) var window: [UInt8] = []
         var position = 0
 
         init(file: SpillFile, range: Range<Int64>) {
@@ -258,8 +295,8 @@ struct OperationSorter {
             end = range.upperBound
         }
 
-        /// A reader at the next operation (past its length prefix), nil at the end of the run.
-        mutating func next() throws -> ByteReader? {
+        /// Where the next operation is in `window` (past its length prefix), nil at the end of the run.
+        mutating func next() throws -> Range<Int>? {
             while true {
                 guard position < window.count || unread < end else {
                     window = []
@@ -268,7 +305,7 @@ struct OperationSorter {
                 var reader = ByteReader(window, offset: position)
                 if let length = try? reader.varint(), reader.remaining >= Int(clamping: length) {
                     position = reader.offset + Int(length)
-                    return reader
+                    return reader.offset..<position
                 }
                 // Not all of it is in the window: keep what is left and read on.
                 guard unread < end else { throw StoreError(.io, "the merge's sort file ends inside an operation") }
@@ -279,6 +316,14 @@ struct OperationSorter {
             }
         }
     }
+}
+
+/// An operation as `OperationSorter` keeps it: its id, and its encoding alone (what a fresh
+/// `OperationCodec.RunEncoder` writes for it) in `bytes[range]`.
+struct KeptOperation {
+    let id: OperationID
+    let bytes: [UInt8]
+    let range: Range<Int>
 }
 
 /// A temporary file that no directory lists: unlinked once opened, gone when closed.

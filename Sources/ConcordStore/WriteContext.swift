@@ -175,10 +175,19 @@ struct WriteContext {
     /// same timestamp, record and action. Two different operations under one id mean two stores
     /// share a replica id (a copied store, SPEC.md §9.1).
     mutating func holdsSame(_ operation: Op) throws -> Bool {
-        guard let held = try heldOperation(operation.id) else {
-            throw StoreError(.corrupt, "the log lacks operation \(operation.id) that the version vector covers")
+        try holds(operation.id, encodedAlone: Self.encoded(operation)[...])
+    }
+
+    /// `holdsSame` for an operation kept encoded.
+    mutating func holdsSame(_ operation: KeptOperation) throws -> Bool {
+        try holds(operation.id, encodedAlone: operation.bytes[operation.range])
+    }
+
+    private mutating func holds(_ id: OperationID, encodedAlone encoding: ArraySlice<UInt8>) throws -> Bool {
+        guard let held = try heldOperation(id) else {
+            throw StoreError(.corrupt, "the log lacks operation \(id) that the version vector covers")
         }
-        return Self.encoded(held) == Self.encoded(operation)
+        return Self.encoded(held).elementsEqual(encoding)
     }
 
     private static func encoded(_ operation: Op) -> [UInt8] {
@@ -236,14 +245,30 @@ struct WriteContext {
     mutating func append(_ operation: Op) throws {
         try switchAuthor(to: operation.id.replica)
         if !defersRecords { apply(logged: operation) }
-        currentHeld.insert(operation.id.seq)
-        if let chunk = currentChunk, !chunk.continues(with: operation) {
-            try writeChunk(operation.id.replica, chunk)
-            currentChunk = nil
-        }
-        if currentChunk == nil { currentChunk = OpenChunk(firstSeq: operation.id.seq) }
+        try openChunk(for: operation.id)
         currentChunk!.append(operation)
         currentNew += 1
+    }
+
+    /// Logs a new operation kept encoded by a merge's sort, without decoding it (it was checked
+    /// when it was decoded first), and advances the clock to it. Only when `defersRecords`: its
+    /// record is left for `apply(logged:)`.
+    mutating func append(kept operation: KeptOperation) throws {
+        precondition(defersRecords, "an operation kept encoded is only logged")
+        try switchAuthor(to: operation.id.replica)
+        try openChunk(for: operation.id)
+        clock.observe(try currentChunk!.append(operation))
+        currentNew += 1
+    }
+
+    /// Makes `currentChunk` the chunk that `id`, of the current author, goes into.
+    private mutating func openChunk(for id: OperationID) throws {
+        currentHeld.insert(id.seq)
+        if let chunk = currentChunk, !chunk.continues(with: id) {
+            try writeChunk(id.replica, chunk)
+            currentChunk = nil
+        }
+        if currentChunk == nil { currentChunk = OpenChunk(firstSeq: id.seq) }
     }
 
     /// Applies an operation to its record's state only: one the log already holds.
@@ -399,14 +424,27 @@ private struct OpenChunk {
         self.firstSeq = firstSeq
     }
 
-    /// Whether `operation` can be the chunk's next one.
-    func continues(with operation: Op) -> Bool {
-        operation.id.seq == firstSeq &+ UInt64(count) && count < WriteContext.maxChunkOperations
+    /// Whether the operation `id` can be the chunk's next one.
+    func continues(with id: OperationID) -> Bool {
+        id.seq == firstSeq &+ UInt64(count) && count < WriteContext.maxChunkOperations
     }
 
     mutating func append(_ operation: Op) {
         encoder.append(operation, into: &writer)
         maxTimestamp = max(maxTimestamp, operation.timestamp)
         count += 1
+    }
+
+    /// Appends an operation kept encoded, and returns its timestamp.
+    mutating func append(_ operation: KeptOperation) throws -> Timestamp {
+        let timestamp: Timestamp
+        do {
+            timestamp = try encoder.append(encodedAlone: operation.bytes, in: operation.range, into: &writer)
+        } catch {
+            throw OperationSorter.damaged(error)
+        }
+        maxTimestamp = max(maxTimestamp, timestamp)
+        count += 1
+        return timestamp
     }
 }

@@ -129,6 +129,48 @@ struct CodecTests {
         }
     }
 
+    /// A run built from each operation's encoding alone (as a merge's sort keeps them) is byte for
+    /// byte the run encoded from the operations, with their timestamps; an encoding that is not
+    /// one of an operation alone, or is cut short, is refused.
+    @Test func runsBuiltFromEncodingsAloneAreTheRunsEncoded() async {
+        await propertyCheck(count: 300, input: CodecGen.run, Gen.int(in: 0...5)) { ops, padding in
+            var alone = ByteWriter()
+            var ranges: [Range<Int>] = []
+            for op in ops {
+                // Each among other bytes, as in the sort's buffers.
+                alone.bytes(repeatElement(0xEE, count: padding))
+                let start = alone.bytes.count
+                var encoder = OperationCodec.RunEncoder()
+                encoder.append(op, into: &alone)
+                ranges.append(start..<alone.bytes.count)
+            }
+            var built = ByteWriter()
+            var encoder = OperationCodec.RunEncoder()
+            var timestamps: [Timestamp] = []
+            for range in ranges {
+                timestamps.append(try encoder.append(encodedAlone: alone.bytes, in: range, into: &built))
+            }
+            #expect(built.bytes == CodecGen.encode(ops))
+            #expect(timestamps == ops.map(\.timestamp))
+
+            let first = ranges[0]
+            var refused = OperationCodec.RunEncoder()
+            var scratch = ByteWriter()
+            // Cut before its action, or anywhere in its header, timestamp or record.
+            for end in first.lowerBound..<min(first.upperBound, first.lowerBound + 19) {
+                #expect(throws: DecodeError.self) { try refused.append(encodedAlone: alone.bytes, in: first.lowerBound..<end, into: &scratch) }
+            }
+            // A header that refers to a previous record, or has reserved bits set.
+            for flag: UInt8 in [0x04, 0x08, 0x80] {
+                var flagged = alone.bytes
+                flagged[first.lowerBound] |= flag
+                #expect(throws: DecodeError.self) { try refused.append(encodedAlone: flagged, in: first, into: &scratch) }
+            }
+            // A range past the bytes.
+            #expect(throws: DecodeError.self) { try refused.append(encodedAlone: alone.bytes, in: first.lowerBound..<(alone.bytes.count + 1), into: &scratch) }
+        }
+    }
+
     @Test func everyTruncationThrowsTruncated() async {
         await propertyCheck(count: 300, input: CodecGen.run) { ops in
             let bytes = CodecGen.encode(ops)

@@ -73,12 +73,24 @@ import Testing
                 let stopped = try ConcordStore.create(at: directory.file("stopped.db"), environment: settings)
                 struct Stop: Error {}
 
-                // Logging stops after some operations: the batches committed before stay.
+                // Logging stops after some operations: the batches committed before stay. They
+                // are logged decoded (the streaming merge) or kept encoded by the sort (a merge
+                // of bundles).
                 let logged = Int.random(in: 0...operations.count, using: &rng)
-                var given = operations.prefix(logged).makeIterator()
-                _ = try? stopped.logInBatches { () throws -> Op? in
-                    guard let operation = given.next() else { throw Stop() }
-                    return operation
+                if Bool.random(using: &rng) {
+                    var given = operations.prefix(logged).makeIterator()
+                    _ = try? stopped.logInBatches { () throws -> Op? in
+                        guard let operation = given.next() else { throw Stop() }
+                        return operation
+                    }
+                } else {
+                    var sorter = OperationSorter(spillPath: directory.file("sort"), runOperations: settings.mergeBatch.sortRun)
+                    for operation in operations.prefix(logged) { try sorter.add(operation) }
+                    var kept = try sorter.finish().addedOrder()
+                    _ = try? stopped.logInBatches({ () throws -> KeptOperation? in
+                        guard let operation = try kept.nextKept() else { throw Stop() }
+                        return operation
+                    }, ingest: ConcordStore.ingest)
                 }
                 #expect(try stopped.verify().problems == [], "seed \(seed)")
                 // Applying stops after some batches.
