@@ -48,13 +48,12 @@ extension ConcordStore {
         }
     }
 
-    /// Merges the bundle at `path`, plain or encrypted (SPEC.md §13). A bundle whose manifest
-    /// promises no more operations than one batch holds is applied in one transaction, which
-    /// commits only once the whole bundle has been read and checked. Any other (or one that does
-    /// not fit after all) is first read whole, checking every block, operation and the end block
-    /// while applying nothing and keeping its operations in a temporary file, then logged and
-    /// applied from there in bounded batches, each its own transaction (SPEC.md §5.6). A damaged
-    /// bundle applies nothing; a merge interrupted halfway keeps its committed batches.
+    /// Merges the bundle at `path`, plain or encrypted (SPEC.md §13). The bundle is first read
+    /// whole, checking every block, operation and the end block while applying nothing, and its
+    /// operations are kept sorted by record (in memory, or in a temporary file beside the store);
+    /// then they are logged and applied from there: in one transaction if they fit in one batch,
+    /// else in bounded batches, each its own transaction (SPEC.md §5.6). A damaged bundle applies
+    /// nothing; a merge interrupted halfway keeps its committed batches.
     /// With `importing`, records the file as imported from its folder in the last transaction.
     ///
     /// An encrypted bundle (§13.1) is read with the store's sync key; one this store cannot
@@ -65,9 +64,6 @@ extension ConcordStore {
         at path: String, importing file: ImportedFile? = nil, requireEncrypted: Bool = false
     ) throws -> (MergeReport, BundleSummary) {
         let key = try syncKey()
-        if let merged = try mergeInOneBatch(bundleAt: path, key: key, requireEncrypted: requireEncrypted, importing: file) {
-            return merged
-        }
         var reader = try Self.bundleReader(at: path, key: key, requireEncrypted: requireEncrypted)
         var summary: BundleSummary?
         let report: MergeReport
@@ -79,26 +75,6 @@ extension ConcordStore {
             throw ExchangeError(.invalidInput, "\(path): \(error.message)")
         }
         return (report, summary!)
-    }
-
-    /// Merges the bundle at `path` in one transaction if its manifest says it fits in one batch
-    /// and it does; nil, having changed nothing, if not.
-    private func mergeInOneBatch(
-        bundleAt path: String, key: SyncKey?, requireEncrypted: Bool, importing file: ImportedFile?
-    ) throws -> (MergeReport, BundleSummary)? {
-        var reader = try Self.bundleReader(at: path, key: key, requireEncrypted: requireEncrypted)
-        let report: MergeReport?
-        do {
-            let manifest = try reader.readManifest()
-            guard manifest.operationsBetweenBaseAndTop <= UInt64(environment.mergeBatch.operations) else { return nil }
-            report = try mergeInOneBatch(importing: file) { try reader.nextOperation() }
-        } catch let error as BundleError {
-            throw ExchangeError(.invalidInput, "\(path): \(error)")
-        } catch let error as StoreError where error.code == .invalidInput {
-            throw ExchangeError(.invalidInput, "\(path): \(error.message)")
-        }
-        guard let report, let summary = reader.summary else { return nil }
-        return (report, summary)
     }
 
     /// A reader of the bundle file at `path`, plain or encrypted (opened with `key`).

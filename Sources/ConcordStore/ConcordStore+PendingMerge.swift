@@ -93,24 +93,12 @@ extension ConcordStore {
         _ operations: OperationSorter.Finished, rows: [PendingRow], afterEachBatch: () throws -> Void
     ) throws(StoreError) {
         let limits = environment.mergeBatch
-        var folded = FoldedRecords(operations.recordOrder())
-        let states = Prefetch(chunk: 256) { try folded.next() }
+        let states = FoldedRecords(operations)
         defer { states.stop() }
         var next = try guarded { try states.next() }
         repeat {
             _ = try merging(reportingTouched: false) { context, _ in
-                context.reserveRecords(Self.applyFlushRecords)
-                var last: RecordRef?
-                var records = 0
-                while let state = next, records < limits.records {
-                    context.join(unread: state)
-                    last = state.ref
-                    records += 1
-                    // The states come in record order: written out a few at a time, rows are
-                    // still written in order, and the other thread folds the next states meanwhile.
-                    if context.cachedRecordCount >= Self.applyFlushRecords { try context.flush() }
-                    next = try states.next()
-                }
+                let last = try Self.join(states, from: &next, into: &context, records: limits.records)
                 if next == nil {
                     let delete = try context.db.cachedStatement(sql: "DELETE FROM pending_merge WHERE replica = ? AND first_seq = ?")
                     for row in rows { try delete.execute(arguments: [row.replica, row.firstSeq]) }
@@ -128,6 +116,27 @@ extension ConcordStore {
             // As between the batches that log (SPEC.md §5.6).
             usleep(UInt32(3 * Self.busyPollMicroseconds))
         } while true
+    }
+
+    /// Joins `next` and the states after it with their records' rows, until `records` records
+    /// are joined or the states end; `next` is left at the first state not joined. Returns the
+    /// last record joined.
+    static func join(
+        _ states: FoldedRecords, from next: inout RecordState?, into context: inout WriteContext, records: Int
+    ) throws -> RecordRef? {
+        context.reserveRecords(applyFlushRecords)
+        var last: RecordRef?
+        var joined = 0
+        while let state = next, joined < records {
+            context.join(unread: state)
+            last = state.ref
+            joined += 1
+            // The states come in record order: written out a few at a time, rows are still
+            // written in order, and the folding thread folds the next states meanwhile.
+            if context.cachedRecordCount >= applyFlushRecords { try context.flush() }
+            next = try states.next()
+        }
+        return last
     }
 
     /// How many record states `applyInRecordOrder` holds before it writes them out.
@@ -164,30 +173,60 @@ extension ConcordStore {
     }
 }
 
-/// Operations in record order, folded into one state per record: what applying them to a record
-/// that held nothing gives (`RecordState.apply`), to be joined with the record's row.
-struct FoldedRecords {
-    private var operations: OperationSorter.Stream
-    private var lookahead: Op?
-    private var started = false
+/// The sorted operations of a merge folded into one state per record: what applying them to a
+/// record that held nothing gives (`RecordState.apply`), to be joined with the record's row. They
+/// are folded on a thread of their own, ahead of the batch that writes them (`Prefetch`), when
+/// there are enough of them to pay for the thread. Call `stop` when done.
+final class FoldedRecords {
+    /// Fewer operations are folded on the caller's thread.
+    static let threadFrom = 20_000
 
-    init(_ operations: OperationSorter.Stream) {
-        self.operations = operations
+    private var inline: Folding?
+    private let prefetch: Prefetch<RecordState>?
+
+    init(_ operations: OperationSorter.Finished) {
+        var folding = Folding(operations.recordOrder())
+        if operations.sortedCount >= Self.threadFrom {
+            inline = nil
+            prefetch = Prefetch(chunk: 256) { try folding.next() }
+        } else {
+            inline = folding
+            prefetch = nil
+        }
     }
 
-    mutating func next() throws -> RecordState? {
-        if !started {
-            started = true
-            lookahead = try operations.next()
+    func next() throws -> RecordState? {
+        if let prefetch { return try prefetch.next() }
+        return try inline!.next()
+    }
+
+    func stop() {
+        prefetch?.stop()
+    }
+
+    private struct Folding {
+        private var operations: OperationSorter.Stream
+        private var lookahead: Op?
+        private var started = false
+
+        init(_ operations: OperationSorter.Stream) {
+            self.operations = operations
         }
-        guard let first = lookahead else { return nil }
-        var state = RecordState(ref: first.record)
-        state.apply(first)
-        while true {
-            lookahead = try operations.next()
-            guard let operation = lookahead, operation.record == first.record else { break }
-            state.apply(operation)
+
+        mutating func next() throws -> RecordState? {
+            if !started {
+                started = true
+                lookahead = try operations.next()
+            }
+            guard let first = lookahead else { return nil }
+            var state = RecordState(ref: first.record)
+            state.apply(first)
+            while true {
+                lookahead = try operations.next()
+                guard let operation = lookahead, operation.record == first.record else { break }
+                state.apply(operation)
+            }
+            return state
         }
-        return state
     }
 }

@@ -120,12 +120,15 @@ extension ConcordStore {
         return report
     }
 
-    /// Merges input too large for one transaction, reading it once: `read` passes every operation
-    /// to its argument, and throws if the input is damaged or cannot be read (then nothing is
-    /// applied, and its error is passed on as it is). Its operations are kept in a temporary file
-    /// beside the store and sorted by record meanwhile; then they are logged and applied in
-    /// batches as by `mergeInBatches(importing:_:)`, from that file (SPEC.md §5.6). So the input
-    /// is read once, and cannot change between its check and its merge.
+    /// Merges input of any size, reading it once: `read` passes every operation to its argument,
+    /// and throws if the input is damaged or cannot be read (then nothing is applied, and its
+    /// error is passed on as it is). The operations are checked and kept meanwhile, sorted by
+    /// record (in memory, or in a temporary file beside the store). Then, if they are no more than
+    /// one batch of operations (`StoreEnvironment.mergeBatch`), they are logged and applied in one
+    /// transaction; if more, they are logged and applied in batches as by
+    /// `mergeInBatches(importing:_:)` (SPEC.md §5.6). Either way each record is read and written
+    /// once, in record order, and the input is read once: it cannot change between its check and
+    /// its merge. With `importing`, the file is recorded as imported with the last operation logged.
     @discardableResult
     public func mergeInBatches(
         importing file: ImportedFile? = nil, reading read: (_ each: (Op) throws -> Void) throws -> Void
@@ -138,14 +141,22 @@ extension ConcordStore {
         // Operations come in runs of one author: look its seq up once per run.
         var author: (id: ReplicaID, held: UInt64)?
         try read { operation in
-            // Checked here, so that invalid input logs nothing; it is logged without being decoded again.
-            try operation.validate()
+            // Checked here, so that invalid input applies nothing; it is logged without being decoded again.
+            do {
+                try operation.validate()
+            } catch {
+                throw StoreError.wrap(error, path: path)
+            }
             if author?.id != operation.id.replica { author = (operation.id.replica, held[operation.id.replica]) }
             let new = operation.id.seq > author!.held
             if !new { covered += 1 }
             try sorter.add(operation, sorting: new)
         }
         let kept = try guarded { try sorter.finish() }
+        if kept.count <= environment.mergeBatch.operations,
+           let report = try mergeInOneTransaction(kept, covered: covered, importing: file) {
+            return report
+        }
         var added = kept.addedOrder()
         let logged: (report: MergeReport, rows: [PendingRow])
         do {
@@ -164,6 +175,32 @@ extension ConcordStore {
         }
         try applyInRecordOrder(kept, rows: logged.rows, afterEachBatch: {})
         return logged.report
+    }
+
+    /// Logs the operations `kept`, then applies the sorted ones in record order, in one
+    /// transaction. Nil, having changed nothing, if some of the sorted ones turn out to be held
+    /// already (above a gap of the version vector, or merged by another process since `covered`
+    /// was counted, which may not have applied them yet): then they are merged in batches, which
+    /// apply what is pending from the log.
+    private func mergeInOneTransaction(
+        _ kept: OperationSorter.Finished, covered: Int, importing file: ImportedFile?
+    ) throws(StoreError) -> MergeReport? {
+        struct HeldAfterAll: Error {}
+        do {
+            return try merging(reportingTouched: false) { context, report in
+                context.defersRecords = true
+                var added = kept.addedOrder()
+                while let operation = try added.nextKept() { try Self.ingest(operation, &context, &report) }
+                if let file { try Self.record(file, context.db) }
+                guard report.duplicates == covered else { throw HeldAfterAll() }
+                let states = FoldedRecords(kept)
+                defer { states.stop() }
+                var next = try states.next()
+                _ = try Self.join(states, from: &next, into: &context, records: .max)
+            }
+        } catch where error.underlying is HeldAfterAll {
+            return nil
+        }
     }
 
     /// The first half of `mergeInBatches`: logs the operations `next` returns in batches (see
@@ -195,6 +232,7 @@ extension ConcordStore {
             var finished = first == nil
             let batchReport = try merging(reportingTouched: false) { context, batchReport in
                 context.defersRecords = true
+                context.listsPendingRows = true
                 var operation = first
                 var applied = 0
                 while let current = operation {

@@ -120,20 +120,30 @@ struct OperationSorter {
     consuming func finish() throws -> Finished {
         if runs.isEmpty {
             entries.sort(by: Entry.precedes)
-            return Finished(authors: authors, memory: (buffer.bytes, entries.map { Int($0.offset) }), file: nil, runs: [])
+            return Finished(
+                count: count, sortedCount: sortedCount, authors: authors,
+                memory: (buffer.bytes, entries.map { Int($0.offset) }), file: nil, runs: [])
         }
         try spill()
-        return Finished(authors: authors, memory: nil, file: file, runs: runs)
+        return Finished(count: count, sortedCount: sortedCount, authors: authors, memory: nil, file: file, runs: runs)
     }
 
     /// The operations added, ready to be read.
     struct Finished {
+        /// How many were added, and how many of them to be sorted.
+        let count: Int
+        let sortedCount: Int
         fileprivate let authors: [ReplicaID]
         fileprivate let memory: (bytes: [UInt8], sorted: [Int])?
         fileprivate let file: SpillFile?
         fileprivate let runs: [(added: Range<Int64>, sorted: Range<Int64>)]
 
-        fileprivate init(authors: [ReplicaID], memory: ([UInt8], [Int])?, file: SpillFile?, runs: [(added: Range<Int64>, sorted: Range<Int64>)]) {
+        fileprivate init(
+            count: Int, sortedCount: Int, authors: [ReplicaID], memory: ([UInt8], [Int])?, file: SpillFile?,
+            runs: [(added: Range<Int64>, sorted: Range<Int64>)]
+        ) {
+            self.count = count
+            self.sortedCount = sortedCount
             self.authors = authors
             self.memory = memory.map { (bytes: $0.0, sorted: $0.1) }
             self.file = file

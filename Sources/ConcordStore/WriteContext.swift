@@ -86,9 +86,12 @@ struct WriteContext {
     /// How many records `ConcordStore.ingest` lets the context hold before it writes them out.
     var recordLimit = MergeBatch.standard.records
     /// Whether `append` only logs operations, leaving them to be applied to their records later,
-    /// in record order (SPEC.md §5.6): each log row written is then listed in `pending_merge`.
+    /// in record order (SPEC.md §5.6).
     var defersRecords = false
-    /// The pending log rows written, when `defersRecords`.
+    /// Whether each log row written is listed in `pending_merge`: when their records are left for
+    /// later transactions.
+    var listsPendingRows = false
+    /// The pending log rows written, when `listsPendingRows`.
     private(set) var pendingRows: [PendingRow] = []
 
     init(_ db: Database, localReplica: ReplicaID) throws {
@@ -398,7 +401,7 @@ struct WriteContext {
         statement.bind(4, Int64(bitPattern: chunk.maxTimestamp.rawValue))
         statement.bind(5, bytes: chunk.writer.bytes)
         try statement.execute()
-        if defersRecords {
+        if listsPendingRows {
             let pending = try HotStatement(db, "INSERT INTO pending_merge (replica, first_seq) VALUES (?, ?)")
             pending.bind(1, try directory.index(of: replica, db))
             pending.bind(2, Int64(chunk.firstSeq))

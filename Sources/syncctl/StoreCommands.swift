@@ -147,15 +147,12 @@ struct Merge: ParsableCommand {
             }
         }
         let report: MergeReport
-        if stores.isEmpty, let merged = try Self.mergeInOneBatch(bundles, key: key, into: target) {
-            // Bundles that fit in one batch: one transaction, which commits only once every one
-            // of them has been read and checked (SPEC.md §5.6).
-            report = merged
-        } else if stores.isEmpty {
+        if stores.isEmpty {
             // Bundles only: every one is read and checked whole first, so a damaged one applies
-            // nothing, and kept in a temporary file; then they are logged and applied from it in
-            // bounded batches, each its own transaction, so a long merge never keeps other writers
-            // out for more than a batch (SPEC.md §5.6).
+            // nothing, and its operations are kept sorted by record; then they are logged and
+            // applied from there, in one transaction if they fit in one batch, else in bounded
+            // batches, each its own transaction, so a long merge never keeps other writers out
+            // for more than a batch (SPEC.md §5.6).
             report = try target.mergeInBatches { each in
                 for path in bundles { try Self.read(path, key: key, each) }
             }
@@ -177,34 +174,6 @@ struct Merge: ParsableCommand {
 }
 
 extension Merge {
-    /// Merges `bundles` in one transaction if their manifests say they fit in one batch and they
-    /// do; nil, having changed nothing, if not.
-    static func mergeInOneBatch(_ bundles: [String], key: SyncKey?, into target: ConcordStore) throws -> MergeReport? {
-        var readers = try bundles.map { path in try ConcordStore.bundleReader(at: path, key: key) }
-        var promised: UInt64 = 0
-        for index in readers.indices {
-            do {
-                let (sum, overflow) = promised.addingReportingOverflow(try readers[index].readManifest().operationsBetweenBaseAndTop)
-                promised = overflow ? .max : sum
-            } catch {
-                throw FileInputError(path: bundles[index], reason: "\(error)")
-            }
-        }
-        guard promised <= UInt64(target.environment.mergeBatch.operations) else { return nil }
-        var index = 0
-        return try target.mergeInOneBatch {
-            while index < readers.count {
-                do {
-                    if let operation = try readers[index].nextOperation() { return operation }
-                } catch {
-                    throw FileInputError(path: bundles[index], reason: "\(error)")
-                }
-                index += 1
-            }
-            return nil
-        }
-    }
-
     /// Reads a bundle, plain or (with `key`) encrypted, whole, calling `body` with its operations.
     @discardableResult
     static func read(_ path: String, key: SyncKey?, _ body: (Op) throws -> Void) throws -> BundleSummary {

@@ -136,6 +136,14 @@ import Testing
         try fresh.mergeBundle(at: directory.file("delta.cbundle"))
         #expect(try fresh.versionVector()[a.replicaID] == 0)
         #expect(try fresh.versionVector()[c.replicaID] == (try c.versionVector())[c.replicaID])
+        // Merged again, those are held though the version vector does not cover them: they are
+        // duplicates, and nothing changes or is left pending.
+        let aboveTheGap = try fresh.dump()
+        let (again, _) = try fresh.mergeBundle(at: directory.file("delta.cbundle"))
+        #expect(again.newOperationCount == 0 && again.duplicates == expected.count)
+        #expect(try fresh.dump() == aboveTheGap)
+        #expect(try fresh.pendingOperationCount() == 0)
+        #expect(try fresh.verify().isSound)
         try fresh.mergeBundle(at: directory.file("base.cbundle"))
         #expect(try fresh.dump() == (try a.dump()))
         #expect(try fresh.versionVector() == (try a.versionVector()))

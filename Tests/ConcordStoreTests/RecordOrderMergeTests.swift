@@ -120,4 +120,37 @@ import Testing
             }
         }
     }
+
+    /// A merge read once that finds operations it did not count as held (by the version vector
+    /// it read first) held after all, because another process logged them meanwhile and has not
+    /// applied them yet, leaves them to that process: it does not apply them to their records,
+    /// small (one transaction) or large (batches), so `verify` stays sound meanwhile.
+    @Test(arguments: [1_000, 5])
+    func operationsAnotherProcessLoggedMeanwhileAreLeftToIt(mergeBatch: Int) throws {
+        let clock = ManualClock(baseMillis)
+        let source = try ConcordStore.inMemory(environment: environment(clock: clock, seed: 1))
+        for index in 0..<6 { try source.addNote(NoteDraft(title: "n\(index)")) }
+        let operations = try source.allOperations()
+        let directory = try TemporaryDirectory()
+        var settings = environment(clock: clock, seed: 2)
+        settings.mergeBatch = MergeBatch(operations: mergeBatch, records: 2)
+        let target = try ConcordStore.create(at: directory.file("target.db"), environment: settings)
+        let other = try ConcordStore.open(at: target.path, environment: environment(clock: clock, seed: 3))
+
+        let report = try target.mergeInBatches(reading: { each in
+            for operation in operations { try each(operation) }
+            // After this merge read the version vector, another process logs the same operations.
+            var given = operations.makeIterator()
+            _ = try other.logInBatches { given.next() }
+        })
+        #expect(report.newOperationCount == 0 && report.duplicates == operations.count)
+        let meanwhile = try target.verify()
+        #expect(meanwhile.problems == [] && meanwhile.pendingOperations == operations.count)
+        #expect(try target.notes().isEmpty)
+
+        // The other process applies them.
+        try other.finishPendingMerge()
+        #expect(try target.dump() == source.dump())
+        #expect(try target.verify().problems == [])
+    }
 }
