@@ -11,7 +11,7 @@ struct Bench: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Measure merge throughput, local writes, export, folder sync and peer sync.",
         discussion: "Each benchmark builds its seeded workload in a temporary directory (not timed) and prints medians.",
-        subcommands: [MergeBench.self, WritesBench.self, ExportBench.self, FolderSyncBench.self, PeerBench.self])
+        subcommands: [MergeBench.self, MergeRun.self, WritesBench.self, ExportBench.self, FolderSyncBench.self, PeerBench.self])
 }
 
 struct WorkloadOptions: ParsableArguments {
@@ -73,7 +73,9 @@ struct MergeBench: ParsableCommand {
             Builds the workload (B's history, A's concurrent creates), exports B as a bundle, merges it \
             into fresh copies of A --runs times, checks that A then holds what B and A together hold, \
             and prints the operations, the median merge time, operations per second, the bundle's size, \
-            and the peak resident memory during the merges.
+            and the peak resident memory during the merges. Each merge runs in a process of its own, \
+            as 'syncctl merge' would, so that its memory is its own and not what building the \
+            workload left.
             """)
     @OptionGroup var options: WorkloadOptions
     @Option(help: ArgumentHelp(
@@ -105,30 +107,26 @@ struct MergeBench: ParsableCommand {
 
             var times: [Double] = []
             var peak = 0
-            var merged: ConcordStore?
+            var merged: String?
             for run in 1...options.runs {
                 progressNote("merge run \(run) of \(options.runs)")
                 let copy = directory + "/a-\(run).db"
                 try FileManager.default.copyItem(atPath: template, toPath: copy)
-                // The template is never used again: the copy takes its place (SPEC.md §9.1).
-                let target = try ConcordStore.adoptLocation(at: copy, environment: workload.environmentA)
-                Measure.resetPeakMemory()
-                var report = MergeReport()
-                times.append(try Measure.seconds { report = try target.mergeBundle(at: bundle).0 })
-                peak = max(peak, Measure.peakMemoryBytes())
-                guard report.newOperationCount == operations else {
-                    throw ValidationError("the merge brought \(report.newOperationCount) operations, not \(operations)")
+                let result = try MergeRun.inChildProcess(store: copy, bundle: bundle, options: options)
+                times.append(Double(result.seconds)!)
+                peak = max(peak, result.peakResidentBytes)
+                guard result.newOperations == operations else {
+                    throw ValidationError("the merge brought \(result.newOperations) operations, not \(operations)")
                 }
-                if let previous = merged {
-                    try previous.close()
-                    try? FileManager.default.removeItem(atPath: previous.path)
-                }
-                merged = target
+                if let previous = merged { try? FileManager.default.removeItem(atPath: previous) }
+                merged = copy
             }
             progressNote("verifying")
             // A after the merge must hold exactly what B and A's own history together hold.
             try b.merge(storeAt: template)
-            guard try Measure.dumpDigest(merged!) == (try Measure.dumpDigest(b)) else {
+            let mergedA = try ConcordStore.open(at: merged!, readOnly: true)
+            defer { try? mergedA.close() }
+            guard try Measure.dumpDigest(mergedA) == (try Measure.dumpDigest(b)) else {
                 throw ValidationError("after the merge, A does not hold B's state where B won")
             }
             ProgressLine.shared.clear()
@@ -154,6 +152,60 @@ struct MergeBench: ParsableCommand {
                 say("verified    A holds B's state where B won")
             }
         }
+    }
+}
+
+/// One timed merge of `bench merge`, in a process of its own: merges the bundle into a copy of A
+/// and prints one JSON object with the time, the new operations and the process's peak memory.
+struct MergeRun: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "merge-run", abstract: "One timed merge of 'bench merge' (run by it).", shouldDisplay: false)
+    @OptionGroup var options: WorkloadOptions
+    @Option(help: "The copy of A to merge into.") var store: String
+    @Option(help: "B's bundle.") var bundle: String
+
+    /// What a run prints (JSON has no fractions here: the seconds are a decimal string).
+    struct Result: Decodable {
+        var seconds: String
+        var newOperations: Int
+        var peakResidentBytes: Int
+    }
+
+    func run() throws {
+        // The template is never used again: the copy takes its place (SPEC.md §9.1).
+        let target = try ConcordStore.adoptLocation(at: store, environment: options.workload.environmentA)
+        defer { try? target.close() }
+        Measure.resetPeakMemory()
+        var report = MergeReport()
+        let seconds = try Measure.seconds { report = try target.mergeBundle(at: bundle).0 }
+        say(JSON.object([
+            ("seconds", .string(formatted(seconds, 6))), ("newOperations", .int(Int64(report.newOperationCount))),
+            ("peakResidentBytes", .int(Int64(Measure.peakMemoryBytes()))),
+        ]).canonical)
+    }
+
+    /// Runs `syncctl bench merge-run` (this executable) and reads its result.
+    static func inChildProcess(store: String, bundle: String, options: WorkloadOptions) throws -> Result {
+        guard let executable = Bundle.main.executableURL else { throw ValidationError("cannot find the syncctl executable") }
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = [
+            "bench", "merge-run", "--store", store, "--bundle", bundle, "--records", String(options.records),
+            "--updates-per-record", String(options.updatesPerRecord), "--text-scale", String(options.textScale),
+            "--seed", String(options.seed),
+        ] + (options.randomIDs ? ["--random-ids"] : [])
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        let bytes = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            throw ValidationError("the merge process failed (exit \(process.terminationStatus))")
+        }
+        guard let result = try? JSONDecoder().decode(Result.self, from: bytes), Double(result.seconds) != nil else {
+            throw ValidationError("the merge process printed no result: \(String(decoding: bytes, as: UTF8.self))")
+        }
+        return result
     }
 }
 

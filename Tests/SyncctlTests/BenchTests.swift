@@ -1,0 +1,50 @@
+import Foundation
+import Testing
+
+/// `syncctl bench merge` on a small workload (SPEC.md §11): it runs each merge in a process of its
+/// own, checks the result, reports what it measured, and leaves nothing behind.
+@Suite struct BenchTests {
+    /// The members of the one JSON object a `--json` run printed.
+    func members(_ result: RunResult, sourceLocation: SourceLocation = #_sourceLocation) throws -> [String: OrderedJSON] {
+        #expect(result.succeeded, "\(result)", sourceLocation: sourceLocation)
+        guard case .object(let members) = try OrderedJSON.parse(result.stdout) else {
+            Issue.record("not a JSON object: \(result)", sourceLocation: sourceLocation)
+            return [:]
+        }
+        return Dictionary(uniqueKeysWithValues: members)
+    }
+
+    func number(_ value: OrderedJSON?) -> Double? {
+        switch value {
+        case .number(let text)?, .string(let text)?: Double(text)
+        default: nil
+        }
+    }
+
+    /// In one transaction (the default batch), and in batches that log and apply a few records at a
+    /// time: the merged store holds B's state where B won (the bench checks it, and says so).
+    @Test(arguments: [nil, "300,40"])
+    func mergeBenchMergesInProcessesOfItsOwnAndChecksTheResult(batch: String?) throws {
+        let sandbox = try Sandbox()
+        let temporary = try sandbox.makeDirectory("tmp")
+        var environment: [String: String?] = ["TMPDIR": temporary]
+        if let batch { environment["SYNCCTL_MERGE_BATCH"] = batch }
+        let result = try sandbox.run(["bench", "merge", "--records", "120", "--runs", "3", "--json"], environment: environment)
+        let report = try members(result)
+        #expect(report["benchmark"] == .string("merge"))
+        #expect(report["verified"] == .bool(true))
+        #expect(report["runs"] == .number("3"))
+        let operations = try #require(number(report["operations"]))
+        // 120 reminders, each 5 field writes and 1 to 3 tags, then 120 updates and 12 tag changes.
+        #expect(operations >= 120 * 6 + 120 + 12 && operations <= 120 * 8 + 120 + 12, "\(result)")
+        let seconds = try #require(number(report["medianSeconds"]))
+        #expect(seconds > 0)
+        // The median is printed to the millisecond.
+        let throughput = try #require(number(report["operationsPerSecond"]))
+        #expect(throughput >= operations / (seconds + 0.0005) - 1 && (seconds < 0.001 || throughput <= operations / (seconds - 0.0005)), "\(result)")
+        #expect(number(report["bundleBytes"]).map { $0 > 0 } == true)
+        // The merging processes' own memory: more than nothing, less than a whole workload's.
+        #expect(number(report["peakResidentBytes"]).map { $0 > 1_000_000 && $0 < 500_000_000 } == true, "\(result)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: temporary).isEmpty)
+    }
+}
