@@ -58,7 +58,7 @@ public enum OperationCodec {
         /// its header, timestamp and record are re-encoded against the run, and the rest is
         /// copied. For operations kept encoded, which were checked when they were decoded first.
         /// - Returns: its timestamp.
-        public mutating func append(
+        package mutating func append(
             encodedAlone bytes: [UInt8], in range: Range<Int>, into writer: inout ByteWriter
         ) throws(DecodeError) -> Timestamp {
             guard range.lowerBound >= 0, range.upperBound <= bytes.count else { throw .truncated }

@@ -43,7 +43,7 @@ public struct BundleManifest: Hashable, Sendable {
 
     /// How many operations lie between `base` and `top`: at most what the bundle holds, if its
     /// publisher's store had no gaps. Only an estimate (the manifest is the sender's word), for
-    /// choosing how to merge the bundle, never for what to apply.
+    /// showing or planning, never for what to apply.
     public var operationsBetweenBaseAndTop: UInt64 {
         // Saturating: a hostile manifest's sum must not wrap round to a small one.
         top.sorted.reduce(0) { total, entry in

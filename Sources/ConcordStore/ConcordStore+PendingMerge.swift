@@ -87,60 +87,68 @@ extension ConcordStore {
     /// Applies the sorted `operations`, logged, to their records in record order, in batches of at
     /// most `environment.mergeBatch.records` records, each its own transaction, which also records
     /// the progress in the pending `rows` (their ones to apply are among `operations`); the last
-    /// deletes them. The operations are decoded and folded into one state per record on a thread
-    /// of its own, ahead of the batches, which join those states with the rows.
+    /// deletes them.
     func applyInRecordOrder(
         _ operations: OperationSorter.Finished, rows: [PendingRow], afterEachBatch: () throws -> Void
     ) throws(StoreError) {
-        let limits = environment.mergeBatch
-        let states = FoldedRecords(operations)
+        let states = FoldedRecords(operations, environment.mergeBatch)
         defer { states.stop() }
-        var next = try guarded { try states.next() }
-        repeat {
+        let first = try guarded { try states.next() }
+        try applyInRecordOrder(states, from: first, rows: rows, afterEachBatch: afterEachBatch)
+    }
+
+    /// `applyInRecordOrder` from the state `next` on (nil: none is left).
+    func applyInRecordOrder(
+        _ states: FoldedRecords, from first: RecordState?, rows: [PendingRow], afterEachBatch: () throws -> Void
+    ) throws(StoreError) {
+        var next = first
+        while next != nil {
             _ = try merging(reportingTouched: false) { context, _ in
-                let last = try Self.join(states, from: &next, into: &context, records: limits.records)
-                if next == nil {
-                    let delete = try context.db.cachedStatement(sql: "DELETE FROM pending_merge WHERE replica = ? AND first_seq = ?")
-                    for row in rows { try delete.execute(arguments: [row.replica, row.firstSeq]) }
-                } else if let last {
-                    // Never backwards: another process may be finishing the same rows, further on.
-                    let update = try context.db.cachedStatement(sql: """
-                        UPDATE pending_merge SET applied_through = ?1
-                        WHERE replica = ?2 AND first_seq = ?3 AND (applied_through IS NULL OR applied_through < ?1)
-                        """)
-                    for row in rows { try update.execute(arguments: [last.appliedThroughBytes, row.replica, row.firstSeq]) }
-                }
+                let last = try join(states, from: &next, into: &context)
+                try Self.settle(rows, through: last, finished: next == nil, context.db)
             }
             try guarded(afterEachBatch)
             guard next != nil else { break }
             // As between the batches that log (SPEC.md §5.6).
             usleep(UInt32(3 * Self.busyPollMicroseconds))
-        } while true
+        }
     }
 
-    /// Joins `next` and the states after it with their records' rows, until `records` records
-    /// are joined or the states end; `next` is left at the first state not joined. Returns the
-    /// last record joined.
-    static func join(
-        _ states: FoldedRecords, from next: inout RecordState?, into context: inout WriteContext, records: Int
-    ) throws -> RecordRef? {
-        context.reserveRecords(applyFlushRecords)
+    /// Joins `next` and the states after it with their records' rows, until a batch's records
+    /// (`mergeBatch.records`) are joined or the states end; `next` is left at the first state not
+    /// joined. Returns the last record joined.
+    func join(_ states: FoldedRecords, from next: inout RecordState?, into context: inout WriteContext) throws -> RecordRef? {
+        let limits = environment.mergeBatch
+        context.reserveRecords(limits.flushRecords)
         var last: RecordRef?
         var joined = 0
-        while let state = next, joined < records {
+        while let state = next, joined < limits.records {
             context.join(unread: state)
             last = state.ref
             joined += 1
             // The states come in record order: written out a few at a time, rows are still
             // written in order, and the folding thread folds the next states meanwhile.
-            if context.cachedRecordCount >= applyFlushRecords { try context.flush() }
+            if context.cachedRecordCount >= limits.flushRecords { try context.flush() }
             next = try states.next()
         }
         return last
     }
 
-    /// How many record states `applyInRecordOrder` holds before it writes them out.
-    static let applyFlushRecords = 1024
+    /// Records in the pending `rows` that a batch applied their operations of the records up to
+    /// `last`, or, when the merge is `finished`, deletes them.
+    static func settle(_ rows: [PendingRow], through last: RecordRef?, finished: Bool, _ db: Database) throws {
+        if finished {
+            let delete = try db.cachedStatement(sql: "DELETE FROM pending_merge WHERE replica = ? AND first_seq = ?")
+            for row in rows { try delete.execute(arguments: [row.replica, row.firstSeq]) }
+        } else if let last {
+            // Never backwards: another process may be finishing the same rows, further on.
+            let update = try db.cachedStatement(sql: """
+                UPDATE pending_merge SET applied_through = ?1
+                WHERE replica = ?2 AND first_seq = ?3 AND (applied_through IS NULL OR applied_through < ?1)
+                """)
+            for row in rows { try update.execute(arguments: [last.appliedThroughBytes, row.replica, row.firstSeq]) }
+        }
+    }
 
     /// Calls `body` with every logged operation that waits to be applied to its record, row by
     /// row, and returns the rows.
@@ -176,17 +184,15 @@ extension ConcordStore {
 /// The sorted operations of a merge folded into one state per record: what applying them to a
 /// record that held nothing gives (`RecordState.apply`), to be joined with the record's row. They
 /// are folded on a thread of their own, ahead of the batch that writes them (`Prefetch`), when
-/// there are enough of them to pay for the thread. Call `stop` when done.
+/// there are enough of them to pay for the thread (`MergeBatch.foldThreadFrom`). Call `stop` when
+/// done.
 final class FoldedRecords {
-    /// Fewer operations are folded on the caller's thread.
-    static let threadFrom = 20_000
-
     private var inline: Folding?
     private let prefetch: Prefetch<RecordState>?
 
-    init(_ operations: OperationSorter.Finished) {
+    init(_ operations: OperationSorter.Finished, _ limits: MergeBatch) {
         var folding = Folding(operations.recordOrder())
-        if operations.sortedCount >= Self.threadFrom {
+        if operations.sortedCount >= limits.foldThreadFrom {
             inline = nil
             prefetch = Prefetch(chunk: 256) { try folding.next() }
         } else {
@@ -194,6 +200,9 @@ final class FoldedRecords {
             prefetch = nil
         }
     }
+
+    /// A caller that forgot `stop` still leaves no thread behind.
+    deinit { prefetch?.stop() }
 
     func next() throws -> RecordState? {
         if let prefetch { return try prefetch.next() }

@@ -178,29 +178,44 @@ extension ConcordStore {
     }
 
     /// Logs the operations `kept`, then applies the sorted ones in record order, in one
-    /// transaction. Nil, having changed nothing, if some of the sorted ones turn out to be held
-    /// already (above a gap of the version vector, or merged by another process since `covered`
-    /// was counted, which may not have applied them yet): then they are merged in batches, which
-    /// apply what is pending from the log.
+    /// transaction if they touch no more records than one batch applies; if more, that transaction
+    /// applies the first batch's records (listing the log rows as pending) and the next batches
+    /// apply the rest, each its own transaction. Nil, having changed nothing, if some of the
+    /// sorted ones turn out to be held already (above a gap of the version vector, or merged by
+    /// another process since `covered` was counted, which may not have applied them yet): then
+    /// they are merged in batches, which apply what is pending from the log.
     private func mergeInOneTransaction(
         _ kept: OperationSorter.Finished, covered: Int, importing file: ImportedFile?
     ) throws(StoreError) -> MergeReport? {
         struct HeldAfterAll: Error {}
+        let states = FoldedRecords(kept, environment.mergeBatch)
+        defer { states.stop() }
+        var next: RecordState?
+        var rows: [PendingRow] = []
+        let report: MergeReport
         do {
-            return try merging(reportingTouched: false) { context, report in
+            report = try merging(reportingTouched: false) { context, report in
                 context.defersRecords = true
+                // Listed in case the records take more than this transaction.
+                context.listsPendingRows = true
                 var added = kept.addedOrder()
                 while let operation = try added.nextKept() { try Self.ingest(operation, &context, &report) }
                 if let file { try Self.record(file, context.db) }
                 guard report.duplicates == covered else { throw HeldAfterAll() }
-                let states = FoldedRecords(kept)
-                defer { states.stop() }
-                var next = try states.next()
-                _ = try Self.join(states, from: &next, into: &context, records: .max)
+                try context.flush()
+                rows = context.pendingRows
+                next = try states.next()
+                let last = try join(states, from: &next, into: &context)
+                try Self.settle(rows, through: last, finished: next == nil, context.db)
             }
         } catch where error.underlying is HeldAfterAll {
             return nil
         }
+        if next != nil {
+            usleep(UInt32(3 * Self.busyPollMicroseconds))
+            try applyInRecordOrder(states, from: next, rows: rows, afterEachBatch: {})
+        }
+        return report
     }
 
     /// The first half of `mergeInBatches`: logs the operations `next` returns in batches (see
@@ -264,32 +279,6 @@ extension ConcordStore {
         return (report, rows)
     }
 
-    /// Merges the operations `next` returns, until it returns nil, in one transaction, if they fit
-    /// in one batch (`StoreEnvironment.mergeBatch`): one transaction is its own check, so input
-    /// that turns out damaged (`next` throws) or invalid applies nothing, without being read
-    /// twice. If they do not fit, rolls back and returns nil, having changed nothing; the caller
-    /// then checks the input whole and merges it with `mergeInBatches`. With `importing`, the
-    /// file is recorded as imported in the same transaction.
-    public func mergeInOneBatch(importing file: ImportedFile? = nil, _ next: () throws -> Op?) throws(StoreError) -> MergeReport? {
-        struct DoesNotFit: Error {}
-        try finishPendingMerge()
-        let limits = environment.mergeBatch
-        do {
-            return try merging(reportingTouched: false) { context, report in
-                context.recordLimit = .max
-                var applied = 0
-                while let operation = try next() {
-                    try Self.ingest(operation, &context, &report)
-                    applied += 1
-                    guard applied <= limits.operations, context.cachedRecordCount <= limits.records else { throw DoesNotFit() }
-                }
-                if let file { try Self.record(file, context.db) }
-            }
-        } catch where error.underlying is DoesNotFit {
-            return nil
-        }
-    }
-
     /// Runs `body` in one write transaction with a fresh context, flushing every bounded batch.
     /// Without `reportingTouched`, the report leaves `touchedRecords` empty; the records still
     /// reach the store's observers, if it has any.
@@ -301,10 +290,13 @@ extension ConcordStore {
                 try prepareWrite(db)
                 var context = try WriteContext(db, localReplica: replicaID)
                 context.recordLimit = environment.mergeBatch.records
+                // Decided once: an observer that starts meanwhile sees the changes after this one.
+                let collectsTouched = reportingTouched || isObserved
+                context.collectsTouched = collectsTouched
                 var report = MergeReport()
                 try body(&context, &report)
                 try context.flush()
-                let touched = reportingTouched || isObserved ? Set(context.touched) : []
+                let touched = collectsTouched ? Set(context.touched) : []
                 if reportingTouched { report.touchedRecords = touched }
                 report.newOperations = context.newOperationsByAuthor()
                 let wall = environment.wallClock()

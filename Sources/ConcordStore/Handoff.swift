@@ -85,7 +85,6 @@ final class Prefetch<Element>: @unchecked Sendable {
     private var produce: (() throws -> Element?)?
     /// The taker's current chunk, reversed so that taking is `popLast` (a move, not a copy).
     private var current: [Element] = []
-    private var started = false
 
     init(chunk: Int = 2048, depth: Int = 4, _ produce: @escaping () throws -> Element?) {
         handoff = Handoff(depth: depth)

@@ -63,6 +63,11 @@ public struct MergeBatch: Sendable, Equatable {
     public var operations: Int
     public var records: Int
     public var sortRun: Int
+    /// How many record states a batch that applies holds before it writes them out (they come in
+    /// record order).
+    var flushRecords = 1024
+    /// From how many sorted operations they are folded into record states on a thread of their own.
+    var foldThreadFrom = 20_000
 
     public init(operations: Int, records: Int, sortRun: Int = 250_000) {
         self.operations = max(1, operations)
@@ -70,7 +75,8 @@ public struct MergeBatch: Sendable, Equatable {
         self.sortRun = max(1, sortRun)
     }
 
-    /// A local write waits for at most one batch: about a second of merging on a 2-core machine.
+    /// A local write waits for at most one transaction of a merge (a batch, or the logging batch
+    /// and the first applying one together): a second or two of merging on a 2-core machine.
     public static let standard = MergeBatch(operations: 1_000_000, records: 110_000)
 }
 

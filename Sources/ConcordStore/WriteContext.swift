@@ -82,6 +82,8 @@ struct WriteContext {
     /// once per flush). An array: hashing every record of a large merge into a set costs more
     /// than it is worth when nobody observes the store.
     private(set) var touched: [RecordRef] = []
+    /// Whether `touched` is kept: when someone reads it (a report or an observer).
+    var collectsTouched = true
     private var statements = RecordStatements()
     /// How many records `ConcordStore.ingest` lets the context hold before it writes them out.
     var recordLimit = MergeBatch.standard.records
@@ -353,7 +355,7 @@ struct WriteContext {
                 if absent * 2 >= found {
                     if try RecordRows.save(states[index], as: .insertIfAbsent, db, &directory, &statements) {
                         absent += 1
-                        touched.append(states[index].ref)
+                        if collectsTouched { touched.append(states[index].ref) }
                         continue
                     }
                 }
@@ -362,7 +364,7 @@ struct WriteContext {
                     // batch's operations touch.
                     if try RecordRows.patch(states[index], in: table, db, &directory, &statements) {
                         found += 1
-                        touched.append(states[index].ref)
+                        if collectsTouched { touched.append(states[index].ref) }
                         continue
                     }
                     rows[index] = .new
@@ -372,7 +374,7 @@ struct WriteContext {
                 if rows[index] == .stored { found += 1 } else { absent += 1 }
             }
             try RecordRows.save(states[index], as: rows[index] == .stored ? .update : .insert, db, &directory, &statements)
-            touched.append(states[index].ref)
+            if collectsTouched { touched.append(states[index].ref) }
         }
         states.removeAll(keepingCapacity: true)
         rows.removeAll(keepingCapacity: true)

@@ -172,8 +172,10 @@ struct MergeRun: ParsableCommand {
     }
 
     func run() throws {
+        var environment = options.workload.environmentA
+        if let batch = try StoreOptions.mergeBatch() { environment.mergeBatch = batch }
         // The template is never used again: the copy takes its place (SPEC.md §9.1).
-        let target = try ConcordStore.adoptLocation(at: store, environment: options.workload.environmentA)
+        let target = try ConcordStore.adoptLocation(at: store, environment: environment)
         defer { try? target.close() }
         Measure.resetPeakMemory()
         var report = MergeReport()

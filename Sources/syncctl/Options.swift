@@ -22,18 +22,22 @@ struct StoreOptions: ParsableArguments {
         try ConcordStore.open(at: resolvedPath, environment: try Self.environment())
     }
 
-    /// The live environment, with the merge batch of `SYNCCTL_MERGE_BATCH=OPERATIONS[,RECORDS]`
-    /// when it is set (SPEC.md §5.6).
+    /// The live environment, with the merge batch of `SYNCCTL_MERGE_BATCH` when it is set.
     static func environment() throws -> StoreEnvironment {
         var environment = StoreEnvironment.live
-        guard let text = ProcessInfo.processInfo.environment["SYNCCTL_MERGE_BATCH"], !text.isEmpty else { return environment }
+        if let batch = try mergeBatch() { environment.mergeBatch = batch }
+        return environment
+    }
+
+    /// The merge batch of `SYNCCTL_MERGE_BATCH=OPERATIONS[,RECORDS]`, nil when it is not set
+    /// (SPEC.md §5.6).
+    static func mergeBatch() throws -> MergeBatch? {
+        guard let text = ProcessInfo.processInfo.environment["SYNCCTL_MERGE_BATCH"], !text.isEmpty else { return nil }
         let numbers = text.split(separator: ",", omittingEmptySubsequences: false).map { Int($0) }
         guard (1...2).contains(numbers.count), numbers.allSatisfy({ ($0 ?? 0) >= 1 }) else {
             throw ValidationError("SYNCCTL_MERGE_BATCH is OPERATIONS or OPERATIONS,RECORDS (positive whole numbers), not '\(text)'")
         }
-        environment.mergeBatch = MergeBatch(
-            operations: numbers[0]!, records: numbers.count == 2 ? numbers[1]! : MergeBatch.standard.records)
-        return environment
+        return MergeBatch(operations: numbers[0]!, records: numbers.count == 2 ? numbers[1]! : MergeBatch.standard.records)
     }
 
     /// Moves `--store PATH` / `--store=PATH` given before the first subcommand to the end of the

@@ -127,10 +127,10 @@ import Testing
     }
 
     /// The same from files with `mergeBundle(at:)`: an `ExchangeError` of code `invalidInput` that
-    /// names the file, and no change. In each of the ways a merge of bundles runs (SPEC.md §5.6):
-    /// one transaction; batches after a check of the whole bundle, as its manifest promises more
-    /// than a batch takes; batches after the one transaction held more records than a batch and
-    /// rolled back.
+    /// names the file, and no change. In each of the ways a merge of bundles runs (SPEC.md §5.6),
+    /// all after a check of the whole bundle: one transaction; batches, as it holds more operations
+    /// than a batch logs; one transaction that applies a batch of records, then batches that apply
+    /// the rest, as it touches more records than a batch applies.
     @Test(arguments: [
         MergeBatch.standard, MergeBatch(operations: 3, records: 1_000), MergeBatch(operations: 1_000_000, records: 1),
     ])

@@ -69,6 +69,9 @@ import Testing
                 settings.mergeBatch = MergeBatch(
                     operations: Int.random(in: 1...12, using: &rng), records: Int.random(in: 1...4, using: &rng),
                     sortRun: Int.random(in: 1...20, using: &rng))
+                // Rows written a few at a time within a batch; records folded on a thread of their own, or not.
+                settings.mergeBatch.flushRecords = Int.random(in: 1...3, using: &rng)
+                settings.mergeBatch.foldThreadFrom = Bool.random(using: &rng) ? 0 : 20_000
                 let directory = try TemporaryDirectory()
                 let stopped = try ConcordStore.create(at: directory.file("stopped.db"), environment: settings)
                 struct Stop: Error {}
@@ -109,8 +112,14 @@ import Testing
                 try whole.merge(try stopped.allOperations().filter { $0.record == .note(note) })
 
                 // The next merge finishes the one stopped, then merges the rest.
-                var rest = operations.makeIterator()
-                try stopped.mergeInBatches { rest.next() }
+                // Streamed (logged as it comes), or read once (sorted first; in one transaction
+                // when the operations fit in a batch).
+                if Bool.random(using: &rng) {
+                    var rest = operations.makeIterator()
+                    try stopped.mergeInBatches { rest.next() }
+                } else {
+                    try stopped.mergeInBatches { each in for operation in operations { try each(operation) } }
+                }
                 try whole.merge(operations)
                 #expect(try stopped.pendingOperationCount() == 0)
                 #expect(try stopped.dump() == whole.dump(), "seed \(seed)")
@@ -125,8 +134,8 @@ import Testing
     /// it read first) held after all, because another process logged them meanwhile and has not
     /// applied them yet, leaves them to that process: it does not apply them to their records,
     /// small (one transaction) or large (batches), so `verify` stays sound meanwhile.
-    @Test(arguments: [1_000, 5])
-    func operationsAnotherProcessLoggedMeanwhileAreLeftToIt(mergeBatch: Int) throws {
+    @Test(arguments: [1_000, 5], [0, 20_000])
+    func operationsAnotherProcessLoggedMeanwhileAreLeftToIt(mergeBatch: Int, foldThreadFrom: Int) throws {
         let clock = ManualClock(baseMillis)
         let source = try ConcordStore.inMemory(environment: environment(clock: clock, seed: 1))
         for index in 0..<6 { try source.addNote(NoteDraft(title: "n\(index)")) }
@@ -134,6 +143,7 @@ import Testing
         let directory = try TemporaryDirectory()
         var settings = environment(clock: clock, seed: 2)
         settings.mergeBatch = MergeBatch(operations: mergeBatch, records: 2)
+        settings.mergeBatch.foldThreadFrom = foldThreadFrom
         let target = try ConcordStore.create(at: directory.file("target.db"), environment: settings)
         let other = try ConcordStore.open(at: target.path, environment: environment(clock: clock, seed: 3))
 

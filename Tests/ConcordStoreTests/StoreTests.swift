@@ -359,9 +359,11 @@ import Testing
         #expect(try target.dump() == source.dump())
     }
 
-    /// `mergeInOneBatch` commits what fits in one batch, with the file it imports; what does not
-    /// fit, by operations or by records, and input that fails partway, change nothing.
-    @Test func aMergeInOneBatchCommitsAllOrNothing() throws {
+    /// A merge read once (`mergeInBatches(reading:)`) commits what fits in one batch in one
+    /// transaction, with the file it imports; what takes more records than a batch applies, or
+    /// more operations than a batch logs, comes out the same through more transactions; input
+    /// that fails partway, or holds an invalid operation, changes nothing.
+    @Test func aMergeReadOnceCommitsWhatFitsInOneTransaction() throws {
         let source = try makeStore(seed: 1)
         for index in 0..<10 { try source.addNote(NoteDraft(title: "n\(index)")) }
         let operations = try source.allOperations()
@@ -372,34 +374,42 @@ import Testing
             try store.addReminder(ReminderDraft(title: "own"))
             return store
         }
-        for (bounds, fits) in [((30, 10), true), ((29, 10), false), ((30, 9), false), ((1_000, 1_000), true)] {
+        let file = ImportedFile(folder: "/shared", name: "a-1.cbundle", size: 1, top: try source.versionVector())
+        var expected: String?
+        for bounds in [(30, 10), (30, 3), (29, 10), (7, 2), (1_000, 1_000)] {
             let store = try target(operations: bounds.0, records: bounds.1)
-            let before = try store.dump()
-            let own = try store.allOperations().count
-            let file = ImportedFile(folder: "/shared", name: "a-1.cbundle", size: 1, top: try source.versionVector())
-            var next = operations.makeIterator()
-            let report = try store.mergeInOneBatch(importing: file) { next.next() }
-            #expect((report != nil) == fits, "bounds \(bounds)")
-            if fits {
-                #expect(report?.newOperationCount == 30)
-                #expect(try store.importedFiles(in: "/shared") == ["a-1.cbundle": file])
-                #expect(try store.allOperations().count == own + 30)
-            } else {
-                #expect(try store.dump() == before && store.allOperations().count == own)
-                #expect(try store.importedFiles(in: "/shared").isEmpty)
+            let report = try store.mergeInBatches(importing: file) { each in
+                for operation in operations { try each(operation) }
             }
+            #expect(report.newOperationCount == 30, "bounds \(bounds)")
+            #expect(try store.importedFiles(in: "/shared") == ["a-1.cbundle": file], "bounds \(bounds)")
+            #expect(try store.pendingOperationCount() == 0)
+            #expect(try store.verify().problems == [], "bounds \(bounds)")
+            let dump = try store.dump()
+            #expect(expected == nil || dump == expected, "bounds \(bounds)")
+            expected = dump
         }
+
         struct Damaged: Error {}
         let store = try target(operations: 1_000, records: 1_000)
         let before = try store.dump()
         let own = try store.allOperations().count
-        var given = operations.prefix(25).makeIterator()
-        #expect(throws: StoreError.self) {
-            try store.mergeInOneBatch {
-                guard let operation = given.next() else { throw Damaged() }
-                return operation
+        #expect(throws: Damaged.self) {
+            try store.mergeInBatches { each in
+                for operation in operations.prefix(25) { try each(operation) }
+                throw Damaged()
             }
         }
+        var invalid = operations[3]
+        invalid.record = RecordRef(kind: .reminder, id: RecordID(high: 9, low: 9))
+        invalid.action = .assign(.title, .int(4))
+        let error = try #require(throws: StoreError.self) {
+            try store.mergeInBatches { each in
+                for operation in operations { try each(operation) }
+                try each(invalid)
+            }
+        }
+        #expect(error.code == .invalidInput)
         #expect(try store.dump() == before && store.allOperations().count == own)
     }
 
