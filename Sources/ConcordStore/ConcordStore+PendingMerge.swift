@@ -227,12 +227,14 @@ final class FoldedRecords {
                 started = true
                 lookahead = try operations.next()
             }
-            guard let first = lookahead else { return nil }
+            guard let first = lookahead.take() else { return nil }
             var state = RecordState(ref: first.record)
             state.apply(first)
-            while true {
-                lookahead = try operations.next()
-                guard let operation = lookahead, operation.record == first.record else { break }
+            while let operation = try operations.next() {
+                guard operation.record == state.ref else {
+                    lookahead = operation
+                    break
+                }
                 state.apply(operation)
             }
             return state

@@ -166,6 +166,9 @@ struct OperationSorter {
         /// Each run's reader, and (in record order) the operation at its head.
         private var readers: [RunReader] = []
         private var heads: [Op?] = []
+        /// Their records, apart: the heap compares them, and reading one out of `heads` would
+        /// copy the whole operation.
+        private var headRecords: [RecordRef?] = []
         /// Runs whose head is not nil, as a binary heap (least head first).
         private var heap: [Int] = []
         private var started = false
@@ -195,16 +198,20 @@ struct OperationSorter {
             if !started {
                 started = true
                 for index in readers.indices {
-                    heads.append(try head(of: index))
-                    if heads[index] != nil { heap.append(index) }
+                    let head = try head(of: index)
+                    headRecords.append(head?.record)
+                    heads.append(head)
+                    if headRecords[index] != nil { heap.append(index) }
                 }
                 for position in stride(from: heap.count / 2 - 1, through: 0, by: -1) { siftDown(position) }
             }
             // A binary heap of the runs by their heads; the earlier run wins a tie (it was added first).
             guard let least = heap.first else { return nil }
-            let operation = heads[least]
-            heads[least] = try head(of: least)
-            if heads[least] == nil {
+            let operation = heads[least].take()
+            let next = try head(of: least)
+            headRecords[least] = next?.record
+            heads[least] = next
+            if headRecords[least] == nil {
                 heap[0] = heap[heap.count - 1]
                 heap.removeLast()
             }
@@ -249,7 +256,7 @@ struct OperationSorter {
         }
 
         private func precedes(_ a: Int, _ b: Int) -> Bool {
-            let (x, y) = (heads[a]!.record, heads[b]!.record)
+            let (x, y) = (headRecords[a]!, headRecords[b]!)
             return x < y || (x == y && a < b)
         }
 
