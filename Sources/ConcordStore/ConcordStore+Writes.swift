@@ -125,8 +125,9 @@ extension ConcordStore {
     /// error is passed on as it is). The operations are checked and kept meanwhile, sorted by
     /// record (in memory, or in a temporary file beside the store). Then, if they are no more than
     /// one batch of operations (`StoreEnvironment.mergeBatch`), they are logged and applied in one
-    /// transaction; if more, they are logged and applied in batches as by
-    /// `mergeInBatches(importing:_:)` (SPEC.md §5.6). Either way each record is read and written
+    /// transaction (to at most a batch of records; further batches apply the rest); if more, they
+    /// are logged and applied in batches as by `mergeInBatches(importing:_:)` (SPEC.md §5.6).
+    /// Either way each record is read and written
     /// once, in record order, and the input is read once: it cannot change between its check and
     /// its merge. With `importing`, the file is recorded as imported with the last operation logged.
     @discardableResult

@@ -2,8 +2,8 @@ import Foundation
 
 /// Chunks of values passed from one thread to another through a bounded queue: the giver waits
 /// while `depth` chunks wait, the taker while none does. So a large merge works on two cores at
-/// once (one decodes or sorts while the other merges, SPEC.md §5.6), and memory stays bounded by a
-/// few chunks.
+/// once (one thread folds the sorted operations into record states while the other writes them,
+/// SPEC.md §5.6), and memory stays bounded by a few chunks.
 ///
 /// The giver ends the queue with `close`, passing its error if it failed: the taker gets every
 /// chunk given before, then the error. The taker ends it early with `cancel`: the giver's next
