@@ -109,8 +109,7 @@ extension ConcordStore {
             }
             try guarded(afterEachBatch)
             guard next != nil else { break }
-            // As between the batches that log (SPEC.md §5.6).
-            usleep(UInt32(3 * Self.busyPollMicroseconds))
+            Self.pauseBetweenBatches()
         }
     }
 

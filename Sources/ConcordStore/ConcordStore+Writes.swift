@@ -213,7 +213,7 @@ extension ConcordStore {
             return nil
         }
         if next != nil {
-            usleep(UInt32(3 * Self.busyPollMicroseconds))
+            Self.pauseBetweenBatches()
             try applyInRecordOrder(states, from: next, rows: rows, afterEachBatch: {})
         }
         return report
@@ -264,9 +264,7 @@ extension ConcordStore {
             }
             report.formUnion(batchReport)
             guard !finished else { break }
-            // Long enough for a writer of another process, polling every millisecond, to take the
-            // store between two batches (SPEC.md §5.6).
-            usleep(UInt32(3 * Self.busyPollMicroseconds))
+            Self.pauseBetweenBatches()
             do {
                 first = try next()
             } catch {

@@ -203,6 +203,12 @@ public final class ConcordStore: Sendable {
     static let busyPollMicroseconds = 1_000
     static let busyPolls = 30_000
 
+    /// The pause between two batches of a merge: long enough for a writer of another process,
+    /// polling every millisecond, to take the store (SPEC.md §5.6).
+    static func pauseBetweenBatches() {
+        usleep(UInt32(3 * busyPollMicroseconds))
+    }
+
     static func configuration(readOnly: Bool) -> Configuration {
         var configuration = Configuration()
         configuration.readonly = readOnly
