@@ -1,0 +1,465 @@
+import ConcordCore
+import Foundation
+import Testing
+
+/// Processes that share a store (issue 15): `serve` and a `sync --watch` on store A for the whole
+/// run, a watcher on store D through the same folder, peer clients B and C syncing with the server
+/// again and again, and on every store at once writers, merges of bundles exported from other
+/// stores, and `dump`, `status`, `verify`, `log`, `export`, while every live process's open files
+/// are sampled. Then everything stops (cleanly, or by SIGKILL at a seeded moment), the stores are
+/// synced until they converge, and the soak checks that every change whose command exited 0 and
+/// every batch a server acknowledged is in every replica, that the stores are sound and identical,
+/// that no process ever held a deleted `-wal` or `-shm` file, and that no stderr said the store was
+/// locked, malformed or failing I/O.
+///
+/// `CONCORD_SOAK_SECONDS` sets each phase's concurrent run (default 60), `CONCORD_SOAK_SEED` the
+/// seed (printed; random by default). `scripts/soak` runs longer passes.
+@Suite(.serialized) struct SoakTests {
+    @Test func sharedStoresThenACleanStop() throws {
+        try Soak(phase: "clean stop", seed: SoakSettings.seed).run(killing: false)
+    }
+
+    @Test func sharedStoresThenSIGKILLAtARandomMoment() throws {
+        try Soak(phase: "SIGKILL", seed: SoakSettings.seed &+ 1).run(killing: true)
+    }
+}
+
+/// The changes one store's writer made to its own reminders, as their commands' exits told. Only
+/// this writer changes these reminders, always on its own store, one command after another: the
+/// hybrid clock orders its edits, so their last one wins everywhere (LWW) and the final state of
+/// each reminder is known.
+final class WriterJournal: @unchecked Sendable {
+    struct Reminder {
+        var id: String
+        var title: String
+        /// The number of the latest edit that exited 0 (0: the add) and its notes.
+        var acked: Int
+        var notes: String
+        /// A later edit that did not exit 0 (killed, say): it may or may not have landed.
+        var pending: (number: Int, notes: String)?
+        var completed = false
+        var completePending = false
+        var edits = 0
+    }
+
+    let store: String
+    private let lock = NSLock()
+    private var reminders: [Reminder] = []
+    private var adds = 0
+
+    init(store: String) { self.store = store }
+
+    var snapshot: [Reminder] { lock.withLock { reminders } }
+
+    /// The title and notes of the next add.
+    func nextAdd() -> (title: String, notes: String) {
+        lock.withLock {
+            adds += 1
+            return ("soak \(store) #\(adds)", Self.notes(store: store, add: adds, edit: 0))
+        }
+    }
+
+    static func notes(store: String, add: Int, edit: Int) -> String { "\(store)\(add) v\(edit)" }
+
+    /// The edit number in notes this journal wrote.
+    static func editNumber(_ notes: String) -> Int? {
+        notes.range(of: " v", options: .backwards).flatMap { Int(notes[$0.upperBound...]) }
+    }
+
+    func added(id: String, title: String, notes: String) {
+        lock.withLock { reminders.append(Reminder(id: id, title: title, acked: 0, notes: notes)) }
+    }
+
+    /// The next edit of reminder `index`: its number and notes.
+    func nextEdit(_ index: Int) -> (number: Int, notes: String) {
+        lock.withLock {
+            reminders[index].edits += 1
+            let add = Int(reminders[index].title.split(separator: "#").last ?? "") ?? 0
+            return (reminders[index].edits, Self.notes(store: store, add: add, edit: reminders[index].edits))
+        }
+    }
+
+    func edited(_ index: Int, number: Int, notes: String, exitedZero: Bool) {
+        lock.withLock {
+            if exitedZero {
+                reminders[index].acked = number
+                reminders[index].notes = notes
+                reminders[index].pending = nil
+            } else {
+                reminders[index].pending = (number, notes)
+            }
+        }
+    }
+
+    func completed(_ index: Int, exitedZero: Bool) {
+        lock.withLock {
+            if exitedZero { reminders[index].completed = true } else { reminders[index].completePending = true }
+        }
+    }
+}
+
+/// A batch a server acknowledged: the client's `sync --peer` exited 0, so the server holds every
+/// change the client's writer had made (exited 0) before the sync started.
+struct AckedBatch {
+    var client: String
+    var sync: Int
+    var at: TimeInterval
+    var held: [WriterJournal.Reminder]
+}
+
+/// A reminder as `reminder list --all --json` shows it.
+struct SeenReminder {
+    var notes: String
+    var completed: Bool
+}
+
+/// One soak: four stores, the fleet's processes on them, the stop, the full exchange, the checks.
+final class Soak: @unchecked Sendable {
+    let phase: String
+    let seed: UInt64
+    let seconds = SoakSettings.seconds
+    let sandbox: Sandbox
+    let fleet: ProcessFleet
+    let folder: String
+    /// Store label -> path. A is served and watched; B and C are peer clients; D watches the folder.
+    let stores: [String: String]
+    let names = ["a", "b", "c", "d"]
+    let journals: [String: WriterJournal]
+    private let lock = NSLock()
+    private var acked: [AckedBatch] = []
+    private var syncCounts: [String: Int] = [:]
+    private var port = 0
+
+    init(phase: String, seed: UInt64) throws {
+        self.phase = phase
+        self.seed = seed
+        sandbox = try Sandbox()
+        fleet = try ProcessFleet(sandbox: sandbox)
+        folder = try sandbox.makeDirectory("Shared")
+        var stores: [String: String] = [:]
+        var journals: [String: WriterJournal] = [:]
+        for name in names {
+            stores[name] = sandbox.path("\(name).db")
+            journals[name] = WriterJournal(store: name)
+        }
+        self.stores = stores
+        self.journals = journals
+    }
+
+    /// What a failure message says first: enough to replay the run.
+    var header: String { "soak \(phase) (seed \(seed), CONCORD_SOAK_SEED=\(SoakSettings.seed), \(seconds) s)" }
+
+    func store(_ name: String) -> [String] { ["--store", stores[name]!] }
+
+    /// Runs a setup or checking command that must succeed; its output.
+    @discardableResult
+    func must(_ kind: String, _ name: String, _ arguments: [String]) throws -> String {
+        let outcome = try #require(try fleet.run(kind, label: "\(kind) \(name)", arguments + store(name)))
+        try #require(outcome.succeeded, "\(header): \(outcome.result)")
+        return outcome.result.out
+    }
+
+    func run(killing: Bool) throws {
+        print("\(header): starting")
+        // Every store holds the same sync key: peers need it, and the folder's bundles are sealed
+        // with it.
+        for name in names { try must("init", name, ["init", "--name", name]) }
+        let key = String(try must("key generate", "a", ["key", "generate"]).split(separator: "\n")[0])
+        for name in names.dropFirst() { try must("key import", name, ["key", "import", key]) }
+
+        fleet.startSampling()
+        var server = try startServer()
+        var watchers = [
+            try fleet.startDaemon("sync --watch", label: "watcher a", ["sync", "--folder", folder, "--watch", "--interval", "0.2"] + store("a")),
+            try fleet.startDaemon("sync --watch", label: "watcher d", ["sync", "--folder", folder, "--watch", "--interval", "0.2"] + store("d")),
+        ]
+        startLoops()
+
+        var random = SplitMix64(seed: seed)
+        let began = Date()
+        if killing {
+            // A seeded moment in the second half or so of the run, when the stores have grown.
+            let moment = Double(seconds) * (0.35 + 0.6 * Double(random.next() % 10_000) / 10_000)
+            print(String(format: "\(header): SIGKILL of everything at %.2f s of the run", moment))
+            Thread.sleep(until: began.addingTimeInterval(moment))
+            fleet.killEverything()
+            print("\(header): killed \(fleet.killed.joined(separator: ", "))")
+            for daemon in [server] + watchers { _ = daemon.stop(SIGKILL) }
+            fleet.resume()
+            server = try startServer()
+        } else {
+            Thread.sleep(until: began.addingTimeInterval(Double(seconds)))
+            fleet.stopLoops()
+            // One watcher by each signal: both must finish the sync under way and say `stopped`.
+            watchers[0].stopCleanly(SIGINT)
+            watchers[1].stopCleanly(SIGTERM)
+            server.stopCleanly(SIGTERM)
+            server = try startServer()
+        }
+        watchers = []
+        let ran = Date().timeIntervalSince(began)
+
+        // Before any exchange: the server's store holds every batch it acknowledged, and each
+        // store its own writer's changes.
+        var missing: [String] = []
+        missing += checkAcknowledged(in: try reminders(in: "a"))
+        for name in names {
+            missing += checkJournal(journals[name]!, in: try reminders(in: name), store: name, when: "before the exchange")
+        }
+
+        let rounds = try exchangeUntilConverged()
+        server.stopCleanly(SIGTERM)
+
+        // After it: every replica holds every writer's changes, is sound, and all are identical.
+        for name in names {
+            let seen = try reminders(in: name)
+            for writer in names {
+                missing += checkJournal(journals[writer]!, in: seen, store: name, when: "after the exchange")
+            }
+        }
+        var unsound: [String] = []
+        for name in names {
+            let outcome = try fleet.run("verify", label: "final verify \(name)", ["verify"] + store(name))
+            if outcome?.succeeded != true || outcome?.result.out.hasPrefix("sound: ") != true {
+                unsound.append("\(name): \(outcome.map { "\($0.result)" } ?? "not run")")
+            }
+        }
+        let dumps = try names.map { try must("dump", $0, ["dump"]) }
+        let operations = try jsonObject(try must("status", "a", ["status", "--json"])).int("operations") ?? -1
+        fleet.stopSampling()
+
+        let totals = summary(ran: ran, rounds: rounds, operations: operations)
+        print("\(header): \(totals)")
+        let deleted = fleet.deletedFiles
+        #expect(deleted.isEmpty, "\(header): processes held deleted -wal/-shm files:\n\(list(deleted.map(\.description)))")
+        #expect(missing.isEmpty, "\(header): acknowledged changes missing (\(missing.count)):\n\(list(missing))")
+        #expect(unsound.isEmpty, "\(header): verify failed:\n\(list(unsound))")
+        #expect(rounds > 0, "\(header): the stores did not converge after the exchange: dumps differ")
+        for (name, dump) in zip(names, dumps).dropFirst() {
+            #expect(dump == dumps[0], "\(header): dump of \(name) differs from a's after the full exchange")
+        }
+        let problems = fleet.problems
+        #expect(problems.isEmpty, "\(header): commands failed or reported store errors (\(problems.count)):\n\(list(problems))")
+    }
+
+    /// The first 25 items, one per line, and how many more there were.
+    func list(_ items: [String]) -> String {
+        items.prefix(25).joined(separator: "\n") + (items.count > 25 ? "\n… and \(items.count - 25) more" : "")
+    }
+
+    // MARK: The fleet's processes
+
+    /// Starts `serve` on store A and learns its port.
+    func startServer() throws -> ProcessFleet.Daemon {
+        let server = try fleet.startDaemon("serve", label: "serve a", ["serve", "--listen", "127.0.0.1:0"] + store("a"))
+        #expect(eventually(timeout: 30) { server.stdout.contains("\n") || !server.isRunning })
+        let first = String(server.stdout.split(separator: "\n").first ?? "")
+        let match = try #require(first.firstMatch(of: /on 127\.0\.0\.1:(\d+) \(sync key/), "\(header): serve did not start: \(server.stdout)")
+        lock.withLock { port = Int(match.1)! }
+        return server
+    }
+
+    var address: String { lock.withLock { "127.0.0.1:\(port)" } }
+
+    func count(_ kind: String) { lock.withLock { syncCounts[kind, default: 0] += 1 } }
+
+    /// About ten processes at once on two cores: four writers, two peer clients, a merger and a
+    /// reader, beside serve and the two watchers.
+    func startLoops() {
+        for (index, name) in names.enumerated() {
+            let journal = journals[name]!
+            fleet.loop("writer \(name)") { [self] iteration in
+                var random = random(stream: 100 + index, iteration)
+                try write(journal, on: name, &random)
+            }
+        }
+        for (index, name) in ["b", "c"].enumerated() {
+            fleet.loop("client \(name)") { [self] iteration in
+                var random = random(stream: 200 + index, iteration)
+                try syncWithServer(name, iteration: iteration)
+                // Again and again, but leaving the writers some of the two cores.
+                Thread.sleep(forTimeInterval: Double(random.next() % 300) / 1000)
+            }
+        }
+        fleet.loop("merger") { [self] iteration in
+            var random = random(stream: 300, iteration)
+            try exportAndMerge(iteration, &random)
+        }
+        fleet.loop("reader") { [self] iteration in
+            var random = random(stream: 400, iteration)
+            try read(iteration, &random)
+        }
+    }
+
+    /// The generator of one iteration of one loop: each loop's choices depend on the seed and the
+    /// iteration alone, not on how the threads interleave.
+    func random(stream: Int, _ iteration: Int) -> SplitMix64 {
+        var mixer = SplitMix64(seed: seed ^ UInt64(stream) << 40 ^ UInt64(iteration))
+        return SplitMix64(seed: mixer.next())
+    }
+
+    /// One change by `name`'s writer to its own reminders: an add (about half), an edit of the
+    /// notes, or a completion.
+    func write(_ journal: WriterJournal, on name: String, _ random: inout SplitMix64) throws {
+        let own = journal.snapshot
+        let roll = random.next() % 100
+        if own.isEmpty || roll < 45 {
+            let (title, notes) = journal.nextAdd()
+            guard let outcome = try fleet.run("reminder add", label: "add on \(name)", ["reminder", "add", title, "--notes", notes, "--tag", name] + store(name)) else { return }
+            if outcome.succeeded {
+                guard isRecordID(outcome.result.out) else {
+                    fleet.problem("add on \(name) printed \(String(reflecting: outcome.result.out))")
+                    return
+                }
+                journal.added(id: outcome.result.out, title: title, notes: notes)
+            }
+        } else if roll < 85 || own.allSatisfy(\.completed) {
+            let index = Int(random.next() % UInt64(own.count))
+            let (number, notes) = journal.nextEdit(index)
+            guard let outcome = try fleet.run("reminder edit", label: "edit on \(name)", ["reminder", "edit", own[index].id, "--notes", notes] + store(name)) else { return }
+            journal.edited(index, number: number, notes: notes, exitedZero: outcome.succeeded)
+        } else {
+            let open = own.indices.filter { !own[$0].completed }
+            let index = open[Int(random.next() % UInt64(open.count))]
+            guard let outcome = try fleet.run("reminder complete", label: "complete on \(name)", ["reminder", "complete", own[index].id] + store(name)) else { return }
+            journal.completed(index, exitedZero: outcome.succeeded)
+        }
+    }
+
+    /// One `sync --peer` of client `name` with the server; if it exits 0, what the client's writer
+    /// had made before it started is acknowledged.
+    func syncWithServer(_ name: String, iteration: Int) throws {
+        let held = journals[name]!.snapshot
+        let started = fleet.elapsed
+        guard let outcome = try fleet.run("sync --peer", label: "sync --peer from \(name)", ["sync", "--peer", address] + store(name)) else { return }
+        count("peer syncs")
+        if outcome.succeeded {
+            count("acknowledged batches")
+            lock.withLock { acked.append(AckedBatch(client: name, sync: iteration, at: started, held: held)) }
+        }
+    }
+
+    /// Exports a bundle of one store (plain or sealed with the key) and merges it into another.
+    func exportAndMerge(_ iteration: Int, _ random: inout SplitMix64) throws {
+        let source = names[Int(random.next() % 4)]
+        let target = names.filter { $0 != source }[Int(random.next() % 3)]
+        let bundle = sandbox.path("bundle-\(iteration).cbundle")
+        defer { try? FileManager.default.removeItem(atPath: bundle) }
+        let encrypt = random.next() % 2 == 0 ? ["--encrypt"] : []
+        guard let exported = try fleet.run("export", label: "export of \(source) for a merge", ["export", bundle] + encrypt + store(source)),
+              exported.succeeded else { return }
+        guard let merged = try fleet.run("merge", label: "merge of \(source)'s bundle into \(target)", ["merge", bundle] + store(target)) else { return }
+        if merged.succeeded { count("merges") }
+    }
+
+    /// One read of a random store: dump, status, verify, log or export.
+    func read(_ iteration: Int, _ random: inout SplitMix64) throws {
+        let name = names[Int(random.next() % 4)]
+        switch random.next() % 5 {
+        case 0: _ = try fleet.run("dump", label: "dump \(name)", ["dump"] + store(name))
+        case 1: _ = try fleet.run("status", label: "status \(name)", ["status", "--json"] + store(name))
+        case 2:
+            guard let outcome = try fleet.run("verify", label: "verify \(name)", ["verify"] + store(name)) else { return }
+            // A verify that exits 0 says `sound: …` (a failing one is already a fleet problem).
+            if outcome.succeeded, !outcome.result.out.hasPrefix("sound: ") {
+                fleet.problem("verify \(name) exited 0 without saying sound: \(outcome.result)")
+            }
+        case 3: _ = try fleet.run("log", label: "log \(name)", ["log", "--limit", "5"] + store(name))
+        default:
+            let bundle = sandbox.path("read-\(iteration).cbundle")
+            _ = try fleet.run("export", label: "export \(name)", ["export", bundle] + store(name))
+            try? FileManager.default.removeItem(atPath: bundle)
+        }
+    }
+
+    // MARK: The exchange and the checks
+
+    /// Syncs every store with the server (B, C) and the folder (A, D) until all dumps are equal;
+    /// returns the number of rounds it took, or 0 if they never converged.
+    func exchangeUntilConverged() throws -> Int {
+        for round in 1...5 {
+            for name in ["a", "d"] { try must("sync --folder", name, ["sync", "--folder", folder]) }
+            for name in ["b", "c"] { try must("sync --peer", name, ["sync", "--peer", address]) }
+            for name in ["a", "d"] { try must("sync --folder", name, ["sync", "--folder", folder]) }
+            for name in ["b", "c"] { try must("sync --peer", name, ["sync", "--peer", address]) }
+            let dumps = try Set(names.map { try must("dump", $0, ["dump"]) })
+            if dumps.count == 1 { return round }
+        }
+        return 0
+    }
+
+    /// Every reminder of `name`'s store, by id.
+    func reminders(in name: String) throws -> [String: SeenReminder] {
+        let output = try must("reminder list", name, ["reminder", "list", "--all", "--json"])
+        var seen: [String: SeenReminder] = [:]
+        for object in try jsonArray(output) {
+            guard let id = object.string("id") else { continue }
+            seen[id] = SeenReminder(notes: object.string("notes") ?? "", completed: object.bool("completed") ?? false)
+        }
+        return seen
+    }
+
+    /// What of `journal` (every change that exited 0) `seen` lacks, one line per reminder.
+    func checkJournal(_ journal: WriterJournal, in seen: [String: SeenReminder], store name: String, when: String) -> [String] {
+        var missing: [String] = []
+        for reminder in journal.snapshot {
+            let place = "\(when): store \(name), writer \(journal.store)'s \(reminder.title) (\(reminder.id))"
+            guard let found = seen[reminder.id] else {
+                missing.append("\(place): missing (its add exited 0)")
+                continue
+            }
+            // The last edit that exited 0 sets the notes, unless a later one that did not exit 0
+            // landed anyway.
+            if found.notes != reminder.notes, found.notes != reminder.pending?.notes {
+                missing.append("\(place): notes \(String(reflecting: found.notes)), expected \(String(reflecting: reminder.notes))"
+                    + (reminder.pending.map { " or \(String(reflecting: $0.notes))" } ?? ""))
+            }
+            if reminder.completed, !found.completed {
+                missing.append("\(place): not completed (its complete exited 0)")
+            }
+            if !reminder.completed, !reminder.completePending, found.completed {
+                missing.append("\(place): completed, but no complete of it was run")
+            }
+        }
+        return missing
+    }
+
+    /// What of the acknowledged batches the server's store (`seen`) lacks: each reminder the client
+    /// held, with its notes at least as new as then.
+    func checkAcknowledged(in seen: [String: SeenReminder]) -> [String] {
+        let batches = lock.withLock { acked }
+        var missing: [String] = []
+        var reported: Set<String> = []
+        for batch in batches {
+            for reminder in batch.held {
+                let place = String(format: "server store a lacks what it acknowledged to %@ in sync %d (started %.1f s into the run): %@ (%@)",
+                                   batch.client, batch.sync, batch.at, reminder.title, reminder.id)
+                let problem: String?
+                if let found = seen[reminder.id] {
+                    let number = WriterJournal.editNumber(found.notes) ?? -1
+                    if number < reminder.acked {
+                        problem = "\(place): notes \(String(reflecting: found.notes)), older than the acknowledged \(String(reflecting: reminder.notes))"
+                    } else if reminder.completed, !found.completed {
+                        problem = "\(place): not completed"
+                    } else {
+                        problem = nil
+                    }
+                } else {
+                    problem = "\(place): missing"
+                }
+                // One line per reminder: its first acknowledgement that was lost.
+                if let problem, reported.insert(reminder.id).inserted { missing.append(problem) }
+            }
+        }
+        return missing
+    }
+
+    func summary(ran: TimeInterval, rounds: Int, operations: Int) -> String {
+        let counts = lock.withLock { syncCounts }
+        let adds = names.map { "\($0) \(journals[$0]!.snapshot.count)" }.joined(separator: ", ")
+        return String(format: "ran %.1f s; ", ran) + fleet.totals
+            + "; peer syncs \(counts["peer syncs"] ?? 0) (acknowledged \(counts["acknowledged batches"] ?? 0)), merges \(counts["merges"] ?? 0); "
+            + "reminders added (exit 0) by store: \(adds); "
+            + "\(operations) operations in each store after \(rounds) exchange round(s)"
+    }
+}
