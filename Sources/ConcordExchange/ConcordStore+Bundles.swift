@@ -23,6 +23,10 @@ extension ConcordStore {
         if FileKind.of(path: path) == .store {
             throw ExchangeError(.invalidInput, "\(path) is a Concord store; a bundle is never written over one")
         }
+        var status = stat()
+        if stat(path, &status) == 0, status.st_mode & S_IFMT != S_IFREG {
+            throw ExchangeError(.invalidInput, "\(path) is not a regular file")
+        }
         let name = temporaryName ?? ".\((path as NSString).lastPathComponent).tmp-\(String(environment.random() & 0xFFFF_FFFF, radix: 16))"
         let file = try AtomicFile(path: path, temporaryName: name)
         do {

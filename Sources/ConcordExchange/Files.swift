@@ -10,10 +10,26 @@ public enum FileKind: Sendable {
     case encryptedBundle
     case other
 
+    /// What the file at `path` holds; `.other` also when it cannot be read. Read through
+    /// `StoreFile`: the file may be a store this process has open.
     public static func of(path: String) -> FileKind {
-        guard let handle = FileHandle(forReadingAtPath: path) else { return .other }
-        defer { try? handle.close() }
-        let head = [UInt8]((try? handle.read(upToCount: 16)) ?? Data())
+        (try? input(at: path)) ?? .other
+    }
+
+    /// What the file to read at `path` holds, or the error of SPEC.md §12 that says why it cannot
+    /// be read: missing, a directory, not a regular file (a FIFO would block forever), unreadable.
+    public static func input(at path: String) throws(ExchangeError) -> FileKind {
+        let head: [UInt8]
+        do {
+            head = try StoreFile.head(of: path, count: 16)
+        } catch {
+            switch error {
+            case .missing: throw ExchangeError(.io, "no store or bundle at \(path)")
+            case .directory: throw ExchangeError(.invalidInput, "\(path) is a directory, not a Concord store or bundle")
+            case .notRegular: throw ExchangeError(.invalidInput, "\(path) is not a regular file")
+            case .unreadable(let reason): throw ExchangeError(.io, "cannot read \(path) (\(reason))")
+            }
+        }
         if head.starts(with: BundleFormat.magic) { return .bundle }
         if head.starts(with: EncryptedBundleFormat.magic) { return .encryptedBundle }
         if head.starts(with: Array("SQLite format 3\0".utf8)) { return .store }
@@ -26,6 +42,11 @@ public final class FileSource: ByteSource {
     private let handle: FileHandle
 
     public init(path: String) throws(ExchangeError) {
+        var status = stat()
+        if stat(path, &status) == 0, status.st_mode & S_IFMT != S_IFREG {
+            // A FIFO would block the read forever (SPEC.md §12).
+            throw ExchangeError(.invalidInput, "\(path) is not a regular file")
+        }
         guard let handle = FileHandle(forReadingAtPath: path) else {
             throw ExchangeError(.io, "cannot read \(path)")
         }

@@ -156,11 +156,6 @@ public final class ConcordStore: Sendable {
     /// Opens the existing store at `path`. A missing file, a file that is not a Concord store, or a
     /// store of a newer schema is refused before anything is written.
     public static func open(at path: String, readOnly: Bool = false, environment: StoreEnvironment = .live) throws(StoreError) -> ConcordStore {
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
-            throw StoreError(.missing, "no store at \(path); run 'syncctl init' to create one")
-        }
-        guard !isDirectory.boolValue else { throw StoreError(.notAStore, "\(path) is a directory, not a Concord store") }
         // Identify the file from its header before SQLite opens it: opening a file, even
         // read-only, may create files beside it, and a refused file must stay untouched.
         try checkHeader(path)
@@ -251,13 +246,21 @@ public final class ConcordStore: Sendable {
     }
 
     /// Checks the SQLite header (SPEC.md §9): the magic, the application id at offset 68 and the
-    /// schema version (user_version) at offset 60, both big-endian.
+    /// schema version (user_version) at offset 60, both big-endian. Read through `StoreFile`, since
+    /// this process may already have the store open.
     private static func checkHeader(_ path: String) throws(StoreError) {
-        guard let handle = FileHandle(forReadingAtPath: path) else {
-            throw StoreError(FileAccess.isReadOnly(path) ? .readOnly : .io, "cannot read \(path)")
+        let header: [UInt8]
+        do {
+            header = try StoreFile.head(of: path, count: 100)
+        } catch {
+            switch error {
+            case .missing: throw StoreError(.missing, "no store at \(path); run 'syncctl init' to create one")
+            case .directory: throw StoreError(.notAStore, "\(path) is a directory, not a Concord store")
+            case .notRegular: throw StoreError(.notAStore, "\(path) is not a regular file")
+            case .unreadable(let reason):
+                throw StoreError(FileAccess.isReadOnly(path) ? .readOnly : .io, "cannot read \(path) (\(reason))")
+            }
         }
-        defer { try? handle.close() }
-        let header = [UInt8]((try? handle.read(upToCount: 100)) ?? Data())
         let magic = Array("SQLite format 3\0".utf8)
         guard header.count == 100, Array(header[0..<16]) == magic else {
             throw StoreError(.notAStore, "\(path) is not a Concord store")

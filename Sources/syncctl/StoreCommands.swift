@@ -125,17 +125,7 @@ struct Merge: ParsableCommand {
         var bundles: [String] = []
         var key: SyncKey?
         for path in paths {
-            var isDirectory: ObjCBool = false
-            guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
-                throw ExchangeError(.io, "no store or bundle at \(path)")
-            }
-            guard !isDirectory.boolValue else {
-                throw ExchangeError(.invalidInput, "\(path) is a directory, not a Concord store or bundle")
-            }
-            guard access(path, R_OK) == 0 else {
-                throw ExchangeError(.io, "cannot read \(path) (\(String(cString: strerror(errno))))")
-            }
-            switch FileKind.of(path: path) {
+            switch try FileKind.input(at: path) {
             case .store: stores.append(try ConcordStore.open(at: path, readOnly: true))
             case .bundle: bundles.append(path)
             // Read with this store's key: a bundle it cannot authenticate is refused before anything is merged.
