@@ -63,6 +63,10 @@ final class ProcessFleet: @unchecked Sendable {
     fileprivate var exitedZero: [String: Int] = [:]
     private var deleted: [String: DeletedFile] = [:]
     private var samples = 0
+    /// Deleted `-shm` descriptors seen for less than `shmGrace` so far.
+    private var suspects: [String: DeletedFile] = [:]
+    /// Those that were gone within `shmGrace`: held by the closing process that deleted them.
+    private var closingShm = 0
     private var problemList: [String] = []
 
     init(sandbox: Sandbox) throws {
@@ -275,24 +279,47 @@ final class ProcessFleet: @unchecked Sendable {
         sampleOnce()
     }
 
+    /// How long a deleted `-shm` alone may be held before it counts. SQLite's last connection to a
+    /// store unlinks the `-shm` and only then closes it (`unixShmUnmap`), so the process that
+    /// deleted it holds it for an instant; one still held this long after it was first seen
+    /// belongs to a connection that goes on using a wal-index no other process shares. A deleted
+    /// `-wal` counts at once: that connection closes the WAL before deleting it (`sqlite3WalClose`),
+    /// so a deleted one is only ever held by a process whose WAL another process removed.
+    static let shmGrace: TimeInterval = 0.5
+
     private func sampleOnce() {
         let processes = lock.withLock { live }
         let seconds = elapsed
-        var found: [DeletedFile] = []
+        var found: [String: DeletedFile] = [:]
         for (pid, label) in processes {
             let directory = "/proc/\(pid)/fd"
             guard let descriptors = try? FileManager.default.contentsOfDirectory(atPath: directory) else { continue }
             for descriptor in descriptors {
                 guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: directory + "/" + descriptor) else { continue }
                 if target.hasSuffix("-wal (deleted)") || target.hasSuffix("-shm (deleted)") {
-                    found.append(DeletedFile(label: label, pid: pid, descriptor: descriptor, target: target, firstSeen: seconds))
+                    found["\(pid) \(descriptor) \(target)"] = DeletedFile(label: label, pid: pid, descriptor: descriptor, target: target, firstSeen: seconds)
                 }
             }
         }
         lock.withLock {
             samples += 1
-            for file in found where deleted["\(file.pid) \(file.descriptor) \(file.target)"] == nil {
-                deleted["\(file.pid) \(file.descriptor) \(file.target)"] = file
+            let holdingDeletedWAL = Set(found.values.filter { $0.target.hasSuffix("-wal (deleted)") }.map(\.pid))
+            for (key, file) in found where deleted[key] == nil {
+                if holdingDeletedWAL.contains(file.pid) {
+                    deleted[key] = suspects.removeValue(forKey: key) ?? file
+                } else if let suspect = suspects[key] {
+                    if seconds - suspect.firstSeen >= Self.shmGrace {
+                        deleted[key] = suspect
+                        suspects[key] = nil
+                    }
+                } else {
+                    suspects[key] = file
+                }
+            }
+            // A deleted -shm that is gone again: its process closed it right after deleting it.
+            for key in suspects.keys where found[key] == nil {
+                suspects[key] = nil
+                closingShm += 1
             }
         }
     }
@@ -305,8 +332,10 @@ final class ProcessFleet: @unchecked Sendable {
         let kinds = counts.keys.sorted().map { kind -> String in
             "\(kind) \(counts[kind] ?? 0) (\(zero[kind] ?? 0) exited 0)"
         }.joined(separator: ", ")
+        let closing = lock.withLock { closingShm }
         return "\(processesStarted) processes started; commands by kind: \(kinds); \(fdSamples) fd samples; "
-            + "\(deletedFiles.count) deleted -wal/-shm descriptors seen"
+            + "\(deletedFiles.count) deleted -wal/-shm descriptors held; \(closing) deleted -shm seen only in the instant "
+            + "their own process closed them (SQLite's last connection unlinks the -shm, then closes it)"
     }
 }
 
