@@ -22,6 +22,29 @@ import Testing
     @Test func sharedStoresThenSIGKILLAtARandomMoment() throws {
         try Soak(phase: "SIGKILL", seed: SoakSettings.seed &+ 1).run(killing: true)
     }
+
+    /// The soak's fd check is only worth something if it sees the failure it looks for: a store's
+    /// WAL deleted under a live process (here by the test itself, under `serve`).
+    @Test func theSamplerSeesAWALDeletedUnderALiveProcess() throws {
+        let sandbox = try Sandbox()
+        let a = try sandbox.makeStore("a.db")
+        try a.ok("key", "generate")
+        let fleet = try ProcessFleet(sandbox: sandbox)
+        fleet.startSampling()
+        let server = try fleet.startDaemon("serve", label: "serve a", ["serve", "--listen", "127.0.0.1:0", "--store", a.path])
+        let holdsWAL = eventually(timeout: 30) {
+            (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(server.pid)/fd"))?.contains { descriptor in
+                (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(server.pid)/fd/\(descriptor)")) == a.path + "-wal"
+            } ?? false
+        }
+        try #require(holdsWAL, "serve opens its store's WAL")
+        #expect(fleet.deletedFiles.isEmpty, "nothing is deleted yet")
+        try FileManager.default.removeItem(atPath: a.path + "-wal")
+        let seen = eventually(timeout: 10) { fleet.deletedFiles.contains { $0.target == a.path + "-wal (deleted)" && $0.label == "serve a" } }
+        #expect(seen, "the sampler reports serve's deleted WAL: \(fleet.deletedFiles)")
+        _ = server.stop(SIGKILL)
+        fleet.stopSampling()
+    }
 }
 
 /// The changes one store's writer made to its own reminders, as their commands' exits told. Only
@@ -149,7 +172,7 @@ final class Soak: @unchecked Sendable {
     }
 
     /// What a failure message says first: enough to replay the run.
-    var header: String { "soak \(phase) (seed \(seed), CONCORD_SOAK_SEED=\(SoakSettings.seed), \(seconds) s)" }
+    var header: String { "soak \(phase) (seed \(seed); replay with CONCORD_SOAK_SEED=\(SoakSettings.seed) CONCORD_SOAK_SECONDS=\(seconds))" }
 
     func store(_ name: String) -> [String] { ["--store", stores[name]!] }
 

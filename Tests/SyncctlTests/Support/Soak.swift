@@ -184,6 +184,7 @@ final class ProcessFleet: @unchecked Sendable {
         }
 
         var isRunning: Bool { process.isRunning }
+        var pid: Int32 { process.processIdentifier }
         var stdout: String { String(decoding: (try? Data(contentsOf: out)) ?? Data(), as: UTF8.self) }
 
         /// Sends `signal` (if it still runs) and waits for the end, SIGKILL after `timeout` s.
