@@ -21,10 +21,13 @@ extension ConcordStore {
 
     /// Stores a sync key (32 bytes) in the store's `meta` table, in one transaction.
     ///
-    /// Before the key is written, the store's file and its `-wal` and `-shm` files are made
-    /// readable and writable by their owner only (0600), so the key never sits in a file others can
-    /// read; SQLite gives the `-wal` and `-shm` files it creates later the database file's mode.
-    /// A replaced key is overwritten in the database page (`PRAGMA secure_delete`).
+    /// Once the transaction holds the store for writing, and before the key is written, the store's
+    /// file and its `-wal` and `-shm` files lose every permission of group and others, so the key
+    /// never sits in a file others can read (SQLite gives the `-wal` and `-shm` files it creates
+    /// later the database file's mode); the owner's permissions are kept, so a read-only store
+    /// stays read-only. If the key is not written after all, their modes are put back. A replaced
+    /// key is overwritten in its database page (`PRAGMA secure_delete`), and the WAL is then
+    /// checkpointed and truncated, so that its bytes are in no file (SPEC.md §15.1).
     ///
     /// - Parameter replacing: replace a key the store already holds. Without it, a store that holds
     ///   another key is left unchanged and the call fails with `StoreError.Code.exists`; storing
@@ -33,31 +36,64 @@ extension ConcordStore {
     @discardableResult
     public func setSyncKeyBytes(_ bytes: [UInt8], replacing: Bool = false) throws(StoreError) -> Bool {
         precondition(bytes.count == Self.syncKeyByteCount, "a sync key has \(Self.syncKeyByteCount) bytes")
-        if path != ":memory:" {
-            for file in [path, path + "-wal", path + "-shm"] where FileManager.default.fileExists(atPath: file) {
-                guard chmod(file, 0o600) == 0 else {
-                    throw StoreError(.io, "cannot make \(file) private (chmod 600): \(String(cString: strerror(errno)))")
-                }
-            }
-        }
-        return try guarded {
-            try writer.writeWithoutTransaction { db in
-                try db.execute(sql: "PRAGMA secure_delete = ON")
-                defer { try? db.execute(sql: "PRAGMA secure_delete = OFF") }
-                var changed = false
-                try db.inTransaction(.immediate) {
-                    if let old = try Data.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'sync_key'") {
-                        if [UInt8](old) == bytes { return .commit }
-                        guard replacing else {
-                            throw StoreError(.exists, "the store at \(path) already holds another sync key")
+        var modes = FileModes()
+        var committed = false
+        do {
+            return try guarded {
+                try writer.writeWithoutTransaction { db in
+                    try db.execute(sql: "PRAGMA secure_delete = ON")
+                    defer { try? db.execute(sql: "PRAGMA secure_delete = OFF") }
+                    var replaced: Bool?
+                    try db.inTransaction(.immediate) {
+                        let old = try Data.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'sync_key'")
+                        if let old {
+                            if [UInt8](old) == bytes { return .commit }
+                            guard replacing else {
+                                throw StoreError(.exists, "the store at \(path) already holds another sync key")
+                            }
                         }
+                        if path != ":memory:" { try modes.makePrivate([path, path + "-wal", path + "-shm"]) }
+                        try db.execute(sql: "INSERT OR REPLACE INTO meta (key, value) VALUES ('sync_key', ?)", arguments: [Data(bytes)])
+                        replaced = old != nil
+                        return .commit
                     }
-                    try db.execute(sql: "INSERT OR REPLACE INTO meta (key, value) VALUES ('sync_key', ?)", arguments: [Data(bytes)])
-                    changed = true
-                    return .commit
+                    committed = true
+                    if replaced == true, path != ":memory:" {
+                        // The old key's page lives on in the database file until a checkpoint
+                        // copies the new one over it, and in earlier WAL frames until the WAL is
+                        // truncated; another process holding the store open would otherwise
+                        // delay both indefinitely. Readers are waited for as writers are.
+                        try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)")
+                    }
+                    return replaced != nil
                 }
-                return changed
             }
+        } catch {
+            if !committed { modes.restore() }
+            throw error
         }
+    }
+}
+
+/// The modes of files made private, to put back if what they were made private for fails.
+private struct FileModes {
+    private var original: [(path: String, mode: mode_t)] = []
+
+    /// Clears the group and other permission bits of each file that exists.
+    mutating func makePrivate(_ paths: [String]) throws(StoreError) {
+        for path in paths {
+            var status = stat()
+            guard stat(path, &status) == 0 else { continue }
+            let mode = status.st_mode & 0o7777
+            guard mode & 0o077 != 0 else { continue }
+            guard chmod(path, mode & 0o700) == 0 else {
+                throw StoreError(.io, "cannot make \(path) private (chmod): \(String(cString: strerror(errno)))")
+            }
+            original.append((path, mode))
+        }
+    }
+
+    func restore() {
+        for (path, mode) in original { chmod(path, mode) }
     }
 }

@@ -57,18 +57,35 @@ public final class ConcordStore: Sendable {
         }
     }
 
-    /// Throws `copied` if the store file was copied since it was last written (SPEC.md §9.1);
-    /// every write of a store calls it first, and so should any sync before it publishes.
+    /// Throws `copied` if the store file was copied since it was last written (SPEC.md §9.1), and
+    /// `forked` if another process made it another replica (`init --fork`) since this object
+    /// opened it. Every write of a store checks both in its transaction; a sync calls this before
+    /// it publishes anything under the store's replica id.
     public func ensureNotCopied() throws(StoreError) {
+        try ensureNotCopiedSinceOpening()
+        try guarded { try writer.read { db in try ensureSameReplica(db) } }
+    }
+
+    private func ensureNotCopiedSinceOpening() throws(StoreError) {
         if let copiedFrom {
             throw StoreError(.copied, "\(path) is a copy of the store at \(copiedFrom) (another file): run 'syncctl init --fork' to make it a replica of its own, or 'syncctl init --moved' if it was moved and the original is no longer used")
         }
     }
 
+    /// A process that holds a store open for long (`serve`, `sync --watch`, an app) must not go on
+    /// writing or publishing under the id the store had when it opened it (SPEC.md §9.1).
+    private func ensureSameReplica(_ db: Database) throws {
+        let current = try Data.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'replica_id'")
+        guard let current, current != Data(replicaID.bytes) else { return }
+        let now = ReplicaID(bytes: current)?.hex ?? "another id"
+        throw StoreError(.forked, "the store at \(path) is now replica \(now) (another process ran 'syncctl init --fork' on it); this process opened it as replica \(replicaID.hex): open it again")
+    }
+
     /// Checks that the store may be written, and records its location in the same transaction
     /// the first time.
     func prepareWrite(_ db: Database) throws {
-        try ensureNotCopied()
+        try ensureNotCopiedSinceOpening()
+        try ensureSameReplica(db)
         try unrecordedLocation.withLock { location in
             guard let current = location else { return }
             try db.execute(sql: "INSERT OR REPLACE INTO meta (key, value) VALUES ('location', ?)", arguments: [current.recorded])
@@ -82,6 +99,7 @@ public final class ConcordStore: Sendable {
     /// at all: it is built under a temporary name and linked into place.
     public static func create(at path: String, name: String? = nil, environment: StoreEnvironment = .live) throws(StoreError) -> ConcordStore {
         let fileManager = FileManager.default
+        removeAbandonedTemporaries(of: path)
         guard !fileManager.fileExists(atPath: path) else {
             throw StoreError(.exists, "a store already exists at \(path)")
         }
@@ -93,9 +111,10 @@ public final class ConcordStore: Sendable {
                 throw StoreError(.io, "cannot create the directory \(directory): \(error.localizedDescription)")
             }
         }
-        let temporary = path + ".init-" + String(environment.random(), radix: 16)
+        // Named after this process, so that a later `create` can tell it was abandoned.
+        let temporary = path + ".init-\(getpid())-" + String(environment.random(), radix: 16)
         defer {
-            for suffix in ["", "-wal", "-shm"] { try? fileManager.removeItem(atPath: temporary + suffix) }
+            for suffix in ["", "-wal", "-shm", "-journal"] { try? fileManager.removeItem(atPath: temporary + suffix) }
         }
         try guarded(path) {
             let queue = try DatabaseQueue(path: temporary, configuration: configuration(readOnly: false))
@@ -115,6 +134,22 @@ public final class ConcordStore: Sendable {
         // Record where the file is at once: a copy made before the first write is a copy too.
         try store.guarded { try store.writer.write { db in try store.prepareWrite(db) } }
         return store
+    }
+
+    /// Removes what a `create` of `path` killed part way left: `PATH.init-PID-HEX` and its `-wal`,
+    /// `-shm` and `-journal` files, when process PID no longer runs (SPEC.md §9). A `create` under
+    /// way in another process is left alone; a name with no process id is from an older build,
+    /// whose `create` has long ended.
+    private static func removeAbandonedTemporaries(of path: String) {
+        let directory = (path as NSString).deletingLastPathComponent
+        let prefix = (path as NSString).lastPathComponent + ".init-"
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.isEmpty ? "." : directory)) ?? []
+        for name in names where name.hasPrefix(prefix) {
+            let rest = name.dropFirst(prefix.count)
+            let fields = rest.split(separator: "-", maxSplits: 1)
+            if fields.count == 2, let pid = pid_t(fields[0]), kill(pid, 0) == 0 || errno == EPERM { continue }
+            unlink((directory.isEmpty ? "" : directory + "/") + name)
+        }
     }
 
     /// Makes the store at `path` a new replica: a new random replica id, every operation and

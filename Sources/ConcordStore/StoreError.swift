@@ -8,7 +8,7 @@ public protocol InvalidInputError: Error, CustomStringConvertible {}
 /// where there is one, what to do about it.
 public struct StoreError: Error, Hashable, CustomStringConvertible {
     public struct Code: Hashable, Sendable {
-        fileprivate enum Wrapped: Hashable { case missing, exists, notAStore, newerSchema, corrupt, readOnly, invalidChange, invalidInput, notFound, ambiguous, io, copied, clash }
+        fileprivate enum Wrapped: Hashable { case missing, exists, notAStore, newerSchema, corrupt, readOnly, invalidChange, invalidInput, notFound, ambiguous, io, copied, forked, clash }
         fileprivate let wrapped: Wrapped
 
         /// No store at the path.
@@ -36,6 +36,9 @@ public struct StoreError: Error, Hashable, CustomStringConvertible {
         /// The store file was copied (or restored, or moved to another file system) since it was
         /// last written: it refuses writes until it is forked or declared moved (SPEC.md §9.1).
         public static let copied = Code(wrapped: .copied)
+        /// Another process made the store another replica (`init --fork`) after this object
+        /// opened it: it refuses writes and publishing under the old id; open the store again.
+        public static let forked = Code(wrapped: .forked)
         /// Two different operations under one (replica, seq): two stores share a replica id.
         public static let clash = Code(wrapped: .clash)
     }

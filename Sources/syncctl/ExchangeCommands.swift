@@ -78,7 +78,7 @@ struct Sync: ParsableCommand {
             try PeerSync.run(store: try store.open(), address: address)
             return
         }
-        let sync = FolderSync(store: try store.open(), folder: folder!)
+        var sync = FolderSync(store: try store.open(), folder: folder!)
         guard watch else {
             let report = try sync.sync(progress: ProgressLine.shared.folderProgress)
             ProgressLine.shared.clear()
@@ -87,9 +87,24 @@ struct Sync: ParsableCommand {
         }
         let stop = StopSignal()
         say("watching \(sync.folder) every \(interval) s; stop with Ctrl-C")
-        sync.watch(
-            interval: .milliseconds(Int64(interval * 1000)), shouldStop: stop.isSet, onSync: Self.print,
-            onError: { warn("warning: \($0); retrying") })
+        while !stop.isSet() {
+            // Another process may make the store another replica (`init --fork`, SPEC.md §9.1):
+            // the store object refuses to go on under the old id, and the watch opens it again.
+            var reopen = false
+            sync.watch(
+                interval: .milliseconds(Int64(interval * 1000)), shouldStop: { reopen || stop.isSet() }, onSync: Self.print,
+                onError: { error in
+                    if let error = error as? StoreError, error.code == .forked {
+                        reopen = true
+                    } else {
+                        warn("warning: \(error); retrying")
+                    }
+                })
+            guard reopen else { break }
+            let store = try self.store.open()
+            sync = FolderSync(store: store, folder: sync.folder)
+            say("the store is now replica \(store.replicaID.hex) ('syncctl init --fork'); watching on as that replica")
+        }
         say("stopped")
     }
 

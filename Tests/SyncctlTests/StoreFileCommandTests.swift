@@ -1,0 +1,144 @@
+import Foundation
+import Testing
+
+/// What `syncctl` does to the store's file itself, beside other processes (SPEC.md §9, §9.1,
+/// §12, §15.1): paths that are not regular files, modes, leftovers, keys, replica ids.
+@Suite struct StoreFileCommandTests {
+    /// A FIFO blocks whoever opens it until its other end is opened: each is refused at once.
+    @Test func pathsThatAreNotRegularFilesAreRefusedBeforeTheyAreOpened() throws {
+        let sandbox = try Sandbox()
+        let store = try sandbox.makeStore("a.db")
+        try store.addReminder("kept")
+        let fifo = sandbox.path("fifo")
+        #expect(mkfifo(fifo, 0o600) == 0)
+        expectOneLineFailure(try sandbox.run(["status", "--store", fifo]), mentions: ["\(fifo) is not a regular file"], code: 1)
+        expectOneLineFailure(try sandbox.run(["reminder", "add", "x", "--store", fifo]), mentions: ["\(fifo) is not a regular file"], code: 1)
+        try store.expectRefused(["merge", fifo], mentions: ["\(fifo) is not a regular file"], code: 1)
+        try store.expectRefused(["export", fifo], mentions: ["\(fifo) is not a regular file"], code: 1)
+        try store.expectRefused(["export", sandbox.path("out.cbundle"), "--since", fifo], mentions: ["\(fifo) is not a regular file"], code: 1)
+        #expect(!FileManager.default.fileExists(atPath: sandbox.path("out.cbundle")))
+        var status = stat()
+        #expect(lstat(fifo, &status) == 0 && status.st_mode & S_IFMT == S_IFIFO, "the FIFO is left as it was")
+    }
+
+    /// A key command refused on a read-only store leaves every file as it was, its mode included
+    /// (it used to make the store 0600, which let the next write through).
+    @Test func aKeyRefusedOnAReadOnlyStoreChangesNoMode() throws {
+        let sandbox = try Sandbox()
+        let store = try sandbox.makeStore("a.db")
+        try store.addReminder("kept")
+        let other = try sandbox.makeStore("b.db")
+        let text = String(try other.ok("key", "generate").split(separator: "\n")[0])
+        let files = [store.path, store.path + "-wal", store.path + "-shm"].filter { FileManager.default.fileExists(atPath: $0) }
+        for file in files { #expect(chmod(file, 0o400) == 0) }
+        let before = try listing(of: sandbox.root.path)
+        for arguments in [["key", "generate"], ["key", "import", text]] {
+            let result = try sandbox.runAsUser(arguments + ["--store", store.path])
+            expectOneLineFailure(result, mentions: ["read-only"], code: 1)
+            for file in files { #expect(mode(of: file) == 0o400, "\(arguments): \(file) is \(String(mode(of: file), radix: 8))") }
+            // (SQLite creates an empty `-wal` and a `-shm` beside a WAL store to read it at all.)
+            let after = try listing(of: sandbox.root.path).filter { before[$0.key] != nil }
+            #expect(after == before)
+        }
+        expectOneLineFailure(try store.runAsUser("reminder", "add", "y"), mentions: ["read-only"], code: 1)
+        // A writable store is made private to its owner, and no more than that.
+        for file in files { #expect(chmod(file, 0o644) == 0) }
+        try store.ok("key", "generate")
+        for file in files where FileManager.default.fileExists(atPath: file) { #expect(mode(of: file) == 0o600) }
+    }
+
+    /// `init` killed part way leaves `STORE.init-PID-HEX` and its sidecars; the next `init` removes
+    /// them, but not those of an `init` whose process still runs.
+    @Test func initRemovesWhatAKilledInitLeft() throws {
+        let sandbox = try Sandbox()
+        let path = sandbox.path("x.db")
+        let dead = ["x.db.init-2147483646-1f2e", "x.db.init-2147483646-1f2e-wal", "x.db.init-2147483646-1f2e-shm",
+                    "x.db.init-2147483646-1f2e-journal", "x.db.init-9c0ffee", "x.db.init-9c0ffee-wal"]
+        let live = "x.db.init-\(getpid())-abc"
+        for name in dead + [live, "y.db.init-2147483646-1"] {
+            #expect(FileManager.default.createFile(atPath: sandbox.path(name), contents: Data("left".utf8)))
+        }
+        let result = try sandbox.run(["init", "--store", path])
+        #expect(result.succeeded, "\(result)")
+        for name in dead { #expect(!FileManager.default.fileExists(atPath: sandbox.path(name)), "\(name) is left") }
+        #expect(FileManager.default.fileExists(atPath: sandbox.path(live)), "another running init's file is kept")
+        #expect(FileManager.default.fileExists(atPath: sandbox.path("y.db.init-2147483646-1")), "another store's is kept")
+
+        // And for real: inits killed at moments spread over their run, then one that finishes.
+        for delay in stride(from: 0.0, to: 0.3, by: 0.03) {
+            _ = try sandbox.runKilled(["init", "--store", sandbox.path("k.db")], at: .after(delay))
+            try? FileManager.default.removeItem(atPath: sandbox.path("k.db"))
+        }
+        #expect(try sandbox.run(["init", "--store", sandbox.path("k.db")]).succeeded)
+        let left = try FileManager.default.contentsOfDirectory(atPath: sandbox.root.path).filter { $0.hasPrefix("k.db.init-") }
+        #expect(left.isEmpty, "\(left)")
+    }
+
+    /// `key generate --force` while `serve` holds the store open: the old key's bytes are in no
+    /// file afterwards (they stayed in the database file until every other process let go).
+    @Test func aReplacedKeyIsInNoFileWhileAnotherProcessHoldsTheStore() throws {
+        let sandbox = try Sandbox()
+        let store = try sandbox.makeStore("a.db")
+        try store.ok("key", "generate")
+        try store.addReminder("kept")
+        let old = try keyBytes(sandbox, store)
+        let (server, _) = try PeerCommandTests().serve(sandbox, store)
+        try store.ok("key", "generate", "--force")
+        let new = try keyBytes(sandbox, store)
+        #expect(new != old)
+        #expect(server.isRunning)
+        for file in [store.path, store.path + "-wal"] {
+            let contents = (try? Data(contentsOf: URL(fileURLWithPath: file))) ?? Data()
+            #expect(contents.firstRange(of: old) == nil, "the replaced key is still in \(file)")
+        }
+        server.send(SIGTERM)
+        _ = server.wait(timeout: 20)
+    }
+
+    /// A watcher running while another process gives the store a new replica id (`init --fork`)
+    /// goes on as the new replica and publishes nothing more under the old one.
+    @Test func aWatcherGoesOnAsTheReplicaTheStoreWasForkedInto() throws {
+        let sandbox = try Sandbox()
+        let folder = try sandbox.makeDirectory("Shared")
+        let b = try sandbox.makeStore("b.db")
+        let oldID = try b.replicaID()
+        try b.addNote("before the fork")
+        let watcher = try sandbox.start(["sync", "--folder", folder, "--watch", "--interval", "0.2", "--store", b.path])
+        let first = folder + "/concord-v1/\(oldID)-0000000001.cbundle"
+        #expect(eventually(timeout: 20) { FileManager.default.fileExists(atPath: first) }, "\(watcher.stderr)")
+        let forked = try b.run("init", "--fork")
+        #expect(forked.succeeded, "\(forked)")
+        let newID = try b.replicaID()
+        #expect(newID != oldID)
+        let note = try b.addNote("after the fork")
+        let published = folder + "/concord-v1/\(newID)-0000000001.cbundle"
+        #expect(eventually(timeout: 20) { FileManager.default.fileExists(atPath: published) || !watcher.isRunning },
+                "the watcher publishes as \(newID): \(watcher.stdout) \(watcher.stderr)")
+        #expect(try bundleNames(in: folder).filter { $0.hasPrefix(oldID) } == ["\(oldID)-0000000001.cbundle"],
+                "nothing more under the old id")
+        let a = try sandbox.makeStore("a.db")
+        try a.ok("sync", "--folder", folder)
+        #expect(try a.show(note).string("title") == "after the fork")
+        watcher.send(SIGTERM)
+        let result = watcher.wait(timeout: 20)
+        #expect(result.succeeded, "\(result)")
+        #expect(result.stdout.contains("the store is now replica \(newID)"), "\(result)")
+    }
+
+    private func mode(of path: String) -> mode_t {
+        var status = stat()
+        return stat(path, &status) == 0 ? status.st_mode & 0o7777 : 0
+    }
+
+    /// The store's sync key as stored, read by another program (Python's sqlite3).
+    private func keyBytes(_ sandbox: Sandbox, _ store: Store) throws -> Data {
+        let result = try sandbox.python("""
+            import sqlite3, sys
+            db = sqlite3.connect(sys.argv[1])
+            print(db.execute("SELECT hex(value) FROM meta WHERE key = 'sync_key'").fetchone()[0])
+            """, [store.path])
+        #expect(result.succeeded, "\(result)")
+        let hex = Array(result.out.utf8)
+        return Data(stride(from: 0, to: hex.count - 1, by: 2).map { UInt8(String(decoding: hex[$0...$0 + 1], as: UTF8.self), radix: 16)! })
+    }
+}
