@@ -270,13 +270,22 @@ final class Soak: @unchecked Sendable {
         }
         #expect(rounds > 0, "\(header): the stores did not converge after the exchange: dumps differ")
         for (name, dump) in zip(names, dumps).dropFirst() where dump != dumps[0] {
-            let first = zip(dump.split(separator: "\n"), dumps[0].split(separator: "\n")).first { $0 != $1 }
-            Issue.record("\(header): dump of \(name) differs from a's after the full exchange (first difference: \(first.map { "\($0.0) / \($0.1)" } ?? "lengths"))")
+            Issue.record("\(header): dump of \(name) differs from a's after the full exchange: \(firstDifference(dump, dumps[0]))")
         }
         let problems = fleet.problems
         if !problems.isEmpty {
             Issue.record("\(header): commands failed or reported store errors (\(problems.count)):\n\(list(problems))")
         }
+    }
+
+    /// Where two dumps (one line of JSON each) first differ, with a little of each around it.
+    func firstDifference(_ one: String, _ other: String) -> String {
+        let (a, b) = (Array(one.utf8), Array(other.utf8))
+        let offset = (0..<min(a.count, b.count)).first { a[$0] != b[$0] } ?? min(a.count, b.count)
+        func around(_ bytes: [UInt8]) -> String {
+            String(decoding: bytes[max(0, offset - 120)..<min(bytes.count, offset + 120)], as: UTF8.self)
+        }
+        return "at byte \(offset) of \(a.count) and \(b.count):\n  …\(around(a))…\n  …\(around(b))…"
     }
 
     /// The first 25 items, one per line, and how many more there were.
