@@ -93,6 +93,9 @@ public final class ConcordStore: Sendable {
         }
     }
 
+    /// The store schema version (SPEC.md §9) this build writes, and the newest it opens.
+    public static var schemaVersion: Int { StoreSchema.version }
+
     // MARK: Creating and opening
 
     /// Creates a new store at `path` with a new random replica id. The file appears whole or not
