@@ -79,7 +79,7 @@ struct MergeBench: ParsableCommand {
             """)
     @OptionGroup var options: WorkloadOptions
     @Option(help: ArgumentHelp(
-        "Also leave B's bundle (b.cbundle) and A before the merge (a.db) in this directory, to profile 'syncctl merge b.cbundle --store COPY-OF-a.db'.",
+        "Also leave B's bundle (b.cbundle) and A before the merge (a.db) in this directory, to profile 'syncctl merge b.cbundle --store COPY-OF-a.db' (a.db records no location, so its copies are not refused as copies).",
         valueName: "directory"))
     var keep: String?
 
@@ -103,6 +103,8 @@ struct MergeBench: ParsableCommand {
                     try? FileManager.default.removeItem(atPath: target)
                     try FileManager.default.copyItem(atPath: from, toPath: target)
                 }
+                // Handed out to be copied: no copy of it should be refused as one (SPEC.md §9.1).
+                try ConcordStore.forgetLocation(at: (keep as NSString).appendingPathComponent("a.db"))
             }
 
             var times: [Double] = []
