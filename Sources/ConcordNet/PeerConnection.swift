@@ -12,7 +12,7 @@ import NIOPosix
 /// - **No store work on the event loop.** The session (its crypto, batch decoding) and every store
 ///   call run on the connection's own serial queue (`worker`); the event loop only moves bytes.
 ///   What arrives is handed to the worker in order; what the session returns is written in order,
-///   and an `.apply` is committed before any bytes returned after it are written.
+///   and an `.apply` is committed before the session reads on (`batchApplied()`).
 /// - **Operations stream with backpressure.** A reader thread walks the log
 ///   (`forEachOperation(since:)`, on a read-only connection of its own, so applying the peer's
 ///   batches meanwhile is never blocked by it) and hands over chunks of a few thousand operations,
@@ -175,6 +175,9 @@ final class PeerConnection: @unchecked Sendable {
 
     private func perform(_ actions: [PeerAction]) {
         for action in actions {
+            // A batch applied may have ended the session (through `batchApplied()`): the rest of
+            // its list (a `.needOperations`) is moot.
+            if ended { return }
             switch action {
             case .send(let bytes):
                 write(bytes)
@@ -194,6 +197,8 @@ final class PeerConnection: @unchecked Sendable {
                     end(PeerFailure(.local, "dropped the connection after \(appliedBatches) batches (test)"), flush: false)
                     return
                 }
+                // The batch has committed: the session reads on (an ack may follow).
+                perform(session.batchApplied())
             case .needOperations(let since):
                 startStreaming(since: since)
             case .finished(let summary):

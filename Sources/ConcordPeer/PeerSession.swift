@@ -38,9 +38,11 @@ public enum PeerAction: Hashable, Sendable {
     /// Write these bytes to the connection.
     case send([UInt8])
     /// Merge these operations, authenticated and valid (SPEC.md §4.3), into the store as one
-    /// merge of their own (its own transaction), and carry out the actions after it only once it
-    /// has committed: the `ack` that tells the peer its operations arrived is among them. If the
-    /// merge fails, call `abort(_:)` and carry out nothing more.
+    /// merge of their own (its own transaction), then call `batchApplied()` and carry out what it
+    /// returns. If the merge fails, call `abort(_:)` instead and carry out what that returns.
+    /// Until then the session reads nothing further of what arrived: nothing after a batch is
+    /// acted on, and no frame (an `ack`) is sealed, before the batch has committed, so the
+    /// `error` that a failed merge sends is sealed with the next counter and the peer can read it.
     case apply([Op])
     /// The peer's version vector has arrived: stream every operation the store holds that `since`
     /// does not cover (each author's in seq order, as `ConcordStore.forEachOperation(since:)`
@@ -77,6 +79,7 @@ public enum PeerAction: Hashable, Sendable {
 ///         case .apply(let operations):
 ///             do { try store.merge(operations) }
 ///             catch { perform(session.abort(PeerFailure(.local, "cannot apply a batch: \(error)"))); return }
+///             perform(session.batchApplied())
 ///         case .needOperations(let since):
 ///             // In chunks, so memory stays bounded; batches are cut by the session.
 ///             var chunk: [Op] = []
@@ -94,10 +97,14 @@ public enum PeerAction: Hashable, Sendable {
 /// ```
 ///
 /// **Order.** Every frame is sealed with the next counter of its direction, so bytes MUST be
-/// written in the order the session returns them, across calls; and an `.apply` MUST be committed
-/// before any bytes returned after it (in the same list or a later call) are written, since they
-/// may acknowledge it. Carrying out each list in order, one call at a time, does both; a driver
-/// that applies batches on another thread keeps one ordered queue of writes and applies.
+/// written in the order the session returns them, across calls, and none dropped: a frame sealed
+/// and never written makes every later one fail authentication at the peer. After an `.apply`
+/// (only a `.needOperations` may follow it in its list) the session reads nothing more of what
+/// arrived until the transport calls `batchApplied()` (the batch has committed) or ends the
+/// session with `abort(_:)`.
+/// Carrying out each list in order, one call at a time, does all this; a driver that applies
+/// batches on another thread keeps one ordered queue of writes and applies, and may go on
+/// calling `receive` meanwhile (the bytes wait).
 /// Sending and receiving are independent: a transport keeps feeding received bytes while it
 /// streams operations (the session being a value it guards: one call at a time). It must not
 /// stop reading while it waits to write: both peers send at once, and two peers that each wait
@@ -123,6 +130,9 @@ public struct PeerSession: Sendable {
     private var receiving: Receiving = .versions
     private var sending: Sending = .waitingForPeerVersions
     private var ackReceived = false
+    /// An `.apply` has been handed out and not yet confirmed by `batchApplied()`: what arrived
+    /// after its batch waits in the decoder.
+    private var awaitingApply = false
     /// A `.needOperations` to return at the end of the current `receive`.
     private var pendingNeed: VersionVector?
     /// What the peer sent in this session: never sent back.
@@ -228,8 +238,23 @@ public struct PeerSession: Sendable {
         guard isActive else { return [] }
         summary.bytesReceived += bytes.count
         decoder.append(bytes)
+        return handleReceived()
+    }
+
+    /// The batch of the last `.apply` has committed: the session reads on (and may send the
+    /// `ack` that tells the peer it holds what it sent).
+    public mutating func batchApplied() -> [PeerAction] {
+        guard isActive else { return [] }
+        precondition(awaitingApply, "PeerSession.batchApplied() without an .apply")
+        awaitingApply = false
+        return handleReceived()
+    }
+
+    /// Handles the frames waiting in the decoder, up to the first batch (which waits for
+    /// `batchApplied()`).
+    private mutating func handleReceived() -> [PeerAction] {
         var actions: [PeerAction] = []
-        while isActive {
+        while isActive, !awaitingApply {
             let frame: [UInt8]
             do {
                 guard let next = try decoder.next() else { break }
@@ -492,6 +517,7 @@ public struct PeerSession: Sendable {
             summary.batchesReceived += 1
             summary.operationsReceived += operations.count
             actions.append(.apply(operations))
+            awaitingApply = true
         case .done:
             receiving = .done
             // The transport carries out actions in order, so this ack goes out once every batch

@@ -1,6 +1,7 @@
 import ConcordCore
 import ConcordExchange
 import ConcordKeys
+import ConcordPeer
 import ConcordStore
 import Foundation
 import NIOCore
@@ -96,6 +97,20 @@ final class RecordBox: @unchecked Sendable {
 /// One `sync --peer` session of `node` with `address`.
 func sync(_ node: Node, key: SyncKey, with address: PeerAddress, configuration: PeerTransportConfiguration = quickConfiguration(idle: .seconds(10))) throws -> PeerSessionRecord {
     try PeerClient.sync(store: node.store, key: key, address: address, configuration: configuration)
+}
+
+extension PeerSession {
+    /// Takes bytes as `receive` does, and confirms each batch at once, as a store that applies it
+    /// would: every action, up to the session's end or what the bytes hold.
+    mutating func receiveApplying(_ bytes: [UInt8]) -> [PeerAction] {
+        var actions = receive(bytes)
+        var index = 0
+        while index < actions.count {
+            if case .apply = actions[index] { actions += batchApplied() }
+            index += 1
+        }
+        return actions
+    }
 }
 
 /// A plain TCP client on POSIX sockets, for peers that do not follow the protocol.

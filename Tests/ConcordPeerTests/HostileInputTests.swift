@@ -184,6 +184,7 @@ import Testing
         // The batch sealed with the last usable counter is read; nothing after it can be.
         let received = client.receive(bytes(last))
         #expect(received.count == 1 && received[0].isApply)
+        #expect(client.batchApplied() == [])
         #expect(client.receive(Frame.encode([UInt8](repeating: 0, count: 40))) == [
             .failed(PeerFailure(.counterExhausted, "the session has used all its frame counters")),
         ])

@@ -119,6 +119,8 @@ struct TestPeer {
     var chunk = 1000
     /// Every action, in order.
     var log: [PeerAction] = []
+    /// Makes applying a batch fail with this failure, as a store's merge may.
+    var refuseBatch: (([Op]) -> PeerFailure?)?
 
     init(role: PeerRole, key: SyncKey = keyA, replica: ReplicaID, operations: [Op] = [], random: RandomBytes) {
         let store = OperationSet(operations)
@@ -136,8 +138,14 @@ struct TestPeer {
                 outbox += bytes
                 sent += bytes
             case .apply(let batch):
+                if let refusal = refuseBatch?(batch) {
+                    // As a store whose merge fails (a clash, a full disk): nothing of it is applied.
+                    perform(session.abort(refusal))
+                    return
+                }
                 store.apply(batch)
                 appliedBatches.append(batch)
+                perform(session.batchApplied())
             case .needOperations(let since):
                 needOperationsCalls.append(since)
                 let missing = store.missing(since: since)
@@ -272,7 +280,13 @@ struct HostileClient {
     mutating func send(_ messages: [[UInt8]]) -> [PeerAction] {
         var bytes: [UInt8] = []
         for message in messages { bytes += seal(message) }
-        let actions = server.receive(bytes)
+        var actions = server.receive(bytes)
+        // Each batch is applied at once, as a store would, and the server reads on.
+        var index = 0
+        while index < actions.count {
+            if actions[index].isApply { actions += server.batchApplied() }
+            index += 1
+        }
         for case .send(let bytes) in actions { serverBytes += bytes }
         return actions
     }
