@@ -30,7 +30,8 @@ final class PeerConnection: @unchecked Sendable {
     let configuration: PeerTransportConfiguration
     let peer: String
     private let worker: DispatchQueue
-    private let started = ContinuousClock.now
+    private let clock: any PeerClock
+    private let started: NIODeadline
     private let outcome: EventLoopPromise<PeerSessionRecord>
     private let progress: (@Sendable (PeerProgress) -> Void)?
 
@@ -61,9 +62,9 @@ final class PeerConnection: @unchecked Sendable {
 
     // Confined to the channel's event loop.
     private var readingPaused = false
-    private var lastActivity = NIODeadline.now()
-    private var handshakeTimer: Scheduled<Void>?
-    private var idleTimer: RepeatedTask?
+    private var lastActivity: NIODeadline
+    private var handshakeTimer: PeerTimer?
+    private var idleTimer: PeerTimer?
     private var closing = false
 
     /// The record of the session, once it has ended (finished or failed).
@@ -77,6 +78,9 @@ final class PeerConnection: @unchecked Sendable {
         self.store = store
         self.configuration = configuration
         self.progress = progress
+        clock = configuration.clock
+        started = clock.now()
+        lastActivity = started
         peer = channel.remoteAddress?.shown ?? "?"
         worker = DispatchQueue(label: "concord.peer \(peer)")
         outcome = channel.eventLoop.makePromise(of: PeerSessionRecord.self)
@@ -89,18 +93,11 @@ final class PeerConnection: @unchecked Sendable {
 
     /// The channel is active: start the session and its timers. On the event loop.
     func activate() {
-        lastActivity = .now()
-        let handshake = TimeAmount(configuration.handshakeTimeout)
-        handshakeTimer = channel.eventLoop.scheduleTask(in: handshake) { [self] in
+        lastActivity = clock.now()
+        handshakeTimer = clock.schedule(at: started + TimeAmount(configuration.handshakeTimeout), on: channel.eventLoop) { [self] in
             timeOut(PeerFailure(.timedOut, "the handshake took over \(configuration.handshakeTimeout.shown)"), handshakeOnly: true)
         }
-        let idle = TimeAmount(configuration.idleTimeout)
-        let every = TimeAmount.nanoseconds(max(idle.nanoseconds / 4, 1_000_000))
-        idleTimer = channel.eventLoop.scheduleRepeatedTask(initialDelay: every, delay: every) { [self] _ in
-            if NIODeadline.now() - lastActivity >= idle {
-                timeOut(PeerFailure(.timedOut, "the session was idle for \(configuration.idleTimeout.shown)"), handshakeOnly: false)
-            }
-        }
+        armIdleTimer()
         // A connection refused at once (a full server) has ended before it started.
         worker.async { [self] in
             guard !ended else { return }
@@ -116,9 +113,25 @@ final class PeerConnection: @unchecked Sendable {
         }
     }
 
+    /// Wakes up exactly when the session will have been idle for the idle timeout, as far as is
+    /// known now; a wake-up that finds activity since then sleeps again until the new deadline.
+    /// (Activity does not move the timer itself: bytes come and go far more often than it fires.)
+    /// On the event loop.
+    private func armIdleTimer() {
+        let idle = TimeAmount(configuration.idleTimeout)
+        idleTimer = clock.schedule(at: lastActivity + idle, on: channel.eventLoop) { [self] in
+            guard !closing, idleTimer != nil else { return }
+            if clock.now() - lastActivity >= idle {
+                timeOut(PeerFailure(.timedOut, "the session was idle for \(configuration.idleTimeout.shown)"), handshakeOnly: false)
+            } else {
+                armIdleTimer()
+            }
+        }
+    }
+
     /// Bytes arrived. On the event loop.
     func received(_ buffer: ByteBuffer) {
-        lastActivity = .now()
+        lastActivity = clock.now()
         let bytes = Array(buffer.readableBytesView)
         lock.withLock { inboundPending += bytes.count }
         worker.async { [self] in
@@ -151,6 +164,7 @@ final class PeerConnection: @unchecked Sendable {
         lock.withLock { channelGone = true }
         handshakeTimer?.cancel()
         idleTimer?.cancel()
+        idleTimer = nil
         worker.async { [self] in
             if !ended { perform(session.connectionClosed()) }
             feed?.cancel()
@@ -213,11 +227,14 @@ final class PeerConnection: @unchecked Sendable {
         guard !bytes.isEmpty else { return }
         let count = bytes.count
         lock.withLock { outboundPending += count }
-        let future = channel.writeAndFlush(ByteBuffer(bytes: bytes))
-        lastWrite = future
-        future.whenComplete { [self] _ in
+        // The callback is attached before the write is handed over, so that it runs as the write
+        // completes, in the same turn of the event loop: the idle timer sees the activity at its
+        // time, not whenever this thread would have got round to attaching it.
+        let promise = channel.eventLoop.makePromise(of: Void.self)
+        lastWrite = promise.futureResult
+        promise.futureResult.whenComplete { [self] _ in
             // On the event loop.
-            lastActivity = .now()
+            lastActivity = clock.now()
             let resume = lock.withLock {
                 outboundPending -= count
                 guard pumpWaitsForWrites, outboundPending <= configuration.outboundBufferBytes / 2 else { return false }
@@ -226,6 +243,7 @@ final class PeerConnection: @unchecked Sendable {
             }
             if resume { worker.async { self.pump() } }
         }
+        channel.writeAndFlush(ByteBuffer(bytes: bytes), promise: promise)
     }
 
     private func startStreaming(since: VersionVector) {
@@ -282,7 +300,7 @@ final class PeerConnection: @unchecked Sendable {
         feed?.cancel()
         feed = nil
         var record = PeerSessionRecord(
-            peer: peer, summary: summary ?? session.summary, failure: failure, duration: ContinuousClock.now - started)
+            peer: peer, summary: summary ?? session.summary, failure: failure, duration: Duration(clock.now() - started))
         record.newOperations = newOperations
         record.farFutureTimestamp = farFuture
         let written = flush ? lastWrite : nil
@@ -317,6 +335,7 @@ final class PeerConnection: @unchecked Sendable {
         closing = true
         handshakeTimer?.cancel()
         idleTimer?.cancel()
+        idleTimer = nil
         guard linger, channel.isActive else {
             channel.close(promise: nil)
             return
