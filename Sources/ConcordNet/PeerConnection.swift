@@ -35,13 +35,19 @@ final class PeerConnection: @unchecked Sendable {
     private let outcome: EventLoopPromise<PeerSessionRecord>
     private let progress: (@Sendable (PeerProgress) -> Void)?
 
-    private let key: SyncKey
-    /// Whether the store's version vector is read on the worker when the session starts (a
-    /// server reads it there, never on the event loop).
-    private let readVersionsAtStart: Bool
+    private let role: PeerRole
+    /// The key and version vector the session starts with; a server reads them from the store
+    /// on the worker when the connection opens (never on the event loop), so that each session
+    /// uses the key the store holds then (SPEC.md §15.1).
+    private let initialKey: SyncKey?
+    private let initialVersions: VersionVector?
 
     // Confined to `worker`.
-    private var session: PeerSession
+    /// The session, from the moment the connection is active and its key and versions are known.
+    private var session: PeerSession?
+    /// The key the session authenticated with: a batch is applied, and operations are sent, only
+    /// while the store still holds it.
+    private var key: SyncKey?
     private var feed: OperationFeed?
     private var streaming = false
     private var ended = false
@@ -71,7 +77,7 @@ final class PeerConnection: @unchecked Sendable {
     var result: EventLoopFuture<PeerSessionRecord> { outcome.futureResult }
 
     init(
-        channel: any Channel, role: PeerRole, store: ConcordStore, key: SyncKey, localVersions: VersionVector?,
+        channel: any Channel, role: PeerRole, store: ConcordStore, key: SyncKey?, localVersions: VersionVector?,
         configuration: PeerTransportConfiguration, progress: (@Sendable (PeerProgress) -> Void)?
     ) {
         self.channel = channel
@@ -84,9 +90,9 @@ final class PeerConnection: @unchecked Sendable {
         peer = channel.remoteAddress?.shown ?? "?"
         worker = DispatchQueue(label: "concord.peer \(peer)")
         outcome = channel.eventLoop.makePromise(of: PeerSessionRecord.self)
-        session = PeerSession(role: role, key: key, localReplica: store.replicaID, localVersions: localVersions ?? VersionVector())
-        readVersionsAtStart = localVersions == nil
-        self.key = key
+        self.role = role
+        initialKey = key
+        initialVersions = localVersions
     }
 
     // MARK: Event loop side
@@ -101,15 +107,22 @@ final class PeerConnection: @unchecked Sendable {
         // A connection refused at once (a full server) has ended before it started.
         worker.async { [self] in
             guard !ended else { return }
-            if readVersionsAtStart {
-                do {
-                    session = PeerSession(role: session.role, key: key, localReplica: store.replicaID, localVersions: try store.versionVector())
-                } catch {
-                    end(PeerFailure(.local, "this side cannot read its store: \(error)"))
+            let key: SyncKey
+            let versions: VersionVector
+            do {
+                guard let held = try initialKey ?? store.syncKey() else {
+                    end(PeerFailure(.local, "the store at \(store.path) has no sync key; run 'syncctl key generate', or 'syncctl key import KEY' with the key of another store"))
                     return
                 }
+                key = held
+                versions = try initialVersions ?? store.versionVector()
+            } catch {
+                end(PeerFailure(.local, "this side cannot read its store: \(error)"))
+                return
             }
-            perform(session.start())
+            self.key = key
+            session = PeerSession(role: role, key: key, localReplica: store.replicaID, localVersions: versions)
+            perform(session!.start())
         }
     }
 
@@ -135,7 +148,7 @@ final class PeerConnection: @unchecked Sendable {
         let bytes = Array(buffer.readableBytesView)
         lock.withLock { inboundPending += bytes.count }
         worker.async { [self] in
-            if !ended { perform(session.receive(bytes)) }
+            if !ended { perform(session?.receive(bytes) ?? []) }
             let resume = lock.withLock {
                 inboundPending -= bytes.count
                 return readingPausedShared && !channelGone && inboundPending <= configuration.inboundBufferBytes / 2
@@ -166,24 +179,51 @@ final class PeerConnection: @unchecked Sendable {
         idleTimer?.cancel()
         idleTimer = nil
         worker.async { [self] in
-            if !ended { perform(session.connectionClosed()) }
+            if !ended { perform(session?.connectionClosed() ?? []) }
             feed?.cancel()
         }
     }
 
     private func timeOut(_ failure: PeerFailure, handshakeOnly: Bool) {
         worker.async { [self] in
-            guard !ended, !handshakeOnly || !session.isHandshakeComplete else { return }
-            perform(session.abort(failure))
+            guard !ended, !handshakeOnly || session?.isHandshakeComplete != true else { return }
+            abortOnWorker(failure)
         }
     }
 
     /// Ends the session from this side (a server shutting down). From any thread.
     func abort(_ failure: PeerFailure) {
-        worker.async { [self] in
-            if !ended { perform(session.abort(failure)) }
-        }
+        worker.async { [self] in abortOnWorker(failure) }
     }
+
+    /// Ends the session, telling the peer why once past the handshake (`tellingPeer`, or the
+    /// failure's own message). A connection ended before its session started just closes.
+    private func abortOnWorker(_ failure: PeerFailure, tellingPeer reason: String? = nil) {
+        guard !ended else { return }
+        guard session != nil else {
+            end(failure)
+            return
+        }
+        perform(session!.abort(failure, tellingPeer: reason))
+    }
+
+    /// Whether the store still holds the key this session authenticated with. Once it does not
+    /// (`syncctl key generate --force` or `key import --force` by any process), the session ends:
+    /// the peer holds a replaced key, and must not be served (SPEC.md §15.1).
+    private func keyStillHeld() -> Bool {
+        let held: Bool
+        do {
+            held = try store.syncKeyBytes() == key?.bytes
+        } catch {
+            abortOnWorker(PeerFailure(.local, "this side cannot read its store: \(error)"))
+            return false
+        }
+        if !held { abortOnWorker(Self.keyReplaced, tellingPeer: Self.keyReplacedForPeer) }
+        return held
+    }
+
+    static let keyReplaced = PeerFailure(.keyReplaced, "this store's sync key was replaced during the session; peers need the new key")
+    static let keyReplacedForPeer = "its sync key was replaced during the session; this side needs the new key"
 
     // MARK: Worker side
 
@@ -197,11 +237,16 @@ final class PeerConnection: @unchecked Sendable {
                 write(bytes)
             case .apply(let operations):
                 do {
-                    let report = try store.merge(operations)
+                    // The key is checked inside the merge's own transaction: a key replaced by
+                    // another process at any moment before it stops this batch.
+                    let report = try store.merge(operations, ifSyncKeyIs: key?.bytes ?? [])
                     newOperations += report.newOperationCount
                     if let far = report.farFutureTimestamp { farFuture = max(farFuture ?? far, far) }
+                } catch let error as StoreError where error.code == .keyReplaced {
+                    abortOnWorker(Self.keyReplaced, tellingPeer: Self.keyReplacedForPeer)
+                    return
                 } catch {
-                    perform(session.abort(PeerFailure(.local, "this side cannot apply a batch: \(error)")))
+                    abortOnWorker(PeerFailure(.local, "this side cannot apply a batch: \(error)"))
                     return
                 }
                 appliedBatches += 1
@@ -212,7 +257,7 @@ final class PeerConnection: @unchecked Sendable {
                     return
                 }
                 // The batch has committed: the session reads on (an ack may follow).
-                perform(session.batchApplied())
+                perform(session?.batchApplied() ?? [])
             case .needOperations(let since):
                 startStreaming(since: since)
             case .finished(let summary):
@@ -267,17 +312,18 @@ final class PeerConnection: @unchecked Sendable {
             guard let item = feed.take() else { return }  // the feed pumps again when it has more
             switch item {
             case .operations(let operations):
-                perform(session.send(operations: operations))
+                guard keyStillHeld() else { return }
+                perform(session?.send(operations: operations) ?? [])
                 reportProgress()
             case .end:
                 streaming = false
                 self.feed = nil
-                perform(session.finishSending())
+                perform(session?.finishSending() ?? [])
                 return
             case .failed(let error):
                 streaming = false
                 self.feed = nil
-                perform(session.abort(PeerFailure(.local, "this side cannot read its store: \(error)")))
+                abortOnWorker(PeerFailure(.local, "this side cannot read its store: \(error)"))
                 return
             }
             if ended { return }
@@ -286,7 +332,7 @@ final class PeerConnection: @unchecked Sendable {
 
     private func reportProgress() {
         guard let progress else { return }
-        let summary = session.summary
+        guard let summary = session?.summary else { return }
         progress(PeerProgress(
             peer: peer, operationsReceived: summary.operationsReceived, operationsSent: summary.operationsSent,
             bytesReceived: summary.bytesReceived, bytesSent: summary.bytesSent))
@@ -300,7 +346,7 @@ final class PeerConnection: @unchecked Sendable {
         feed?.cancel()
         feed = nil
         var record = PeerSessionRecord(
-            peer: peer, summary: summary ?? session.summary, failure: failure, duration: Duration(clock.now() - started))
+            peer: peer, summary: summary ?? session?.summary ?? PeerSummary(role: role), failure: failure, duration: Duration(clock.now() - started))
         record.newOperations = newOperations
         record.farFutureTimestamp = farFuture
         let written = flush ? lastWrite : nil

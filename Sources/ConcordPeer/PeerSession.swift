@@ -299,12 +299,14 @@ public struct PeerSession: Sendable {
     }
 
     /// Ends the session from this side: a timeout, a store that failed to apply a batch, a
-    /// shutdown. Past the handshake the peer is sent an `error` whose reason is `failure.message`
-    /// (it shows it after "the peer ended the session: "). Does nothing once the session has ended.
-    public mutating func abort(_ failure: PeerFailure) -> [PeerAction] {
+    /// shutdown. Past the handshake the peer is sent an `error` whose reason is `reason`, or else
+    /// `failure.message` (it shows it after "the peer ended the session: "): give `reason` when
+    /// the failure's words are this side's and would mislead the peer. Does nothing once the
+    /// session has ended.
+    public mutating func abort(_ failure: PeerFailure, tellingPeer reason: String? = nil) -> [PeerAction] {
         guard !hasEnded else { return [] }
         var actions: [PeerAction] = []
-        fail(failure, tellingPeer: failure.message, into: &actions)
+        fail(failure, tellingPeer: reason ?? failure.message, into: &actions)
         return actions
     }
 

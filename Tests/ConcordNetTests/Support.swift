@@ -65,9 +65,12 @@ final class TestServer: @unchecked Sendable {
     let server: PeerServer
     let address: PeerAddress
 
-    init(_ node: Node, key: SyncKey, configuration: PeerTransportConfiguration = quickConfiguration(idle: .seconds(10))) throws {
+    init(
+        _ node: Node, configuration: PeerTransportConfiguration = quickConfiguration(idle: .seconds(10)),
+        onProgress: (@Sendable (PeerProgress) -> Void)? = nil
+    ) throws {
         let box = RecordBox()
-        server = PeerServer(store: node.store, key: key, configuration: configuration, onSession: { record in box.append(record) })
+        server = PeerServer(store: node.store, configuration: configuration, onProgress: onProgress, onSession: { record in box.append(record) })
         let bound = try server.start(host: "127.0.0.1", port: 0)
         address = PeerAddress(host: "127.0.0.1", port: bound.port!)
         recordsBox = box
@@ -94,9 +97,9 @@ final class RecordBox: @unchecked Sendable {
     var all: [PeerSessionRecord] { lock.withLock { records } }
 }
 
-/// One `sync --peer` session of `node` with `address`.
-func sync(_ node: Node, key: SyncKey, with address: PeerAddress, configuration: PeerTransportConfiguration = quickConfiguration(idle: .seconds(10))) throws -> PeerSessionRecord {
-    try PeerClient.sync(store: node.store, key: key, address: address, configuration: configuration)
+/// One `sync --peer` session of `node` with `address`, with the key its store holds.
+func sync(_ node: Node, with address: PeerAddress, configuration: PeerTransportConfiguration = quickConfiguration(idle: .seconds(10))) throws -> PeerSessionRecord {
+    try PeerClient.sync(store: node.store, address: address, configuration: configuration)
 }
 
 extension PeerSession {

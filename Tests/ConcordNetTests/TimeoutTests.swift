@@ -50,7 +50,7 @@ import Testing
         let key = SyncKey.generate()
         let a = try Node(in: directory, "a", seed: 1, key: key)
         let clock = ManualPeerClock()
-        let server = try TestServer(a, key: key, configuration: Self.configuration(clock))
+        let server = try TestServer(a, configuration: Self.configuration(clock))
         defer { server.stop() }
         var (raw, session, serverDone, _) = try Self.handshake(with: server, key: key)
 
@@ -72,7 +72,7 @@ import Testing
         let key = SyncKey.generate()
         let a = try Node(in: directory, "a", seed: 1, key: key)
         let clock = ManualPeerClock()
-        let server = try TestServer(a, key: key, configuration: Self.configuration(clock))
+        let server = try TestServer(a, configuration: Self.configuration(clock))
         defer { server.stop() }
         let (raw, _, _, clientDone) = try Self.handshake(with: server, key: key)
 
@@ -99,7 +99,7 @@ import Testing
         let configuration = Self.configuration(clock)
         let address = PeerAddress(host: "127.0.0.1", port: listener.port)
         Thread.detachNewThread {
-            if let record = try? sync(b, key: key, with: address, configuration: configuration) {
+            if let record = try? sync(b, with: address, configuration: configuration) {
                 result.append(record)
             }
         }
@@ -131,7 +131,7 @@ import Testing
         let key = SyncKey.generate()
         let a = try Node(in: directory, "a", seed: 1, key: key)
         let clock = ManualPeerClock()
-        let server = try TestServer(a, key: key, configuration: Self.configuration(clock))
+        let server = try TestServer(a, configuration: Self.configuration(clock))
         defer { server.stop() }
         let raw = try RawClient(port: server.address.port)
         let deadline = Date().addingTimeInterval(5)
