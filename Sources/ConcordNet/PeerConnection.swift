@@ -245,6 +245,11 @@ final class PeerConnection: @unchecked Sendable {
                 } catch let error as StoreError where error.code == .keyReplaced {
                     abortOnWorker(Self.keyReplaced, tellingPeer: Self.keyReplacedForPeer)
                     return
+                } catch let error as StoreError where error.code == .clash {
+                    // Two stores that share a replica id (SPEC.md §9.1): the line of §9.1 itself,
+                    // on this side and, in the error, on the peer's.
+                    abortOnWorker(PeerFailure(.local, error.message))
+                    return
                 } catch {
                     abortOnWorker(PeerFailure(.local, "this side cannot apply a batch: \(error)"))
                     return
@@ -258,8 +263,8 @@ final class PeerConnection: @unchecked Sendable {
                 }
                 // The batch has committed: the session reads on (an ack may follow).
                 perform(session?.batchApplied() ?? [])
-            case .needOperations(let since):
-                startStreaming(since: since)
+            case .needOperations(let since, let lastShared):
+                startStreaming(since: since, lastShared: lastShared)
             case .finished(let summary):
                 end(nil, summary: summary)
             case .failed(let failure):
@@ -291,10 +296,10 @@ final class PeerConnection: @unchecked Sendable {
         channel.writeAndFlush(ByteBuffer(bytes: bytes), promise: promise)
     }
 
-    private func startStreaming(since: VersionVector) {
+    private func startStreaming(since: VersionVector, lastShared: [OperationID]) {
         streaming = true
         feed = OperationFeed(
-            store: store, since: since, chunk: configuration.readChunkOperations,
+            store: store, lastShared: lastShared, since: since, chunk: configuration.readChunkOperations,
             available: { [self] in worker.async { self.pump() } })
         feed?.start()
     }
@@ -447,6 +452,7 @@ final class OperationFeed: @unchecked Sendable {
     private struct Cancelled: Error {}
 
     private let store: ConcordStore
+    private let lastShared: [OperationID]
     private let since: VersionVector
     private let chunk: Int
     private let available: @Sendable () -> Void
@@ -455,8 +461,11 @@ final class OperationFeed: @unchecked Sendable {
     private var cancelled = false
     static let capacity = 2
 
-    init(store: ConcordStore, since: VersionVector, chunk: Int, available: @escaping @Sendable () -> Void) {
+    /// Reads the operations `lastShared` names (the last shared operations, SPEC.md §15.6), then
+    /// those `since` does not cover.
+    init(store: ConcordStore, lastShared: [OperationID], since: VersionVector, chunk: Int, available: @escaping @Sendable () -> Void) {
         self.store = store
+        self.lastShared = lastShared
         self.since = since
         self.chunk = max(1, chunk)
         self.available = available
@@ -508,6 +517,11 @@ final class OperationFeed: @unchecked Sendable {
             let ownReader = store.path != ":memory:"
             reader = ownReader ? try ConcordStore.open(at: store.path, readOnly: true, environment: store.environment) : store
             defer { if ownReader { try? reader.close() } }
+            // The store holds each (its version vector covers it), and never drops operations.
+            let shared = try lastShared.compactMap { try reader.operation($0) }
+            for start in stride(from: 0, to: shared.count, by: chunk) {
+                try put(.operations(Array(shared[start..<min(start + chunk, shared.count)])))
+            }
             if ownReader {
                 var pending: [Op] = []
                 pending.reserveCapacity(chunk)

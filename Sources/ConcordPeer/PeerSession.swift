@@ -17,13 +17,20 @@ public struct PeerSummary: Hashable, Sendable {
     public var peerReplica: ReplicaID?
     /// The peer's version vector as of the session's start, once it has arrived.
     public var peerVersions: VersionVector?
-    /// Operations in the batches sent to the peer, and those batches. Once the session has
+    /// Operations sent to the peer that it lacked, and the batches sent. Once the session has
     /// finished, the peer has acknowledged receiving and applying all of them.
     public var operationsSent = 0
     public var batchesSent = 0
-    /// Operations in the batches received from the peer (and handed out to be applied).
+    /// Operations received from the peer that this side lacked, as far as the peer's version
+    /// vector tells (and handed out to be applied), and the batches received.
     public var operationsReceived = 0
     public var batchesReceived = 0
+    /// The last shared operations (SPEC.md §15.6) sent and received besides: one of each replica
+    /// both sides know, held by both, sent so that two stores that wrote different operations
+    /// under one replica id clash (§9.1). They are not counted in `operationsSent` and
+    /// `operationsReceived`.
+    public var lastSharedSent = 0
+    public var lastSharedReceived = 0
     /// Bytes on the wire, frame headers and the handshake included.
     public var bytesSent = 0
     public var bytesReceived = 0
@@ -44,11 +51,12 @@ public enum PeerAction: Hashable, Sendable {
     /// acted on, and no frame (an `ack`) is sealed, before the batch has committed, so the
     /// `error` that a failed merge sends is sealed with the next counter and the peer can read it.
     case apply([Op])
-    /// The peer's version vector has arrived: stream every operation the store holds that `since`
-    /// does not cover (each author's in seq order, as `ConcordStore.forEachOperation(since:)`
-    /// gives them) through `send(operations:)`, then call `finishSending()`. It is always the
-    /// last action of the list it is in.
-    case needOperations(since: VersionVector)
+    /// The peer's version vector has arrived: stream, through `send(operations:)`, first the
+    /// operations `lastShared` names (the store holds each: `ConcordStore.operation(_:)`), then
+    /// every operation the store holds that `since` does not cover (each author's in seq order,
+    /// as `ConcordStore.forEachOperation(since:)` gives them); then call `finishSending()`. It is
+    /// always the last action of the list it is in.
+    case needOperations(since: VersionVector, lastShared: [OperationID])
     /// The session is complete: both sides have sent everything the other lacked, and each has
     /// acknowledged receiving it. Flush what was sent, then close the connection.
     case finished(PeerSummary)
@@ -80,7 +88,8 @@ public enum PeerAction: Hashable, Sendable {
 ///             do { try store.merge(operations) }
 ///             catch { perform(session.abort(PeerFailure(.local, "cannot apply a batch: \(error)"))); return }
 ///             perform(session.batchApplied())
-///         case .needOperations(let since):
+///         case .needOperations(let since, let lastShared):
+///             perform(session.send(operations: try lastShared.compactMap(store.operation)))
 ///             // In chunks, so memory stays bounded; batches are cut by the session.
 ///             var chunk: [Op] = []
 ///             try store.forEachOperation(since: since) { op in
@@ -134,7 +143,16 @@ public struct PeerSession: Sendable {
     /// after its batch waits in the decoder.
     private var awaitingApply = false
     /// A `.needOperations` to return at the end of the current `receive`.
-    private var pendingNeed: VersionVector?
+    private var pendingNeed: (since: VersionVector, lastShared: [OperationID])?
+    /// The last shared operations (SPEC.md §15.6): this side's not yet sent, and the peer's not yet
+    /// received. Both sides compute the same set from the two version vectors.
+    private var lastSharedToSend: Set<OperationID> = []
+    private var lastSharedToReceive: Set<OperationID> = []
+    /// The last shared operations in the open batch.
+    private var batchLastShared = 0
+    /// Every operation in batches, each way, as the peer's ack counts them.
+    private var operationsInBatchesSent = 0
+    private var operationsInBatchesReceived = 0
     /// What the peer sent in this session: never sent back.
     private var received = SeqRanges()
     private var batch = OperationsBlock.Encoder()
@@ -276,9 +294,9 @@ public struct PeerSession: Sendable {
         }
         // Last, so that a driver that streams operations while carrying out this action writes
         // their frames after every frame sealed in this call (an ack among them).
-        if let since = pendingNeed {
+        if let need = pendingNeed {
             pendingNeed = nil
-            if isActive { actions.append(.needOperations(since: since)) }
+            if isActive { actions.append(.needOperations(since: need.since, lastShared: need.lastShared)) }
         }
         return actions
     }
@@ -325,6 +343,7 @@ public struct PeerSession: Sendable {
             }
             if batch.isEmpty { batchFirst = operation.id }
             batch.append(operation)
+            if !lastSharedToSend.isEmpty, lastSharedToSend.remove(operation.id) != nil { batchLastShared += 1 }
             if batch.operationCount >= PeerProtocol.maxBatchOperations || batch.estimatedBytes >= PeerProtocol.targetBatchBytes {
                 guard flushBatch(into: &actions) else { break }
             }
@@ -513,22 +532,31 @@ public struct PeerSession: Sendable {
             summary.peerVersions = versions
             receiving = .batches
             sending = .operations
-            pendingNeed = versions
+            let lastShared = Self.lastShared(localVersions, versions)
+            lastSharedToSend = Set(lastShared)
+            lastSharedToReceive = lastSharedToSend
+            pendingNeed = (versions, lastShared)
         case let .batch(operations):
-            for operation in operations { received.insert(operation.id) }
+            var lastShared = 0
+            for operation in operations {
+                received.insert(operation.id)
+                if !lastSharedToReceive.isEmpty, lastSharedToReceive.remove(operation.id) != nil { lastShared += 1 }
+            }
             summary.batchesReceived += 1
-            summary.operationsReceived += operations.count
+            summary.operationsReceived += operations.count - lastShared
+            summary.lastSharedReceived += lastShared
+            operationsInBatchesReceived += operations.count
             actions.append(.apply(operations))
             awaitingApply = true
         case .done:
             receiving = .done
             // The transport carries out actions in order, so this ack goes out once every batch
             // before it has been applied.
-            guard sendMessage(PeerMessage.encodeAck(summary.operationsReceived), into: &actions) else { return }
+            guard sendMessage(PeerMessage.encodeAck(operationsInBatchesReceived), into: &actions) else { return }
             checkFinished(into: &actions)
         case let .ack(count):
-            guard count == UInt64(summary.operationsSent) else {
-                let what = "an ack message for \(count) operations; this side sent \(summary.operationsSent)"
+            guard count == UInt64(operationsInBatchesSent) else {
+                let what = "an ack message for \(count) operations; this side sent \(operationsInBatchesSent)"
                 fail(.violation(what), tellingPeer: "it received something the protocol does not allow: \(what)", into: &actions)
                 return
             }
@@ -563,7 +591,10 @@ public struct PeerSession: Sendable {
         }
         guard sendMessage(message, into: &actions) else { return false }
         summary.batchesSent += 1
-        summary.operationsSent += count
+        summary.operationsSent += count - batchLastShared
+        summary.lastSharedSent += batchLastShared
+        operationsInBatchesSent += count
+        batchLastShared = 0
         return true
     }
 
@@ -598,6 +629,16 @@ public struct PeerSession: Sendable {
             actions.append(.send(pending))
         } else {
             actions.append(.send(bytes))
+        }
+    }
+
+    /// The last shared operations of two version vectors (SPEC.md §15.6, §9.1): for each replica
+    /// both name with a seq of at least 1, the one at the lesser seq, which both sides hold; in
+    /// byte order of replica id.
+    static func lastShared(_ local: VersionVector, _ peer: VersionVector) -> [OperationID] {
+        peer.sorted.compactMap { replica, seq in
+            let shared = min(seq, local[replica])
+            return shared > 0 ? OperationID(replica: replica, seq: shared) : nil
         }
     }
 

@@ -33,7 +33,7 @@ import Testing
         for case .send(let bytes) in session.receive(raw.receiveFrames(1, timeout: 5)) { raw.send(bytes) }  // proof, versions
         #expect(session.isHandshakeComplete)
         let versions = raw.receiveFrames(1, timeout: 5)
-        #expect(session.receive(versions).first == .needOperations(since: VersionVector()))
+        #expect(session.receive(versions).first == .needOperations(since: VersionVector(), lastShared: []))
         let serverDone = raw.receiveFrames(1, timeout: 5)
         #expect(!serverDone.isEmpty)
         return (raw, session, serverDone, session.finishSending().sentBytes)

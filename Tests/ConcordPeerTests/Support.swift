@@ -98,6 +98,13 @@ struct OperationSet {
         operations.values.filter { !since.covers($0.id) }.sorted { $0.id < $1.id }
     }
 
+    /// The refusal a store's merge gives a batch with an operation that differs from the one held
+    /// under its id (SPEC.md §9.1).
+    func clash(_ batch: [Op]) -> PeerFailure? {
+        guard let different = batch.first(where: { received in operations[received.id].map { $0 != received } ?? false }) else { return nil }
+        return PeerFailure(.local, "replica \(different.id.replica) has two different operations with seq \(different.id.seq), here and in what is being merged")
+    }
+
     mutating func apply(_ batch: [Op]) {
         for operation in batch { operations[operation.id] = operation }
     }
@@ -138,7 +145,7 @@ struct TestPeer {
                 outbox += bytes
                 sent += bytes
             case .apply(let batch):
-                if let refusal = refuseBatch?(batch) {
+                if let refusal = refuseBatch?(batch) ?? store.clash(batch) {
                     // As a store whose merge fails (a clash, a full disk): nothing of it is applied.
                     perform(session.abort(refusal))
                     return
@@ -146,9 +153,9 @@ struct TestPeer {
                 store.apply(batch)
                 appliedBatches.append(batch)
                 perform(session.batchApplied())
-            case .needOperations(let since):
+            case .needOperations(let since, let lastShared):
                 needOperationsCalls.append(since)
-                let missing = store.missing(since: since)
+                let missing = lastShared.map { store.operations[$0]! } + store.missing(since: since)
                 var start = 0
                 while start < missing.count {
                     let end = min(start + chunk, missing.count)

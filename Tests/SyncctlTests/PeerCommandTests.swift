@@ -92,6 +92,45 @@ import Testing
         #expect(sessions.last?.contains("failed") == false, "\(result)")
     }
 
+    /// A copied store whose copy was declared moved, and both wrote: two stores that hold each
+    /// one side's operations under the shared id (by `merge`) have equal version vectors, and a peer
+    /// session between them, either way round, ends with the clash of SPEC.md §9.1 on both sides,
+    /// applying nothing (it used to report them up to date while their dumps differed).
+    @Test(arguments: [false, true])
+    func storesThatHoldACopysOperationsClashAsClientAndAsServer(swapped: Bool) throws {
+        let sandbox = try Sandbox()
+        let original = try sandbox.makeStore("laptop-a.db")
+        try original.addReminder("water the plants")
+        let copy = Store(sandbox: sandbox, path: sandbox.path("laptop-b.db"))
+        try FileManager.default.copyItem(atPath: original.path, toPath: copy.path)
+        try copy.ok("init", "--moved")
+        try original.addReminder("written on the original")
+        try copy.addReminder("written on the copy")
+        let shared = try #require(original.status()["replica"] as? String)
+
+        let a = try sandbox.makeStore("a.db")
+        let b = try sandbox.makeStore("b.db")
+        let key = String(try a.ok("key", "generate").split(separator: "\n")[0])
+        try b.ok("key", "import", key)
+        try a.ok("merge", original.path)
+        try b.ok("merge", copy.path)
+        #expect(try a.status()["versionVector"] as? [String: Int] == (try b.status()["versionVector"] as? [String: Int]))
+        #expect(try a.dump() != (try b.dump()))
+
+        let (serving, syncing) = swapped ? (b, a) : (a, b)
+        let servingBefore = try serving.snapshot()
+        let (server, port) = try serve(sandbox, serving)
+        let clash = "replica \(shared) has two different operations with seq "
+        let refused = try syncing.expectRefused(["sync", "--peer", "127.0.0.1:\(port)"], mentions: ["sync with 127.0.0.1:\(port) failed: ", clash], code: 1)
+        #expect(refused.stderr.contains("init --fork"), "\(refused)")
+        server.send(SIGTERM)
+        let result = server.wait(timeout: 20)
+        #expect(result.succeeded, "\(result)")
+        let sessions = result.stdoutLines.filter { $0.hasPrefix("peer 127.0.0.1:") }
+        #expect(sessions.count == 1 && sessions[0].contains(": failed after ") && sessions[0].contains(clash), "\(result)")
+        #expect(try serving.snapshot() == servingBefore, "nothing of the batch was applied")
+    }
+
     @Test func sigintStopsTheServerCleanly() throws {
         let sandbox = try Sandbox()
         let a = try sandbox.makeStore("a.db")
