@@ -610,7 +610,12 @@ public struct PeerSession: Sendable {
     }
 
     /// Ends the session. Past the handshake, and with `tellingPeer`, the peer is sent an `error`
-    /// with that reason first.
+    /// with that reason first, sealed with the next counter (nothing sealed is ever held back, so
+    /// the peer can open it). The paths that tell the peer: a frame over the limit
+    /// (`handleReceived`); a frame that fails authentication, a message out of order or that does
+    /// not decode, a `versions` with this side's replica id, an `ack` of another count
+    /// (`handleMessage`); an operation too large to send (`flushBatch`); and `abort(_:tellingPeer:)`.
+    /// `ErrorDeliveryTests` has a test of each, from either side.
     private mutating func fail(_ failure: PeerFailure, tellingPeer reason: String? = nil, into actions: inout [PeerAction]) {
         if let reason, case .established = phase, var sealer, let sealed = sealer.seal(PeerMessage.encodeError(reason)) {
             self.sealer = sealer
