@@ -11,8 +11,12 @@ import NIOPosix
 /// session, run at the same time as the others and bounded on its own, so that a slow, silent or
 /// hostile peer holds up no one else.
 ///
+/// Each session authenticates with the sync key the store holds when its connection opens, read
+/// from the store then: a key replaced meanwhile (by this process or another) stops the old one
+/// at once, for new sessions and for those under way (SPEC.md §15.1).
+///
 /// ```swift
-/// let server = try PeerServer(store: store, key: key) { record in print(record.logLine) }
+/// let server = PeerServer(store: store) { record in print(record.logLine) }
 /// let address = try server.start(host: "127.0.0.1", port: 7420)
 /// …
 /// server.stop()        // ends the sessions under way, then closes
@@ -20,7 +24,6 @@ import NIOPosix
 public final class PeerServer: @unchecked Sendable {
     public let store: ConcordStore
     public let configuration: PeerTransportConfiguration
-    private let key: SyncKey
     private let group: any EventLoopGroup
     private let ownsGroup: Bool
     private let onSession: @Sendable (PeerSessionRecord) -> Void
@@ -37,12 +40,11 @@ public final class PeerServer: @unchecked Sendable {
     ///   - onSession: called once per session when it ends (finished or failed), from any thread.
     ///   - onProgress: called as sessions move operations, from any thread.
     public init(
-        store: ConcordStore, key: SyncKey, configuration: PeerTransportConfiguration = PeerTransportConfiguration(),
+        store: ConcordStore, configuration: PeerTransportConfiguration = PeerTransportConfiguration(),
         group: (any EventLoopGroup)? = nil, onProgress: (@Sendable (PeerProgress) -> Void)? = nil,
         onSession: @escaping @Sendable (PeerSessionRecord) -> Void = { _ in }
     ) {
         self.store = store
-        self.key = key
         self.configuration = configuration
         self.group = group ?? MultiThreadedEventLoopGroup(numberOfThreads: max(1, min(4, System.coreCount)))
         ownsGroup = group == nil
@@ -80,7 +82,7 @@ public final class PeerServer: @unchecked Sendable {
     /// A new connection: a session of its own, or closed at once when the server is full or stopping.
     private func accept(_ channel: any Channel) -> PeerConnection {
         let connection = PeerConnection(
-            channel: channel, role: .server, store: store, key: key, localVersions: nil,
+            channel: channel, role: .server, store: store, key: nil, localVersions: nil,
             configuration: configuration, progress: onProgress)
         let admitted = lock.withLock {
             guard !stopping, sessions.count < configuration.maxSessions else { return false }
@@ -130,13 +132,14 @@ public final class PeerServer: @unchecked Sendable {
 
 /// Runs one two-way session with a peer over TCP (`syncctl sync --peer`, SPEC.md §15).
 public enum PeerClient {
-    /// Connects to `address`, syncs, and returns how it went. A session that fails is returned with
-    /// its `failure` set (nothing after the failure was applied; batches applied before it stay);
-    /// a connection that cannot be made throws `PeerFailure` (`.closed`).
+    /// Connects to `address`, syncs with the sync key the store holds, and returns how it went. A
+    /// session that fails is returned with its `failure` set (nothing after the failure was
+    /// applied; batches applied before it stay); a connection that cannot be made throws
+    /// `PeerFailure` (`.closed`), a store without a sync key `PeerFailure` (`.local`).
     ///
     /// Blocks until the session has ended; call it off any event loop.
     public static func sync(
-        store: ConcordStore, key: SyncKey, address: PeerAddress,
+        store: ConcordStore, address: PeerAddress,
         configuration: PeerTransportConfiguration = PeerTransportConfiguration(),
         group: (any EventLoopGroup)? = nil, progress: (@Sendable (PeerProgress) -> Void)? = nil
     ) throws -> PeerSessionRecord {
@@ -145,6 +148,9 @@ public enum PeerClient {
         // What a merge left pending is applied first (SPEC.md §5.6), as by every merge.
         try store.finishPendingMerge()
         let versions = try store.versionVector()
+        guard let key = try store.syncKey() else {
+            throw PeerFailure(.local, "the store at \(store.path) has no sync key; run 'syncctl key generate', or 'syncctl key import KEY' with the key of another store")
+        }
         let box = ConnectionBox()
         let bootstrap = ClientBootstrap(group: group ?? ownGroup!)
             .connectTimeout(TimeAmount(configuration.connectTimeout))

@@ -363,7 +363,7 @@ struct PeerBench: ParsableCommand {
             let (b, operations) = try buildReplicaB(workload, in: directory)
             let key = SyncKey.generate()
             try b.setSyncKey(key)
-            let server = PeerServer(store: b, key: key)
+            let server = PeerServer(store: b)
             let bound = try server.start(host: "127.0.0.1", port: 0)
             defer { server.stop() }
             let address = PeerAddress(host: "127.0.0.1", port: bound.port ?? 0)
@@ -379,7 +379,7 @@ struct PeerBench: ParsableCommand {
                 try target.setSyncKey(key)
                 Measure.resetPeakMemory()
                 times.append(try Measure.seconds {
-                    record = try PeerClient.sync(store: target, key: key, address: address) { progress in
+                    record = try PeerClient.sync(store: target, address: address) { progress in
                         ProgressLine.shared.update { "sync run \(run) of \(options.runs): \(progress.operationsReceived) operations received" }
                     }
                 })

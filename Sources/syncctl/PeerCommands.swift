@@ -31,7 +31,7 @@ struct Serve: ParsableCommand {
         let stop = StopSignal()
         let progress = ServerProgress()
         let server = PeerServer(
-            store: store, key: key, onProgress: progress.update,
+            store: store, onProgress: progress.update,
             onSession: { record in
                 progress.ended(record.peer)
                 ProgressLine.shared.clear()
@@ -40,6 +40,8 @@ struct Serve: ParsableCommand {
             })
         let bound = try server.start(host: address.host, port: address.port)
         let shown = bound.ipAddress.map { $0.contains(":") ? "[\($0)]:\(bound.port ?? 0)" : "\($0):\(bound.port ?? 0)" } ?? "\(bound)"
+        // Each session uses the key the store holds when it starts (SPEC.md §15.1): this is the
+        // key now, until `key generate --force` or `key import --force` replaces it.
         say("serving \(store.path) on \(shown) (sync key \(key.id)); stop with Ctrl-C")
         while !stop.isSet() { Thread.sleep(forTimeInterval: 0.1) }
         server.stop()
@@ -71,8 +73,8 @@ final class ServerProgress: @unchecked Sendable {
 /// `syncctl sync --peer HOST:PORT`.
 enum PeerSync {
     static func run(store: ConcordStore, address: PeerAddress) throws {
-        guard let key = try store.syncKey() else { throw KeyCommandError.noKey(store.path) }
-        let record = try PeerClient.sync(store: store, key: key, address: address) { progress in
+        guard try store.syncKey() != nil else { throw KeyCommandError.noKey(store.path) }
+        let record = try PeerClient.sync(store: store, address: address) { progress in
             ProgressLine.shared.update {
                 "received \(progress.operationsReceived) operations (\(progress.bytesReceived / 1000) kB), sent \(progress.operationsSent) (\(progress.bytesSent / 1000) kB)"
             }
