@@ -25,11 +25,46 @@ struct Serve: ParsableCommand {
     }
 
     func run() throws {
-        let store = try store.open()
-        guard let key = try store.syncKey() else { throw KeyCommandError.noKey(store.path) }
-        let address = PeerAddress(listen)!
+        var store = try self.store.open()
+        guard var key = try store.syncKey() else { throw KeyCommandError.noKey(store.path) }
+        var address = PeerAddress(listen)!
         let stop = StopSignal()
         let progress = ServerProgress()
+        var server = try start(store, on: &address, progress: progress)
+        // Each session uses the key the store holds when it starts (SPEC.md §15.1): this is the
+        // key now, until `key generate --force` or `key import --force` replaces it.
+        say("serving \(store.path) on \(address) (sync key \(key.id)); stop with Ctrl-C")
+        var lastLook = ContinuousClock.now
+        while !stop.isSet() {
+            Thread.sleep(forTimeInterval: 0.1)
+            guard ContinuousClock.now - lastLook >= .seconds(1) else { continue }
+            lastLook = ContinuousClock.now
+            // Another process may make the store another replica (`init --fork`, SPEC.md §9.1):
+            // the store object then refuses every batch, so the server opens the store again and
+            // serves on, on the same address, as the new replica.
+            do {
+                try store.ensureNotCopied()
+                if let now = try store.syncKey(), now.id != key.id {
+                    key = now
+                    say("the store's sync key is now \(key.id); peers with the old key are refused")
+                }
+            } catch let error where error.code == .forked {
+                server.stop()
+                store = try self.store.open()
+                server = try start(store, on: &address, progress: progress)
+                say("the store is now replica \(store.replicaID.hex) ('syncctl init --fork'); serving on as that replica")
+            } catch {
+                // A copy, or a store that cannot be read now: each session says why.
+            }
+        }
+        server.stop()
+        ProgressLine.shared.clear()
+        say("stopped")
+    }
+
+    /// Starts a server of `store` on `address`, and sets `address` to the one it bound (its port
+    /// when port 0 was asked for).
+    private func start(_ store: ConcordStore, on address: inout PeerAddress, progress: ServerProgress) throws -> PeerServer {
         let server = PeerServer(
             store: store, onProgress: progress.update,
             onSession: { record in
@@ -39,14 +74,8 @@ struct Serve: ParsableCommand {
                 if let far = record.farFutureTimestamp { warnFarFuture(far) }
             })
         let bound = try server.start(host: address.host, port: address.port)
-        let shown = bound.ipAddress.map { $0.contains(":") ? "[\($0)]:\(bound.port ?? 0)" : "\($0):\(bound.port ?? 0)" } ?? "\(bound)"
-        // Each session uses the key the store holds when it starts (SPEC.md §15.1): this is the
-        // key now, until `key generate --force` or `key import --force` replaces it.
-        say("serving \(store.path) on \(shown) (sync key \(key.id)); stop with Ctrl-C")
-        while !stop.isSet() { Thread.sleep(forTimeInterval: 0.1) }
-        server.stop()
-        ProgressLine.shared.clear()
-        say("stopped")
+        address = PeerAddress(host: bound.ipAddress ?? address.host, port: bound.port ?? address.port)
+        return server
     }
 }
 

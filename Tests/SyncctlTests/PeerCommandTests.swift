@@ -82,6 +82,9 @@ import Testing
         #expect(try new.ok("sync", "--peer", "127.0.0.1:\(port)").hasPrefix("synced with 127.0.0.1:\(port): received "))
         #expect(try new.show(after).string("title") == "written after the new key")
         #expect(server.isRunning)
+        let newID = try new.ok("key", "show", "--id")
+        #expect(eventually(timeout: 20) { server.stdout.contains("the store's sync key is now \(newID); peers with the old key are refused") },
+                "the server says which key it now serves: \(server.stdout)")
 
         server.send(SIGTERM)
         let result = server.wait(timeout: 20)
