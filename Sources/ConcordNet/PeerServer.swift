@@ -4,6 +4,7 @@ import ConcordKeys
 import ConcordPeer
 import ConcordStore
 import Foundation
+import Logging
 import NIOCore
 import NIOPosix
 
@@ -28,6 +29,7 @@ public final class PeerServer: @unchecked Sendable {
     private let ownsGroup: Bool
     private let onSession: @Sendable (PeerSessionRecord) -> Void
     private let onProgress: (@Sendable (PeerProgress) -> Void)?
+    private let logger: Logger
 
     private let lock = NSLock()
     private var listener: (any Channel)?
@@ -37,14 +39,17 @@ public final class PeerServer: @unchecked Sendable {
 
     /// - Parameters:
     ///   - group: the event loops to run on; by default a group of its own with one loop per core.
+    ///   - logger: where the server logs (SPEC.md §15.9): each session's end at `info` (`notice`
+    ///     when it failed), each connection accepted at `debug`. By default it logs nothing.
     ///   - onSession: called once per session when it ends (finished or failed), from any thread.
     ///   - onProgress: called as sessions move operations, from any thread.
     public init(
         store: ConcordStore, configuration: PeerTransportConfiguration = PeerTransportConfiguration(),
-        group: (any EventLoopGroup)? = nil, onProgress: (@Sendable (PeerProgress) -> Void)? = nil,
+        group: (any EventLoopGroup)? = nil, logger: Logger = .silent, onProgress: (@Sendable (PeerProgress) -> Void)? = nil,
         onSession: @escaping @Sendable (PeerSessionRecord) -> Void = { _ in }
     ) {
         self.store = store
+        self.logger = logger
         self.configuration = configuration
         self.group = group ?? MultiThreadedEventLoopGroup(numberOfThreads: max(1, min(4, System.coreCount)))
         ownsGroup = group == nil
@@ -95,13 +100,18 @@ public final class PeerServer: @unchecked Sendable {
             connection.result.whenComplete { [self] result in
                 if case .success(var record) = result {
                     record.failure = PeerFailure(.local, "refused: \(configuration.maxSessions) sessions are under way")
+                    log(record)
                     onSession(record)
                 }
             }
             return connection
         }
+        logger.debug("peer \(connection.peer): connected", metadata: ["peer": "\(connection.peer)"])
         connection.result.whenComplete { [self] result in
-            if case .success(let record) = result { onSession(record) }
+            if case .success(let record) = result {
+                log(record)
+                onSession(record)
+            }
             let waiters = lock.withLock {
                 sessions[ObjectIdentifier(connection)] = nil
                 guard sessions.isEmpty, stopping else { return [CheckedContinuation<Void, Never>]() }
@@ -111,6 +121,23 @@ public final class PeerServer: @unchecked Sendable {
             for waiter in waiters { waiter.resume() }
         }
         return connection
+    }
+
+    /// One line per session, with what it moved as metadata for log collectors.
+    private func log(_ record: PeerSessionRecord) {
+        var metadata: Logger.Metadata = [
+            "peer": "\(record.peer)",
+            "operations_received": "\(record.summary.operationsReceived)", "operations_sent": "\(record.summary.operationsSent)",
+            "bytes_received": "\(record.summary.bytesReceived)", "bytes_sent": "\(record.summary.bytesSent)",
+            "seconds": "\(String(format: "%.3f", record.duration.seconds))",
+        ]
+        if let failure = record.failure {
+            metadata["failure"] = "\(failure.message)"
+            // `notice`, not `warning`: a peer's session failed, the server did not.
+            logger.notice("\(record.logLine)", metadata: metadata)
+        } else {
+            logger.info("\(record.logLine)", metadata: metadata)
+        }
     }
 
     /// Stops listening, ends the sessions under way (each peer is told why), waits up to `grace`
