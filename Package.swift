@@ -20,6 +20,7 @@ let package = Package(
         .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.3"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
     ],
     targets: [
         // The pure merge core: no I/O, no dependencies.
@@ -48,6 +49,7 @@ let package = Package(
                 "ConcordKeys",
                 "CZstd",
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         // Sync keys (SPEC.md §15.1): their text form and key derivation. Kept apart from the peer
@@ -78,6 +80,7 @@ let package = Package(
                 "ConcordExchange",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         // The seeded workloads that `syncctl bench` and Benchmarks/ measure.
@@ -96,6 +99,7 @@ let package = Package(
                 "ConcordNet",
                 "ConcordWorkload",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         // Helpers shared by the test targets.

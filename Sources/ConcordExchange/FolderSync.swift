@@ -2,6 +2,7 @@ import ConcordCore
 import ConcordKeys
 import ConcordStore
 import Foundation
+import Logging
 
 /// Two-way sync of a store through a shared folder (SPEC.md §14) that a file-sync tool (Dropbox,
 /// Syncthing, iCloud Drive, NFS) keeps in step between machines.
@@ -114,8 +115,12 @@ public final class FolderSync {
     /// Syncs now and then every `interval` until `shouldStop` says so (checked every 100 ms),
     /// calling `onSync` after each sync that moved something or warned. A sync that fails (the
     /// folder vanished, the disk is full) is reported to `onError` and retried next time.
+    ///
+    /// It logs to `logger` (by default nowhere): each sync that moved something at `info` (its
+    /// `summary`), each file skipped and each failed sync at `warning`, each sync that found
+    /// nothing to do at `debug`.
     public func watch(
-        interval: Duration, shouldStop: () -> Bool, onSync: (FolderSyncReport) -> Void,
+        interval: Duration, logger: Logger = .silent, shouldStop: () -> Bool, onSync: (FolderSyncReport) -> Void = { _ in },
         onError: (any Error) -> Void = { _ in }
     ) {
         var lastState: String?
@@ -128,10 +133,23 @@ public final class FolderSync {
                     // (or as it ends) then differs from it and is synced next time. The sync's own
                     // writes cost one more sync that finds nothing to do.
                     lastState = state
+                    let started = ContinuousClock.now
                     let report = try sync()
+                    let metadata: Logger.Metadata = [
+                        "folder": "\(folder)", "operations_imported": "\(report.importedOperations)",
+                        "files_imported": "\(report.importedFiles)", "operations_published": "\(report.publishedOperations)",
+                        "seconds": "\(String(format: "%.3f", (ContinuousClock.now - started) / .seconds(1)))",
+                    ]
+                    for warning in report.warnings { logger.warning("\(warning)", metadata: ["folder": "\(folder)"]) }
+                    if report.movedSomething {
+                        logger.info("\(report.summary)", metadata: metadata)
+                    } else {
+                        logger.debug("\(report.summary)", metadata: metadata)
+                    }
                     if report.movedSomething || !report.warnings.isEmpty { onSync(report) }
                 }
             } catch {
+                logger.warning("\(error); retrying", metadata: ["folder": "\(folder)"])
                 onError(error)
                 lastState = nil
             }
@@ -398,6 +416,19 @@ public struct FolderSyncReport: Hashable, Sendable {
 
     public var movedSomething: Bool { importedOperations > 0 || publishedOperations > 0 || coalescedFiles > 0 }
 
+    /// One line: what was imported, published and merged, or `up to date` (SPEC.md §11).
+    public var summary: String {
+        var parts: [String] = []
+        if importedOperations > 0 || importedFiles > 0 {
+            parts.append("imported \(importedOperations) operation\(importedOperations == 1 ? "" : "s") from \(importedFiles) file\(importedFiles == 1 ? "" : "s")")
+        }
+        if let publishedFile {
+            parts.append("published \(publishedOperations) operation\(publishedOperations == 1 ? "" : "s") as \(publishedFile)")
+        }
+        if coalescedFiles > 0 { parts.append("merged \(coalescedFiles) of this replica's files into one") }
+        return parts.isEmpty ? "up to date" : parts.joined(separator: "; ")
+    }
+
     mutating func warn(_ line: String) {
         warnings.append(line)
     }
@@ -414,8 +445,9 @@ extension ConcordStore {
     /// `shouldStop` returns true. See `FolderSync.watch`.
     public func watch(
         folder: String, interval: Duration = .seconds(2), shouldStop: () -> Bool,
-        onSync: (FolderSyncReport) -> Void = { _ in }, onError: (any Error) -> Void = { _ in }
+        logger: Logger = .silent, onSync: (FolderSyncReport) -> Void = { _ in }, onError: (any Error) -> Void = { _ in }
     ) {
-        FolderSync(store: self, folder: folder).watch(interval: interval, shouldStop: shouldStop, onSync: onSync, onError: onError)
+        FolderSync(store: self, folder: folder).watch(
+            interval: interval, logger: logger, shouldStop: shouldStop, onSync: onSync, onError: onError)
     }
 }

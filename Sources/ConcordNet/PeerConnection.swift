@@ -12,7 +12,7 @@ import NIOPosix
 /// - **No store work on the event loop.** The session (its crypto, batch decoding) and every store
 ///   call run on the connection's own serial queue (`worker`); the event loop only moves bytes.
 ///   What arrives is handed to the worker in order; what the session returns is written in order,
-///   and an `.apply` is committed before any bytes returned after it are written.
+///   and an `.apply` is committed before the session reads on (`batchApplied()`).
 /// - **Operations stream with backpressure.** A reader thread walks the log
 ///   (`forEachOperation(since:)`, on a read-only connection of its own, so applying the peer's
 ///   batches meanwhile is never blocked by it) and hands over chunks of a few thousand operations,
@@ -30,17 +30,24 @@ final class PeerConnection: @unchecked Sendable {
     let configuration: PeerTransportConfiguration
     let peer: String
     private let worker: DispatchQueue
-    private let started = ContinuousClock.now
+    private let clock: any PeerClock
+    private let started: NIODeadline
     private let outcome: EventLoopPromise<PeerSessionRecord>
     private let progress: (@Sendable (PeerProgress) -> Void)?
 
-    private let key: SyncKey
-    /// Whether the store's version vector is read on the worker when the session starts (a
-    /// server reads it there, never on the event loop).
-    private let readVersionsAtStart: Bool
+    private let role: PeerRole
+    /// The key and version vector the session starts with; a server reads them from the store
+    /// on the worker when the connection opens (never on the event loop), so that each session
+    /// uses the key the store holds then (SPEC.md §15.1).
+    private let initialKey: SyncKey?
+    private let initialVersions: VersionVector?
 
     // Confined to `worker`.
-    private var session: PeerSession
+    /// The session, from the moment the connection is active and its key and versions are known.
+    private var session: PeerSession?
+    /// The key the session authenticated with: a batch is applied, and operations are sent, only
+    /// while the store still holds it.
+    private var key: SyncKey?
     private var feed: OperationFeed?
     private var streaming = false
     private var ended = false
@@ -61,68 +68,87 @@ final class PeerConnection: @unchecked Sendable {
 
     // Confined to the channel's event loop.
     private var readingPaused = false
-    private var lastActivity = NIODeadline.now()
-    private var handshakeTimer: Scheduled<Void>?
-    private var idleTimer: RepeatedTask?
+    private var lastActivity: NIODeadline
+    private var handshakeTimer: PeerTimer?
+    private var idleTimer: PeerTimer?
     private var closing = false
 
     /// The record of the session, once it has ended (finished or failed).
     var result: EventLoopFuture<PeerSessionRecord> { outcome.futureResult }
 
     init(
-        channel: any Channel, role: PeerRole, store: ConcordStore, key: SyncKey, localVersions: VersionVector?,
+        channel: any Channel, role: PeerRole, store: ConcordStore, key: SyncKey?, localVersions: VersionVector?,
         configuration: PeerTransportConfiguration, progress: (@Sendable (PeerProgress) -> Void)?
     ) {
         self.channel = channel
         self.store = store
         self.configuration = configuration
         self.progress = progress
+        clock = configuration.clock
+        started = clock.now()
+        lastActivity = started
         peer = channel.remoteAddress?.shown ?? "?"
         worker = DispatchQueue(label: "concord.peer \(peer)")
         outcome = channel.eventLoop.makePromise(of: PeerSessionRecord.self)
-        session = PeerSession(role: role, key: key, localReplica: store.replicaID, localVersions: localVersions ?? VersionVector())
-        readVersionsAtStart = localVersions == nil
-        self.key = key
+        self.role = role
+        initialKey = key
+        initialVersions = localVersions
     }
 
     // MARK: Event loop side
 
     /// The channel is active: start the session and its timers. On the event loop.
     func activate() {
-        lastActivity = .now()
-        let handshake = TimeAmount(configuration.handshakeTimeout)
-        handshakeTimer = channel.eventLoop.scheduleTask(in: handshake) { [self] in
+        lastActivity = clock.now()
+        handshakeTimer = clock.schedule(at: started + TimeAmount(configuration.handshakeTimeout), on: channel.eventLoop) { [self] in
             timeOut(PeerFailure(.timedOut, "the handshake took over \(configuration.handshakeTimeout.shown)"), handshakeOnly: true)
         }
-        let idle = TimeAmount(configuration.idleTimeout)
-        let every = TimeAmount.nanoseconds(max(idle.nanoseconds / 4, 1_000_000))
-        idleTimer = channel.eventLoop.scheduleRepeatedTask(initialDelay: every, delay: every) { [self] _ in
-            if NIODeadline.now() - lastActivity >= idle {
-                timeOut(PeerFailure(.timedOut, "the session was idle for \(configuration.idleTimeout.shown)"), handshakeOnly: false)
-            }
-        }
+        armIdleTimer()
         // A connection refused at once (a full server) has ended before it started.
         worker.async { [self] in
             guard !ended else { return }
-            if readVersionsAtStart {
-                do {
-                    session = PeerSession(role: session.role, key: key, localReplica: store.replicaID, localVersions: try store.versionVector())
-                } catch {
-                    end(PeerFailure(.local, "this side cannot read its store: \(error)"))
+            let key: SyncKey
+            let versions: VersionVector
+            do {
+                guard let held = try initialKey ?? store.syncKey() else {
+                    end(PeerFailure(.local, "the store at \(store.path) has no sync key; run 'syncctl key generate', or 'syncctl key import KEY' with the key of another store"))
                     return
                 }
+                key = held
+                versions = try initialVersions ?? store.versionVector()
+            } catch {
+                end(PeerFailure(.local, "this side cannot read its store: \(error)"))
+                return
             }
-            perform(session.start())
+            self.key = key
+            session = PeerSession(role: role, key: key, localReplica: store.replicaID, localVersions: versions)
+            perform(session!.start())
+        }
+    }
+
+    /// Wakes up exactly when the session will have been idle for the idle timeout, as far as is
+    /// known now; a wake-up that finds activity since then sleeps again until the new deadline.
+    /// (Activity does not move the timer itself: bytes come and go far more often than it fires.)
+    /// On the event loop.
+    private func armIdleTimer() {
+        let idle = TimeAmount(configuration.idleTimeout)
+        idleTimer = clock.schedule(at: lastActivity + idle, on: channel.eventLoop) { [self] in
+            guard !closing, idleTimer != nil else { return }
+            if clock.now() - lastActivity >= idle {
+                timeOut(PeerFailure(.timedOut, "the session was idle for \(configuration.idleTimeout.shown)"), handshakeOnly: false)
+            } else {
+                armIdleTimer()
+            }
         }
     }
 
     /// Bytes arrived. On the event loop.
     func received(_ buffer: ByteBuffer) {
-        lastActivity = .now()
+        lastActivity = clock.now()
         let bytes = Array(buffer.readableBytesView)
         lock.withLock { inboundPending += bytes.count }
         worker.async { [self] in
-            if !ended { perform(session.receive(bytes)) }
+            if !ended { perform(session?.receive(bytes) ?? []) }
             let resume = lock.withLock {
                 inboundPending -= bytes.count
                 return readingPausedShared && !channelGone && inboundPending <= configuration.inboundBufferBytes / 2
@@ -151,40 +177,81 @@ final class PeerConnection: @unchecked Sendable {
         lock.withLock { channelGone = true }
         handshakeTimer?.cancel()
         idleTimer?.cancel()
+        idleTimer = nil
         worker.async { [self] in
-            if !ended { perform(session.connectionClosed()) }
+            if !ended { perform(session?.connectionClosed() ?? []) }
             feed?.cancel()
         }
     }
 
     private func timeOut(_ failure: PeerFailure, handshakeOnly: Bool) {
         worker.async { [self] in
-            guard !ended, !handshakeOnly || !session.isHandshakeComplete else { return }
-            perform(session.abort(failure))
+            guard !ended, !handshakeOnly || session?.isHandshakeComplete != true else { return }
+            abortOnWorker(failure)
         }
     }
 
     /// Ends the session from this side (a server shutting down). From any thread.
     func abort(_ failure: PeerFailure) {
-        worker.async { [self] in
-            if !ended { perform(session.abort(failure)) }
-        }
+        worker.async { [self] in abortOnWorker(failure) }
     }
+
+    /// Ends the session, telling the peer why once past the handshake (`tellingPeer`, or the
+    /// failure's own message). A connection ended before its session started just closes.
+    private func abortOnWorker(_ failure: PeerFailure, tellingPeer reason: String? = nil) {
+        guard !ended else { return }
+        guard session != nil else {
+            end(failure)
+            return
+        }
+        perform(session!.abort(failure, tellingPeer: reason))
+    }
+
+    /// Whether the store still holds the key this session authenticated with. Once it does not
+    /// (`syncctl key generate --force` or `key import --force` by any process), the session ends:
+    /// the peer holds a replaced key, and must not be served (SPEC.md §15.1).
+    private func keyStillHeld() -> Bool {
+        let held: Bool
+        do {
+            held = try store.syncKeyBytes() == key?.bytes
+        } catch {
+            abortOnWorker(PeerFailure(.local, "this side cannot read its store: \(error)"))
+            return false
+        }
+        if !held { abortOnWorker(Self.keyReplaced, tellingPeer: Self.keyReplacedForPeer) }
+        return held
+    }
+
+    static let keyReplaced = PeerFailure(.keyReplaced, "this store's sync key was replaced during the session; peers need the new key")
+    static let keyReplacedForPeer = "its sync key was replaced during the session; this side needs the new key"
 
     // MARK: Worker side
 
     private func perform(_ actions: [PeerAction]) {
         for action in actions {
+            // A batch applied may have ended the session (through `batchApplied()`): the rest of
+            // its list (a `.needOperations`) is moot.
+            if ended { return }
             switch action {
             case .send(let bytes):
                 write(bytes)
             case .apply(let operations):
                 do {
-                    let report = try store.merge(operations)
+                    // The key is checked inside the merge's own transaction: a key replaced by
+                    // another process at any moment before it stops this batch.
+                    let report = try store.merge(operations, ifSyncKeyIs: key?.bytes ?? [])
                     newOperations += report.newOperationCount
                     if let far = report.farFutureTimestamp { farFuture = max(farFuture ?? far, far) }
+                } catch let error as StoreError where error.code == .keyReplaced {
+                    abortOnWorker(Self.keyReplaced, tellingPeer: Self.keyReplacedForPeer)
+                    return
+                } catch let error as StoreError where error.code == .clash {
+                    // Two stores that share a replica id (SPEC.md §9.1): the line of §9.1 itself,
+                    // on this side and, in the error, on the peer's.
+                    abortOnWorker(PeerFailure(.local, error.message))
+                    return
                 } catch {
-                    perform(session.abort(PeerFailure(.local, "this side cannot apply a batch: \(error)")))
+                    abortOnWorker(PeerFailure(.local, "this side cannot apply a batch: \(error)"))
                     return
                 }
                 appliedBatches += 1
@@ -194,8 +261,10 @@ final class PeerConnection: @unchecked Sendable {
                     end(PeerFailure(.local, "dropped the connection after \(appliedBatches) batches (test)"), flush: false)
                     return
                 }
-            case .needOperations(let since):
-                startStreaming(since: since)
+                // The batch has committed: the session reads on (an ack may follow).
+                perform(session?.batchApplied() ?? [])
+            case .needOperations(let since, let lastShared):
+                startStreaming(since: since, lastShared: lastShared)
             case .finished(let summary):
                 end(nil, summary: summary)
             case .failed(let failure):
@@ -208,11 +277,14 @@ final class PeerConnection: @unchecked Sendable {
         guard !bytes.isEmpty else { return }
         let count = bytes.count
         lock.withLock { outboundPending += count }
-        let future = channel.writeAndFlush(ByteBuffer(bytes: bytes))
-        lastWrite = future
-        future.whenComplete { [self] _ in
+        // The callback is attached before the write is handed over, so that it runs as the write
+        // completes, in the same turn of the event loop: the idle timer sees the activity at its
+        // time, not whenever this thread would have got round to attaching it.
+        let promise = channel.eventLoop.makePromise(of: Void.self)
+        lastWrite = promise.futureResult
+        promise.futureResult.whenComplete { [self] _ in
             // On the event loop.
-            lastActivity = .now()
+            lastActivity = clock.now()
             let resume = lock.withLock {
                 outboundPending -= count
                 guard pumpWaitsForWrites, outboundPending <= configuration.outboundBufferBytes / 2 else { return false }
@@ -221,12 +293,13 @@ final class PeerConnection: @unchecked Sendable {
             }
             if resume { worker.async { self.pump() } }
         }
+        channel.writeAndFlush(ByteBuffer(bytes: bytes), promise: promise)
     }
 
-    private func startStreaming(since: VersionVector) {
+    private func startStreaming(since: VersionVector, lastShared: [OperationID]) {
         streaming = true
         feed = OperationFeed(
-            store: store, since: since, chunk: configuration.readChunkOperations,
+            store: store, lastShared: lastShared, since: since, chunk: configuration.readChunkOperations,
             available: { [self] in worker.async { self.pump() } })
         feed?.start()
     }
@@ -244,17 +317,18 @@ final class PeerConnection: @unchecked Sendable {
             guard let item = feed.take() else { return }  // the feed pumps again when it has more
             switch item {
             case .operations(let operations):
-                perform(session.send(operations: operations))
+                guard keyStillHeld() else { return }
+                perform(session?.send(operations: operations) ?? [])
                 reportProgress()
             case .end:
                 streaming = false
                 self.feed = nil
-                perform(session.finishSending())
+                perform(session?.finishSending() ?? [])
                 return
             case .failed(let error):
                 streaming = false
                 self.feed = nil
-                perform(session.abort(PeerFailure(.local, "this side cannot read its store: \(error)")))
+                abortOnWorker(PeerFailure(.local, "this side cannot read its store: \(error)"))
                 return
             }
             if ended { return }
@@ -263,7 +337,7 @@ final class PeerConnection: @unchecked Sendable {
 
     private func reportProgress() {
         guard let progress else { return }
-        let summary = session.summary
+        guard let summary = session?.summary else { return }
         progress(PeerProgress(
             peer: peer, operationsReceived: summary.operationsReceived, operationsSent: summary.operationsSent,
             bytesReceived: summary.bytesReceived, bytesSent: summary.bytesSent))
@@ -277,7 +351,7 @@ final class PeerConnection: @unchecked Sendable {
         feed?.cancel()
         feed = nil
         var record = PeerSessionRecord(
-            peer: peer, summary: summary ?? session.summary, failure: failure, duration: ContinuousClock.now - started)
+            peer: peer, summary: summary ?? session?.summary ?? PeerSummary(role: role), failure: failure, duration: Duration(clock.now() - started))
         record.newOperations = newOperations
         record.farFutureTimestamp = farFuture
         let written = flush ? lastWrite : nil
@@ -312,6 +386,7 @@ final class PeerConnection: @unchecked Sendable {
         closing = true
         handshakeTimer?.cancel()
         idleTimer?.cancel()
+        idleTimer = nil
         guard linger, channel.isActive else {
             channel.close(promise: nil)
             return
@@ -377,6 +452,7 @@ final class OperationFeed: @unchecked Sendable {
     private struct Cancelled: Error {}
 
     private let store: ConcordStore
+    private let lastShared: [OperationID]
     private let since: VersionVector
     private let chunk: Int
     private let available: @Sendable () -> Void
@@ -385,8 +461,11 @@ final class OperationFeed: @unchecked Sendable {
     private var cancelled = false
     static let capacity = 2
 
-    init(store: ConcordStore, since: VersionVector, chunk: Int, available: @escaping @Sendable () -> Void) {
+    /// Reads the operations `lastShared` names (the last shared operations, SPEC.md §15.6), then
+    /// those `since` does not cover.
+    init(store: ConcordStore, lastShared: [OperationID], since: VersionVector, chunk: Int, available: @escaping @Sendable () -> Void) {
         self.store = store
+        self.lastShared = lastShared
         self.since = since
         self.chunk = max(1, chunk)
         self.available = available
@@ -438,6 +517,11 @@ final class OperationFeed: @unchecked Sendable {
             let ownReader = store.path != ":memory:"
             reader = ownReader ? try ConcordStore.open(at: store.path, readOnly: true, environment: store.environment) : store
             defer { if ownReader { try? reader.close() } }
+            // The store holds each (its version vector covers it), and never drops operations.
+            let shared = try lastShared.compactMap { try reader.operation($0) }
+            for start in stride(from: 0, to: shared.count, by: chunk) {
+                try put(.operations(Array(shared[start..<min(start + chunk, shared.count)])))
+            }
             if ownReader {
                 var pending: [Op] = []
                 pending.reserveCapacity(chunk)

@@ -4,6 +4,7 @@ import ConcordKeys
 import ConcordPeer
 import ConcordStore
 import Foundation
+import Logging
 import NIOCore
 import NIOPosix
 
@@ -11,8 +12,12 @@ import NIOPosix
 /// session, run at the same time as the others and bounded on its own, so that a slow, silent or
 /// hostile peer holds up no one else.
 ///
+/// Each session authenticates with the sync key the store holds when its connection opens, read
+/// from the store then: a key replaced meanwhile (by this process or another) stops the old one
+/// at once, for new sessions and for those under way (SPEC.md §15.1).
+///
 /// ```swift
-/// let server = try PeerServer(store: store, key: key) { record in print(record.logLine) }
+/// let server = PeerServer(store: store) { record in print(record.logLine) }
 /// let address = try server.start(host: "127.0.0.1", port: 7420)
 /// …
 /// server.stop()        // ends the sessions under way, then closes
@@ -20,11 +25,11 @@ import NIOPosix
 public final class PeerServer: @unchecked Sendable {
     public let store: ConcordStore
     public let configuration: PeerTransportConfiguration
-    private let key: SyncKey
     private let group: any EventLoopGroup
     private let ownsGroup: Bool
     private let onSession: @Sendable (PeerSessionRecord) -> Void
     private let onProgress: (@Sendable (PeerProgress) -> Void)?
+    private let logger: Logger
 
     private let lock = NSLock()
     private var listener: (any Channel)?
@@ -34,15 +39,17 @@ public final class PeerServer: @unchecked Sendable {
 
     /// - Parameters:
     ///   - group: the event loops to run on; by default a group of its own with one loop per core.
+    ///   - logger: where the server logs (SPEC.md §15.9): each session's end at `info` (`notice`
+    ///     when it failed), each connection accepted at `debug`. By default it logs nothing.
     ///   - onSession: called once per session when it ends (finished or failed), from any thread.
     ///   - onProgress: called as sessions move operations, from any thread.
     public init(
-        store: ConcordStore, key: SyncKey, configuration: PeerTransportConfiguration = PeerTransportConfiguration(),
-        group: (any EventLoopGroup)? = nil, onProgress: (@Sendable (PeerProgress) -> Void)? = nil,
+        store: ConcordStore, configuration: PeerTransportConfiguration = PeerTransportConfiguration(),
+        group: (any EventLoopGroup)? = nil, logger: Logger = .silent, onProgress: (@Sendable (PeerProgress) -> Void)? = nil,
         onSession: @escaping @Sendable (PeerSessionRecord) -> Void = { _ in }
     ) {
         self.store = store
-        self.key = key
+        self.logger = logger
         self.configuration = configuration
         self.group = group ?? MultiThreadedEventLoopGroup(numberOfThreads: max(1, min(4, System.coreCount)))
         ownsGroup = group == nil
@@ -80,7 +87,7 @@ public final class PeerServer: @unchecked Sendable {
     /// A new connection: a session of its own, or closed at once when the server is full or stopping.
     private func accept(_ channel: any Channel) -> PeerConnection {
         let connection = PeerConnection(
-            channel: channel, role: .server, store: store, key: key, localVersions: nil,
+            channel: channel, role: .server, store: store, key: nil, localVersions: nil,
             configuration: configuration, progress: onProgress)
         let admitted = lock.withLock {
             guard !stopping, sessions.count < configuration.maxSessions else { return false }
@@ -93,13 +100,18 @@ public final class PeerServer: @unchecked Sendable {
             connection.result.whenComplete { [self] result in
                 if case .success(var record) = result {
                     record.failure = PeerFailure(.local, "refused: \(configuration.maxSessions) sessions are under way")
+                    log(record)
                     onSession(record)
                 }
             }
             return connection
         }
+        logger.debug("peer \(connection.peer): connected", metadata: ["peer": "\(connection.peer)"])
         connection.result.whenComplete { [self] result in
-            if case .success(let record) = result { onSession(record) }
+            if case .success(let record) = result {
+                log(record)
+                onSession(record)
+            }
             let waiters = lock.withLock {
                 sessions[ObjectIdentifier(connection)] = nil
                 guard sessions.isEmpty, stopping else { return [CheckedContinuation<Void, Never>]() }
@@ -109,6 +121,23 @@ public final class PeerServer: @unchecked Sendable {
             for waiter in waiters { waiter.resume() }
         }
         return connection
+    }
+
+    /// One line per session, with what it moved as metadata for log collectors.
+    private func log(_ record: PeerSessionRecord) {
+        var metadata: Logger.Metadata = [
+            "peer": "\(record.peer)",
+            "operations_received": "\(record.summary.operationsReceived)", "operations_sent": "\(record.summary.operationsSent)",
+            "bytes_received": "\(record.summary.bytesReceived)", "bytes_sent": "\(record.summary.bytesSent)",
+            "seconds": "\(String(format: "%.3f", record.duration.seconds))",
+        ]
+        if let failure = record.failure {
+            metadata["failure"] = "\(failure.message)"
+            // `notice`, not `warning`: a peer's session failed, the server did not.
+            logger.notice("\(record.logLine)", metadata: metadata)
+        } else {
+            logger.info("\(record.logLine)", metadata: metadata)
+        }
     }
 
     /// Stops listening, ends the sessions under way (each peer is told why), waits up to `grace`
@@ -130,13 +159,14 @@ public final class PeerServer: @unchecked Sendable {
 
 /// Runs one two-way session with a peer over TCP (`syncctl sync --peer`, SPEC.md §15).
 public enum PeerClient {
-    /// Connects to `address`, syncs, and returns how it went. A session that fails is returned with
-    /// its `failure` set (nothing after the failure was applied; batches applied before it stay);
-    /// a connection that cannot be made throws `PeerFailure` (`.closed`).
+    /// Connects to `address`, syncs with the sync key the store holds, and returns how it went. A
+    /// session that fails is returned with its `failure` set (nothing after the failure was
+    /// applied; batches applied before it stay); a connection that cannot be made throws
+    /// `PeerFailure` (`.closed`), a store without a sync key `PeerFailure` (`.local`).
     ///
     /// Blocks until the session has ended; call it off any event loop.
     public static func sync(
-        store: ConcordStore, key: SyncKey, address: PeerAddress,
+        store: ConcordStore, address: PeerAddress,
         configuration: PeerTransportConfiguration = PeerTransportConfiguration(),
         group: (any EventLoopGroup)? = nil, progress: (@Sendable (PeerProgress) -> Void)? = nil
     ) throws -> PeerSessionRecord {
@@ -145,6 +175,9 @@ public enum PeerClient {
         // What a merge left pending is applied first (SPEC.md §5.6), as by every merge.
         try store.finishPendingMerge()
         let versions = try store.versionVector()
+        guard let key = try store.syncKey() else {
+            throw PeerFailure(.local, "the store at \(store.path) has no sync key; run 'syncctl key generate', or 'syncctl key import KEY' with the key of another store")
+        }
         let box = ConnectionBox()
         let bootstrap = ClientBootstrap(group: group ?? ownGroup!)
             .connectTimeout(TimeAmount(configuration.connectTimeout))

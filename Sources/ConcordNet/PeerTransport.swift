@@ -28,6 +28,9 @@ public struct PeerTransportConfiguration: Sendable {
     /// keeps reading (and dropping) what the peer still sends, so that its last words (an `error`)
     /// reach the peer rather than a reset.
     public var lingerTimeout: Duration = .seconds(2)
+    /// Where the handshake and idle timeouts take the time from and how they wait: the system's
+    /// monotonic clock and the event loop's timers, unless a test passes a clock it moves by hand.
+    public var clock: any PeerClock = LivePeerClock()
 
     /// Test hook: the side closes its connection, as if killed, once it has applied this many
     /// batches (sending nothing more: no `error`, no `ack`).
@@ -39,6 +42,40 @@ public struct PeerTransportConfiguration: Sendable {
     public init(handshakeTimeout: Duration, idleTimeout: Duration) {
         self.handshakeTimeout = handshakeTimeout
         self.idleTimeout = idleTimeout
+    }
+}
+
+/// The time source of a transport's timeouts (SPEC.md §15.7): the time now, and a wake-up at a
+/// given time. `LivePeerClock` is the system's; a test injects one that it moves by hand, so that
+/// a 60-second timeout is tested to the millisecond without waiting 60 seconds.
+public protocol PeerClock: Sendable {
+    /// The time now.
+    func now() -> NIODeadline
+    /// Runs `task` on `loop` once `now()` has reached `deadline` (at once if it has already).
+    /// Cancelling the returned timer before then keeps `task` from running.
+    func schedule(at deadline: NIODeadline, on loop: any EventLoop, _ task: @escaping @Sendable () -> Void) -> PeerTimer
+}
+
+/// A wake-up scheduled on a `PeerClock`, which may be cancelled.
+public struct PeerTimer: Sendable {
+    private let cancelling: @Sendable () -> Void
+
+    public init(cancel: @escaping @Sendable () -> Void) {
+        cancelling = cancel
+    }
+
+    public func cancel() { cancelling() }
+}
+
+/// The system's monotonic clock and the event loop's own timers.
+public struct LivePeerClock: PeerClock {
+    public init() {}
+
+    public func now() -> NIODeadline { .now() }
+
+    public func schedule(at deadline: NIODeadline, on loop: any EventLoop, _ task: @escaping @Sendable () -> Void) -> PeerTimer {
+        let scheduled = loop.scheduleTask(deadline: deadline) { task() }
+        return PeerTimer { scheduled.cancel() }
     }
 }
 

@@ -34,6 +34,8 @@ public struct PeerFailure: Error, Hashable, Sendable, CustomStringConvertible {
         public static let timedOut = Code("timedOut")
         /// This side ended the session (a store error while applying a batch, a shutdown).
         public static let local = Code("local")
+        /// The store's sync key was replaced during the session (SPEC.md §15.1).
+        public static let keyReplaced = Code("keyReplaced")
 
         public var description: String { name }
     }

@@ -17,13 +17,20 @@ public struct PeerSummary: Hashable, Sendable {
     public var peerReplica: ReplicaID?
     /// The peer's version vector as of the session's start, once it has arrived.
     public var peerVersions: VersionVector?
-    /// Operations in the batches sent to the peer, and those batches. Once the session has
+    /// Operations sent to the peer that it lacked, and the batches sent. Once the session has
     /// finished, the peer has acknowledged receiving and applying all of them.
     public var operationsSent = 0
     public var batchesSent = 0
-    /// Operations in the batches received from the peer (and handed out to be applied).
+    /// Operations received from the peer that this side lacked, as far as the peer's version
+    /// vector tells (and handed out to be applied), and the batches received.
     public var operationsReceived = 0
     public var batchesReceived = 0
+    /// The last shared operations (SPEC.md §15.6) sent and received besides: one of each replica
+    /// both sides know, held by both, sent so that two stores that wrote different operations
+    /// under one replica id clash (§9.1). They are not counted in `operationsSent` and
+    /// `operationsReceived`.
+    public var lastSharedSent = 0
+    public var lastSharedReceived = 0
     /// Bytes on the wire, frame headers and the handshake included.
     public var bytesSent = 0
     public var bytesReceived = 0
@@ -38,15 +45,18 @@ public enum PeerAction: Hashable, Sendable {
     /// Write these bytes to the connection.
     case send([UInt8])
     /// Merge these operations, authenticated and valid (SPEC.md §4.3), into the store as one
-    /// merge of their own (its own transaction), and carry out the actions after it only once it
-    /// has committed: the `ack` that tells the peer its operations arrived is among them. If the
-    /// merge fails, call `abort(_:)` and carry out nothing more.
+    /// merge of their own (its own transaction), then call `batchApplied()` and carry out what it
+    /// returns. If the merge fails, call `abort(_:)` instead and carry out what that returns.
+    /// Until then the session reads nothing further of what arrived: nothing after a batch is
+    /// acted on, and no frame (an `ack`) is sealed, before the batch has committed, so the
+    /// `error` that a failed merge sends is sealed with the next counter and the peer can read it.
     case apply([Op])
-    /// The peer's version vector has arrived: stream every operation the store holds that `since`
-    /// does not cover (each author's in seq order, as `ConcordStore.forEachOperation(since:)`
-    /// gives them) through `send(operations:)`, then call `finishSending()`. It is always the
-    /// last action of the list it is in.
-    case needOperations(since: VersionVector)
+    /// The peer's version vector has arrived: stream, through `send(operations:)`, first the
+    /// operations `lastShared` names (the store holds each: `ConcordStore.operation(_:)`), then
+    /// every operation the store holds that `since` does not cover (each author's in seq order,
+    /// as `ConcordStore.forEachOperation(since:)` gives them); then call `finishSending()`. It is
+    /// always the last action of the list it is in.
+    case needOperations(since: VersionVector, lastShared: [OperationID])
     /// The session is complete: both sides have sent everything the other lacked, and each has
     /// acknowledged receiving it. Flush what was sent, then close the connection.
     case finished(PeerSummary)
@@ -77,7 +87,9 @@ public enum PeerAction: Hashable, Sendable {
 ///         case .apply(let operations):
 ///             do { try store.merge(operations) }
 ///             catch { perform(session.abort(PeerFailure(.local, "cannot apply a batch: \(error)"))); return }
-///         case .needOperations(let since):
+///             perform(session.batchApplied())
+///         case .needOperations(let since, let lastShared):
+///             perform(session.send(operations: try lastShared.compactMap(store.operation)))
 ///             // In chunks, so memory stays bounded; batches are cut by the session.
 ///             var chunk: [Op] = []
 ///             try store.forEachOperation(since: since) { op in
@@ -94,10 +106,14 @@ public enum PeerAction: Hashable, Sendable {
 /// ```
 ///
 /// **Order.** Every frame is sealed with the next counter of its direction, so bytes MUST be
-/// written in the order the session returns them, across calls; and an `.apply` MUST be committed
-/// before any bytes returned after it (in the same list or a later call) are written, since they
-/// may acknowledge it. Carrying out each list in order, one call at a time, does both; a driver
-/// that applies batches on another thread keeps one ordered queue of writes and applies.
+/// written in the order the session returns them, across calls, and none dropped: a frame sealed
+/// and never written makes every later one fail authentication at the peer. After an `.apply`
+/// (only a `.needOperations` may follow it in its list) the session reads nothing more of what
+/// arrived until the transport calls `batchApplied()` (the batch has committed) or ends the
+/// session with `abort(_:)`.
+/// Carrying out each list in order, one call at a time, does all this; a driver that applies
+/// batches on another thread keeps one ordered queue of writes and applies, and may go on
+/// calling `receive` meanwhile (the bytes wait).
 /// Sending and receiving are independent: a transport keeps feeding received bytes while it
 /// streams operations (the session being a value it guards: one call at a time). It must not
 /// stop reading while it waits to write: both peers send at once, and two peers that each wait
@@ -123,8 +139,20 @@ public struct PeerSession: Sendable {
     private var receiving: Receiving = .versions
     private var sending: Sending = .waitingForPeerVersions
     private var ackReceived = false
+    /// An `.apply` has been handed out and not yet confirmed by `batchApplied()`: what arrived
+    /// after its batch waits in the decoder.
+    private var awaitingApply = false
     /// A `.needOperations` to return at the end of the current `receive`.
-    private var pendingNeed: VersionVector?
+    private var pendingNeed: (since: VersionVector, lastShared: [OperationID])?
+    /// The last shared operations (SPEC.md §15.6): this side's not yet sent, and the peer's not yet
+    /// received. Both sides compute the same set from the two version vectors.
+    private var lastSharedToSend: Set<OperationID> = []
+    private var lastSharedToReceive: Set<OperationID> = []
+    /// The last shared operations in the open batch.
+    private var batchLastShared = 0
+    /// Every operation in batches, each way, as the peer's ack counts them.
+    private var operationsInBatchesSent = 0
+    private var operationsInBatchesReceived = 0
     /// What the peer sent in this session: never sent back.
     private var received = SeqRanges()
     private var batch = OperationsBlock.Encoder()
@@ -228,8 +256,23 @@ public struct PeerSession: Sendable {
         guard isActive else { return [] }
         summary.bytesReceived += bytes.count
         decoder.append(bytes)
+        return handleReceived()
+    }
+
+    /// The batch of the last `.apply` has committed: the session reads on (and may send the
+    /// `ack` that tells the peer it holds what it sent).
+    public mutating func batchApplied() -> [PeerAction] {
+        guard isActive else { return [] }
+        precondition(awaitingApply, "PeerSession.batchApplied() without an .apply")
+        awaitingApply = false
+        return handleReceived()
+    }
+
+    /// Handles the frames waiting in the decoder, up to the first batch (which waits for
+    /// `batchApplied()`).
+    private mutating func handleReceived() -> [PeerAction] {
         var actions: [PeerAction] = []
-        while isActive {
+        while isActive, !awaitingApply {
             let frame: [UInt8]
             do {
                 guard let next = try decoder.next() else { break }
@@ -251,9 +294,9 @@ public struct PeerSession: Sendable {
         }
         // Last, so that a driver that streams operations while carrying out this action writes
         // their frames after every frame sealed in this call (an ack among them).
-        if let since = pendingNeed {
+        if let need = pendingNeed {
             pendingNeed = nil
-            if isActive { actions.append(.needOperations(since: since)) }
+            if isActive { actions.append(.needOperations(since: need.since, lastShared: need.lastShared)) }
         }
         return actions
     }
@@ -274,12 +317,14 @@ public struct PeerSession: Sendable {
     }
 
     /// Ends the session from this side: a timeout, a store that failed to apply a batch, a
-    /// shutdown. Past the handshake the peer is sent an `error` whose reason is `failure.message`
-    /// (it shows it after "the peer ended the session: "). Does nothing once the session has ended.
-    public mutating func abort(_ failure: PeerFailure) -> [PeerAction] {
+    /// shutdown. Past the handshake the peer is sent an `error` whose reason is `reason`, or else
+    /// `failure.message` (it shows it after "the peer ended the session: "): give `reason` when
+    /// the failure's words are this side's and would mislead the peer. Does nothing once the
+    /// session has ended.
+    public mutating func abort(_ failure: PeerFailure, tellingPeer reason: String? = nil) -> [PeerAction] {
         guard !hasEnded else { return [] }
         var actions: [PeerAction] = []
-        fail(failure, tellingPeer: failure.message, into: &actions)
+        fail(failure, tellingPeer: reason ?? failure.message, into: &actions)
         return actions
     }
 
@@ -298,6 +343,7 @@ public struct PeerSession: Sendable {
             }
             if batch.isEmpty { batchFirst = operation.id }
             batch.append(operation)
+            if !lastSharedToSend.isEmpty, lastSharedToSend.remove(operation.id) != nil { batchLastShared += 1 }
             if batch.operationCount >= PeerProtocol.maxBatchOperations || batch.estimatedBytes >= PeerProtocol.targetBatchBytes {
                 guard flushBatch(into: &actions) else { break }
             }
@@ -486,21 +532,31 @@ public struct PeerSession: Sendable {
             summary.peerVersions = versions
             receiving = .batches
             sending = .operations
-            pendingNeed = versions
+            let lastShared = Self.lastShared(localVersions, versions)
+            lastSharedToSend = Set(lastShared)
+            lastSharedToReceive = lastSharedToSend
+            pendingNeed = (versions, lastShared)
         case let .batch(operations):
-            for operation in operations { received.insert(operation.id) }
+            var lastShared = 0
+            for operation in operations {
+                received.insert(operation.id)
+                if !lastSharedToReceive.isEmpty, lastSharedToReceive.remove(operation.id) != nil { lastShared += 1 }
+            }
             summary.batchesReceived += 1
-            summary.operationsReceived += operations.count
+            summary.operationsReceived += operations.count - lastShared
+            summary.lastSharedReceived += lastShared
+            operationsInBatchesReceived += operations.count
             actions.append(.apply(operations))
+            awaitingApply = true
         case .done:
             receiving = .done
             // The transport carries out actions in order, so this ack goes out once every batch
             // before it has been applied.
-            guard sendMessage(PeerMessage.encodeAck(summary.operationsReceived), into: &actions) else { return }
+            guard sendMessage(PeerMessage.encodeAck(operationsInBatchesReceived), into: &actions) else { return }
             checkFinished(into: &actions)
         case let .ack(count):
-            guard count == UInt64(summary.operationsSent) else {
-                let what = "an ack message for \(count) operations; this side sent \(summary.operationsSent)"
+            guard count == UInt64(operationsInBatchesSent) else {
+                let what = "an ack message for \(count) operations; this side sent \(operationsInBatchesSent)"
                 fail(.violation(what), tellingPeer: "it received something the protocol does not allow: \(what)", into: &actions)
                 return
             }
@@ -535,7 +591,10 @@ public struct PeerSession: Sendable {
         }
         guard sendMessage(message, into: &actions) else { return false }
         summary.batchesSent += 1
-        summary.operationsSent += count
+        summary.operationsSent += count - batchLastShared
+        summary.lastSharedSent += batchLastShared
+        operationsInBatchesSent += count
+        batchLastShared = 0
         return true
     }
 
@@ -551,7 +610,12 @@ public struct PeerSession: Sendable {
     }
 
     /// Ends the session. Past the handshake, and with `tellingPeer`, the peer is sent an `error`
-    /// with that reason first.
+    /// with that reason first, sealed with the next counter (nothing sealed is ever held back, so
+    /// the peer can open it). The paths that tell the peer: a frame over the limit
+    /// (`handleReceived`); a frame that fails authentication, a message out of order or that does
+    /// not decode, a `versions` with this side's replica id, an `ack` of another count
+    /// (`handleMessage`); an operation too large to send (`flushBatch`); and `abort(_:tellingPeer:)`.
+    /// `ErrorDeliveryTests` has a test of each, from either side.
     private mutating func fail(_ failure: PeerFailure, tellingPeer reason: String? = nil, into actions: inout [PeerAction]) {
         if let reason, case .established = phase, var sealer, let sealed = sealer.seal(PeerMessage.encodeError(reason)) {
             self.sealer = sealer
@@ -570,6 +634,16 @@ public struct PeerSession: Sendable {
             actions.append(.send(pending))
         } else {
             actions.append(.send(bytes))
+        }
+    }
+
+    /// The last shared operations of two version vectors (SPEC.md §15.6, §9.1): for each replica
+    /// both name with a seq of at least 1, the one at the lesser seq, which both sides hold; in
+    /// byte order of replica id.
+    static func lastShared(_ local: VersionVector, _ peer: VersionVector) -> [OperationID] {
+        peer.sorted.compactMap { replica, seq in
+            let shared = min(seq, local[replica])
+            return shared > 0 ? OperationID(replica: replica, seq: shared) : nil
         }
     }
 

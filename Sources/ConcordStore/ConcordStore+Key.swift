@@ -1,3 +1,4 @@
+import ConcordCore
 import Foundation
 import GRDB
 
@@ -17,6 +18,25 @@ extension ConcordStore {
                 return [UInt8](data)
             }
         }
+    }
+
+    /// Merges operations as `merge(_:)` does, in one transaction, if the store still holds the
+    /// sync key `keyBytes` when the transaction starts: a peer session merges what a peer holding
+    /// that key sent, and a key replaced meanwhile (by any process) must stop that peer at once
+    /// (SPEC.md §15.1). Otherwise nothing is written and the merge fails with `.keyReplaced`.
+    @discardableResult
+    public func merge(_ operations: some Sequence<Op>, ifSyncKeyIs keyBytes: [UInt8]) throws(StoreError) -> MergeReport {
+        try finishPendingMerge()
+        return try merging { context, report in
+            guard try Self.syncKeyBytes(context.db) == keyBytes else {
+                throw StoreError(.keyReplaced, "the sync key of the store at \(path) was replaced")
+            }
+            for operation in operations { try Self.ingest(operation, &context, &report) }
+        }
+    }
+
+    static func syncKeyBytes(_ db: Database) throws -> [UInt8]? {
+        try Data.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'sync_key'").map { [UInt8]($0) }
     }
 
     /// Stores a sync key (32 bytes) in the store's `meta` table, in one transaction.

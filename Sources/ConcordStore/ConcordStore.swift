@@ -93,6 +93,9 @@ public final class ConcordStore: Sendable {
         }
     }
 
+    /// The store schema version (SPEC.md §9) this build writes, and the newest it opens.
+    public static var schemaVersion: Int { StoreSchema.version }
+
     // MARK: Creating and opening
 
     /// Creates a new store at `path` with a new random replica id. The file appears whole or not
@@ -186,6 +189,15 @@ public final class ConcordStore: Sendable {
         }
         try store.close()
         return try open(at: path, environment: environment)
+    }
+
+    /// Makes the store at `path` forget where it lives, as if it had never been written: the next
+    /// write of it, or of any copy of it, records that file's location (SPEC.md §9.1). For a file
+    /// handed out to be copied, such as the store `syncctl bench merge --keep` leaves.
+    package static func forgetLocation(at path: String) throws(StoreError) {
+        let store = try open(at: path)
+        try store.guarded { try store.writer.write { db in try db.execute(sql: "DELETE FROM meta WHERE key = 'location'") } }
+        try store.close()
     }
 
     /// Opens the existing store at `path`. A missing file, a file that is not a Concord store, or a

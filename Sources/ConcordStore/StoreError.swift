@@ -8,7 +8,7 @@ public protocol InvalidInputError: Error, CustomStringConvertible {}
 /// where there is one, what to do about it.
 public struct StoreError: Error, Hashable, CustomStringConvertible {
     public struct Code: Hashable, Sendable {
-        fileprivate enum Wrapped: Hashable { case missing, exists, notAStore, newerSchema, corrupt, readOnly, invalidChange, invalidInput, notFound, ambiguous, io, copied, forked, clash }
+        fileprivate enum Wrapped: Hashable { case missing, exists, notAStore, newerSchema, corrupt, readOnly, invalidChange, invalidInput, notFound, ambiguous, io, copied, forked, clash, keyReplaced }
         fileprivate let wrapped: Wrapped
 
         /// No store at the path.
@@ -41,6 +41,9 @@ public struct StoreError: Error, Hashable, CustomStringConvertible {
         public static let forked = Code(wrapped: .forked)
         /// Two different operations under one (replica, seq): two stores share a replica id.
         public static let clash = Code(wrapped: .clash)
+        /// The store's sync key is no longer the one a write was made for (a peer session whose
+        /// key was replaced meanwhile, SPEC.md §15.1); nothing was written.
+        public static let keyReplaced = Code(wrapped: .keyReplaced)
     }
 
     public var code: Code

@@ -79,7 +79,7 @@ struct MergeBench: ParsableCommand {
             """)
     @OptionGroup var options: WorkloadOptions
     @Option(help: ArgumentHelp(
-        "Also leave B's bundle (b.cbundle) and A before the merge (a.db) in this directory, to profile 'syncctl merge b.cbundle --store COPY-OF-a.db'.",
+        "Also leave B's bundle (b.cbundle) and A before the merge (a.db) in this directory, to profile 'syncctl merge b.cbundle --store COPY-OF-a.db' (a.db records no location, so its copies are not refused as copies).",
         valueName: "directory"))
     var keep: String?
 
@@ -103,6 +103,8 @@ struct MergeBench: ParsableCommand {
                     try? FileManager.default.removeItem(atPath: target)
                     try FileManager.default.copyItem(atPath: from, toPath: target)
                 }
+                // Handed out to be copied: no copy of it should be refused as one (SPEC.md §9.1).
+                try ConcordStore.forgetLocation(at: (keep as NSString).appendingPathComponent("a.db"))
             }
 
             var times: [Double] = []
@@ -361,7 +363,7 @@ struct PeerBench: ParsableCommand {
             let (b, operations) = try buildReplicaB(workload, in: directory)
             let key = SyncKey.generate()
             try b.setSyncKey(key)
-            let server = PeerServer(store: b, key: key)
+            let server = PeerServer(store: b)
             let bound = try server.start(host: "127.0.0.1", port: 0)
             defer { server.stop() }
             let address = PeerAddress(host: "127.0.0.1", port: bound.port ?? 0)
@@ -377,7 +379,7 @@ struct PeerBench: ParsableCommand {
                 try target.setSyncKey(key)
                 Measure.resetPeakMemory()
                 times.append(try Measure.seconds {
-                    record = try PeerClient.sync(store: target, key: key, address: address) { progress in
+                    record = try PeerClient.sync(store: target, address: address) { progress in
                         ProgressLine.shared.update { "sync run \(run) of \(options.runs): \(progress.operationsReceived) operations received" }
                     }
                 })

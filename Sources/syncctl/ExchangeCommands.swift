@@ -5,6 +5,7 @@ import ConcordKeys
 import ConcordNet
 import ConcordStore
 import Foundation
+import Logging
 
 struct Export: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -65,11 +66,13 @@ struct Sync: ParsableCommand {
     var peer: String?
     @Flag(help: "With --folder: keep syncing until interrupted.") var watch = false
     @Option(help: "With --watch: seconds between looks at the store and the folder.") var interval: Double = 2
+    @OptionGroup(title: "With --watch") var log: LogOptions
 
     func validate() throws {
         guard (folder == nil) != (peer == nil) else { throw ValidationError("give either --folder DIR or --peer HOST:PORT") }
         if let peer, PeerAddress(peer) == nil { throw ValidationError("'\(peer)' is not HOST:PORT") }
         if peer != nil, watch { throw ValidationError("--watch goes with --folder, not --peer") }
+        if log.isGiven, !watch { throw ValidationError("--log-level and --log-format go with --watch") }
         guard interval >= 0.1, interval <= 86_400 else { throw ValidationError("--interval must be from 0.1 to 86400 seconds") }
     }
 
@@ -86,40 +89,30 @@ struct Sync: ParsableCommand {
             return
         }
         let stop = StopSignal()
-        say("watching \(sync.folder) every \(interval) s; stop with Ctrl-C")
+        let logger = log.logger(label: "concord.watch")
+        logger.notice("watching \(sync.folder) every \(interval) s; stop with Ctrl-C", metadata: ["folder": "\(sync.folder)"])
         while !stop.isSet() {
             // Another process may make the store another replica (`init --fork`, SPEC.md §9.1):
             // the store object refuses to go on under the old id, and the watch opens it again.
             var reopen = false
             sync.watch(
-                interval: .milliseconds(Int64(interval * 1000)), shouldStop: { reopen || stop.isSet() }, onSync: Self.print,
-                onError: { error in
-                    if let error = error as? StoreError, error.code == .forked {
-                        reopen = true
-                    } else {
-                        warn("warning: \(error); retrying")
-                    }
-                })
+                interval: .milliseconds(Int64(interval * 1000)), logger: logger, shouldStop: { reopen || stop.isSet() },
+                onSync: { report in
+                    if let far = report.farFutureTimestamp { logger.warning("\(farFutureMessage(far))") }
+                },
+                onError: { error in reopen = (error as? StoreError)?.code == .forked })
             guard reopen else { break }
             let store = try self.store.open()
             sync = FolderSync(store: store, folder: sync.folder)
-            say("the store is now replica \(store.replicaID.hex) ('syncctl init --fork'); watching on as that replica")
+            logger.notice("the store is now replica \(store.replicaID.hex) ('syncctl init --fork'); watching on as that replica", metadata: ["replica": "\(store.replicaID.hex)"])
         }
-        say("stopped")
+        logger.notice("stopped")
     }
 
     static func print(_ report: FolderSyncReport) {
         for line in report.warnings { warn("warning: \(line)") }
         if let far = report.farFutureTimestamp { warnFarFuture(far) }
-        var parts: [String] = []
-        if report.importedOperations > 0 || report.importedFiles > 0 {
-            parts.append("imported \(report.importedOperations) operation\(report.importedOperations == 1 ? "" : "s") from \(report.importedFiles) file\(report.importedFiles == 1 ? "" : "s")")
-        }
-        if let file = report.publishedFile {
-            parts.append("published \(report.publishedOperations) operation\(report.publishedOperations == 1 ? "" : "s") as \(file)")
-        }
-        if report.coalescedFiles > 0 { parts.append("merged \(report.coalescedFiles) of this replica's files into one") }
-        say(parts.isEmpty ? "up to date" : parts.joined(separator: "; "))
+        say(report.summary)
     }
 }
 

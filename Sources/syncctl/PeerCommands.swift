@@ -6,6 +6,7 @@ import ConcordNet
 import ConcordPeer
 import ConcordStore
 import Foundation
+import Logging
 
 struct Serve: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -19,32 +20,63 @@ struct Serve: ParsableCommand {
     @OptionGroup var store: StoreOptions
     @Option(help: ArgumentHelp("Where to listen (port 0: any free port, printed).", valueName: "host:port"))
     var listen = "127.0.0.1:\(PeerAddress.defaultPort)"
+    @OptionGroup var log: LogOptions
 
     func validate() throws {
         if PeerAddress(listen) == nil { throw ValidationError("'\(listen)' is not HOST:PORT") }
     }
 
     func run() throws {
-        let store = try store.open()
-        guard let key = try store.syncKey() else { throw KeyCommandError.noKey(store.path) }
-        let address = PeerAddress(listen)!
+        var store = try self.store.open()
+        guard var key = try store.syncKey() else { throw KeyCommandError.noKey(store.path) }
+        var address = PeerAddress(listen)!
         let stop = StopSignal()
         let progress = ServerProgress()
+        let logger = log.logger(label: "concord.serve")
+        var server = try start(store, on: &address, progress: progress, logger: logger)
+        // Each session uses the key the store holds when it starts (SPEC.md §15.1): this is the
+        // key now, until `key generate --force` or `key import --force` replaces it.
+        logger.notice("serving \(store.path) on \(address) (sync key \(key.id)); stop with Ctrl-C", metadata: ["store": "\(store.path)", "address": "\(address)", "key": "\(key.id)"])
+        var lastLook = ContinuousClock.now
+        while !stop.isSet() {
+            Thread.sleep(forTimeInterval: 0.1)
+            guard ContinuousClock.now - lastLook >= .seconds(1) else { continue }
+            lastLook = ContinuousClock.now
+            // Another process may make the store another replica (`init --fork`, SPEC.md §9.1):
+            // the store object then refuses every batch, so the server opens the store again and
+            // serves on, on the same address, as the new replica.
+            do {
+                try store.ensureNotCopied()
+                if let now = try store.syncKey(), now.id != key.id {
+                    key = now
+                    logger.notice("the store's sync key is now \(key.id); peers with the old key are refused", metadata: ["key": "\(key.id)"])
+                }
+            } catch let error where error.code == .forked {
+                server.stop()
+                store = try self.store.open()
+                server = try start(store, on: &address, progress: progress, logger: logger)
+                logger.notice("the store is now replica \(store.replicaID.hex) ('syncctl init --fork'); serving on as that replica", metadata: ["replica": "\(store.replicaID.hex)"])
+            } catch {
+                // A copy, or a store that cannot be read now: each session says why.
+            }
+        }
+        server.stop()
+        logger.notice("stopped")
+    }
+
+    /// Starts a server of `store` on `address`, and sets `address` to the one it bound (its port
+    /// when port 0 was asked for).
+    private func start(_ store: ConcordStore, on address: inout PeerAddress, progress: ServerProgress, logger: Logger) throws -> PeerServer {
+        // The server logs each session's line itself.
         let server = PeerServer(
-            store: store, key: key, onProgress: progress.update,
+            store: store, logger: logger, onProgress: progress.update,
             onSession: { record in
                 progress.ended(record.peer)
-                ProgressLine.shared.clear()
-                say(record.logLine)
-                if let far = record.farFutureTimestamp { warnFarFuture(far) }
+                if let far = record.farFutureTimestamp { logger.warning("\(farFutureMessage(far))", metadata: ["peer": "\(record.peer)"]) }
             })
         let bound = try server.start(host: address.host, port: address.port)
-        let shown = bound.ipAddress.map { $0.contains(":") ? "[\($0)]:\(bound.port ?? 0)" : "\($0):\(bound.port ?? 0)" } ?? "\(bound)"
-        say("serving \(store.path) on \(shown) (sync key \(key.id)); stop with Ctrl-C")
-        while !stop.isSet() { Thread.sleep(forTimeInterval: 0.1) }
-        server.stop()
-        ProgressLine.shared.clear()
-        say("stopped")
+        address = PeerAddress(host: bound.ipAddress ?? address.host, port: bound.port ?? address.port)
+        return server
     }
 }
 
@@ -71,8 +103,8 @@ final class ServerProgress: @unchecked Sendable {
 /// `syncctl sync --peer HOST:PORT`.
 enum PeerSync {
     static func run(store: ConcordStore, address: PeerAddress) throws {
-        guard let key = try store.syncKey() else { throw KeyCommandError.noKey(store.path) }
-        let record = try PeerClient.sync(store: store, key: key, address: address) { progress in
+        guard try store.syncKey() != nil else { throw KeyCommandError.noKey(store.path) }
+        let record = try PeerClient.sync(store: store, address: address) { progress in
             ProgressLine.shared.update {
                 "received \(progress.operationsReceived) operations (\(progress.bytesReceived / 1000) kB), sent \(progress.operationsSent) (\(progress.bytesSent / 1000) kB)"
             }

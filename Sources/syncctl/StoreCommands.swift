@@ -177,7 +177,11 @@ extension Merge {
 }
 
 func warnFarFuture(_ timestamp: Timestamp) {
-    warn("warning: merged a timestamp from \(CivilTime(millis: Int64(timestamp.physicalMillis)).iso8601), more than a day ahead of this machine's clock; this replica's clock now follows it (SPEC.md, \"Clock\")")
+    warn("warning: \(farFutureMessage(timestamp))")
+}
+
+func farFutureMessage(_ timestamp: Timestamp) -> String {
+    "merged a timestamp from \(CivilTime(millis: Int64(timestamp.physicalMillis)).iso8601), more than a day ahead of this machine's clock; this replica's clock now follows it (SPEC.md, \"Clock\")"
 }
 
 struct Verify: ParsableCommand {

@@ -1,4 +1,8 @@
 import ArgumentParser
+import ConcordCore
+import ConcordExchange
+import ConcordPeer
+import ConcordStore
 
 struct Syncctl: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -8,9 +12,20 @@ struct Syncctl: ParsableCommand {
             The store is --store PATH, else $SYNCCTL_STORE, else $XDG_DATA_HOME/concord/store.db \
             (~/.local/share/concord/store.db when XDG_DATA_HOME is unset).
             """,
-        version: "0.1.0",
+        version: version,
         subcommands: [
             Init.self, ReminderCommand.self, NoteCommand.self, Show.self, Dump.self, Status.self, Log.self, Merge.self, Export.self,
             KeyCommand.self, Sync.self, Serve.self, Verify.self, Demo.self, Bench.self,
         ])
 }
+
+/// `syncctl --version`: the tool's version, then the version of each format it reads and writes,
+/// so that two machines can be compared before they sync (SPEC.md §11).
+private let version = """
+    syncctl 0.1.0
+    store schema \(ConcordStore.schemaVersion)
+    bundle format \(BundleFormat.version), encrypted bundle format \(EncryptedBundleFormat.version)
+    shared folder layout \(FolderSync.layoutVersion)
+    peer protocol \(PeerProtocol.version)
+    dump format \(ConcordCore.Dump.formatVersion)
+    """

@@ -19,10 +19,10 @@ import Testing
         try populate(b.store, clock: b.clock, label: "B")
         let opsA = a.operationCount
         let opsB = b.operationCount
-        let server = try TestServer(a, key: key)
+        let server = try TestServer(a)
         defer { server.stop() }
 
-        let record = try sync(b, key: key, with: server.address)
+        let record = try sync(b, with: server.address)
         #expect(record.finished, "\(record.logLine)")
         #expect(record.summary.operationsReceived == opsA)
         #expect(record.summary.operationsSent == opsB)
@@ -41,7 +41,7 @@ import Testing
         #expect(logged.first?.logLine.hasPrefix("peer 127.0.0.1:") == true)
 
         // Nothing new: a second session moves nothing.
-        let again = try sync(b, key: key, with: server.address)
+        let again = try sync(b, with: server.address)
         #expect(again.finished)
         #expect(again.summary.operationsReceived == 0 && again.summary.operationsSent == 0)
     }
@@ -65,15 +65,15 @@ import Testing
         let b = try Node(in: directory, "b", seed: 2, key: key)
         let c = try Node(in: directory, "c", seed: 3, key: key)
         for (node, label) in [(a, "A"), (b, "B"), (c, "C")] { try populate(node.store, clock: node.clock, label: label) }
-        let server = try TestServer(a, key: key)
+        let server = try TestServer(a)
         defer { server.stop() }
 
         // A–B by socket, B–C by folder, both ways, until nothing moves.
-        #expect(try sync(b, key: key, with: server.address).finished)
+        #expect(try sync(b, with: server.address).finished)
         try b.store.sync(folder: folder)
         try c.store.sync(folder: folder)
         try b.store.sync(folder: folder)
-        #expect(try sync(b, key: key, with: server.address).finished)
+        #expect(try sync(b, with: server.address).finished)
         #expect(try a.dump() == (try b.dump()))
         #expect(try b.dump() == (try c.dump()))
 
@@ -84,7 +84,7 @@ import Testing
         try a.store.addNote(NoteDraft(title: "from A"))
         try c.store.sync(folder: folder)
         try b.store.sync(folder: folder)
-        #expect(try sync(b, key: key, with: server.address).finished)
+        #expect(try sync(b, with: server.address).finished)
         try b.store.sync(folder: folder)
         try c.store.sync(folder: folder)
         #expect(try a.dump() == (try c.dump()))
@@ -101,12 +101,12 @@ import Testing
         try a.addReminders(9_000, label: "A")
         let total = a.operationCount
         #expect(total > 3 * PeerProtocol.maxBatchOperations)
-        let server = try TestServer(a, key: key)
+        let server = try TestServer(a)
         defer { server.stop() }
 
         var dropping = quickConfiguration(idle: .seconds(10))
         dropping.dropConnectionAfterAppliedBatches = 2
-        let cut = try sync(b, key: key, with: server.address, configuration: dropping)
+        let cut = try sync(b, with: server.address, configuration: dropping)
         #expect(!cut.finished)
         let kept = b.operationCount
         #expect(kept == cut.summary.operationsReceived, "every batch fully received is kept")
@@ -116,7 +116,7 @@ import Testing
         let logged = server.waitForRecords(1)
         #expect(logged.first?.failure?.code == .closed, "\(logged.map(\.logLine))")
 
-        let resumed = try sync(b, key: key, with: server.address)
+        let resumed = try sync(b, with: server.address)
         #expect(resumed.finished, "\(resumed.logLine)")
         #expect(resumed.summary.operationsReceived == total - kept, "nothing that arrived is sent again")
         #expect(server.waitForRecords(2).last?.summary.operationsSent == total - kept)
@@ -130,13 +130,13 @@ import Testing
         try hub.addReminders(300, label: "hub")
         let clients = try (0..<10).map { index in try Node(in: directory, "c\(index)", seed: UInt64(index + 1), key: key) }
         for (index, client) in clients.enumerated() { try client.addReminders(50 + index * 10, label: "c\(index)") }
-        let server = try TestServer(hub, key: key)
+        let server = try TestServer(hub)
         defer { server.stop() }
 
         let results = RecordBox()
         let failures = FailureBox()
         DispatchQueue.concurrentPerform(iterations: clients.count) { index in
-            do { results.append(try sync(clients[index], key: key, with: server.address)) } catch { failures.add("\(error)") }
+            do { results.append(try sync(clients[index], with: server.address)) } catch { failures.add("\(error)") }
         }
         #expect(failures.all.isEmpty)
         #expect(results.all.count == clients.count)
@@ -144,7 +144,7 @@ import Testing
         #expect(server.waitForRecords(clients.count).allSatisfy { $0.finished })
         // A second round at once brings every client everything.
         DispatchQueue.concurrentPerform(iterations: clients.count) { index in
-            do { results.append(try sync(clients[index], key: key, with: server.address)) } catch { failures.add("\(error)") }
+            do { results.append(try sync(clients[index], with: server.address)) } catch { failures.add("\(error)") }
         }
         #expect(failures.all.isEmpty)
         let expected = try hub.dump()
@@ -161,12 +161,12 @@ import Testing
         let bad = try Node(in: directory, "bad", seed: 3, key: wrongKey)
         try bad.addReminders(10, label: "bad")
         let badOperations = bad.operationCount
-        let server = try TestServer(a, key: key)
+        let server = try TestServer(a)
         defer { server.stop() }
 
         let results = RecordBox()
         DispatchQueue.concurrentPerform(iterations: 2) { index in
-            if let record = try? sync(index == 0 ? good : bad, key: index == 0 ? key : wrongKey, with: server.address) {
+            if let record = try? sync(index == 0 ? good : bad, with: server.address) {
                 results.append(record)
             }
         }
@@ -186,7 +186,7 @@ import Testing
         let key = SyncKey.generate()
         let a = try Node(in: directory, "a", seed: 1, key: key)
         try a.addReminders(100, label: "A")
-        let server = try TestServer(a, key: key, configuration: quickConfiguration(handshake: .milliseconds(300), idle: .seconds(1)))
+        let server = try TestServer(a, configuration: quickConfiguration(handshake: .milliseconds(300), idle: .seconds(1)))
         defer { server.stop() }
 
         // A silent client: the handshake timeout ends it.
@@ -202,7 +202,7 @@ import Testing
 
         // Meanwhile a good client is served.
         let good = try Node(in: directory, "good", seed: 2, key: key)
-        #expect(try sync(good, key: key, with: server.address).finished)
+        #expect(try sync(good, with: server.address).finished)
 
         for (client, name) in [(silent, "silent"), (http, "http"), (oversized, "oversized"), (half, "half")] {
             let (bytes, closed) = client.receiveUntilClosed(timeout: 5)
@@ -216,7 +216,7 @@ import Testing
         #expect(logged.filter(\.finished).count == 1)
         // And the server still serves.
         let later = try Node(in: directory, "later", seed: 3, key: key)
-        #expect(try sync(later, key: key, with: server.address).finished)
+        #expect(try sync(later, with: server.address).finished)
     }
 
     @Test func aPeerThatGoesSilentAfterTheHandshakeHitsTheIdleTimeout() throws {
@@ -224,7 +224,7 @@ import Testing
         let key = SyncKey.generate()
         let a = try Node(in: directory, "a", seed: 1, key: key)
         try a.addReminders(20, label: "A")
-        let server = try TestServer(a, key: key, configuration: quickConfiguration(handshake: .seconds(5), idle: .milliseconds(500)))
+        let server = try TestServer(a, configuration: quickConfiguration(handshake: .seconds(5), idle: .milliseconds(500)))
         defer { server.stop() }
 
         // A client that holds the key, completes the handshake, then neither reads nor writes.
@@ -240,7 +240,7 @@ import Testing
         #expect(closed)
         #expect(Date().timeIntervalSince(started) < 4)
         // What the server sent: its versions, maybe batches, then an error naming the timeout.
-        let actions = session.receive(bytes)
+        let actions = session.receiveApplying(bytes)
         let failure = actions.compactMap { action -> PeerFailure? in if case .failed(let failure) = action { failure } else { nil } }.first
         #expect(failure?.message == "the peer ended the session: the session was idle for 500 ms", "\(actions)")
         #expect(server.waitForRecords(1).first?.failure?.message == "the session was idle for 500 ms")
@@ -252,18 +252,18 @@ import Testing
         let a = try Node(in: directory, "a", seed: 1, key: key)
         var configuration = quickConfiguration(handshake: .seconds(1), idle: .seconds(5))
         configuration.maxSessions = 2
-        let server = try TestServer(a, key: key, configuration: configuration)
+        let server = try TestServer(a, configuration: configuration)
         defer { server.stop() }
         // Two silent clients take both places until the handshake timeout frees them.
         let first = try RawClient(port: server.address.port)
         let second = try RawClient(port: server.address.port)
         Thread.sleep(forTimeInterval: 0.2)
         let b = try Node(in: directory, "b", seed: 2, key: key)
-        let refused = try sync(b, key: key, with: server.address)
+        let refused = try sync(b, with: server.address)
         #expect(!refused.finished)
         #expect(server.waitForRecords(1).first?.failure?.message == "refused: 2 sessions are under way")
         for client in [first, second] { #expect(client.receiveUntilClosed(timeout: 5).closed) }
-        #expect(try sync(b, key: key, with: server.address).finished, "served once the places are free")
+        #expect(try sync(b, with: server.address).finished, "served once the places are free")
     }
 
     @Test func aPeerThatStopsReadingHoldsUpNoOneAndIsCutOff() throws {
@@ -275,7 +275,7 @@ import Testing
         try a.addReminders(10_000, label: "A", textLength: 2_000, random: true)
         var configuration = quickConfiguration(handshake: .seconds(5), idle: .seconds(1))
         configuration.lingerTimeout = .milliseconds(300)
-        let server = try TestServer(a, key: key, configuration: configuration)
+        let server = try TestServer(a, configuration: configuration)
         defer { server.stop() }
 
         // A client that holds the key, completes the handshake, then reads nothing.
@@ -286,7 +286,7 @@ import Testing
 
         // A good client is served meanwhile, in full.
         let good = try Node(in: directory, "good", seed: 2, key: key)
-        let served = try sync(good, key: key, with: server.address)
+        let served = try sync(good, with: server.address)
         #expect(served.finished, "\(served.logLine)")
         #expect(try good.dump() == (try a.dump()))
 
@@ -302,7 +302,7 @@ import Testing
         let directory = try TemporaryDirectory()
         let key = SyncKey.generate()
         let a = try Node(in: directory, "a", seed: 1, key: key)
-        let server = try TestServer(a, key: key)
+        let server = try TestServer(a)
         defer { server.stop() }
         let raw = try RawClient(port: server.address.port)
         raw.send([0, 0, 0, 43] + PeerProtocol.magic + [0, 2, 1] + [UInt8](repeating: 9, count: 32))
@@ -317,11 +317,11 @@ import Testing
         let directory = try TemporaryDirectory()
         let key = SyncKey.generate()
         let a = try Node(in: directory, "a", seed: 1, key: key)
-        let server = try TestServer(a, key: key)
+        let server = try TestServer(a)
         let port = server.address.port
         server.stop()
         do {
-            _ = try sync(a, key: key, with: PeerAddress(host: "127.0.0.1", port: port))
+            _ = try sync(a, with: PeerAddress(host: "127.0.0.1", port: port))
             Issue.record("connected to a closed port")
         } catch let failure as PeerFailure {
             #expect(failure.message == "cannot connect to 127.0.0.1:\(port): connection refused")
@@ -332,7 +332,7 @@ import Testing
         let directory = try TemporaryDirectory()
         let key = SyncKey.generate()
         let a = try Node(in: directory, "a", seed: 1, key: key)
-        let server = try TestServer(a, key: key, configuration: quickConfiguration(handshake: .seconds(5), idle: .seconds(30)))
+        let server = try TestServer(a, configuration: quickConfiguration(handshake: .seconds(5), idle: .seconds(30)))
         let raw = try RawClient(port: server.address.port)
         var session = PeerSession(role: .client, key: key, localReplica: ReplicaID(high: 1, low: 2), localVersions: VersionVector())
         for case .send(let bytes) in session.start() { raw.send(bytes) }
@@ -341,7 +341,7 @@ import Testing
         server.stop()
         let (bytes, closed) = raw.receiveUntilClosed(timeout: 5)
         #expect(closed)
-        let failure = session.receive(bytes).compactMap { action -> PeerFailure? in if case .failed(let failure) = action { failure } else { nil } }.first
+        let failure = session.receiveApplying(bytes).compactMap { action -> PeerFailure? in if case .failed(let failure) = action { failure } else { nil } }.first
         #expect(failure?.message == "the peer ended the session: the server is shutting down")
     }
 }

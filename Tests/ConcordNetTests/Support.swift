@@ -1,6 +1,7 @@
 import ConcordCore
 import ConcordExchange
 import ConcordKeys
+import ConcordPeer
 import ConcordStore
 import Foundation
 import NIOCore
@@ -64,9 +65,12 @@ final class TestServer: @unchecked Sendable {
     let server: PeerServer
     let address: PeerAddress
 
-    init(_ node: Node, key: SyncKey, configuration: PeerTransportConfiguration = quickConfiguration(idle: .seconds(10))) throws {
+    init(
+        _ node: Node, configuration: PeerTransportConfiguration = quickConfiguration(idle: .seconds(10)),
+        onProgress: (@Sendable (PeerProgress) -> Void)? = nil
+    ) throws {
         let box = RecordBox()
-        server = PeerServer(store: node.store, key: key, configuration: configuration, onSession: { record in box.append(record) })
+        server = PeerServer(store: node.store, configuration: configuration, onProgress: onProgress, onSession: { record in box.append(record) })
         let bound = try server.start(host: "127.0.0.1", port: 0)
         address = PeerAddress(host: "127.0.0.1", port: bound.port!)
         recordsBox = box
@@ -93,14 +97,118 @@ final class RecordBox: @unchecked Sendable {
     var all: [PeerSessionRecord] { lock.withLock { records } }
 }
 
-/// One `sync --peer` session of `node` with `address`.
-func sync(_ node: Node, key: SyncKey, with address: PeerAddress, configuration: PeerTransportConfiguration = quickConfiguration(idle: .seconds(10))) throws -> PeerSessionRecord {
-    try PeerClient.sync(store: node.store, key: key, address: address, configuration: configuration)
+/// One `sync --peer` session of `node` with `address`, with the key its store holds.
+func sync(_ node: Node, with address: PeerAddress, configuration: PeerTransportConfiguration = quickConfiguration(idle: .seconds(10))) throws -> PeerSessionRecord {
+    try PeerClient.sync(store: node.store, address: address, configuration: configuration)
+}
+
+extension PeerSession {
+    /// Takes bytes as `receive` does, and confirms each batch at once, as a store that applies it
+    /// would: every action, up to the session's end or what the bytes hold.
+    mutating func receiveApplying(_ bytes: [UInt8]) -> [PeerAction] {
+        var actions = receive(bytes)
+        var index = 0
+        while index < actions.count {
+            if case .apply = actions[index] { actions += batchApplied() }
+            index += 1
+        }
+        return actions
+    }
+}
+
+/// A `PeerClock` that a test moves by hand: timers fire when `advance` passes their deadline, on
+/// their event loops, and never otherwise.
+final class ManualPeerClock: PeerClock, @unchecked Sendable {
+    private struct Timer {
+        var deadline: NIODeadline
+        var loop: any EventLoop
+        var task: @Sendable () -> Void
+    }
+
+    private let lock = NSLock()
+    private var current = NIODeadline.uptimeNanoseconds(1_000_000_000_000)
+    private var timers: [Int: Timer] = [:]
+    private var nextID = 0
+
+    func now() -> NIODeadline { lock.withLock { current } }
+
+    func schedule(at deadline: NIODeadline, on loop: any EventLoop, _ task: @escaping @Sendable () -> Void) -> PeerTimer {
+        let id: Int? = lock.withLock {
+            guard deadline > current else { return nil }
+            nextID += 1
+            timers[nextID] = Timer(deadline: deadline, loop: loop, task: task)
+            return nextID
+        }
+        guard let id else {
+            loop.execute(task)
+            return PeerTimer {}
+        }
+        return PeerTimer { [self] in lock.withLock { _ = timers.removeValue(forKey: id) } }
+    }
+
+    /// Moves the time on by `amount`, and runs the timers due by then in the order of their
+    /// deadlines; waits until their event loops have run them (and what they scheduled at once).
+    /// First it lets those loops finish what they are doing, so that activity that has happened
+    /// (a write the peer has read, whose completion the loop is still handling) is stamped with
+    /// the time before the move.
+    func advance(_ amount: Duration) {
+        for loop in lock.withLock({ timers.values.map(\.loop) }) { try? loop.submit {}.wait() }
+        let due: [Timer] = lock.withLock {
+            current = current + TimeAmount(amount)
+            let due = timers.filter { $0.value.deadline <= current }.sorted { $0.value.deadline < $1.value.deadline }
+            for (id, _) in due { timers[id] = nil }
+            return due.map(\.value)
+        }
+        for timer in due {
+            timer.loop.execute(timer.task)
+            try? timer.loop.submit {}.wait()
+        }
+    }
+}
+
+/// A listening socket on a free loopback port, for a server that does not follow the protocol.
+final class RawServer {
+    let descriptor: Int32
+    let port: Int
+
+    init() throws {
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard listener >= 0 else { throw POSIXError(.EIO) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = 0
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(listener, $0, length) == 0 && listen(listener, 4) == 0 && getsockname(listener, $0, &length) == 0
+            }
+        }
+        guard bound else {
+            close(listener)
+            throw POSIXError(.EADDRINUSE)
+        }
+        descriptor = listener
+        port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    deinit { close(descriptor) }
+
+    /// The next connection (blocks).
+    func acceptConnection() throws -> RawClient {
+        let connection = accept(descriptor, nil, nil)
+        guard connection >= 0 else { throw POSIXError(.EIO) }
+        return RawClient(descriptor: connection)
+    }
 }
 
 /// A plain TCP client on POSIX sockets, for peers that do not follow the protocol.
 final class RawClient {
     let descriptor: Int32
+
+    init(descriptor: Int32) {
+        self.descriptor = descriptor
+    }
 
     /// - Parameter receiveBuffer: a small socket receive buffer (SO_RCVBUF), for a client that
     ///   holds up its peer's writes early.
@@ -147,6 +255,19 @@ final class RawClient {
         return (received, false)
     }
 
+    /// Reads `count` whole frames (length and payload), or less if the peer closes first or
+    /// `timeout` passes.
+    func receiveFrames(_ count: Int, timeout: TimeInterval) -> [UInt8] {
+        var received: [UInt8] = []
+        for _ in 0..<count {
+            let header = receive(count: 4, timeout: timeout)
+            received += header
+            guard header.count == 4 else { break }
+            received += receive(count: header.reduce(0) { $0 << 8 | Int($1) }, timeout: timeout)
+        }
+        return received
+    }
+
     /// Reads exactly `count` bytes, or fewer if the peer closes first or `timeout` passes.
     func receive(count: Int, timeout: TimeInterval) -> [UInt8] {
         var received: [UInt8] = []
@@ -160,5 +281,14 @@ final class RawClient {
             received += buffer[..<got]
         }
         return received
+    }
+}
+
+extension [PeerAction] {
+    /// The bytes of the `.send` actions.
+    var sentBytes: [UInt8] {
+        var bytes: [UInt8] = []
+        for case .send(let sent) in self { bytes += sent }
+        return bytes
     }
 }

@@ -31,8 +31,10 @@ import Testing
             #expect(s.bytesSent == c.bytesReceived)
             #expect(c.peerVersions == OperationSet(serverOperations).versions)
             #expect(s.peerVersions == OperationSet(clientOperations).versions)
-            #expect(client.appliedBatches.map(\.count).reduce(0, +) == c.operationsReceived)
-            #expect(server.appliedBatches.map(\.count).reduce(0, +) == s.operationsReceived)
+            #expect(c.lastSharedSent == s.lastSharedReceived)
+            #expect(s.lastSharedSent == c.lastSharedReceived)
+            #expect(client.appliedBatches.map(\.count).reduce(0, +) == c.operationsReceived + c.lastSharedReceived)
+            #expect(server.appliedBatches.map(\.count).reduce(0, +) == s.operationsReceived + s.lastSharedReceived)
         }
         return (client, server)
     }
@@ -71,11 +73,47 @@ import Testing
         #expect(client.finished?.batchesSent == 0 && server.finished?.batchesSent == 0)
     }
 
-    @Test func storesThatHoldTheSameSendNothing() {
+    /// Stores that hold the same send nothing but the last operation both hold of each replica
+    /// (SPEC.md §15.6), which each side holds already.
+    @Test func storesThatHoldTheSameSendOnlyTheLastSharedOperations() {
         let everything = operations(by: replicaA, seqs: 1...100) + operations(by: replicaB, seqs: 1...100)
         let (client, server) = Self.sync(client: everything, server: everything)
         #expect(client.finished?.operationsSent == 0 && server.finished?.operationsSent == 0)
+        #expect(client.finished?.operationsReceived == 0 && server.finished?.operationsReceived == 0)
+        let lastShared: Set = [OperationID(replica: replicaA, seq: 100), OperationID(replica: replicaB, seq: 100)]
+        // Each crossed at least one way (a side does not send back one it has received).
+        let applied = (client.appliedBatches + server.appliedBatches).joined().map(\.id)
+        #expect(Set(applied) == lastShared)
+    }
+
+    /// The last shared operations are those at the lesser seq of each replica both vectors name.
+    @Test func theLastSharedOperationsAreAtTheLesserSeqOfEachReplicaBothKnow() {
+        let local = VersionVector([replicaA: 10, replicaB: 3, replicaC: 0])
+        let peer = VersionVector([replicaA: 4, replicaB: 7, replicaC: 5])
+        #expect(PeerSession.lastShared(local, peer) == [OperationID(replica: replicaA, seq: 4), OperationID(replica: replicaB, seq: 3)])
+        #expect(PeerSession.lastShared(local, VersionVector()) == [])
+    }
+
+    /// Two stores that wrote different operations under one replica id (a copied store) clash at
+    /// the last shared operation even when their version vectors are equal, on both sides, and
+    /// neither applies anything of the batch (SPEC.md §9.1).
+    @Test func copiedStoresWithEqualVectorsClashOnBothSides() {
+        let common = operations(by: replicaC, seqs: 1...11)
+        let here = common + operations(by: replicaC, seqs: 12...12, text: "here")
+        let there = common + operations(by: replicaC, seqs: 12...12, text: "there")
+        var client = TestPeer(role: .client, replica: replicaA, operations: here, random: seeded(10))
+        var server = TestPeer(role: .server, replica: replicaB, operations: there, random: seeded(20))
+        run(&client, &server)
+        let clash = "replica \(replicaC) has two different operations with seq 12"
+        // The side that found it says so; its peer, unless it found it too, reads it in the error.
+        for failure in [client.failure, server.failure] {
+            let message = failure?.message ?? ""
+            #expect(message.hasPrefix(clash) || message.hasPrefix("the peer ended the session: \(clash)"), "\(message)")
+        }
+        #expect(client.failure?.code == .local || server.failure?.code == .local)
         #expect(client.appliedBatches.isEmpty && server.appliedBatches.isEmpty)
+        #expect(client.store.operations == OperationSet(here).operations)
+        #expect(server.store.operations == OperationSet(there).operations)
     }
 
     /// Operations held above a gap are sent too (the peer's vector does not cover them), and

@@ -31,8 +31,8 @@ import Testing
         #expect(!server.isHandshakeComplete)
         #expect(server.receive(Self.vector("clientProofFrame")) == [.send(Self.vector("serverVersionsFrame"))])
         #expect(server.isHandshakeComplete)
-        #expect(server.receive(Self.vector("clientVersionsFrame")) == [.needOperations(since: Self.vectorVersions("clientVersions"))])
-        #expect(client.receive(Self.vector("serverVersionsFrame")) == [.needOperations(since: Self.vectorVersions("serverVersions"))])
+        #expect(server.receive(Self.vector("clientVersionsFrame")) == [.needOperations(since: Self.vectorVersions("clientVersions"), lastShared: [])])
+        #expect(client.receive(Self.vector("serverVersionsFrame")) == [.needOperations(since: Self.vectorVersions("serverVersions"), lastShared: [])])
         #expect(client.finishSending() == [.send(Self.vector("clientDoneFrame"))])
         #expect(server.finishSending() == [.send(Self.vector("serverDoneFrame"))])
         // Each acknowledges the other's done; each finishes on the other's ack.

@@ -98,6 +98,13 @@ struct OperationSet {
         operations.values.filter { !since.covers($0.id) }.sorted { $0.id < $1.id }
     }
 
+    /// The refusal a store's merge gives a batch with an operation that differs from the one held
+    /// under its id (SPEC.md §9.1).
+    func clash(_ batch: [Op]) -> PeerFailure? {
+        guard let different = batch.first(where: { received in operations[received.id].map { $0 != received } ?? false }) else { return nil }
+        return PeerFailure(.local, "replica \(different.id.replica) has two different operations with seq \(different.id.seq), here and in what is being merged")
+    }
+
     mutating func apply(_ batch: [Op]) {
         for operation in batch { operations[operation.id] = operation }
     }
@@ -119,6 +126,8 @@ struct TestPeer {
     var chunk = 1000
     /// Every action, in order.
     var log: [PeerAction] = []
+    /// Makes applying a batch fail with this failure, as a store's merge may.
+    var refuseBatch: (([Op]) -> PeerFailure?)?
 
     init(role: PeerRole, key: SyncKey = keyA, replica: ReplicaID, operations: [Op] = [], random: RandomBytes) {
         let store = OperationSet(operations)
@@ -136,11 +145,17 @@ struct TestPeer {
                 outbox += bytes
                 sent += bytes
             case .apply(let batch):
+                if let refusal = refuseBatch?(batch) ?? store.clash(batch) {
+                    // As a store whose merge fails (a clash, a full disk): nothing of it is applied.
+                    perform(session.abort(refusal))
+                    return
+                }
                 store.apply(batch)
                 appliedBatches.append(batch)
-            case .needOperations(let since):
+                perform(session.batchApplied())
+            case .needOperations(let since, let lastShared):
                 needOperationsCalls.append(since)
-                let missing = store.missing(since: since)
+                let missing = lastShared.map { store.operations[$0]! } + store.missing(since: since)
                 var start = 0
                 while start < missing.count {
                     let end = min(start + chunk, missing.count)
@@ -272,7 +287,13 @@ struct HostileClient {
     mutating func send(_ messages: [[UInt8]]) -> [PeerAction] {
         var bytes: [UInt8] = []
         for message in messages { bytes += seal(message) }
-        let actions = server.receive(bytes)
+        var actions = server.receive(bytes)
+        // Each batch is applied at once, as a store would, and the server reads on.
+        var index = 0
+        while index < actions.count {
+            if actions[index].isApply { actions += server.batchApplied() }
+            index += 1
+        }
         for case .send(let bytes) in actions { serverBytes += bytes }
         return actions
     }

@@ -47,4 +47,21 @@ import Testing
         #expect(number(report["peakResidentBytes"]).map { $0 > 1_000_000 && $0 < 500_000_000 } == true, "\(result)")
         #expect(try FileManager.default.contentsOfDirectory(atPath: temporary).isEmpty)
     }
+
+    /// The kept files work as the help says: `syncctl merge b.cbundle --store COPY-OF-a.db`, for
+    /// on as many copies as one likes (a.db records no location, so no copy is refused as one).
+    @Test func keptFilesMergeAsDocumented() throws {
+        let sandbox = try Sandbox()
+        let kept = sandbox.path("kept")
+        let result = try sandbox.run(["bench", "merge", "--records", "60", "--runs", "1", "--keep", kept, "--json"])
+        let operations = try #require(number(try members(result)["operations"]))
+        for name in ["first.db", "second.db"] {
+            try FileManager.default.copyItem(atPath: kept + "/a.db", toPath: sandbox.path(name))
+            let copy = Store(sandbox: sandbox, path: sandbox.path(name))
+            let merged = try copy.ok("merge", kept + "/b.cbundle")
+            #expect(merged.hasPrefix("merged \(Int(operations)) new operation"), "\(merged)")
+            try copy.ok("verify")
+        }
+        #expect(try Store(sandbox: sandbox, path: sandbox.path("first.db")).dump() == (try Store(sandbox: sandbox, path: sandbox.path("second.db")).dump()))
+    }
 }

@@ -160,3 +160,16 @@ import Testing
         #expect(try store.bytes() == before)
     }
 }
+
+@Suite struct VersionTests {
+    /// `--version` names the tool's version and every format it reads and writes (SPEC.md §11).
+    @Test func versionNamesEveryFormat() throws {
+        let sandbox = try Sandbox()
+        let result = try sandbox.run(["--version"])
+        #expect(result.succeeded && result.stderr.isEmpty, "\(result)")
+        #expect(result.stdoutLines == [
+            "syncctl 0.1.0", "store schema 3", "bundle format 1, encrypted bundle format 1", "shared folder layout 1",
+            "peer protocol 1", "dump format 1",
+        ], "\(result)")
+    }
+}

@@ -58,6 +58,82 @@ import Testing
         #expect(!(try a.dump()).contains("from c"), "nothing from the wrong-key store")
     }
 
+    /// `key generate --force` from another process while `serve` runs: the old key stops working
+    /// at once, and the new one works, with no restart (SPEC.md §15.1).
+    @Test func aKeyReplacedWhileServingStopsTheOldKeyAtOnce() throws {
+        let sandbox = try Sandbox()
+        let a = try sandbox.makeStore("a.db")
+        let oldKey = String(try a.ok("key", "generate").split(separator: "\n")[0])
+        let old = try sandbox.makeStore("old.db")
+        try old.ok("key", "import", oldKey)
+        try old.addNote("from the holder of the old key")
+        let (server, port) = try serve(sandbox, a)
+
+        let newKey = String(try a.ok("key", "generate", "--force").split(separator: "\n")[0])
+        #expect(newKey != oldKey && newKey.hasPrefix("concord-key-1-"))
+        let after = try a.addReminder("written after the new key")
+        try old.expectRefused(["sync", "--peer", "127.0.0.1:\(port)"],
+                              mentions: ["sync with 127.0.0.1:\(port) failed: the peer does not hold this store's sync key"], code: 1)
+        #expect(!(try old.dump()).contains("written after the new key"), "nothing sent to the old key")
+        #expect(!(try a.dump()).contains("from the holder of the old key"), "nothing taken from the old key")
+
+        let new = try sandbox.makeStore("new.db")
+        try new.ok("key", "import", newKey)
+        #expect(try new.ok("sync", "--peer", "127.0.0.1:\(port)").hasPrefix("synced with 127.0.0.1:\(port): received "))
+        #expect(try new.show(after).string("title") == "written after the new key")
+        #expect(server.isRunning)
+        let newID = try new.ok("key", "show", "--id")
+        #expect(eventually(timeout: 20) { server.stdout.contains("the store's sync key is now \(newID); peers with the old key are refused") },
+                "the server says which key it now serves: \(server.stdout)")
+
+        server.send(SIGTERM)
+        let result = server.wait(timeout: 20)
+        #expect(result.succeeded, "\(result)")
+        let sessions = result.stdoutLines.filter { $0.hasPrefix("peer 127.0.0.1:") }
+        #expect(sessions.count == 2, "\(result)")
+        #expect(sessions.first?.contains("failed after") == true && sessions.first?.contains("the peer does not hold this store's sync key") == true, "\(result)")
+        #expect(sessions.last?.contains("failed") == false, "\(result)")
+    }
+
+    /// A copied store whose copy was declared moved, and both wrote: two stores that hold each
+    /// one side's operations under the shared id (by `merge`) have equal version vectors, and a peer
+    /// session between them, either way round, ends with the clash of SPEC.md §9.1 on both sides,
+    /// applying nothing (it used to report them up to date while their dumps differed).
+    @Test(arguments: [false, true])
+    func storesThatHoldACopysOperationsClashAsClientAndAsServer(swapped: Bool) throws {
+        let sandbox = try Sandbox()
+        let original = try sandbox.makeStore("laptop-a.db")
+        try original.addReminder("water the plants")
+        let copy = Store(sandbox: sandbox, path: sandbox.path("laptop-b.db"))
+        try FileManager.default.copyItem(atPath: original.path, toPath: copy.path)
+        try copy.ok("init", "--moved")
+        try original.addReminder("written on the original")
+        try copy.addReminder("written on the copy")
+        let shared = try #require(original.status()["replica"] as? String)
+
+        let a = try sandbox.makeStore("a.db")
+        let b = try sandbox.makeStore("b.db")
+        let key = String(try a.ok("key", "generate").split(separator: "\n")[0])
+        try b.ok("key", "import", key)
+        try a.ok("merge", original.path)
+        try b.ok("merge", copy.path)
+        #expect(try a.status()["versionVector"] as? [String: Int] == (try b.status()["versionVector"] as? [String: Int]))
+        #expect(try a.dump() != (try b.dump()))
+
+        let (serving, syncing) = swapped ? (b, a) : (a, b)
+        let servingBefore = try serving.snapshot()
+        let (server, port) = try serve(sandbox, serving)
+        let clash = "replica \(shared) has two different operations with seq "
+        let refused = try syncing.expectRefused(["sync", "--peer", "127.0.0.1:\(port)"], mentions: ["sync with 127.0.0.1:\(port) failed: ", clash], code: 1)
+        #expect(refused.stderr.contains("init --fork"), "\(refused)")
+        server.send(SIGTERM)
+        let result = server.wait(timeout: 20)
+        #expect(result.succeeded, "\(result)")
+        let sessions = result.stdoutLines.filter { $0.hasPrefix("peer 127.0.0.1:") }
+        #expect(sessions.count == 1 && sessions[0].contains(": failed after ") && sessions[0].contains(clash), "\(result)")
+        #expect(try serving.snapshot() == servingBefore, "nothing of the batch was applied")
+    }
+
     @Test func sigintStopsTheServerCleanly() throws {
         let sandbox = try Sandbox()
         let a = try sandbox.makeStore("a.db")

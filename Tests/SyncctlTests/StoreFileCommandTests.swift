@@ -125,6 +125,30 @@ import Testing
         #expect(result.stdout.contains("the store is now replica \(newID)"), "\(result)")
     }
 
+    /// `serve` running while another process gives its store a new replica id goes on serving, on
+    /// the same port, as the new replica: peers' batches are taken, not refused as the old id's.
+    @Test func aServerGoesOnAsTheReplicaTheStoreWasForkedInto() throws {
+        let sandbox = try Sandbox()
+        let a = try sandbox.makeStore("a.db")
+        let b = try sandbox.makeStore("b.db")
+        try b.ok("key", "import", String(try a.ok("key", "generate").split(separator: "\n")[0]))
+        let (server, port) = try PeerCommandTests().serve(sandbox, a)
+        try b.addReminder("before the fork")
+        #expect(try b.ok("sync", "--peer", "127.0.0.1:\(port)").contains("sent 5"))
+        #expect(try a.run("init", "--fork").succeeded)
+        let newID = try a.replicaID()
+        #expect(eventually(timeout: 20) { server.stdout.contains("the store is now replica \(newID)") }, "\(server.stdout) \(server.stderr)")
+        let later = try b.addReminder("after the fork")
+        try a.addReminder("a as the new replica")
+        let synced = try b.ok("sync", "--peer", "127.0.0.1:\(port)")
+        #expect(synced.contains("received 5 operations, sent 5"), "\(synced)")
+        #expect(try a.show(later).string("title") == "after the fork")
+        #expect(try a.dump() == (try b.dump()))
+        server.send(SIGTERM)
+        let result = server.wait(timeout: 20)
+        #expect(result.succeeded && result.stderr.isEmpty, "\(result)")
+    }
+
     private func mode(of path: String) -> mode_t {
         var status = stat()
         return stat(path, &status) == 0 ? status.st_mode & 0o7777 : 0

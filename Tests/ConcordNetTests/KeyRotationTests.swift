@@ -1,0 +1,99 @@
+import ConcordCore
+import ConcordExchange
+import ConcordKeys
+import ConcordPeer
+import ConcordStore
+import Foundation
+import Testing
+
+@testable import ConcordNet
+
+/// A replaced sync key stops working at once (SPEC.md §15.1): a server reads the store's key for
+/// each session, and a session under way applies no batch and sends no operations once the store
+/// holds another key.
+@Suite struct KeyRotationTests {
+    static let replaced = PeerFailure(.keyReplaced, "this store's sync key was replaced during the session; peers need the new key")
+    static let toldPeer = PeerFailure(.peerError, "the peer ended the session: its sync key was replaced during the session; this side needs the new key")
+
+    /// Replaces the store's key the first time `onProgress` is called, from the session's own
+    /// thread: between two batches applied, or two chunks of operations sent.
+    final class Rotation: @unchecked Sendable {
+        private let lock = NSLock()
+        private var done = false
+        let store: ConcordStore
+        let newKey = SyncKey.generate()
+
+        init(_ store: ConcordStore) { self.store = store }
+
+        func onProgress(_: PeerProgress) {
+            let first = lock.withLock { () -> Bool in
+                defer { done = true }
+                return !done
+            }
+            if first { _ = try? store.setSyncKey(newKey, replacing: true) }
+        }
+    }
+
+    @Test func eachSessionUsesTheKeyTheStoreHoldsWhenItStarts() throws {
+        let directory = try TemporaryDirectory()
+        let key = SyncKey.generate()
+        let a = try Node(in: directory, "a", seed: 1, key: key)
+        try a.addReminders(5, label: "A")
+        let server = try TestServer(a)
+        defer { server.stop() }
+        let newKey = SyncKey.generate()
+        try a.store.setSyncKey(newKey, replacing: true)
+
+        let old = try Node(in: directory, "old", seed: 2, key: key)
+        try old.addReminders(3, label: "old")
+        let (opsOld, opsA) = (old.operationCount, a.operationCount)
+        let refused = try sync(old, with: server.address)
+        #expect(refused.failure == PeerFailure(.wrongKey, "the peer does not hold this store's sync key"))
+        #expect(old.operationCount == opsOld && a.operationCount == opsA)
+        #expect(!(try a.store.allOperations()).contains { $0.id.replica == old.store.replicaID })
+        #expect(!(try old.store.allOperations()).contains { $0.id.replica == a.store.replicaID })
+
+        let new = try Node(in: directory, "new", seed: 3, key: newKey)
+        #expect(try sync(new, with: server.address).finished)
+        #expect(try new.dump() == (try a.dump()))
+    }
+
+    @Test func aKeyReplacedDuringASessionStopsTheBatchesItWouldApply() throws {
+        let directory = try TemporaryDirectory()
+        let key = SyncKey.generate()
+        let a = try Node(in: directory, "a", seed: 1, key: key)
+        let b = try Node(in: directory, "b", seed: 2, key: key)
+        try b.addReminders(12_000, label: "B")  // 36,000 operations: three batches or more
+        let rotation = Rotation(a.store)
+        let server = try TestServer(a, onProgress: rotation.onProgress)
+        defer { server.stop() }
+
+        let record = try sync(b, with: server.address)
+        #expect(record.failure == Self.toldPeer, "\(record.logLine)")
+        let logged = try #require(server.waitForRecords(1).first)
+        #expect(logged.failure == Self.replaced, "\(logged.logLine)")
+        // The first batch was applied before the key changed; none after it.
+        let applied = a.operationCount
+        #expect(applied > 0 && applied <= PeerProtocol.maxBatchOperations, "\(applied)")
+        #expect(logged.newOperations == applied)
+    }
+
+    @Test func aKeyReplacedDuringASessionStopsTheOperationsItWouldSend() throws {
+        let directory = try TemporaryDirectory()
+        let key = SyncKey.generate()
+        let a = try Node(in: directory, "a", seed: 1, key: key)
+        try a.addReminders(12_000, label: "A")
+        let b = try Node(in: directory, "b", seed: 2, key: key)
+        let rotation = Rotation(a.store)
+        var configuration = quickConfiguration(idle: .seconds(10))
+        configuration.readChunkOperations = 1_000
+        let server = try TestServer(a, configuration: configuration, onProgress: rotation.onProgress)
+        defer { server.stop() }
+
+        let record = try sync(b, with: server.address)
+        #expect(record.failure == Self.toldPeer, "\(record.logLine)")
+        #expect(server.waitForRecords(1).first?.failure == Self.replaced)
+        // At most the first chunk, read before the key changed, went out.
+        #expect(b.operationCount <= 1_000, "\(b.operationCount)")
+    }
+}
