@@ -205,7 +205,13 @@ final class ProcessFleet: @unchecked Sendable {
         func stopCleanly(_ signal: Int32, timeout: TimeInterval = 30) -> RunResult {
             let result = stop(signal, timeout: timeout)
             if !result.succeeded || result.stdoutLines.last != "stopped" || !result.stderr.isEmpty {
-                fleet.problem("\(label) did not stop cleanly on signal \(signal): \(result)")
+                // Its stdout is one line per sync of the whole run: the end of it, and stderr first.
+                let errors = result.stderrLines
+                fleet.problem(
+                    "\(label) did not stop cleanly on signal \(signal): \(result.crashed ? "signal" : "exit") \(result.status)"
+                        + (result.timedOut ? " (timed out)" : "") + ", last line \(String(reflecting: result.stdoutLines.last ?? ""))"
+                        + ", \(errors.count) line(s) on stderr:\n    " + errors.prefix(12).joined(separator: "\n    ")
+                        + (errors.count > 12 ? "\n    … and \(errors.count - 12) more" : ""))
             }
             return result
         }
