@@ -59,7 +59,7 @@ extension ConcordStore {
         var modes = FileModes()
         var committed = false
         do {
-            return try guarded {
+            let replaced: Bool? = try guarded {
                 try writer.writeWithoutTransaction { db in
                     try db.execute(sql: "PRAGMA secure_delete = ON")
                     defer { try? db.execute(sql: "PRAGMA secure_delete = OFF") }
@@ -78,19 +78,30 @@ extension ConcordStore {
                         return .commit
                     }
                     committed = true
-                    if replaced == true, path != ":memory:" {
-                        // The old key's page lives on in the database file until a checkpoint
-                        // copies the new one over it, and in earlier WAL frames until the WAL is
-                        // truncated; another process holding the store open would otherwise
-                        // delay both indefinitely. Readers are waited for as writers are.
-                        try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)")
-                    }
-                    return replaced != nil
+                    return replaced
                 }
             }
+            if replaced == true, path != ":memory:" { try eraseReplacedPages() }
+            return replaced != nil
         } catch {
             if !committed { modes.restore() }
             throw error
+        }
+    }
+}
+
+extension ConcordStore {
+    /// After a key was replaced: its old page lives on in the database file until a checkpoint
+    /// copies the new one over it, and in earlier WAL frames until the WAL is truncated; another
+    /// process holding the store open could delay both indefinitely. A checkpoint that truncates
+    /// the WAL waits for the reads under way to end, as a writer waits. It runs on a connection of
+    /// its own, so that this store object meanwhile serves its other callers: a peer session
+    /// reading through it must notice the new key, and end its reads, for the wait to end.
+    private func eraseReplacedPages() throws(StoreError) {
+        try guarded {
+            let queue = try DatabaseQueue(path: path, configuration: Self.configuration(readOnly: false))
+            defer { try? queue.close() }
+            try queue.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
         }
     }
 }
