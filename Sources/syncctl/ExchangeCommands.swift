@@ -104,7 +104,8 @@ struct Sync: ParsableCommand {
                 },
                 onError: { error in reopen = (error as? StoreError)?.code == .forked })
             guard reopen else { break }
-            let store = try self.store.open()
+            guard let store = try? self.store.open() else { continue }  // tried again at the next look
+            try? sync.store.close()
             sync = FolderSync(store: store, folder: sync.folder)
             logger.notice("the store is now replica \(store.replicaID.hex) ('syncctl init --fork'); watching on as that replica", metadata: ["replica": "\(store.replicaID.hex)"])
         }
