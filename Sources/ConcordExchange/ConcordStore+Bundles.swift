@@ -27,6 +27,9 @@ extension ConcordStore {
         if stat(path, &status) == 0, status.st_mode & S_IFMT != S_IFREG {
             throw ExchangeError(.invalidInput, "\(path) is not a regular file")
         }
+        if let owner = StoreFile.sideFileOwner(of: path) {
+            throw ExchangeError(.invalidInput, "\(path) is SQLite's side file of the store at \(owner); a bundle is never written over one")
+        }
         let name = temporaryName ?? ".\((path as NSString).lastPathComponent).tmp-\(String(environment.random() & 0xFFFF_FFFF, radix: 16))"
         let file = try AtomicFile(path: path, temporaryName: name)
         do {

@@ -27,6 +27,7 @@ public enum FileKind: Sendable {
             case .missing: throw ExchangeError(.io, "no store or bundle at \(path)")
             case .directory: throw ExchangeError(.invalidInput, "\(path) is a directory, not a Concord store or bundle")
             case .notRegular: throw ExchangeError(.invalidInput, "\(path) is not a regular file")
+            case .sideFile(let owner): throw ExchangeError(.invalidInput, "\(path) is SQLite's side file of the store at \(owner), not a Concord store or bundle")
             case .unreadable(let reason): throw ExchangeError(.io, "cannot read \(path) (\(reason))")
             }
         }

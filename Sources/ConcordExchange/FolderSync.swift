@@ -82,6 +82,9 @@ public final class FolderSync {
         }
         let mine = try store.versionVector()
         if mine.entries.contains(where: { $0.value > covered[$0.key] }) {
+            // Files are named after the replica: not under an id another process has just
+            // replaced (`init --fork`, SPEC.md §9.1) since this sync began.
+            try store.ensureNotCopied()
             progress?(.publishing)
             // Another process of this replica may publish at the same moment: a file is never
             // replaced, and a clash moves on to the next serial.
@@ -148,6 +151,11 @@ public final class FolderSync {
                     }
                     if report.movedSomething || !report.warnings.isEmpty { onSync(report) }
                 }
+            } catch let error as StoreError where error.code == .forked {
+                // No retry can go on under the old id: the caller opens the store again.
+                logger.notice("\(error.message)", metadata: ["folder": "\(folder)"])
+                onError(error)
+                lastState = nil
             } catch {
                 logger.warning("\(error); retrying", metadata: ["folder": "\(folder)"])
                 onError(error)

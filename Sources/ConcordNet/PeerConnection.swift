@@ -228,7 +228,13 @@ final class PeerConnection: @unchecked Sendable {
     // MARK: Worker side
 
     private func perform(_ actions: [PeerAction]) {
-        for action in actions {
+        // A worklist rather than recursion: each batch applied hands back what the session does
+        // next (which may be the next batch already buffered), and those come before the rest.
+        var actions = actions
+        var next = 0
+        while next < actions.count {
+            let action = actions[next]
+            next += 1
             // A batch applied may have ended the session (through `batchApplied()`): the rest of
             // its list (a `.needOperations`) is moot.
             if ended { return }
@@ -262,7 +268,7 @@ final class PeerConnection: @unchecked Sendable {
                     return
                 }
                 // The batch has committed: the session reads on (an ack may follow).
-                perform(session?.batchApplied() ?? [])
+                actions.insert(contentsOf: session?.batchApplied() ?? [], at: next)
             case .needOperations(let since, let lastShared):
                 startStreaming(since: since, lastShared: lastShared)
             case .finished(let summary):

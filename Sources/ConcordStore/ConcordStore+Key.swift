@@ -56,41 +56,61 @@ extension ConcordStore {
     @discardableResult
     public func setSyncKeyBytes(_ bytes: [UInt8], replacing: Bool = false) throws(StoreError) -> Bool {
         precondition(bytes.count == Self.syncKeyByteCount, "a sync key has \(Self.syncKeyByteCount) bytes")
-        var modes = FileModes()
-        var committed = false
-        do {
-            return try guarded {
-                try writer.writeWithoutTransaction { db in
-                    try db.execute(sql: "PRAGMA secure_delete = ON")
-                    defer { try? db.execute(sql: "PRAGMA secure_delete = OFF") }
-                    var replaced: Bool?
-                    try db.inTransaction(.immediate) {
-                        let old = try Data.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'sync_key'")
-                        if let old {
-                            if [UInt8](old) == bytes { return .commit }
-                            guard replacing else {
-                                throw StoreError(.exists, "the store at \(path) already holds another sync key")
-                            }
+        let outcome: KeyWrite = try guarded {
+            try writer.writeWithoutTransaction { db in
+                try db.execute(sql: "PRAGMA secure_delete = ON")
+                defer { try? db.execute(sql: "PRAGMA secure_delete = OFF") }
+                var outcome = KeyWrite.unchanged
+                try db.inTransaction(.immediate) {
+                    let old = try Data.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'sync_key'")
+                    if let old {
+                        if [UInt8](old) == bytes { return .commit }
+                        guard replacing else {
+                            throw StoreError(.exists, "the store at \(path) already holds another sync key")
                         }
+                    }
+                    // Narrowed while this transaction holds the store, and put back before it lets
+                    // go if the key is not written: no other writer sees the modes in between.
+                    // (Should the commit itself fail, they stay narrowed: the owner's bits are
+                    // kept, so that changes nothing but who else may read.)
+                    var modes = FileModes()
+                    do {
                         if path != ":memory:" { try modes.makePrivate([path, path + "-wal", path + "-shm"]) }
                         try db.execute(sql: "INSERT OR REPLACE INTO meta (key, value) VALUES ('sync_key', ?)", arguments: [Data(bytes)])
-                        replaced = old != nil
-                        return .commit
+                    } catch {
+                        modes.restore()
+                        throw error
                     }
-                    committed = true
-                    if replaced == true, path != ":memory:" {
-                        // The old key's page lives on in the database file until a checkpoint
-                        // copies the new one over it, and in earlier WAL frames until the WAL is
-                        // truncated; another process holding the store open would otherwise
-                        // delay both indefinitely. Readers are waited for as writers are.
-                        try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)")
-                    }
-                    return replaced != nil
+                    outcome = old == nil ? .stored : .replaced
+                    return .commit
                 }
+                return outcome
             }
-        } catch {
-            if !committed { modes.restore() }
-            throw error
+        }
+        // The key is replaced whatever happens next: erasing the old one's bytes is best effort.
+        if outcome == .replaced, path != ":memory:" { eraseReplacedPages() }
+        return outcome != .unchanged
+    }
+
+    private enum KeyWrite { case unchanged, stored, replaced }
+}
+
+extension ConcordStore {
+    /// After a key was replaced: its old page lives on in the database file until a checkpoint
+    /// copies the new one over it, and in earlier WAL frames until the WAL is truncated; another
+    /// process holding the store open could delay both indefinitely. A checkpoint that truncates
+    /// the WAL waits for the reads under way to end, as a writer waits (30 s), and is tried twice,
+    /// long enough for a peer session stalled on the old key to reach its idle timeout (60 s).
+    /// It runs on a connection of its own, so that this store object meanwhile serves its other
+    /// callers: a peer session reading through it must notice the new key, and end its reads, for
+    /// the wait to end. What a reader still holds after that is erased by a later checkpoint.
+    private func eraseReplacedPages() {
+        guard let queue = try? DatabaseQueue(path: path, configuration: Self.configuration(readOnly: false)) else { return }
+        defer { try? queue.close() }
+        for _ in 0..<2 {
+            // (busy, frames in the WAL, frames checkpointed): done when not busy.
+            let row = try? queue.writeWithoutTransaction { db in try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
+            if let row, row[0] as Int? == 0 { return }
         }
     }
 }

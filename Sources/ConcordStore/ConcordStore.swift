@@ -62,8 +62,10 @@ public final class ConcordStore: Sendable {
     /// opened it. Every write of a store checks both in its transaction; a sync calls this before
     /// it publishes anything under the store's replica id.
     public func ensureNotCopied() throws(StoreError) {
-        try ensureNotCopiedSinceOpening()
+        // The replica first: a copy forked since this object opened it is `forked` (the object is
+        // stale), not `copied` (the file now knows where it is).
         try guarded { try writer.read { db in try ensureSameReplica(db) } }
+        try ensureNotCopiedSinceOpening()
     }
 
     private func ensureNotCopiedSinceOpening() throws(StoreError) {
@@ -84,8 +86,8 @@ public final class ConcordStore: Sendable {
     /// Checks that the store may be written, and records its location in the same transaction
     /// the first time.
     func prepareWrite(_ db: Database) throws {
-        try ensureNotCopiedSinceOpening()
         try ensureSameReplica(db)
+        try ensureNotCopiedSinceOpening()
         try unrecordedLocation.withLock { location in
             guard let current = location else { return }
             try db.execute(sql: "INSERT OR REPLACE INTO meta (key, value) VALUES ('location', ?)", arguments: [current.recorded])
@@ -140,18 +142,28 @@ public final class ConcordStore: Sendable {
     }
 
     /// Removes what a `create` of `path` killed part way left: `PATH.init-PID-HEX` and its `-wal`,
-    /// `-shm` and `-journal` files, when process PID no longer runs (SPEC.md §9). A `create` under
-    /// way in another process is left alone; a name with no process id is from an older build,
-    /// whose `create` has long ended.
+    /// `-shm` and `-journal` files, when process PID no longer runs (SPEC.md §11, `init`). A
+    /// `create` under way in another process is left alone; a name with no process id, from an
+    /// older build, once it is 15 minutes old; any other name always.
     private static func removeAbandonedTemporaries(of path: String) {
         let directory = (path as NSString).deletingLastPathComponent
-        let prefix = (path as NSString).lastPathComponent + ".init-"
+        let base = (path as NSString).lastPathComponent
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.isEmpty ? "." : directory)) ?? []
-        for name in names where name.hasPrefix(prefix) {
-            let rest = name.dropFirst(prefix.count)
-            let fields = rest.split(separator: "-", maxSplits: 1)
-            if fields.count == 2, let pid = pid_t(fields[0]), kill(pid, 0) == 0 || errno == EPERM { continue }
-            unlink((directory.isEmpty ? "" : directory + "/") + name)
+        for name in names where name.hasPrefix(base + ".init-") {
+            let file = (directory.isEmpty ? "" : directory + "/") + name
+            let rest = name.dropFirst(base.count + ".init-".count)
+            if let match = rest.wholeMatch(of: /(\d+)-[0-9a-f]+(-wal|-shm|-journal)?/) {
+                // This build's name: abandoned when its process no longer runs.
+                guard let pid = pid_t(match.1), kill(pid, 0) != 0, errno == ESRCH else { continue }
+            } else if rest.wholeMatch(of: /[0-9a-f]+(-wal|-shm|-journal)?/) != nil {
+                // An older build's name, with no process id: abandoned once it is a quarter of an
+                // hour old (a create takes well under a second).
+                let modified = (try? FileManager.default.attributesOfItem(atPath: file))?[.modificationDate] as? Date
+                guard let modified, modified.timeIntervalSinceNow < -15 * 60 else { continue }
+            } else {
+                continue  // not a name `create` makes
+            }
+            unlink(file)
         }
     }
 
@@ -304,8 +316,8 @@ public final class ConcordStore: Sendable {
             case .missing: throw StoreError(.missing, "no store at \(path); run 'syncctl init' to create one")
             case .directory: throw StoreError(.notAStore, "\(path) is a directory, not a Concord store")
             case .notRegular: throw StoreError(.notAStore, "\(path) is not a regular file")
-            case .unreadable(let reason):
-                throw StoreError(FileAccess.isReadOnly(path) ? .readOnly : .io, "cannot read \(path) (\(reason))")
+            case .sideFile(let owner): throw StoreError(.notAStore, "\(path) is SQLite's side file of the store at \(owner), not a store")
+            case .unreadable(let reason): throw StoreError(.io, "cannot read \(path) (\(reason))")
             }
         }
         let magic = Array("SQLite format 3\0".utf8)

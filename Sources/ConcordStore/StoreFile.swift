@@ -25,8 +25,22 @@ package enum StoreFile {
         case directory
         /// A FIFO, a device or a socket: opening it could block forever or read what never ends.
         case notRegular
+        /// The `-wal`, `-shm` or `-journal` file of the store at the associated path: SQLite
+        /// tracks their locks apart from the files it opens, so even its file layer must not
+        /// open and close them.
+        case sideFile(of: String)
         /// The system's reason.
         case unreadable(String)
+    }
+
+    /// The store whose `-wal`, `-shm` or `-journal` file `path` is, if such a file exists beside it.
+    package static func sideFileOwner(of path: String) -> String? {
+        for suffix in ["-wal", "-shm", "-journal"] where path.hasSuffix(suffix) {
+            let owner = String(path.dropLast(suffix.count))
+            var status = stat()
+            if !owner.isEmpty, stat(owner, &status) == 0, status.st_mode & S_IFMT == S_IFREG { return owner }
+        }
+        return nil
     }
 
     /// The first `count` bytes of the regular file at `path` (fewer if it is shorter).
@@ -40,33 +54,42 @@ package enum StoreFile {
         case S_IFDIR: throw .directory
         default: throw .notRegular
         }
-        // stat found a regular file, so opening it does not block (a FIFO swapped in between
-        // these two calls is not a case this guards against).
+        if let owner = sideFileOwner(of: path) { throw .sideFile(of: owner) }
         guard access(path, R_OK) == 0 else { throw .unreadable(String(cString: strerror(errno))) }
-        guard let vfs = sqlite3_vfs_find(nil) else { throw .unreadable("SQLite has no file system layer") }
+        guard count > 0, status.st_size > 0 else { return [] }
+        guard let vfs = sqlite3_vfs_find(nil) else { throw .unreadable(String(cString: strerror(EIO))) }
+        // The VFS takes a main database file's name as SQLite's pager gives it: a full path,
+        // followed by two NULs (where URI parameters would follow). It keeps the name until the
+        // file is closed.
+        let nameBytes = Int(vfs.pointee.mxPathname) + 2
+        let name = UnsafeMutablePointer<CChar>.allocate(capacity: nameBytes)
+        defer { name.deallocate() }
+        name.initialize(repeating: 0, count: nameBytes)
+        guard vfs.pointee.xFullPathname(vfs, path, vfs.pointee.mxPathname + 1, name) == SQLITE_OK else {
+            throw .unreadable(String(cString: strerror(ENAMETOOLONG)))
+        }
         let storage = UnsafeMutableRawPointer.allocate(byteCount: Int(vfs.pointee.szOsFile), alignment: 16)
         defer { storage.deallocate() }
         storage.initializeMemory(as: UInt8.self, repeating: 0, count: Int(vfs.pointee.szOsFile))
         let file = storage.bindMemory(to: sqlite3_file.self, capacity: 1)
-        // The VFS keeps the name until the file is closed, so both happen inside withCString.
-        return try path.withCString { name in Result { () throws(Failure) -> [UInt8] in
-            var flags: Int32 = 0
-            // Opened as a main database file: that is the kind whose locks the VFS tracks, and it
-            // creates nothing beside the file.
-            let opened = vfs.pointee.xOpen(vfs, name, file, SQLITE_OPEN_MAIN_DB | SQLITE_OPEN_READONLY, &flags)
-            defer { if let methods = file.pointee.pMethods { _ = methods.pointee.xClose(file) } }
-            guard opened == SQLITE_OK, let methods = file.pointee.pMethods else {
-                throw .unreadable(String(cString: strerror(errno)))
-            }
-            var size: sqlite3_int64 = 0
-            guard methods.pointee.xFileSize(file, &size) == SQLITE_OK else { throw .unreadable("cannot tell its size") }
-            let length = Int(min(sqlite3_int64(count), size))
-            var bytes = [UInt8](repeating: 0, count: length)
-            let read = bytes.withUnsafeMutableBytes { buffer in
-                methods.pointee.xRead(file, buffer.baseAddress, Int32(length), 0)
-            }
-            guard read == SQLITE_OK else { throw .unreadable("read failed (SQLite code \(read))") }
-            return bytes
-        } }.get()
+        var flags: Int32 = 0
+        // Opened as a main database file: that is the kind whose locks the VFS tracks, and it
+        // creates nothing beside the file.
+        let opened = vfs.pointee.xOpen(vfs, name, file, SQLITE_OPEN_MAIN_DB | SQLITE_OPEN_READONLY, &flags)
+        defer { if let methods = file.pointee.pMethods { _ = methods.pointee.xClose(file) } }
+        guard opened == SQLITE_OK, let methods = file.pointee.pMethods else {
+            // stat and access found a readable regular file: what failed is the system's to say.
+            throw .unreadable(String(cString: strerror(EIO)))
+        }
+        let length = Int(min(Int64(count), Int64(status.st_size)))
+        var bytes = [UInt8](repeating: 0, count: length)
+        let read = bytes.withUnsafeMutableBytes { buffer in
+            methods.pointee.xRead(file, buffer.baseAddress, Int32(length), 0)
+        }
+        // (A file that shrank since stat reads short, and fails here too.)
+        guard read == SQLITE_OK else {
+            throw .unreadable(String(cString: strerror(EIO)))
+        }
+        return bytes
     }
 }

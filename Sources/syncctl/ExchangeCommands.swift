@@ -22,7 +22,8 @@ struct Export: ParsableCommand {
     @Flag(help: "Encrypt the bundle with the store's sync key (SPEC.md §13.1).") var encrypt = false
 
     func run() throws {
-        let store = try store.open()
+        // `--since` is read before the store is opened: a file read outside SQLite must not be the
+        // store's, or its side files, while this process has it open (SPEC.md §9).
         var vector = VersionVector()
         if let since {
             let text: String
@@ -39,6 +40,7 @@ struct Export: ParsableCommand {
             }
             vector = try VersionVector(json: text)
         }
+        let store = try store.open()
         var key: SyncKey?
         if encrypt {
             guard let stored = try store.syncKey() else { throw KeyCommandError.noKey(store.path) }
@@ -102,7 +104,8 @@ struct Sync: ParsableCommand {
                 },
                 onError: { error in reopen = (error as? StoreError)?.code == .forked })
             guard reopen else { break }
-            let store = try self.store.open()
+            guard let store = try? self.store.open() else { continue }  // tried again at the next look
+            try? sync.store.close()
             sync = FolderSync(store: store, folder: sync.folder)
             logger.notice("the store is now replica \(store.replicaID.hex) ('syncctl init --fork'); watching on as that replica", metadata: ["replica": "\(store.replicaID.hex)"])
         }

@@ -52,8 +52,12 @@ struct Serve: ParsableCommand {
                     logger.notice("the store's sync key is now \(key.id); peers with the old key are refused", metadata: ["key": "\(key.id)"])
                 }
             } catch let error where error.code == .forked {
+                // The new store first: if it cannot be opened now, the server goes on (refusing
+                // batches, each session saying why) and the next look tries again.
+                guard let reopened = try? self.store.open() else { continue }
                 server.stop()
-                store = try self.store.open()
+                try? store.close()
+                store = reopened
                 server = try start(store, on: &address, progress: progress, logger: logger)
                 logger.notice("the store is now replica \(store.replicaID.hex) ('syncctl init --fork'); serving on as that replica", metadata: ["replica": "\(store.replicaID.hex)"])
             } catch {

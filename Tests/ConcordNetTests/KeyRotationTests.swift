@@ -15,8 +15,13 @@ import Testing
     static let replaced = PeerFailure(.keyReplaced, "this store's sync key was replaced during the session; peers need the new key")
     static let toldPeer = PeerFailure(.peerError, "the peer ended the session: its sync key was replaced during the session; this side needs the new key")
 
-    /// Replaces the store's key the first time `onProgress` is called, from the session's own
-    /// thread: between two batches applied, or two chunks of operations sent.
+    /// Replaces the store's key the first time `onProgress` is called, while the session waits on
+    /// its own thread: between two batches applied, or two chunks of operations sent.
+    ///
+    /// The replacement runs on a thread of its own, and the session goes on once the new key is
+    /// committed: `setSyncKey` then checkpoints the old key out of the files (SPEC.md §15.1), which
+    /// waits for the session's reads under way to end, as another process's `key generate --force`
+    /// would.
     final class Rotation: @unchecked Sendable {
         private let lock = NSLock()
         private var done = false
@@ -30,7 +35,10 @@ import Testing
                 defer { done = true }
                 return !done
             }
-            if first { _ = try? store.setSyncKey(newKey, replacing: true) }
+            guard first else { return }
+            let (store, newKey) = (store, newKey)
+            Thread.detachNewThread { _ = try? store.setSyncKey(newKey, replacing: true) }
+            while (try? store.syncKey()) != newKey { Thread.sleep(forTimeInterval: 0.001) }
         }
     }
 

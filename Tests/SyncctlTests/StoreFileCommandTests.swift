@@ -21,6 +21,30 @@ import Testing
         #expect(lstat(fifo, &status) == 0 && status.st_mode & S_IFMT == S_IFIFO, "the FIFO is left as it was")
     }
 
+    /// A store's `-shm` or `-wal` named as a file to merge or export is refused unopened: SQLite
+    /// tracks their locks apart from the files it opens, so opening one would drop them.
+    @Test func aStoresSideFilesAreNeitherReadNorWritten() throws {
+        let sandbox = try Sandbox()
+        let store = try sandbox.makeStore("a.db")
+        try store.addReminder("kept")
+        let other = try sandbox.makeStore("b.db")
+        for suffix in ["-wal", "-shm"] {
+            let side = store.path + suffix
+            // SQLite's last connection to close removes them: make sure one is there each time.
+            func present() {
+                if !FileManager.default.fileExists(atPath: side) { #expect(FileManager.default.createFile(atPath: side, contents: Data())) }
+            }
+            present()
+            try other.expectRefused(["merge", side], mentions: ["\(side) is SQLite's side file of the store at \(store.path)"], code: 1)
+            present()
+            let result = try sandbox.run(["export", side, "--store", store.path])
+            expectOneLineFailure(result, mentions: ["\(side) is SQLite's side file of the store at \(store.path)"], code: 1)
+            present()
+            expectOneLineFailure(try sandbox.run(["status", "--store", side]), mentions: ["side file"], code: 1)
+        }
+        try store.ok("verify")
+    }
+
     /// A key command refused on a read-only store leaves every file as it was, its mode included
     /// (it used to make the store 0600, which let the next write through).
     @Test func aKeyRefusedOnAReadOnlyStoreChangesNoMode() throws {
@@ -55,13 +79,21 @@ import Testing
         let dead = ["x.db.init-2147483646-1f2e", "x.db.init-2147483646-1f2e-wal", "x.db.init-2147483646-1f2e-shm",
                     "x.db.init-2147483646-1f2e-journal", "x.db.init-9c0ffee", "x.db.init-9c0ffee-wal"]
         let live = "x.db.init-\(getpid())-abc"
-        for name in dead + [live, "y.db.init-2147483646-1"] {
+        let recentLegacy = "x.db.init-5eed"
+        let notOurs = "x.db.init-notes"
+        for name in dead + [live, recentLegacy, notOurs, "y.db.init-2147483646-1"] {
             #expect(FileManager.default.createFile(atPath: sandbox.path(name), contents: Data("left".utf8)))
+        }
+        // An older build's names carry no process id: they count as abandoned once 15 minutes old.
+        for name in ["x.db.init-9c0ffee", "x.db.init-9c0ffee-wal"] {
+            try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSinceNow: -16 * 60)], ofItemAtPath: sandbox.path(name))
         }
         let result = try sandbox.run(["init", "--store", path])
         #expect(result.succeeded, "\(result)")
         for name in dead { #expect(!FileManager.default.fileExists(atPath: sandbox.path(name)), "\(name) is left") }
         #expect(FileManager.default.fileExists(atPath: sandbox.path(live)), "another running init's file is kept")
+        #expect(FileManager.default.fileExists(atPath: sandbox.path(recentLegacy)), "a recent one of an older build is kept")
+        #expect(FileManager.default.fileExists(atPath: sandbox.path(notOurs)), "a name init does not make is kept")
         #expect(FileManager.default.fileExists(atPath: sandbox.path("y.db.init-2147483646-1")), "another store's is kept")
 
         // And for real: inits killed at moments spread over their run, then one that finishes.
@@ -123,6 +155,28 @@ import Testing
         let result = watcher.wait(timeout: 20)
         #expect(result.succeeded, "\(result)")
         #expect(result.stdout.contains("the store is now replica \(newID)"), "\(result)")
+    }
+
+    /// A watcher on a copied store refuses to publish; once another process runs the `init --fork`
+    /// its warnings ask for, the watcher goes on as the new replica.
+    @Test func aWatcherOnACopyGoesOnOnceTheCopyIsForked() throws {
+        let sandbox = try Sandbox()
+        let folder = try sandbox.makeDirectory("Shared")
+        let original = try sandbox.makeStore("a.db")
+        try original.addNote("in the original")
+        let copy = Store(sandbox: sandbox, path: sandbox.path("copy.db"))
+        try FileManager.default.copyItem(atPath: original.path, toPath: copy.path)
+        let oldID = try original.replicaID()
+        let watcher = try sandbox.start(["sync", "--folder", folder, "--watch", "--interval", "0.2", "--store", copy.path])
+        #expect(eventually(timeout: 20) { watcher.stderr.contains("is a copy of the store at") }, "\(watcher.stdout) \(watcher.stderr)")
+        #expect(try copy.run("init", "--fork").succeeded)
+        let newID = try copy.replicaID()
+        let published = folder + "/concord-v1/\(newID)-0000000001.cbundle"
+        #expect(eventually(timeout: 20) { FileManager.default.fileExists(atPath: published) }, "\(watcher.stdout) \(watcher.stderr)")
+        #expect(try bundleNames(in: folder).allSatisfy { !$0.hasPrefix(oldID) }, "nothing under the original's id")
+        watcher.send(SIGTERM)
+        let result = watcher.wait(timeout: 20)
+        #expect(result.succeeded && result.stdout.contains("the store is now replica \(newID)"), "\(result)")
     }
 
     /// `serve` running while another process gives its store a new replica id goes on serving, on
