@@ -69,6 +69,9 @@ public final class FolderSync {
             } catch let error as StoreError where error.code != .invalidInput {
                 throw error  // the store failed (disk full, read-only, locked): stop, nothing half-done
             } catch {
+                // A file removed as it was about to be read was coalesced away by its publisher
+                // (SPEC.md §14): what it held is in that replica's newer file. Nothing to say.
+                if !FileManager.default.fileExists(atPath: path) { continue }
                 report.warn("skipping \(file.name): \(Self.reason(error, path: path))")
             }
         }
@@ -251,7 +254,9 @@ public final class FolderSync {
                 continue
             }
             var isDirectory: ObjCBool = false
-            guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue else {
+            // Gone since the folder was listed: its publisher coalesced it away (SPEC.md §14).
+            guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else { continue }
+            guard !isDirectory.boolValue else {
                 report.warn("skipping \(Self.shown(name)): a directory, not a file")
                 continue
             }
