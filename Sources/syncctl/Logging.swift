@@ -51,6 +51,8 @@ struct LogLineHandler: LogHandler {
         ProgressLine.shared.clear()
         switch format {
         case .text:
+            // A message may quote what a peer sent: one line, whatever it holds (SPEC.md §12).
+            let message = escapingControlCharacters(message)
             switch event.level {
             case .trace, .debug: say("\(event.level): \(message)")
             case .info, .notice: say(message)

@@ -33,6 +33,6 @@ do {
         exit(0)
     }
     let message = Syncctl.message(for: error).split(separator: "\n").first.map(String.init) ?? "\(error)"
-    FileHandle.standardError.write(Data("syncctl: \(message)\n".utf8))
+    warn(message)
     exit(code.rawValue)
 }

@@ -207,3 +207,16 @@ import Testing
         try f.store.expectRefused(["reminder", "add", "a", "b"], mentions: ["b"], code: 64)
     }
 }
+
+@Suite struct ControlCharacterMessageTests {
+    /// Every control character a message quotes is escaped, C1 too (SPEC.md §12): U+0085 (NEL)
+    /// would break the one line, U+009B (CSI) start a terminal control sequence.
+    @Test func messagesEscapeEveryControlCharacter() throws {
+        let sandbox = try Sandbox()
+        let store = try sandbox.makeStore()
+        for (tag, shown) in [("a\u{85}b", #""a\u{85}b""#), ("a\u{9B}31mb", #""a\u{9b}31mb""#), ("a\u{7F}b", #""a\u{7f}b""#), ("a\u{01}b", #""a\u{01}b""#)] {
+            let result = try store.expectRefused(["reminder", "add", "x", "--tag", tag], mentions: ["invalid tag \(shown)"], code: 1)
+            #expect(!result.stderr.unicodeScalars.contains { $0.properties.generalCategory == .control && $0 != "\n" }, "\(result)")
+        }
+    }
+}
