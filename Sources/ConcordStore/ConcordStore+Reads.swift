@@ -111,9 +111,10 @@ extension ConcordStore {
         // Prefixes through the id index; suffixes by a scan (SQLite's hex() is upper case).
         let matching = "(id BETWEEN ? AND ? OR substr(hex(id), ?) = ?)"
         let arguments: StatementArguments = [Data(low.bytes), Data(high.bytes), 33 - digits.count, digits.uppercased()]
-        let matches: [RecordRef] = try guarded {
+        let (matches, total): ([RecordRef], Int) = try guarded {
             try writer.read { db in
                 var refs: [RecordRef] = []
+                var total = 0
                 for table in RecordTable.known where kind == nil || kind == table.kind {
                     for data in try Optional<Data>.fetchAll(db, sql: "SELECT id FROM \(table.name) WHERE \(matching) LIMIT 10", arguments: arguments) {
                         refs.append(RecordRef(kind: table.kind, id: try Self.recordID(data)))
@@ -125,14 +126,26 @@ extension ConcordStore {
                         if kind == nil || kind == other { refs.append(RecordRef(kind: other, id: try Self.recordID(try row.column(1)))) }
                     }
                 }
-                return refs.sorted()
+                if refs.count > 1 {
+                    // Ambiguous: how many match in all, for the message (this path only).
+                    for table in RecordTable.known where kind == nil || kind == table.kind {
+                        total += try Int.fetchOne(db, sql: "SELECT count(*) FROM \(table.name) WHERE \(matching)", arguments: arguments) ?? 0
+                    }
+                    if kind == nil || RecordTable.of(kind!) == nil {
+                        let kindFilter = kind.map { " AND kind = \($0.rawValue)" } ?? ""
+                        total += try Int.fetchOne(db, sql: "SELECT count(*) FROM other_records WHERE \(matching)\(kindFilter)", arguments: arguments) ?? 0
+                    }
+                }
+                return (refs.sorted(), max(total, refs.count))
             }
         }
         switch matches.count {
         case 0: throw StoreError(.notFound, "no \(kind?.name ?? "record") with id \(text)")
         case 1: return matches[0]
         default:
-            throw StoreError(.ambiguous, "id \(text) is ambiguous: it matches \(matches.map(\.id.hex).joined(separator: ", "))")
+            let shown = matches.prefix(10).map(\.id.hex).joined(separator: ", ")
+            let more = total > 10 ? " and \(total - 10) more" : ""
+            throw StoreError(.ambiguous, "id \(text) is ambiguous: it matches \(shown)\(more)")
         }
     }
 

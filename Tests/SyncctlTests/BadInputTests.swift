@@ -76,6 +76,17 @@ import Testing
         try f.store.expectRefused(["show", prefix], mentions: ["is ambiguous", first, second, suffixed], code: 1)
     }
 
+    /// A prefix that matches 15 records lists the first 10 and says how many more there are.
+    @Test func anAmbiguousPrefixOfManyRecordsSaysHowManyMore() throws {
+        let f = try fixture()
+        let shared = unusedPrefix(avoiding: [f.reminder, f.note]) + "00000000"
+        let ids = (1...15).map { shared + String(format: "%020x", $0) }
+        try copyNote(f, as: ids)
+        let prefix = String(shared.prefix(4))
+        let result = try f.store.expectRefused(["show", prefix], mentions: ["id \(prefix) is ambiguous", ids[0], ids[9], " and 5 more"], code: 1)
+        #expect(!result.stderr.contains(ids[10]), "\(result)")
+    }
+
     /// Records made close together share the first digits of their time-ordered ids (SPEC.md §2);
     /// their last digits name them, in either case, and a suffix that ends two ids is refused.
     @Test func aUniqueSuffixNamesARecord() throws {
