@@ -42,11 +42,12 @@ public enum FileKind: Sendable {
 public final class FileSource: ByteSource {
     private let handle: FileHandle
 
+    /// The file is first identified through SQLite's file layer (SPEC.md §9): a store, or a side
+    /// file of one, given as a bundle is refused before this opens it, since this process may have
+    /// it open; so is anything but a regular file (a FIFO would block the read forever).
     public init(path: String) throws(ExchangeError) {
-        var status = stat()
-        if stat(path, &status) == 0, status.st_mode & S_IFMT != S_IFREG {
-            // A FIFO would block the read forever (SPEC.md §12).
-            throw ExchangeError(.invalidInput, "\(path) is not a regular file")
+        if try FileKind.input(at: path) == .store {
+            throw ExchangeError(.invalidInput, "\(path) is a Concord store, not a bundle")
         }
         guard let handle = FileHandle(forReadingAtPath: path) else {
             throw ExchangeError(.io, "cannot read \(path)")

@@ -323,9 +323,8 @@ public final class FolderSync {
     private func readable(_ file: ListedFile, key: SyncKey?) -> Bool {
         guard let key else { return true }
         let path = (directory as NSString).appendingPathComponent(file.name)
-        guard let handle = FileHandle(forReadingAtPath: path) else { return false }
-        defer { try? handle.close() }
-        let head = [UInt8]((try? handle.read(upToCount: 18)) ?? Data())
+        // Through SQLite's file layer, as every first look at a file (SPEC.md §9).
+        guard let head = try? StoreFile.head(of: path, count: 18) else { return false }
         return head.count == 18 && head.starts(with: EncryptedBundleFormat.magic)
             && Array(head[10..<18]) == EncryptedBundleFormat.keyIDBytes(of: key)
     }

@@ -271,6 +271,13 @@ import Testing
         }
         // A file that is not there.
         #expect(throws: ExchangeError.self) { try store.mergeBundle(at: directory.file("missing.cbundle")) }
+        // A store, even this very one, given as a bundle: refused before it is opened outside
+        // SQLite (SPEC.md §9), and its connection still works.
+        let onDisk = try ConcordStore.create(at: directory.file("a.db"))
+        let refused = #expect(throws: ExchangeError.self) { try onDisk.mergeBundle(at: onDisk.path) }
+        #expect(refused?.message == "\(onDisk.path) is a Concord store, not a bundle")
+        _ = try onDisk.addNote(NoteDraft(title: "still written"))
+        #expect(try ConcordStore.open(at: onDisk.path, readOnly: true).verify().isSound)
     }
 
     @Test func bytesAfterTheEndBlockAreRefused() throws {
