@@ -22,9 +22,7 @@ import Testing
     }
 
     func pair(_ sandbox: Sandbox) throws -> (Store, Store, wrongKey: Store) {
-        let a = try sandbox.makeStore("a.db")
-        let b = try sandbox.makeStore("b.db")
-        try b.ok("key", "import", String(try a.ok("key", "generate").split(separator: "\n")[0]))
+        let (a, b) = try sandbox.makePairedStores()
         try b.addReminder("from b")
         let c = try sandbox.makeStore("c.db")
         try c.ok("key", "generate")

@@ -2,6 +2,16 @@ import Foundation
 import Testing
 
 /// `syncctl serve` in the background and `syncctl sync --peer` from other stores (SPEC.md §11, §15.9).
+extension Sandbox {
+    /// Stores a.db and b.db holding one sync key, made by a and imported by b, for a peer session.
+    func makePairedStores(sourceLocation: SourceLocation = #_sourceLocation) throws -> (a: Store, b: Store) {
+        let a = try makeStore("a.db", sourceLocation: sourceLocation)
+        let b = try makeStore("b.db", sourceLocation: sourceLocation)
+        try b.ok("key", "import", String(try a.ok("key", "generate", sourceLocation: sourceLocation).split(separator: "\n")[0]), sourceLocation: sourceLocation)
+        return (a, b)
+    }
+}
+
 @Suite struct PeerCommandTests {
     /// Starts `serve --listen 127.0.0.1:0` on `store` and returns it with the port it printed.
     func serve(_ sandbox: Sandbox, _ store: Store, sourceLocation: SourceLocation = #_sourceLocation) throws -> (BackgroundRun, Int) {

@@ -11,9 +11,7 @@ import Testing
     /// acknowledged afterwards was lost, for good once it was killed.
     @Test func serveKeepsWhatItAcknowledgedWhileOtherProcessesOpenItsStore() throws {
         let sandbox = try Sandbox()
-        let a = try sandbox.makeStore("a.db")
-        let b = try sandbox.makeStore("b.db")
-        try b.ok("key", "import", String(try a.ok("key", "generate").split(separator: "\n")[0]))
+        let (a, b) = try sandbox.makePairedStores()
         let (server, port) = try PeerCommandTests().serve(sandbox, a)
         var titles: [String] = []
         for round in 1...8 {

@@ -183,9 +183,7 @@ import Testing
     /// the same port, as the new replica: peers' batches are taken, not refused as the old id's.
     @Test func aServerGoesOnAsTheReplicaTheStoreWasForkedInto() throws {
         let sandbox = try Sandbox()
-        let a = try sandbox.makeStore("a.db")
-        let b = try sandbox.makeStore("b.db")
-        try b.ok("key", "import", String(try a.ok("key", "generate").split(separator: "\n")[0]))
+        let (a, b) = try sandbox.makePairedStores()
         let (server, port) = try PeerCommandTests().serve(sandbox, a)
         try b.addReminder("before the fork")
         #expect(try b.ok("sync", "--peer", "127.0.0.1:\(port)").contains("sent 5"))
