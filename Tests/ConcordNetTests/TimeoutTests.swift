@@ -45,6 +45,20 @@ import Testing
         #expect(server.records.isEmpty && server.server.activeSessions == 1, "\(server.records.map(\.logLine))", sourceLocation: sourceLocation)
     }
 
+    /// Moves the clock to 1 ms short of `remaining`, checks the session is still running, then
+    /// the last millisecond, and checks the server ended it then, `total` seconds after it began.
+    static func expectEnded(
+        after remaining: Duration, server: TestServer, clock: ManualPeerClock, failure: String, total: Double,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
+        clock.advance(remaining - .milliseconds(1))
+        expectStillRunning(server, sourceLocation: sourceLocation)
+        clock.advance(.milliseconds(1))
+        let record = try #require(server.waitForRecords(1).first, sourceLocation: sourceLocation)
+        #expect(record.failure == PeerFailure(.timedOut, failure), sourceLocation: sourceLocation)
+        #expect(abs(record.duration.seconds - total) < 0.001, "\(record.duration)", sourceLocation: sourceLocation)
+    }
+
     @Test func theServerEndsAStalledClientAtSixtySeconds() throws {
         let directory = try TemporaryDirectory()
         let key = SyncKey.generate()
@@ -54,12 +68,7 @@ import Testing
         defer { server.stop() }
         var (raw, session, serverDone, _) = try Self.handshake(with: server, key: key)
 
-        clock.advance(.milliseconds(59_999))
-        Self.expectStillRunning(server)
-        clock.advance(.milliseconds(1))
-        let record = try #require(server.waitForRecords(1).first)
-        #expect(record.failure == PeerFailure(.timedOut, Self.idleFailure))
-        #expect(abs(record.duration.seconds - 60) < 0.001, "\(record.duration)")
+        try Self.expectEnded(after: .seconds(60), server: server, clock: clock, failure: Self.idleFailure, total: 60)
         // The client reads why.
         let (bytes, closed) = raw.receiveUntilClosed(timeout: 5)
         #expect(closed)
@@ -81,12 +90,7 @@ import Testing
         clock.advance(.seconds(30))
         raw.send(clientDone)
         #expect(!raw.receiveFrames(1, timeout: 5).isEmpty)
-        clock.advance(.milliseconds(59_999))
-        Self.expectStillRunning(server)
-        clock.advance(.milliseconds(1))
-        let record = try #require(server.waitForRecords(1).first)
-        #expect(record.failure == PeerFailure(.timedOut, Self.idleFailure))
-        #expect(abs(record.duration.seconds - 90) < 0.001, "\(record.duration)")
+        try Self.expectEnded(after: .seconds(60), server: server, clock: clock, failure: Self.idleFailure, total: 90)
     }
 
     @Test func aClientEndsAStalledServerAtSixtySeconds() throws {
@@ -137,12 +141,7 @@ import Testing
         let deadline = Date().addingTimeInterval(5)
         while server.server.activeSessions == 0, Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
 
-        clock.advance(.milliseconds(9_999))
-        Self.expectStillRunning(server)
-        clock.advance(.milliseconds(1))
-        let record = try #require(server.waitForRecords(1).first)
-        #expect(record.failure == PeerFailure(.timedOut, "the handshake took over 10 s"))
-        #expect(abs(record.duration.seconds - 10) < 0.001, "\(record.duration)")
+        try Self.expectEnded(after: .seconds(10), server: server, clock: clock, failure: "the handshake took over 10 s", total: 10)
         let (bytes, closed) = raw.receiveUntilClosed(timeout: 5)
         #expect(bytes.isEmpty && closed, "nothing is sent to a peer that has not completed the handshake")
     }
