@@ -59,6 +59,10 @@ public struct BundleSummary: Hashable, Sendable {
     public var operations: Int
     /// The bundle's size in bytes.
     public var bytes: Int
+    /// The ids of its operations.
+    public var holds: SeqRanges
+    /// The SHA-256 of the file's bytes, when the bundle was written to or read from a file.
+    public var sha256: [UInt8]?
 }
 
 /// Why a bundle was refused. Nothing of a refused bundle is ever applied.
@@ -101,6 +105,10 @@ public struct BundleWriter {
     private var operationCount = 0
     private var blockCount = 0
     private let manifest: BundleManifest
+    /// The ids of the operations appended, but for the last run of consecutive seqs, kept apart
+    /// so that a run costs one insertion.
+    private var holds = SeqRanges()
+    private var run: (replica: ReplicaID, seqs: ClosedRange<UInt64>)?
 
     /// The operations block being filled.
     private var block = OperationsBlock.Encoder()
@@ -129,6 +137,12 @@ public struct BundleWriter {
     public mutating func append(_ operation: Op) throws {
         block.append(operation)
         operationCount += 1
+        if let run, run.replica == operation.id.replica, run.seqs.upperBound &+ 1 == operation.id.seq {
+            self.run!.seqs = run.seqs.lowerBound...operation.id.seq
+        } else {
+            if let run { holds.insert(run.seqs, of: run.replica) }
+            run = (operation.id.replica, operation.id.seq...operation.id.seq)
+        }
         if block.estimatedBytes >= BundleFormat.targetBlockBytes { try flushBlock() }
     }
 
@@ -141,7 +155,9 @@ public struct BundleWriter {
         let checksum = fileChecksum.value
         payload.bytes([24, 16, 8, 0].map { UInt8(truncatingIfNeeded: checksum >> $0) })
         try emitBlock(.end, payload.bytes, compress: false)
-        return BundleSummary(manifest: manifest, operations: operationCount, bytes: written)
+        if let run { holds.insert(run.seqs, of: run.replica) }
+        run = nil
+        return BundleSummary(manifest: manifest, operations: operationCount, bytes: written, holds: holds)
     }
 
     private mutating func flushBlock() throws {
@@ -207,6 +223,7 @@ public struct BundleReader<Source: ByteSource> {
     private var cursor: OperationsBlock.Cursor?
     private var blocks = 0
     private var operations = 0
+    private var holds = SeqRanges()
     /// The whole bundle, once its end block has been read and verified.
     public private(set) var summary: BundleSummary?
 
@@ -268,6 +285,7 @@ public struct BundleReader<Source: ByteSource> {
                     throw .corrupt("block \(blocks): \(error)")
                 }
                 operations += cursor!.operations
+                holds.formUnion(cursor!.ids)
                 cursor = nil
             }
             if summary != nil { return nil }
@@ -286,7 +304,7 @@ public struct BundleReader<Source: ByteSource> {
                 }
             case .end:
                 try verifyEnd(payload, checksum: checksumBefore)
-                summary = BundleSummary(manifest: manifest, operations: operations, bytes: position)
+                summary = BundleSummary(manifest: manifest, operations: operations, bytes: position, holds: holds)
                 return nil
             }
         }

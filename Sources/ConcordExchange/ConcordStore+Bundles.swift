@@ -1,6 +1,7 @@
 import ConcordCore
 import ConcordKeys
 import ConcordStore
+import Crypto
 import Foundation
 
 extension ConcordStore {
@@ -33,9 +34,14 @@ extension ConcordStore {
         let name = temporaryName ?? ".\((path as NSString).lastPathComponent).tmp-\(String(environment.random() & 0xFFFF_FFFF, radix: 16))"
         let file = try AtomicFile(path: path, temporaryName: name)
         do {
-            let sealer = try key.map { key in try BundleSealer(key: key) { bytes in try file.write(bytes) } }
+            var hasher = SHA256()
+            let write = { (bytes: ArraySlice<UInt8>) in
+                hasher.update(data: bytes)
+                try file.write(bytes)
+            }
+            let sealer = try key.map { key in try BundleSealer(key: key, sink: write) }
             var writer = try BundleWriter(manifest: manifest) { bytes in
-                if let sealer { try sealer.write(bytes) } else { try file.write(bytes) }
+                if let sealer { try sealer.write(bytes) } else { try write(bytes) }
             }
             try forEachOperation(since: since) { operation in
                 if !contiguousOnly || operation.id.seq <= top[operation.id.replica] { try writer.append(operation) }
@@ -45,6 +51,7 @@ extension ConcordStore {
                 try sealer.finish()
                 summary.bytes = sealer.bytesWritten
             }
+            summary.sha256 = Array(hasher.finalize())
             try file.commit(exclusive: exclusive)
             return summary
         } catch {
@@ -65,17 +72,18 @@ extension ConcordStore {
     ///
     /// An encrypted bundle (§13.1) is read with the store's sync key; one this store cannot
     /// authenticate (no key, another key, a chunk that fails authentication) applies nothing.
+    /// The summary's `sha256` is that of the bytes the merge read.
     /// - Parameter requireEncrypted: refuse a plain bundle (shared folders do, when the store has a key).
     @discardableResult
-    public func mergeBundle(
-        at path: String, importing file: ImportedFile? = nil, requireEncrypted: Bool = false
-    ) throws -> (MergeReport, BundleSummary) {
+    public func mergeBundle(at path: String, requireEncrypted: Bool = false) throws -> (MergeReport, BundleSummary) {
         let key = try syncKey()
-        var reader = try Self.bundleReader(at: path, key: key, requireEncrypted: requireEncrypted)
+        let file = try FileSource(path: path, hashing: true)
+        var reader = try Self.bundleReader(file, path: path, key: key, requireEncrypted: requireEncrypted)
         var summary: BundleSummary?
         let report: MergeReport
         do {
-            report = try mergeInBatches(importing: file) { each in summary = try reader.forEachOperation(each) }
+            report = try mergeInBatches { each in summary = try reader.forEachOperation(each) }
+            summary?.sha256 = file.sha256
         } catch let error as BundleError {
             throw ExchangeError(.invalidInput, "\(path): \(error)")
         } catch let error as StoreError where error.code == .invalidInput {
@@ -88,8 +96,14 @@ extension ConcordStore {
     public static func bundleReader(
         at path: String, key: SyncKey?, requireEncrypted: Bool = false
     ) throws -> BundleReader<BundleSource<FileSource>> {
+        try bundleReader(try FileSource(path: path), path: path, key: key, requireEncrypted: requireEncrypted)
+    }
+
+    private static func bundleReader(
+        _ file: FileSource, path: String, key: SyncKey?, requireEncrypted: Bool
+    ) throws -> BundleReader<BundleSource<FileSource>> {
         do {
-            let source = try BundleSource(try FileSource(path: path), key: key)
+            let source = try BundleSource(file, key: key)
             if requireEncrypted, !source.isEncrypted {
                 throw ExchangeError(.invalidInput, "\(path): a plain bundle; this store has a sync key, and takes only bundles encrypted with it from a shared folder")
             }

@@ -1,5 +1,6 @@
 import ConcordCore
 import ConcordStore
+import Crypto
 import Foundation
 
 /// What a file holds, told from its first bytes (never from its name).
@@ -38,14 +39,16 @@ public enum FileKind: Sendable {
     }
 }
 
-/// A byte source over a file, read in bounded chunks.
+/// A byte source over a file, read in bounded chunks, optionally hashing what it reads.
 public final class FileSource: ByteSource {
     private let handle: FileHandle
+    private var hasher: SHA256?
 
     /// The file is first identified through SQLite's file layer (SPEC.md §9): a store, or a side
     /// file of one, given as a bundle is refused before this opens it, since this process may have
     /// it open; so is anything but a regular file (a FIFO would block the read forever).
-    public init(path: String) throws(ExchangeError) {
+    /// - Parameter hashing: keep a SHA-256 of the bytes read, for `sha256`.
+    public init(path: String, hashing: Bool = false) throws(ExchangeError) {
         if try FileKind.input(at: path) == .store {
             throw ExchangeError(.invalidInput, "\(path) is a Concord store, not a bundle")
         }
@@ -53,6 +56,20 @@ public final class FileSource: ByteSource {
             throw ExchangeError(.io, "cannot read \(path)")
         }
         self.handle = handle
+        hasher = hashing ? SHA256() : nil
+    }
+
+    /// The SHA-256 of every byte read so far (of the whole file, once a read returned nothing),
+    /// if the source was made `hashing`.
+    public var sha256: [UInt8]? {
+        hasher.map { Array($0.finalize()) }
+    }
+
+    /// The SHA-256 of the whole file at `path`, read through a `FileSource`.
+    public static func sha256(of path: String) throws -> [UInt8] {
+        let source = try FileSource(path: path, hashing: true)
+        while try !source.read(maxCount: 1 << 20).isEmpty {}
+        return source.sha256!
     }
 
     deinit {
@@ -60,8 +77,25 @@ public final class FileSource: ByteSource {
     }
 
     public func read(maxCount: Int) throws -> [UInt8] {
-        [UInt8](try handle.read(upToCount: min(maxCount, 1 << 20)) ?? Data())
+        let bytes = [UInt8](try handle.read(upToCount: min(maxCount, 1 << 20)) ?? Data())
+        hasher?.update(data: bytes)
+        return bytes
     }
+}
+
+/// What `stat` says of a file that changes whenever its contents may have: device, inode, size,
+/// and the times of its last modification and status change, in nanoseconds. A write or a
+/// replacement changes the inode or the status-change time, which no program can set back
+/// (SPEC.md §14). Nil if there is no such file.
+func fileIdentity(of path: String) -> String? {
+    var status = stat()
+    guard stat(path, &status) == 0 else { return nil }
+    #if canImport(Darwin)
+    let (modified, changed) = (status.st_mtimespec, status.st_ctimespec)
+    #else
+    let (modified, changed) = (status.st_mtim, status.st_ctim)
+    #endif
+    return "\(status.st_dev) \(status.st_ino) \(status.st_size) \(modified.tv_sec).\(modified.tv_nsec) \(changed.tv_sec).\(changed.tv_nsec)"
 }
 
 /// Writes a file whole or not at all: into a temporary file beside it, flushed to disk, then

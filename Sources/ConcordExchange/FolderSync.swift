@@ -36,7 +36,8 @@ public final class FolderSync {
         directory = (self.folder as NSString).appendingPathComponent("concord-v\(Self.layoutVersion)")
     }
 
-    /// One sync, both ways.
+    /// One sync, both ways: import what is new, publish what the folder lacks, coalesce, forget
+    /// (SPEC.md §14).
     @discardableResult
     public func sync(progress: ((SyncProgress) -> Void)? = nil) throws -> FolderSyncReport {
         // A copy would publish files under its original's name, and coalesce the original's away.
@@ -46,26 +47,97 @@ public final class FolderSync {
         var report = FolderSyncReport()
         try prepareDirectory(&report)
         let key = try store.syncKey()
-        var listing = try list(&report)
-        var recorded = try store.importedFiles(in: folder)
+        let recorded = try store.importedFiles(in: folder)
+        var state = State(listing: try list(&report), recorded: recorded, key: key)
+        state.formerlyHeld = state.holdsOfCounted(recorded.values)
+        try importNewFiles(&state, &report, progress)
+        try publishWhatIsMissing(&state, &report, progress)
+        try coalesceIfNeeded(&state, &report, progress)
+        // Records of files gone (coalesced, removed, lost) or no longer what was read are dropped.
+        try store.forgetImportedFiles(in: folder, keeping: Set(state.listing.bundles.map(\.name)).intersection(state.recorded.keys))
+        return report
+    }
 
-        // Import what this store has not imported yet, oldest serial first.
-        let pending = listing.bundles.filter { recorded[$0.name]?.size != $0.size }
+    /// What a sync knows of the folder as it goes.
+    struct State {
+        var listing: Listing
+        /// The files recorded as imported or published, by name; a file whose contents are no
+        /// longer those recorded is dropped from here.
+        var recorded: [String: ImportedFile]
+        let key: SyncKey?
+        /// What the files this store had recorded when the sync began held: what the folder
+        /// held, or should have, as far as this store knew.
+        var formerlyHeld = SeqRanges()
+        /// The id of `key`: only files sealed with it count (or plain ones, without a key).
+        var keyID: [UInt8]? { key.map { EncryptedBundleFormat.keyIDBytes(of: $0) } }
+
+        func holdsOfCounted(_ files: some Sequence<ImportedFile>) -> SeqRanges {
+            var union = SeqRanges()
+            for file in files where file.keyID == keyID { union.formUnion(file.holds) }
+            return union
+        }
+
+        /// The recorded files in the folder that the replicas sharing this store's key can read.
+        var counted: [ListedFile] {
+            listing.bundles.filter { file in recorded[file.name].map { $0.keyID == keyID } ?? false }
+        }
+
+        /// The operations the folder holds, as far as this store can tell: those of its counted files.
+        var covered: SeqRanges {
+            holdsOfCounted(counted.map { recorded[$0.name]! })
+        }
+    }
+
+    // MARK: 1. Import
+
+    /// Imports every file whose contents this store has not read, oldest serial first. A file
+    /// recorded before is read again only if `stat` says it changed and its SHA-256 differs.
+    private func importNewFiles(_ state: inout State, _ report: inout FolderSyncReport, _ progress: ((SyncProgress) -> Void)?) throws {
+        var pending: [ListedFile] = []
+        var seenAgain: [ImportedFile] = []
+        for file in state.listing.bundles {
+            guard var known = state.recorded[file.name] else {
+                pending.append(file)
+                continue
+            }
+            guard known.identity != file.identity else { continue }
+            // Touched, copied or replaced since it was read: the same file only if the same bytes.
+            if let hash = try? FileSource.sha256(of: path(of: file)), hash == known.sha256 {
+                known.identity = file.identity
+                state.recorded[file.name] = known
+                seenAgain.append(known)
+            } else {
+                state.recorded[file.name] = nil
+                pending.append(file)
+            }
+        }
+        if !seenAgain.isEmpty { try store.recordImported(seenAgain) }
+
         for (index, file) in pending.enumerated() {
             progress?(.importing(file: index + 1, of: pending.count, name: file.name))
-            let path = (directory as NSString).appendingPathComponent(file.name)
+            let path = path(of: file)
             do {
-                guard let manifest = try Self.manifest(at: path, key: key, requireEncrypted: key != nil) else {
+                guard file.size > 0 else {
                     report.warn("skipping \(file.name): empty file (still being written?)")
                     continue
                 }
-                let imported = ImportedFile(folder: folder, name: file.name, size: file.size, top: manifest.top)
-                let (merge, summary) = try store.mergeBundle(at: path, importing: imported, requireEncrypted: key != nil)
-                recorded[file.name] = imported
+                let (merge, summary) = try store.mergeBundle(at: path, requireEncrypted: state.key != nil)
+                let imported = ImportedFile(
+                    folder: folder, name: file.name, identity: file.identity, sha256: summary.sha256!,
+                    keyID: state.key == nil ? nil : state.keyID, holds: summary.holds)
+                // Recorded after the merge: a crash between the two means the file is read again
+                // and its operations found held.
+                try store.recordImported([imported])
+                state.recorded[file.name] = imported
                 report.importedFiles += 1
                 report.importedOperations += merge.newOperationCount
                 report.farFutureTimestamp = merge.farFutureTimestamp ?? report.farFutureTimestamp
-                _ = summary
+            } catch let error as StoreError where error.code == .clash {
+                // Two stores under one replica id (a copy, or a forged file): this store keeps the
+                // operation it holds, and publishes as usual (SPEC.md §9.1, §14).
+                let id = (error.underlying as? OperationClash)?.id
+                report.warn(
+                    "skipping \(file.name): it holds another operation under replica \(id.map { "\($0.replica)" } ?? "?")'s seq \(id.map { "\($0.seq)" } ?? "?") than this store holds: two stores share that replica id (one is a copy of the other, see 'syncctl init --fork') or the file was forged; this store keeps its own")
             } catch let error as StoreError where error.code != .invalidInput {
                 throw error  // the store failed (disk full, read-only, locked): stop, nothing half-done
             } catch {
@@ -75,47 +147,108 @@ public final class FolderSync {
                 report.warn("skipping \(file.name): \(Self.reason(error, path: path))")
             }
         }
+    }
 
-        // Publish what the folder lacks: every operation above what the folder's files cover. With
-        // a key, only files sealed with it count: replicas that hold the key read no others.
-        var covered = VersionVector()
-        for file in listing.bundles {
-            guard let known = recorded[file.name], readable(file, key: key) else { continue }
-            covered.merge(known.top)
-        }
+    // MARK: 2. Publish
+
+    /// Publishes every operation this store holds (below no gap) that no counted file holds: new
+    /// ones, and those of files lost, restored to older versions, skipped or unreadable.
+    private func publishWhatIsMissing(_ state: inout State, _ report: inout FolderSyncReport, _ progress: ((SyncProgress) -> Void)?) throws {
         let mine = try store.versionVector()
-        if mine.entries.contains(where: { $0.value > covered[$0.key] }) {
-            // Files are named after the replica: not under an id another process has just
-            // replaced (`init --fork`, SPEC.md §9.1) since this sync began.
-            try store.ensureNotCopied()
-            progress?(.publishing)
-            // Another process of this replica may publish at the same moment: a file is never
-            // replaced, and a clash moves on to the next serial.
-            var summary: BundleSummary?
-            var name = nextName(listing)
-            for _ in 0..<100 where summary == nil {
-                name = nextName(listing)
-                do {
-                    summary = try store.exportBundle(
-                        to: (directory as NSString).appendingPathComponent(name), since: covered, contiguousOnly: true,
-                        exclusive: true, temporaryName: temporaryName(for: name), encryptingWith: key)
-                } catch let error as ExchangeError where error.code == .exists {
-                    listing.nextSerial += 1
-                }
+        let covered = state.covered
+        var base: [ReplicaID: UInt64] = [:]
+        var missing = 0
+        var lost = 0
+        for (replica, seq) in mine.entries {
+            let gaps = covered.missing(of: replica, through: seq)
+            base[replica] = (gaps.first?.lowerBound ?? seq + 1) - 1
+            for gap in gaps {
+                missing += Int(gap.count)
+                lost += Int(state.formerlyHeld.count(of: replica, in: gap))
             }
-            guard let summary else { throw ExchangeError(.io, "cannot find a free file name in \(directory)") }
-            let file = ImportedFile(folder: folder, name: name, size: Int64(summary.bytes), top: summary.manifest.top)
-            try store.recordImported([file])
-            recorded[name] = file
-            listing.bundles.append(ListedFile(name: name, size: file.size, publisher: store.replicaID, serial: listing.nextSerial))
-            listing.nextSerial += 1
-            report.publishedFile = name
-            report.publishedOperations = summary.operations
         }
+        guard missing > 0 else { return }
+        progress?(.publishing)
+        let (name, summary) = try publish(since: VersionVector(base), &state)
+        report.publishedFile = name
+        report.publishedOperations = summary.operations
+        report.republishedOperations = lost
+    }
 
-        try coalesceIfNeeded(&listing, &recorded, &report, key: key, progress)
-        try store.forgetImportedFiles(in: folder, keeping: Set(listing.bundles.map(\.name)))
-        return report
+    /// Writes one bundle of every operation held above `since` (and below no gap) under this
+    /// replica's next free serial, and records it as this replica's own.
+    private func publish(since: VersionVector, _ state: inout State) throws -> (String, BundleSummary) {
+        // Files are named after the replica: not under an id another process has just replaced
+        // (`init --fork`, SPEC.md §9.1) since this sync began.
+        try store.ensureNotCopied()
+        var serial = try firstFreeSerial(state)
+        while true {
+            let name = Self.name(of: store.replicaID, serial: serial)
+            do {
+                let summary = try store.exportBundle(
+                    to: (directory as NSString).appendingPathComponent(name), since: since, contiguousOnly: true,
+                    exclusive: true, temporaryName: temporaryName(for: name), encryptingWith: state.key)
+                // Its identity is left unknown: it changes as the file is linked into place, and
+                // the next sync checks the file by its hash once (SPEC.md §14).
+                let file = ImportedFile(
+                    folder: folder, name: name, identity: "", sha256: summary.sha256!, keyID: state.keyID, holds: summary.holds)
+                try store.recordImported([file], publishedSerial: serial)
+                state.recorded[name] = file
+                state.listing.add(ListedFile(name: name, size: Int64(summary.bytes), identity: "", publisher: store.replicaID, serial: serial))
+                return (name, summary)
+            } catch let error as ExchangeError where error.code == .exists {
+                // Another process of this replica published under this name at the same moment,
+                // or someone put a file there since the listing: never replaced, passed over.
+                serial = try nextSerial(after: serial)
+            }
+        }
+    }
+
+    /// The serial of this replica's next file: above every serial it published in this folder
+    /// (kept by the store, so no file of someone else's moves it), passing over names taken.
+    private func firstFreeSerial(_ state: State) throws -> Int {
+        var last = try store.lastPublishedSerial(in: folder)
+        for file in state.listing.bundles where file.publisher == store.replicaID && state.recorded[file.name] != nil {
+            last = max(last, file.serial)
+        }
+        var serial = try nextSerial(after: last)
+        while state.listing.names.contains(Self.name(of: store.replicaID, serial: serial)) { serial = try nextSerial(after: serial) }
+        return serial
+    }
+
+    private func nextSerial(after serial: Int) throws -> Int {
+        // Unreachable in practice: a serial grows by one per file this replica publishes.
+        guard serial < Self.maxSerial else {
+            throw ExchangeError(.folder, "replica \(store.replicaID) has used every serial of the shared folder \(folder); sync through a new folder")
+        }
+        return serial + 1
+    }
+
+    // MARK: 3. Coalesce
+
+    /// When this replica has more than `coalesceThreshold` counted files of its own, writes one
+    /// file holding all they held (and all the folder lacks), then deletes them.
+    private func coalesceIfNeeded(_ state: inout State, _ report: inout FolderSyncReport, _ progress: ((SyncProgress) -> Void)?) throws {
+        let own = state.counted.filter { $0.publisher == store.replicaID }
+        guard own.count > coalesceThreshold else { return }
+        progress?(.coalescing(files: own.count))
+        var held = SeqRanges()
+        for file in own { held.formUnion(state.recorded[file.name]!.holds) }
+        let mine = try store.versionVector()
+        let covered = state.covered
+        var base: [ReplicaID: UInt64] = [:]
+        for (replica, seq) in mine.entries {
+            let starts = [held.ranges(of: replica).first?.lowerBound, covered.missing(of: replica, through: seq).first?.lowerBound]
+            base[replica] = (starts.compactMap { $0 }.min() ?? seq + 1) - 1
+        }
+        let (name, _) = try publish(since: VersionVector(base), &state)
+        for old in own {
+            unlink(path(of: old))
+            state.recorded[old.name] = nil
+        }
+        syncDirectory(of: (directory as NSString).appendingPathComponent(name))
+        state.listing.bundles.removeAll { old in own.contains { $0.name == old.name } }
+        report.coalescedFiles = own.count
     }
 
     /// Syncs now and then every `interval` until `shouldStop` says so (checked every 100 ms),
@@ -177,8 +310,8 @@ public final class FolderSync {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
         var parts = [try store.versionVector().description]
         for name in names.sorted() {
-            let size = (try? FileManager.default.attributesOfItem(atPath: (directory as NSString).appendingPathComponent(name))[.size] as? Int) ?? -1
-            parts.append("\(name):\(size)")
+            // Its identity, not its size: a file replaced by one of the same size is a change.
+            parts.append("\(name):\(fileIdentity(of: (directory as NSString).appendingPathComponent(name)) ?? "gone")")
         }
         return parts.joined(separator: "\n")
     }
@@ -188,13 +321,26 @@ public final class FolderSync {
     struct ListedFile {
         var name: String
         var size: Int64
+        /// `fileIdentity(of:)` when it was listed.
+        var identity: String
         var publisher: ReplicaID
         var serial: Int
     }
 
     struct Listing {
+        /// The bundle files, by serial.
         var bundles: [ListedFile] = []
-        var nextSerial = 1
+        /// Every name in the directory, bundle or not: a name taken.
+        var names: Set<String> = []
+
+        mutating func add(_ file: ListedFile) {
+            bundles.append(file)
+            names.insert(file.name)
+        }
+    }
+
+    private func path(of file: ListedFile) -> String {
+        (directory as NSString).appendingPathComponent(file.name)
     }
 
     private func prepareDirectory(_ report: inout FolderSyncReport) throws {
@@ -214,10 +360,9 @@ public final class FolderSync {
             report.warn("the shared folder also holds layout version \(newest), which this build ignores; upgrade Concord")
         }
         if !FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory) {
-            do {
-                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
-            } catch {
-                throw ExchangeError(.folder, "cannot create \(directory): \(error.localizedDescription)")
+            // mkdir(2), for the system's reason: SPEC.md §12's "cannot write in DIR (REASON)".
+            guard mkdir(directory, 0o777) == 0 || errno == EEXIST else {
+                throw ExchangeError(.folder, "cannot write in \(folder) (\(String(cString: strerror(errno))))")
             }
         } else if !isDirectory.boolValue {
             throw ExchangeError(.folder, "\(directory) is not a directory")
@@ -232,6 +377,7 @@ public final class FolderSync {
             throw ExchangeError(.folder, "cannot list the shared folder \(directory): \(error.localizedDescription)")
         }
         var listing = Listing()
+        listing.names = Set(names)
         for name in names.sorted() {
             let path = (directory as NSString).appendingPathComponent(name)
             if let writer = Self.temporaryFileWriter(name) {
@@ -260,14 +406,12 @@ public final class FolderSync {
                 report.warn("skipping \(Self.shown(name)): a directory, not a file")
                 continue
             }
-            guard let attributes = try? FileManager.default.attributesOfItem(atPath: path),
-                  let size = (attributes[.size] as? NSNumber)?.int64Value
-            else {
-                report.warn("skipping \(Self.shown(name)): cannot read it")
+            guard let identity = fileIdentity(of: path), let size = Int64(identity.split(separator: " ")[2]) else { continue }
+            guard access(path, R_OK) == 0 else {
+                report.warn("skipping \(Self.shown(name)): cannot read it (\(String(cString: strerror(errno))))")
                 continue
             }
-            listing.bundles.append(ListedFile(name: name, size: size, publisher: publisher, serial: serial))
-            if publisher == store.replicaID { listing.nextSerial = max(listing.nextSerial, serial + 1) }
+            listing.bundles.append(ListedFile(name: name, size: size, identity: identity, publisher: publisher, serial: serial))
         }
         listing.bundles.sort { ($0.serial, $0.name) < ($1.serial, $1.name) }
         return listing
@@ -301,32 +445,17 @@ public final class FolderSync {
         return (replica, serial)
     }
 
-    private func nextName(_ listing: Listing) -> String {
-        let serial = String(listing.nextSerial)
-        return store.replicaID.hex + "-" + String(repeating: "0", count: max(0, 10 - serial.count)) + serial + Self.fileExtension
+    /// The highest serial a name of layout 1 can hold (10 digits).
+    static let maxSerial = 9_999_999_999
+
+    /// `<replica id>-<serial, 10 digits>.cbundle`
+    static func name(of replica: ReplicaID, serial: Int) -> String {
+        let digits = String(serial)
+        return replica.hex + "-" + String(repeating: "0", count: max(0, 10 - digits.count)) + digits + fileExtension
     }
 
     private func temporaryName(for name: String) -> String {
         ".\(name.dropLast(Self.fileExtension.count)).tmp-\(String(store.environment.random() & 0xFFFF_FFFF, radix: 16))"
-    }
-
-    /// The manifest of the bundle at `path`, plain or encrypted with `key`, or nil for an empty file.
-    static func manifest(at path: String, key: SyncKey?, requireEncrypted: Bool = false) throws -> BundleManifest? {
-        let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.intValue
-        guard size != 0 else { return nil }
-        var reader = try ConcordStore.bundleReader(at: path, key: key, requireEncrypted: requireEncrypted)
-        return try reader.readManifest()
-    }
-
-    /// Whether the replicas that share this store's key (or, without a key, those without one) can
-    /// read the file: sealed with the key, or plain when there is no key. Read from the header only.
-    private func readable(_ file: ListedFile, key: SyncKey?) -> Bool {
-        guard let key else { return true }
-        let path = (directory as NSString).appendingPathComponent(file.name)
-        // Through SQLite's file layer, as every first look at a file (SPEC.md §9).
-        guard let head = try? StoreFile.head(of: path, count: 18) else { return false }
-        return head.count == 18 && head.starts(with: EncryptedBundleFormat.magic)
-            && Array(head[10..<18]) == EncryptedBundleFormat.keyIDBytes(of: key)
     }
 
     /// Why a file was skipped, in a few words.
@@ -340,69 +469,6 @@ public final class FolderSync {
         }
         if text.hasSuffix(BundleError.truncated.description) { return "incomplete (still being written?); it is imported once whole" }
         return text.hasPrefix(path + ": ") ? String(text.dropFirst(path.count + 2)) : text
-    }
-
-    // MARK: Coalescing
-
-    /// Writes the operations of the bundles at `paths`, in order, as one bundle (sealed with `key`
-    /// when there is one).
-    private static func concatenate(_ paths: [String], manifest: BundleManifest, key: SyncKey?, into output: AtomicFile) throws -> BundleSummary {
-        let sealer = try key.map { key in try BundleSealer(key: key) { bytes in try output.write(bytes) } }
-        var writer = try BundleWriter(manifest: manifest) { bytes in
-            if let sealer { try sealer.write(bytes) } else { try output.write(bytes) }
-        }
-        for path in paths {
-            var reader = try ConcordStore.bundleReader(at: path, key: key)
-            try reader.forEachOperation { operation in try writer.append(operation) }
-        }
-        var summary = try writer.finish()
-        if let sealer {
-            try sealer.finish()
-            summary.bytes = sealer.bytesWritten
-        }
-        return summary
-    }
-
-    /// Merges this replica's own files into one when there are too many, deleting the old ones
-    /// only once the new one is durable.
-    private func coalesceIfNeeded(
-        _ listing: inout Listing, _ recorded: inout [String: ImportedFile], _ report: inout FolderSyncReport,
-        key: SyncKey?, _ progress: ((SyncProgress) -> Void)?
-    ) throws {
-        // With a key, files of this replica from before it had the key (plain) are left as they are.
-        let own = listing.bundles.filter { $0.publisher == store.replicaID && recorded[$0.name] != nil && readable($0, key: key) }
-        guard own.count > coalesceThreshold else { return }
-        progress?(.coalescing(files: own.count))
-        var top = VersionVector()
-        for file in own { top.merge(recorded[file.name]!.top) }
-        let name = nextName(listing)
-        let path = (directory as NSString).appendingPathComponent(name)
-        let output = try AtomicFile(path: path, temporaryName: temporaryName(for: name))
-        let summary: BundleSummary
-        do {
-            let paths = own.map { (directory as NSString).appendingPathComponent($0.name) }
-            var first = try ConcordStore.bundleReader(at: paths[0], key: key)
-            let manifest = BundleManifest(
-                publisher: store.replicaID, createdMillis: store.environment.wallClock(), base: try first.readManifest().base, top: top)
-            summary = try Self.concatenate(paths, manifest: manifest, key: key, into: output)
-            try output.commit(exclusive: true)
-        } catch {
-            output.abandon()
-            report.warn("could not merge this replica's \(own.count) files into one (\(error)); will try again")
-            return
-        }
-        let file = ImportedFile(folder: folder, name: name, size: Int64(summary.bytes), top: top)
-        try store.recordImported([file])
-        recorded[name] = file
-        for old in own {
-            unlink((directory as NSString).appendingPathComponent(old.name))
-            recorded[old.name] = nil
-        }
-        syncDirectory(of: path)
-        listing.bundles.removeAll { old in own.contains { $0.name == old.name } }
-        listing.bundles.append(ListedFile(name: name, size: file.size, publisher: store.replicaID, serial: listing.nextSerial))
-        listing.nextSerial += 1
-        report.coalescedFiles = own.count
     }
 }
 
@@ -419,6 +485,9 @@ public struct FolderSyncReport: Hashable, Sendable {
     public var importedOperations = 0
     public var publishedFile: String?
     public var publishedOperations = 0
+    /// How many of the operations published the folder had held once, or should have, and no
+    /// longer does: its files were lost, restored to older versions, replaced or skipped.
+    public var republishedOperations = 0
     public var coalescedFiles = 0
     /// One line per file skipped or cleaned up.
     public var warnings: [String] = []
@@ -435,7 +504,8 @@ public struct FolderSyncReport: Hashable, Sendable {
             parts.append("imported \(importedOperations) operation\(importedOperations == 1 ? "" : "s") from \(importedFiles) file\(importedFiles == 1 ? "" : "s")")
         }
         if let publishedFile {
-            parts.append("published \(publishedOperations) operation\(publishedOperations == 1 ? "" : "s") as \(publishedFile)")
+            let lost = republishedOperations > 0 ? " (\(republishedOperations) of them the folder had lost)" : ""
+            parts.append("published \(publishedOperations) operation\(publishedOperations == 1 ? "" : "s") as \(publishedFile)\(lost)")
         }
         if coalescedFiles > 0 { parts.append("merged \(coalescedFiles) of this replica's files into one") }
         return parts.isEmpty ? "up to date" : parts.joined(separator: "; ")

@@ -33,6 +33,8 @@ public enum OperationsBlock {
         private var runLeft: UInt64 = 0
         /// The operations returned so far.
         public private(set) var operations = 0
+        /// The ids of the runs opened so far (all of the block's, once `next()` returned nil).
+        public private(set) var ids = SeqRanges()
 
         public init(_ payload: [UInt8], maxOperations: Int = .max) throws(DecodeError) {
             reader = ByteReader(payload)
@@ -88,6 +90,7 @@ public enum OperationsBlock {
             runReader = ByteReader(bytes)
             runDecoder = OperationCodec.RunDecoder(author: replicas[Int(author)], firstSeq: firstSeq)
             runLeft = count
+            ids.insert(firstSeq...firstSeq + (count - 1), of: replicas[Int(author)])
         }
     }
 

@@ -77,16 +77,12 @@ extension ConcordStore {
     }
 
     /// Merges the operations `produce` passes to its argument, in one transaction. If `produce`
-    /// throws, nothing is applied. With `importing`, the file the operations came from is recorded
-    /// as imported from its shared folder in the same transaction.
+    /// throws, nothing is applied.
     @discardableResult
-    public func merge(
-        importing file: ImportedFile? = nil, _ produce: (_ ingest: (Op) throws -> Void) throws -> Void
-    ) throws(StoreError) -> MergeReport {
+    public func merge(_ produce: (_ ingest: (Op) throws -> Void) throws -> Void) throws(StoreError) -> MergeReport {
         try finishPendingMerge()
         return try merging { context, report in
             try produce { operation in try Self.ingest(operation, &context, &report) }
-            if let file { try Self.record(file, context.db) }
         }
     }
 
@@ -98,20 +94,17 @@ extension ConcordStore {
     /// written once however its operations are spread over the input. If `next` throws, what the
     /// committed batches logged is applied before the error is passed on; if the process dies,
     /// the next merge (or `finishPendingMerge`) applies it. So give `next` input already verified
-    /// (see `mergeBundle`). With `importing`, the file is recorded as imported in the transaction
-    /// of the last batch that logs.
+    /// (see `mergeBundle`).
     ///
     /// `next` is called outside any transaction for the first operation of each batch, and
     /// inside the batch's transaction for the others. Memory is bounded by one batch's records and
     /// one run of sorted operations (`MergeBatch.sortRun`); more go through a temporary file.
     @discardableResult
-    public func mergeInBatches(
-        importing file: ImportedFile? = nil, _ next: () throws -> Op?
-    ) throws(StoreError) -> MergeReport {
+    public func mergeInBatches(_ next: () throws -> Op?) throws(StoreError) -> MergeReport {
         try finishPendingMerge()
         let report: MergeReport
         do {
-            report = try logInBatches(importing: file, next).report
+            report = try logInBatches(next).report
         } catch {
             _ = try? finishPendingMerge()
             throw error
@@ -126,14 +119,12 @@ extension ConcordStore {
     /// record (in memory, or in a temporary file beside the store). Then, if they are no more than
     /// one batch of operations (`StoreEnvironment.mergeBatch`), they are logged and applied in one
     /// transaction (to at most a batch of records; further batches apply the rest); if more, they
-    /// are logged and applied in batches as by `mergeInBatches(importing:_:)` (SPEC.md §5.6).
+    /// are logged and applied in batches as by `mergeInBatches(_:)` (SPEC.md §5.6).
     /// Either way each record is read and written
     /// once, in record order, and the input is read once: it cannot change between its check and
-    /// its merge. With `importing`, the file is recorded as imported with the last operation logged.
+    /// its merge.
     @discardableResult
-    public func mergeInBatches(
-        importing file: ImportedFile? = nil, reading read: (_ each: (Op) throws -> Void) throws -> Void
-    ) throws -> MergeReport {
+    public func mergeInBatches(reading read: (_ each: (Op) throws -> Void) throws -> Void) throws -> MergeReport {
         try finishPendingMerge()
         // What the store holds already is logged (each is compared with the one held), not applied again.
         let held = try versionVector()
@@ -155,13 +146,13 @@ extension ConcordStore {
         }
         let kept = try guarded { try sorter.finish() }
         if kept.count <= environment.mergeBatch.operations,
-           let report = try mergeInOneTransaction(kept, covered: covered, importing: file) {
+           let report = try mergeInOneTransaction(kept, covered: covered) {
             return report
         }
         var added = kept.addedOrder()
         let logged: (report: MergeReport, rows: [PendingRow])
         do {
-            logged = try logInBatches(importing: file, { try added.nextKept() }, ingest: Self.ingest)
+            logged = try logInBatches({ try added.nextKept() }, ingest: Self.ingest)
         } catch {
             _ = try? finishPendingMerge()
             throw error
@@ -186,7 +177,7 @@ extension ConcordStore {
     /// another process since `covered` was counted, which may not have applied them yet): then
     /// they are merged in batches, which apply what is pending from the log.
     private func mergeInOneTransaction(
-        _ kept: OperationSorter.Finished, covered: Int, importing file: ImportedFile?
+        _ kept: OperationSorter.Finished, covered: Int
     ) throws(StoreError) -> MergeReport? {
         struct HeldAfterAll: Error {}
         let states = FoldedRecords(kept, environment.mergeBatch)
@@ -201,7 +192,6 @@ extension ConcordStore {
                 context.listsPendingRows = true
                 var added = kept.addedOrder()
                 while let operation = try added.nextKept() { try Self.ingest(operation, &context, &report) }
-                if let file { try Self.record(file, context.db) }
                 guard report.duplicates == covered else { throw HeldAfterAll() }
                 try context.flush()
                 rows = context.pendingRows
@@ -221,10 +211,8 @@ extension ConcordStore {
 
     /// The first half of `mergeInBatches`: logs the operations `next` returns in batches (see
     /// the next function).
-    func logInBatches(
-        importing file: ImportedFile? = nil, _ next: () throws -> Op?
-    ) throws(StoreError) -> (report: MergeReport, rows: [PendingRow]) {
-        try logInBatches(importing: file, next, ingest: Self.ingest)
+    func logInBatches(_ next: () throws -> Op?) throws(StoreError) -> (report: MergeReport, rows: [PendingRow]) {
+        try logInBatches(next, ingest: Self.ingest)
     }
 
     /// The first half of `mergeInBatches`: logs the operations in batches of
@@ -232,7 +220,7 @@ extension ConcordStore {
     /// pending (SPEC.md §5.6), for `finishPendingMerge` to apply. `ingest` logs one operation,
     /// decoded (`Op`) or kept encoded (`KeptOperation`).
     func logInBatches<Operation>(
-        importing file: ImportedFile? = nil, _ next: () throws -> Operation?,
+        _ next: () throws -> Operation?,
         ingest: (Operation, inout WriteContext, inout MergeReport) throws -> Void
     ) throws(StoreError) -> (report: MergeReport, rows: [PendingRow]) {
         let limits = environment.mergeBatch
@@ -258,7 +246,6 @@ extension ConcordStore {
                     operation = try next()
                     finished = operation == nil
                 }
-                if finished, let file { try Self.record(file, context.db) }
                 try context.flush()
                 rows += context.pendingRows
             }
@@ -269,10 +256,6 @@ extension ConcordStore {
                 first = try next()
             } catch {
                 throw StoreError.wrap(error, path: path)
-            }
-            if first == nil, let file {
-                // The last batch ended just as the operations did.
-                _ = try merging { context, _ in try Self.record(file, context.db) }
             }
         } while first != nil
         return (report, rows)
@@ -337,7 +320,8 @@ extension ConcordStore {
     private static func clash(_ id: OperationID) -> StoreError {
         StoreError(
             .clash,
-            "replica \(id.replica) has two different operations with seq \(id.seq), here and in what is being merged: one of the two stores is a copy of the other; run 'syncctl init --fork' on the copy (nothing of this batch was merged)")
+            "replica \(id.replica) has two different operations with seq \(id.seq), here and in what is being merged: one of the two stores is a copy of the other; run 'syncctl init --fork' on the copy (nothing of this batch was merged)",
+            underlying: OperationClash(id: id))
     }
 
     // MARK: Conveniences over `perform`

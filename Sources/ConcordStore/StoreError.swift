@@ -4,6 +4,12 @@ import GRDB
 /// An error of input from outside (a damaged bundle, a hostile peer) that a merge refused.
 public protocol InvalidInputError: Error, CustomStringConvertible {}
 
+/// The operation of a clash (`StoreError.Code.clash`): the store holds a different operation
+/// under the same id. It is the `underlying` error of the store error that reports the clash.
+public struct OperationClash: Error, Hashable, Sendable {
+    public var id: OperationID
+}
+
 /// An error a store reports: a code to branch on and a message that says what went wrong and,
 /// where there is one, what to do about it.
 public struct StoreError: Error, Hashable, CustomStringConvertible {

@@ -5,7 +5,7 @@ enum StoreSchema {
     /// `PRAGMA application_id`: "Conc".
     static let applicationID: Int32 = 0x436F_6E63
     /// `PRAGMA user_version`: the newest schema this build writes and reads.
-    static let version = 3
+    static let version = 4
 
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
@@ -90,6 +90,37 @@ enum StoreSchema {
                 ) WITHOUT ROWID;
 
                 PRAGMA user_version = 3;
+                """)
+        }
+        migrator.registerMigration("v4 shared-folder files known by content") { db in
+            // The old records knew a file by (name, size) and trusted its manifest's top. The new
+            // ones know it by content and record what it holds; every file is read once more
+            // (finding its operations held) to fill them in. The highest serial this replica
+            // published in each folder is kept (SPEC.md §14).
+            try db.execute(sql: """
+                CREATE TABLE folder_serials (
+                    folder TEXT NOT NULL,
+                    replica BLOB NOT NULL CHECK (length(replica) = 16),
+                    last INTEGER NOT NULL CHECK (last >= 0),
+                    PRIMARY KEY (folder, replica)
+                ) WITHOUT ROWID;
+                INSERT INTO folder_serials (folder, replica, last)
+                    SELECT folder, (SELECT value FROM meta WHERE key = 'replica_id'), MAX(CAST(substr(name, 34, 10) AS INTEGER))
+                    FROM folder_files
+                    WHERE length(name) = 51 AND substr(name, 1, 32) = (SELECT lower(hex(value)) FROM meta WHERE key = 'replica_id')
+                    GROUP BY folder;
+                DROP TABLE folder_files;
+                CREATE TABLE folder_files (
+                    folder TEXT NOT NULL,
+                    name TEXT NOT NULL,
+                    identity TEXT NOT NULL,
+                    sha256 BLOB NOT NULL CHECK (length(sha256) = 32),
+                    key_id BLOB CHECK (key_id IS NULL OR length(key_id) = 8),
+                    holds TEXT NOT NULL,
+                    PRIMARY KEY (folder, name)
+                ) WITHOUT ROWID;
+
+                PRAGMA user_version = 4;
                 """)
         }
         return migrator

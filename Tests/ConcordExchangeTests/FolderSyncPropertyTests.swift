@@ -176,3 +176,154 @@ struct FolderScript: Sendable, CustomStringConvertible {
         #expect(casesWithConcurrentAuthors * 3 >= totalCases, "only \(casesWithConcurrentAuthors) of \(totalCases) scripts had a record of several authors")
     }
 }
+
+/// Edits and syncs of three replicas, with a folder that loses files, gets old versions back and
+/// has files replaced by junk between the syncs (SPEC.md §14, liveness).
+struct DamagedFolderScript: Sendable, CustomStringConvertible {
+    enum Step: Sendable, CustomStringConvertible {
+        case script(FolderScript.Step)
+        /// Deletes the n-th file of the folder (modulo their count), in name order.
+        case lose(file: Int)
+        /// Puts back the n-th version of a file ever seen (modulo their count), under its name.
+        case restore(version: Int)
+        /// Rewrites the n-th file with junk of the same size.
+        case junk(file: Int)
+
+        var description: String {
+            switch self {
+            case let .script(step): step.description
+            case let .lose(file): "lose(\(file))"
+            case let .restore(version): "restore(\(version))"
+            case let .junk(file): "junk(\(file))"
+            }
+        }
+    }
+
+    var coalesceThreshold: Int
+    var steps: [Step]
+
+    /// Three replicas; a quarter of the steps damage the folder.
+    init(thresholdChoice: Int, raw: [Int]) {
+        coalesceThreshold = [1, 2, 32][thresholdChoice]
+        let plain = FolderScript(replicaCount: 3, thresholdChoice: thresholdChoice, raw: raw)
+        steps = zip(raw, plain.steps).map { value, step in
+            let damage = (value >> 24) % 16
+            let which = (value >> 28) % 64
+            switch damage {
+            case 0, 1: return .lose(file: which)
+            case 2: return .restore(version: which)
+            case 3: return .junk(file: which)
+            default: return .script(step)
+            }
+        }
+    }
+
+    var description: String {
+        "3 replicas, coalesce above \(coalesceThreshold): " + steps.map(\.description).joined(separator: "; ")
+    }
+}
+
+@Suite struct DamagedFolderPropertyTests {
+    /// Whatever files the folder loses, gets back in old versions or has replaced by junk, once
+    /// the damage stops and each replica has synced twice, all hold the same operations; a round
+    /// later nobody publishes; and a newcomer gets everything from the folder alone.
+    @Test func replicasConvergeWhateverTheFolderLoses() async throws {
+        var damagedCases = 0
+        var republishingCases = 0
+        var totalCases = 0
+        await propertyCheck(count: 120, input: Gen.int(in: 0...2), Gen.int(in: 0...(1 << 40)).array(of: 10...40)) { thresholdChoice, raw in
+            let script = DamagedFolderScript(thresholdChoice: thresholdChoice, raw: raw)
+            let directory = try TemporaryDirectory()
+            let folder = try directory.directory("shared")
+            let layout = folder + "/concord-v1"
+            let replicas = try (0..<3).map { index in
+                let replica = try Replica(in: directory, "r\(index)", seed: UInt64(1000 + index))
+                replica.coalesceThreshold = script.coalesceThreshold
+                return replica
+            }
+            var problems: [String] = []
+            var versions: [(name: String, bytes: [UInt8])] = []
+            var republished = 0
+            func files() -> [String] {
+                ((try? FileManager.default.contentsOfDirectory(atPath: layout)) ?? []).filter { !$0.hasPrefix(".") }.sorted()
+            }
+            func sync(_ index: Int, _ when: String) {
+                do {
+                    republished += try replicas[index].sync(folder).republishedOperations
+                } catch {
+                    problems.append("\(when): r\(index) sync failed: \(error)")
+                }
+                for name in files() {
+                    if let bytes = try? readBytes(layout + "/" + name), !versions.contains(where: { $0.name == name && $0.bytes == bytes }) {
+                        versions.append((name, bytes))
+                    }
+                }
+            }
+
+            var damaged = false
+            for (number, step) in script.steps.enumerated() {
+                switch step {
+                case let .script(.edit(replica, record, edit, parameter)):
+                    replicas[replica].clock.advance(1)
+                    if let unexpected = FolderSyncPropertyTests.apply(edit, record: record, parameter: parameter, on: replicas[replica].store).unexpected {
+                        problems.append("step \(number): \(unexpected)")
+                    }
+                case let .script(.sync(replica)):
+                    sync(replica, "step \(number)")
+                case let .script(.tick(replica, millis)):
+                    replicas[replica].clock.advance(millis)
+                case let .lose(file):
+                    let names = files()
+                    guard !names.isEmpty else { continue }
+                    try FileManager.default.removeItem(atPath: layout + "/" + names[file % names.count])
+                    damaged = true
+                case let .restore(version):
+                    guard !versions.isEmpty else { continue }
+                    let old = versions[version % versions.count]
+                    try? FileManager.default.removeItem(atPath: layout + "/" + old.name)
+                    try writeBytes(old.bytes, to: layout + "/" + old.name)
+                    damaged = true
+                case let .junk(file):
+                    let names = files()
+                    guard !names.isEmpty else { continue }
+                    let name = names[file % names.count]
+                    let size = try readBytes(layout + "/" + name).count
+                    try writeBytes(Array(repeating: 0x4A, count: size), to: layout + "/" + name)
+                    damaged = true
+                }
+            }
+            for round in 1...2 {
+                for index in replicas.indices { sync(index, "final round \(round)") }
+            }
+            #expect(problems.isEmpty, "\(problems)\nscript: \(script)")
+
+            let operations = Set(try replicas[0].store.allOperations().map(\.id))
+            let dump = try replicas[0].dump()
+            for replica in replicas.dropFirst() {
+                #expect(Set(try replica.store.allOperations().map(\.id)) == operations, "\(replica.name) holds other operations than r0\nscript: \(script)")
+                #expect(try replica.dump() == dump, "\(replica.name) differs from r0\nscript: \(script)")
+            }
+            for replica in replicas {
+                let own = try replica.store.allOperations().filter { $0.id.replica == replica.store.replicaID }.count
+                #expect(try replicas[0].store.versionVector()[replica.store.replicaID] == UInt64(own),
+                        "\(replica.name)'s own operations did not all travel\nscript: \(script)")
+            }
+            // A third round publishes nothing.
+            for (index, replica) in replicas.enumerated() {
+                let report = try replica.sync(folder)
+                #expect(report.publishedFile == nil && report.coalescedFiles == 0, "r\(index) published in a quiet round: \(report)\nscript: \(script)")
+            }
+            // The folder alone holds everything.
+            let newcomer = try Replica(in: directory, "newcomer", seed: 2000)
+            try newcomer.sync(folder)
+            #expect(try newcomer.dump() == dump, "a newcomer syncing the folder once differs\nscript: \(script)")
+
+            totalCases += 1
+            if damaged { damagedCases += 1 }
+            if republished > 0 { republishingCases += 1 }
+        }
+        // The generator must damage most folders, and often enough where it matters.
+        #expect(damagedCases * 2 >= totalCases, "only \(damagedCases) of \(totalCases) folders were damaged")
+        #expect(republishingCases * 4 >= totalCases, "only \(republishingCases) of \(totalCases) cases republished lost operations")
+    }
+}

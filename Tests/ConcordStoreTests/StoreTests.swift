@@ -342,25 +342,27 @@ import Testing
         #expect(try target.dump() == source.dump())
     }
 
-    /// The file a batched merge imports is recorded with its last batch, also when that batch
-    /// ended at its bound just as the operations did.
-    @Test(arguments: [7, 10, 30, 100])
-    func aBatchedMergeRecordsTheFileItImports(batch: Int) throws {
-        let source = try makeStore(seed: 1)
-        for index in 0..<10 { try source.addNote(NoteDraft(title: "n\(index)")) }
-        let operations = try source.allOperations()
-        #expect(operations.count == 30)
-        let target = try makeStore(seed: 2, mergeBatch: batch)
-        let file = ImportedFile(folder: "/shared", name: "a-1.cbundle", size: 123, top: try source.versionVector())
-        var next = operations.makeIterator()
-        let report = try target.mergeInBatches(importing: file) { next.next() }
-        #expect(report.newOperationCount == 30)
-        #expect(try target.importedFiles(in: "/shared") == ["a-1.cbundle": file])
-        #expect(try target.dump() == source.dump())
+    /// A folder's files are recorded whole (how they are known, what they hold), and the
+    /// highest serial this replica published there only grows (SPEC.md §9, §14).
+    @Test func filesOfASharedFolderAreRecorded() throws {
+        let store = try makeStore(seed: 1)
+        var holds = SeqRanges(upTo: VersionVector([store.replicaID: 5]))
+        holds.insert(9...12, of: store.replicaID)
+        let plain = ImportedFile(folder: "/shared", name: "a", identity: "1 2 3 4 5", sha256: Array(repeating: 7, count: 32), keyID: nil, holds: holds)
+        let sealed = ImportedFile(folder: "/shared", name: "b", identity: "6", sha256: Array(repeating: 8, count: 32), keyID: [1, 2, 3, 4, 5, 6, 7, 8], holds: SeqRanges())
+        #expect(try store.lastPublishedSerial(in: "/shared") == 0)
+        try store.recordImported([plain], publishedSerial: 7)
+        try store.recordImported([sealed], publishedSerial: 3)
+        #expect(try store.importedFiles(in: "/shared") == ["a": plain, "b": sealed])
+        #expect(try store.importedFiles(in: "/elsewhere") == [:])
+        #expect(try store.lastPublishedSerial(in: "/shared") == 7)
+        try store.forgetImportedFiles(in: "/shared", keeping: ["b"])
+        #expect(try store.importedFiles(in: "/shared") == ["b": sealed])
+        #expect(try store.lastPublishedSerial(in: "/shared") == 7, "forgetting a file keeps its serial used")
     }
 
     /// A merge read once (`mergeInBatches(reading:)`) commits what fits in one batch in one
-    /// transaction, with the file it imports; what takes more records than a batch applies, or
+    /// transaction; what takes more records than a batch applies, or
     /// more operations than a batch logs, comes out the same through more transactions; input
     /// that fails partway, or holds an invalid operation, changes nothing.
     @Test func aMergeReadOnceCommitsWhatFitsInOneTransaction() throws {
@@ -374,15 +376,13 @@ import Testing
             try store.addReminder(ReminderDraft(title: "own"))
             return store
         }
-        let file = ImportedFile(folder: "/shared", name: "a-1.cbundle", size: 1, top: try source.versionVector())
         var expected: String?
         for bounds in [(30, 10), (30, 3), (29, 10), (7, 2), (1_000, 1_000)] {
             let store = try target(operations: bounds.0, records: bounds.1)
-            let report = try store.mergeInBatches(importing: file) { each in
+            let report = try store.mergeInBatches { each in
                 for operation in operations { try each(operation) }
             }
             #expect(report.newOperationCount == 30, "bounds \(bounds)")
-            #expect(try store.importedFiles(in: "/shared") == ["a-1.cbundle": file], "bounds \(bounds)")
             #expect(try store.pendingOperationCount() == 0)
             #expect(try store.verify().problems == [], "bounds \(bounds)")
             let dump = try store.dump()

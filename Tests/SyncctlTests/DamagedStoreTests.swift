@@ -47,9 +47,14 @@ import Testing
         return store
     }
 
+    /// A copy of `store` that took over as if moved (`init --moved`): what the tests then report
+    /// about it is the damage they do, never that it is a copy (SPEC.md §9.1), whichever page of
+    /// the file the damage hits.
     static func copy(_ store: Store, to name: String, in sandbox: Sandbox) throws -> String {
         let path = sandbox.path(name)
         try FileManager.default.copyItem(atPath: store.path, toPath: path)
+        let moved = try sandbox.run(["init", "--moved", "--store", path])
+        #expect(moved.succeeded, "\(moved)")
         return path
     }
 

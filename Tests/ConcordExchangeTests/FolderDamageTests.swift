@@ -1,0 +1,265 @@
+import ConcordCore
+import ConcordExchange
+import ConcordKeys
+import ConcordStore
+import Foundation
+import Testing
+
+/// A shared folder damaged on purpose, as sync tools and people damage them: files lost,
+/// restored to old versions, replaced, junk dropped in, files forged or clashing (SPEC.md §14).
+/// Each case runs plain and with a sync key.
+@Suite struct FolderDamageTests {
+    /// Replicas named `names` sharing one folder, all with `key` when there is one.
+    static func replicas(_ names: [String], in directory: TemporaryDirectory, key: SyncKey?, seed: UInt64 = 100) throws -> [Replica] {
+        try names.enumerated().map { index, name in
+            let replica = try Replica(in: directory, name, seed: seed + UInt64(index))
+            if let key { try replica.store.setSyncKey(key) }
+            return replica
+        }
+    }
+
+    static func path(_ folder: String, _ name: String) -> String { folder + "/concord-v1/" + name }
+
+    static func ownFiles(of replica: Replica, in folder: String) throws -> [String] {
+        try listing(folder).keys.filter { $0.hasPrefix(replica.hex) }.sorted()
+    }
+
+    /// Issue 16, failure 1: a file lost for good. Its operations are republished by the replicas
+    /// that hold them, so a newcomer converges.
+    @Test(arguments: [false, true])
+    func aLostFileIsRepublishedAndANewcomerConverges(keyed: Bool) throws {
+        let directory = try TemporaryDirectory()
+        let folder = try directory.directory("shared")
+        let key = keyed ? SyncKey.generate() : nil
+        let replicas = try Self.replicas(["a", "b"], in: directory, key: key)
+        let (a, b) = (replicas[0], replicas[1])
+        let first = try a.store.addReminder(ReminderDraft(title: "only in a's first file"))
+        try a.sync(folder)
+        try b.sync(folder)
+        try b.store.addReminder(ReminderDraft(title: "from b"))
+        try b.sync(folder)
+        let lost = bundleName(a.hex, 1)
+        try FileManager.default.removeItem(atPath: Self.path(folder, lost))
+
+        var republished = 0
+        for round in 1...3 {
+            a.clock.advance(1_000)
+            try a.store.addReminder(ReminderDraft(title: "a, round \(round)"))
+            b.clock.advance(1_000)
+            try b.store.addReminder(ReminderDraft(title: "b, round \(round)"))
+            for replica in [a, b] {
+                let report = try replica.sync(folder)
+                #expect(report.warnings.isEmpty, "\(report.warnings)")
+                republished += report.republishedOperations
+            }
+        }
+        // Both held what the lost file held; each noticed on its next sync.
+        #expect(republished > 0)
+        #expect(!FileManager.default.fileExists(atPath: Self.path(folder, lost)), "a lost name is not reused")
+
+        let c = try Self.replicas(["c"], in: directory, key: key, seed: 300)[0]
+        let report = try c.sync(folder)
+        #expect(report.warnings.isEmpty, "\(report.warnings)")
+        try a.sync(folder)
+        #expect(try c.store.reminder(first)?.title == "only in a's first file")
+        #expect(try c.dump() == (try a.dump()))
+        #expect(try c.store.versionVector() == (try a.store.versionVector()))
+        // And a round later, nobody has anything left to publish.
+        for replica in [a, b, c] { #expect(try replica.sync(folder).publishedFile == nil, "\(replica.name)") }
+    }
+
+    /// Issue 16, failure 2: a file replaced by another of the same name and size, genuine or
+    /// junk, is read again (files are known by content, not by name and size).
+    @Test(arguments: [false, true])
+    func aFileReplacedByOneOfTheSameSizeIsReadAgain(keyed: Bool) throws {
+        let directory = try TemporaryDirectory()
+        let folder = try directory.directory("shared")
+        let key = keyed ? SyncKey.generate() : nil
+        let replicas = try Self.replicas(["a", "b"], in: directory, key: key)
+        let (a, b) = (replicas[0], replicas[1])
+        try a.store.addReminder(ReminderDraft(title: "title 0000"))
+        try a.sync(folder)
+        try b.sync(folder)
+        let name = bundleName(a.hex, 1)
+        let size = try listing(folder)[name]!
+
+        // Another replica's first bundle, of the same size as a's first file (the same edit,
+        // at another moment: tried until the sizes agree).
+        let staging = try directory.directory("staging")
+        var replacement: [UInt8]?
+        for attempt in UInt64(1)...200 where replacement == nil {
+            let other = try ConcordStore.inMemory(environment: environment(clock: ManualClock(baseMillis + attempt * 13), seed: 500 + attempt))
+            try other.addReminder(ReminderDraft(title: "title \(String(format: "%04d", attempt))"))
+            let path = staging + "/next-\(attempt).cbundle"
+            try other.exportBundle(to: path, encryptingWith: key)
+            let bytes = try readBytes(path)
+            if bytes.count == size { replacement = bytes }
+        }
+        let bytes = try #require(replacement, "no bundle of \(size) bytes came out")
+        try writeBytes(bytes, to: Self.path(folder, name))
+        #expect(try listing(folder)[name] == size)
+        let report = try b.sync(folder)
+        #expect(report.importedFiles == 1, "b read the replaced file again")
+        #expect(report.warnings.isEmpty, "\(report.warnings)")
+        // b had a's first operations from the old file, and publishes them again for the others.
+        #expect(report.publishedFile != nil)
+        try a.sync(folder)
+        try b.sync(folder)
+        #expect(try b.dump() == (try a.dump()))
+        let c = try Self.replicas(["c"], in: directory, key: key, seed: 300)[0]
+        try c.sync(folder)
+        #expect(try c.dump() == (try a.dump()))
+
+        // Junk of the same size in place of a file: noticed, skipped with a warning, and what the
+        // file held is published again by those that hold it.
+        let victim = try Self.ownFiles(of: b, in: folder).last!
+        let victimSize = try listing(folder)[victim]!
+        try writeBytes(Array(repeating: 0x5A, count: Int(victimSize)), to: Self.path(folder, victim))
+        for replica in [a, b] {
+            let report = try replica.sync(folder)
+            #expect(report.warnings.contains { $0.hasPrefix("skipping \(victim): ") }, "\(replica.name): \(report.warnings)")
+        }
+        let d = try Self.replicas(["d"], in: directory, key: key, seed: 400)[0]
+        let newcomer = try d.sync(folder)
+        #expect(newcomer.warnings.count == 1, "\(newcomer.warnings)")
+        #expect(try d.dump() == (try a.dump()))
+    }
+
+    /// Issue 16, failure 3: junk under a replica's name with a huge serial, and junk on the
+    /// names it would publish next, move nothing: it publishes under its own next serial, others
+    /// import it, and syncs with nothing new add no file.
+    @Test(arguments: [false, true])
+    func junkWithHugeSerialsNeitherDivertsNorGrowsTheFolder(keyed: Bool) throws {
+        let directory = try TemporaryDirectory()
+        let folder = try directory.directory("shared")
+        let key = keyed ? SyncKey.generate() : nil
+        let replicas = try Self.replicas(["a", "b"], in: directory, key: key)
+        let (a, b) = (replicas[0], replicas[1])
+        try b.store.addReminder(ReminderDraft(title: "first"))
+        try b.sync(folder)
+        try a.sync(folder)
+        let junk = [bundleName(b.hex, 9_999_999_999), bundleName(b.hex, 2), bundleName(b.hex, 3)]
+        for name in junk { try writeBytes(Array("junk from someone without the key".utf8), to: Self.path(folder, name)) }
+
+        let edited = try b.store.addReminder(ReminderDraft(title: "after the junk"))
+        let report = try b.sync(folder)
+        #expect(report.publishedFile == bundleName(b.hex, 4), "passes over the names taken, never jumps: \(report)")
+        #expect(Set(report.warnings.map { String($0.prefix(while: { $0 != ":" })) }) == Set(junk.map { "skipping \($0)" }), "\(report.warnings)")
+        let imported = try a.sync(folder)
+        #expect(try a.store.reminder(edited)?.title == "after the junk")
+        #expect(imported.warnings.count == 3, "\(imported.warnings)")
+
+        // Forty-five syncs with nothing new, beside the junk: no file more.
+        let files = try listing(folder).count
+        for _ in 0..<45 {
+            let quiet = try b.sync(folder)
+            #expect(quiet.publishedFile == nil && quiet.importedFiles == 0)
+        }
+        #expect(try listing(folder).count == files)
+        #expect(try b.store.lastPublishedSerial(in: b.folderSync(folder).folder) == 4)
+    }
+
+    /// Issue 16, failure 4: a store copied (and declared moved, so that it writes) publishes
+    /// other operations under the original's id. Whoever meets the second version of an
+    /// operation skips that file with one warning line, imports the rest, and publishes.
+    @Test(arguments: [false, true])
+    func aClashingFileIsAWarningAndTheOwnerGoesOnPublishing(keyed: Bool) throws {
+        let directory = try TemporaryDirectory()
+        let folder = try directory.directory("shared")
+        let key = keyed ? SyncKey.generate() : nil
+        let a = try Self.replicas(["a"], in: directory, key: key)[0]
+
+        // b, and a copy of it that took over its id.
+        let clock = ManualClock(baseMillis)
+        let bPath = directory.file("b.db")
+        let original = try ConcordStore.create(at: bPath, name: "b", environment: environment(clock: clock, seed: 7))
+        if let key { try original.setSyncKey(key) }
+        try original.addReminder(ReminderDraft(title: "b before the copy"))
+        try original.close()
+        try FileManager.default.copyItem(atPath: bPath, toPath: directory.file("copy.db"))
+        let b = try ConcordStore.open(at: bPath, environment: environment(clock: clock, seed: 8))
+        let copy = try ConcordStore.adoptLocation(at: directory.file("copy.db"), environment: environment(clock: clock, seed: 9))
+        #expect(copy.replicaID == b.replicaID)
+
+        clock.advance(1_000)
+        let genuine = try b.addReminder(ReminderDraft(title: "written by b"))
+        try b.sync(folder: folder)
+        try a.sync(folder)
+        #expect(try a.store.reminder(genuine) != nil)
+        // The copy writes under b's next seq, and publishes under b's next serial.
+        clock.advance(1_000)
+        let forged = try copy.addReminder(ReminderDraft(title: "written by the copy"))
+        let copyReport = try copy.sync(folder: folder)
+        #expect(copyReport.publishedFile != nil)
+        // (Its file clashes with b's: the copy skips b's file with a warning too.)
+        #expect(copyReport.warnings.count == 1, "\(copyReport.warnings)")
+
+        for (name, store) in [("a", a.store), ("b", b)] {
+            clock.advance(1_000)
+            try store.addReminder(ReminderDraft(title: "\(name) goes on"))
+            let report = try store.sync(folder: folder)
+            #expect(report.warnings.count == 1, "\(name): \(report.warnings)")
+            let warning = report.warnings.first ?? ""
+            #expect(warning.hasPrefix("skipping \(copyReport.publishedFile!): it holds another operation under replica \(b.replicaID)'s seq "), "\(warning)")
+            #expect(warning.contains("'syncctl init --fork'"))
+            #expect(report.publishedFile != nil, "\(name) publishes as usual")
+            #expect(try store.reminder(forged) == nil, "\(name) applied the clashing file")
+        }
+        // The owner's publishing never stops, and a sees what b writes next.
+        clock.advance(1_000)
+        let later = try b.addReminder(ReminderDraft(title: "b, later"))
+        #expect(try b.sync(folder: folder).publishedFile != nil)
+        try a.sync(folder)
+        #expect(try a.store.reminder(later)?.title == "b, later")
+
+        // One of b's own files rewritten with the copy's operations: skipped by b, which
+        // publishes its own again; a, which read the file before, reads it again and skips it.
+        let bFile = try listing(folder).keys.filter { $0.hasPrefix(b.replicaID.hex) }.sorted().last!
+        try FileManager.default.copyItem(atPath: Self.path(folder, copyReport.publishedFile!), toPath: Self.path(folder, bFile) + ".new")
+        try FileManager.default.removeItem(atPath: Self.path(folder, bFile))
+        try FileManager.default.moveItem(atPath: Self.path(folder, bFile) + ".new", toPath: Self.path(folder, bFile))
+        let owner = try b.sync(folder: folder)
+        #expect(owner.warnings.count == 2, "\(owner.warnings)")
+        #expect(owner.publishedFile != nil, "b publishes what its rewritten file held")
+        let reader = try a.sync(folder)
+        #expect(reader.warnings.count == 2, "\(reader.warnings)")
+        let c = try Self.replicas(["c"], in: directory, key: key, seed: 300)[0]
+        try c.sync(folder)
+        #expect(try c.store.reminder(later)?.title == "b, later")
+        #expect(try c.store.reminder(genuine)?.title == "written by b")
+    }
+
+    /// A folder restored from a backup: old files come back, newer ones vanish. Those that hold
+    /// what vanished publish it again.
+    @Test(arguments: [false, true])
+    func aFolderRestoredFromABackupConverges(keyed: Bool) throws {
+        let directory = try TemporaryDirectory()
+        let folder = try directory.directory("shared")
+        let key = keyed ? SyncKey.generate() : nil
+        let replicas = try Self.replicas(["a", "b"], in: directory, key: key)
+        for replica in replicas { replica.coalesceThreshold = 2 }
+        let (a, b) = (replicas[0], replicas[1])
+        try a.store.addReminder(ReminderDraft(title: "a 0"))
+        try b.store.addReminder(ReminderDraft(title: "b 0"))
+        for replica in [a, b, a] { try replica.sync(folder) }
+        let backup = try directory.directory("backup")
+        try FileManager.default.removeItem(atPath: backup)
+        try FileManager.default.copyItem(atPath: folder + "/concord-v1", toPath: backup)
+
+        for round in 1...4 {
+            for replica in [a, b] {
+                replica.clock.advance(1_000)
+                try replica.store.addReminder(ReminderDraft(title: "\(replica.name) \(round)"))
+                try replica.sync(folder)
+            }
+        }
+        try FileManager.default.removeItem(atPath: folder + "/concord-v1")
+        try FileManager.default.copyItem(atPath: backup, toPath: folder + "/concord-v1")
+        for replica in [a, b, a, b] { #expect(try replica.sync(folder).warnings.isEmpty) }
+        #expect(try a.dump() == (try b.dump()))
+        let c = try Self.replicas(["c"], in: directory, key: key, seed: 300)[0]
+        try c.sync(folder)
+        #expect(try c.dump() == (try a.dump()))
+        for replica in [a, b] { #expect(try Self.ownFiles(of: replica, in: folder).count <= 2) }
+    }
+}
