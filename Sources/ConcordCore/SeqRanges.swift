@@ -12,6 +12,31 @@ public struct SeqRanges: Hashable, Sendable {
         for (replica, seq) in vector.entries where seq > 0 { ranges[replica] = [1...seq] }
     }
 
+    /// The ranges of `runs`, given in any order: sorted and merged once, in O(*n* log *n*) (where
+    /// inserting them one by one in descending order would take O(*n*²)).
+    public init(_ runs: some Sequence<(replica: ReplicaID, seqs: ClosedRange<UInt64>)>) {
+        var byReplica: [ReplicaID: [ClosedRange<UInt64>]] = [:]
+        for run in runs { byReplica[run.replica, default: []].append(run.seqs) }
+        for (replica, var list) in byReplica {
+            list.sort { $0.lowerBound < $1.lowerBound }
+            var merged: [ClosedRange<UInt64>] = []
+            merged.reserveCapacity(list.count)
+            for range in list {
+                if let last = merged.last, last.upperBound == .max || range.lowerBound <= last.upperBound + 1 {
+                    merged[merged.count - 1] = last.lowerBound...max(last.upperBound, range.upperBound)
+                } else {
+                    merged.append(range)
+                }
+            }
+            ranges[replica] = merged
+        }
+    }
+
+    /// Every range, replica by replica in id order, ascending.
+    public var runs: [(replica: ReplicaID, seqs: ClosedRange<UInt64>)] {
+        replicas.flatMap { replica in ranges[replica]!.map { (replica, $0) } }
+    }
+
     public var isEmpty: Bool { ranges.isEmpty }
 
     /// The authors with at least one seq, in id order.
@@ -31,9 +56,17 @@ public struct SeqRanges: Hashable, Sendable {
     }
 
     public mutating func formUnion(_ other: SeqRanges) {
-        for (replica, list) in other.ranges {
-            for range in list { Self.insert(range, into: &ranges[replica, default: []]) }
+        guard !other.isEmpty else { return }
+        self = SeqRanges(runs + other.runs)
+    }
+
+    /// Removes every seq of `replica` from `seq` up.
+    public mutating func remove(of replica: ReplicaID, from seq: UInt64) {
+        guard var list = ranges[replica] else { return }
+        list = list.compactMap { range in
+            range.lowerBound >= seq ? nil : range.lowerBound...min(range.upperBound, seq - 1)
         }
+        ranges[replica] = list.isEmpty ? nil : list
     }
 
     public func contains(_ id: OperationID) -> Bool {

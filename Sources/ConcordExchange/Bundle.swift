@@ -105,10 +105,8 @@ public struct BundleWriter {
     private var operationCount = 0
     private var blockCount = 0
     private let manifest: BundleManifest
-    /// The ids of the operations appended, but for the last run of consecutive seqs, kept apart
-    /// so that a run costs one insertion.
-    private var holds = SeqRanges()
-    private var run: (replica: ReplicaID, seqs: ClosedRange<UInt64>)?
+    /// The ids of the operations appended, as runs of consecutive seqs; the last one still grows.
+    private var runs: [(replica: ReplicaID, seqs: ClosedRange<UInt64>)] = []
 
     /// The operations block being filled.
     private var block = OperationsBlock.Encoder()
@@ -137,11 +135,10 @@ public struct BundleWriter {
     public mutating func append(_ operation: Op) throws {
         block.append(operation)
         operationCount += 1
-        if let run, run.replica == operation.id.replica, run.seqs.upperBound &+ 1 == operation.id.seq {
-            self.run!.seqs = run.seqs.lowerBound...operation.id.seq
+        if let last = runs.last, last.replica == operation.id.replica, last.seqs.upperBound &+ 1 == operation.id.seq {
+            runs[runs.count - 1].seqs = last.seqs.lowerBound...operation.id.seq
         } else {
-            if let run { holds.insert(run.seqs, of: run.replica) }
-            run = (operation.id.replica, operation.id.seq...operation.id.seq)
+            runs.append((operation.id.replica, operation.id.seq...operation.id.seq))
         }
         if block.estimatedBytes >= BundleFormat.targetBlockBytes { try flushBlock() }
     }
@@ -155,9 +152,7 @@ public struct BundleWriter {
         let checksum = fileChecksum.value
         payload.bytes([24, 16, 8, 0].map { UInt8(truncatingIfNeeded: checksum >> $0) })
         try emitBlock(.end, payload.bytes, compress: false)
-        if let run { holds.insert(run.seqs, of: run.replica) }
-        run = nil
-        return BundleSummary(manifest: manifest, operations: operationCount, bytes: written, holds: holds)
+        return BundleSummary(manifest: manifest, operations: operationCount, bytes: written, holds: SeqRanges(runs))
     }
 
     private mutating func flushBlock() throws {
@@ -223,7 +218,8 @@ public struct BundleReader<Source: ByteSource> {
     private var cursor: OperationsBlock.Cursor?
     private var blocks = 0
     private var operations = 0
-    private var holds = SeqRanges()
+    /// The ids of the runs of the blocks read, made into a `SeqRanges` once at the end.
+    private var runs: [(replica: ReplicaID, seqs: ClosedRange<UInt64>)] = []
     /// The whole bundle, once its end block has been read and verified.
     public private(set) var summary: BundleSummary?
 
@@ -285,7 +281,7 @@ public struct BundleReader<Source: ByteSource> {
                     throw .corrupt("block \(blocks): \(error)")
                 }
                 operations += cursor!.operations
-                holds.formUnion(cursor!.ids)
+                runs += cursor!.runs
                 cursor = nil
             }
             if summary != nil { return nil }
@@ -304,7 +300,8 @@ public struct BundleReader<Source: ByteSource> {
                 }
             case .end:
                 try verifyEnd(payload, checksum: checksumBefore)
-                summary = BundleSummary(manifest: manifest, operations: operations, bytes: position, holds: holds)
+                summary = BundleSummary(manifest: manifest, operations: operations, bytes: position, holds: SeqRanges(runs))
+                runs = []
                 return nil
             }
         }

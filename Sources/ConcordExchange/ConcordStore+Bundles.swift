@@ -68,21 +68,31 @@ extension ConcordStore {
     /// then they are logged and applied from there: in one transaction if they fit in one batch,
     /// else in bounded batches, each its own transaction (SPEC.md §5.6). A damaged bundle applies
     /// nothing; a merge interrupted halfway keeps its committed batches.
-    /// With `importing`, records the file as imported from its folder in the last transaction.
     ///
     /// An encrypted bundle (§13.1) is read with the store's sync key; one this store cannot
     /// authenticate (no key, another key, a chunk that fails authentication) applies nothing.
-    /// The summary's `sha256` is that of the bytes the merge read.
+    /// The summary describes the whole file (its `sha256` is that of every byte the merge read:
+    /// the reader reads to the end of the file, to check that nothing follows the bundle).
     /// - Parameter requireEncrypted: refuse a plain bundle (shared folders do, when the store has a key).
+    /// - Parameter skipping: leave out the operations of these replicas from these seqs up
+    ///   (a shared folder's file that clashes, SPEC.md §14).
     @discardableResult
-    public func mergeBundle(at path: String, requireEncrypted: Bool = false) throws -> (MergeReport, BundleSummary) {
+    public func mergeBundle(
+        at path: String, requireEncrypted: Bool = false, skipping: [ReplicaID: UInt64] = [:]
+    ) throws -> (MergeReport, BundleSummary) {
         let key = try syncKey()
         let file = try FileSource(path: path, hashing: true)
         var reader = try Self.bundleReader(file, path: path, key: key, requireEncrypted: requireEncrypted)
         var summary: BundleSummary?
         let report: MergeReport
         do {
-            report = try mergeInBatches { each in summary = try reader.forEachOperation(each) }
+            report = try mergeInBatches { each in
+                guard !skipping.isEmpty else { return summary = try reader.forEachOperation(each) }
+                summary = try reader.forEachOperation { operation in
+                    if let from = skipping[operation.id.replica], operation.id.seq >= from { return }
+                    try each(operation)
+                }
+            }
             summary?.sha256 = file.sha256
         } catch let error as BundleError {
             throw ExchangeError(.invalidInput, "\(path): \(error)")

@@ -84,18 +84,32 @@ public final class FileSource: ByteSource {
 }
 
 /// What `stat` says of a file that changes whenever its contents may have: device, inode, size,
-/// and the times of its last modification and status change, in nanoseconds. A write or a
-/// replacement changes the inode or the status-change time, which no program can set back
-/// (SPEC.md §14). Nil if there is no such file.
-func fileIdentity(of path: String) -> String? {
-    var status = stat()
-    guard stat(path, &status) == 0 else { return nil }
-    #if canImport(Darwin)
-    let (modified, changed) = (status.st_mtimespec, status.st_ctimespec)
-    #else
-    let (modified, changed) = (status.st_mtim, status.st_ctim)
-    #endif
-    return "\(status.st_dev) \(status.st_ino) \(status.st_size) \(modified.tv_sec).\(modified.tv_nsec) \(changed.tv_sec).\(changed.tv_nsec)"
+/// and the times of its last modification and status change, in nanoseconds (SPEC.md §14). A
+/// write or a replacement changes the inode or the status-change time, which no program can set
+/// back, but only by a tick of the file system's clock: a file changed within the last
+/// `settlingSeconds` may change again with the same identity, so it is not yet `settled`.
+struct FileIdentity: Hashable {
+    /// `"<device> <inode> <size> <mtime s>.<ns> <ctime s>.<ns>"`.
+    var text: String
+    var size: Int64
+    /// Whether its last status change is more than `settlingSeconds` old.
+    var settled: Bool
+
+    static let settlingSeconds = 2
+
+    /// Nil if there is no such file.
+    init?(of path: String, now: Date = Date()) {
+        var status = stat()
+        guard stat(path, &status) == 0 else { return nil }
+        #if canImport(Darwin)
+        let (modified, changed) = (status.st_mtimespec, status.st_ctimespec)
+        #else
+        let (modified, changed) = (status.st_mtim, status.st_ctim)
+        #endif
+        text = "\(status.st_dev) \(status.st_ino) \(status.st_size) \(modified.tv_sec).\(modified.tv_nsec) \(changed.tv_sec).\(changed.tv_nsec)"
+        size = Int64(status.st_size)
+        settled = Int(now.timeIntervalSince1970) - Int(changed.tv_sec) > Self.settlingSeconds
+    }
 }
 
 /// Writes a file whole or not at all: into a temporary file beside it, flushed to disk, then

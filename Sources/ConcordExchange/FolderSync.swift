@@ -8,9 +8,15 @@ import Logging
 /// Syncthing, iCloud Drive, NFS) keeps in step between machines.
 ///
 /// Each replica writes only files it created, whole (temporary name, flush, rename), and never
-/// touches another replica's files. A sync imports every bundle of the folder it has not imported
-/// yet, then publishes what it holds that the folder lacks. Files that are not bundles, damaged,
-/// incomplete or from a newer version are skipped with a warning and never change the store.
+/// touches another replica's files. A sync imports every bundle of the folder whose contents it
+/// has not read, then publishes every operation it holds that the folder's files do not: new
+/// ones, and those of files lost, restored to old versions or replaced. Files that are not
+/// bundles, damaged, incomplete, from a newer version, or clashing with what the store holds are
+/// skipped with a warning and never change the store; they never stop a sync either.
+///
+/// The folder is trusted with nothing (SPEC.md §14, "What a folder is trusted with"): a replica
+/// knows a file by its contents and exactly what it holds, and takes its serials from its own
+/// records, never from names someone else may have put there.
 ///
 /// A store with a sync key publishes only encrypted bundles (SPEC.md §13.1) and imports only
 /// bundles encrypted with its key: a plain one, one of another key, or one that fails
@@ -25,6 +31,9 @@ public final class FolderSync {
     public var coalesceThreshold = 32
 
     public static let layoutVersion = 1
+    /// How old (seconds) a file's last change must be before its `stat` identity is trusted to
+    /// tell that its contents did not change: until then each sync hashes it (SPEC.md §14).
+    public static var settlingSeconds: Int { FileIdentity.settlingSeconds }
     /// How old (seconds) a temporary file of this replica must be before a sync removes it.
     static let staleTemporaryAge: TimeInterval = 15 * 60
     static let fileExtension = ".cbundle"
@@ -46,15 +55,13 @@ public final class FolderSync {
         try store.finishPendingMerge()
         var report = FolderSyncReport()
         try prepareDirectory(&report)
-        let key = try store.syncKey()
-        let recorded = try store.importedFiles(in: folder)
-        var state = State(listing: try list(&report), recorded: recorded, key: key)
-        state.formerlyHeld = state.holdsOfCounted(recorded.values)
+        var state = State(listing: try list(&report), recorded: try store.folderFiles(in: folder), key: try store.syncKey())
         try importNewFiles(&state, &report, progress)
         try publishWhatIsMissing(&state, &report, progress)
         try coalesceIfNeeded(&state, &report, progress)
-        // Records of files gone (coalesced, removed, lost) or no longer what was read are dropped.
-        try store.forgetImportedFiles(in: folder, keeping: Set(state.listing.bundles.map(\.name)).intersection(state.recorded.keys))
+        // Records of files gone (coalesced, removed, lost) or no longer what was recorded.
+        let gone = state.recorded.values.filter { !state.listing.names.contains($0.name) }
+        try store.forgetFolderFiles(state.stale + gone)
         return report
     }
 
@@ -62,89 +69,136 @@ public final class FolderSync {
     struct State {
         var listing: Listing
         /// The files recorded as imported or published, by name; a file whose contents are no
-        /// longer those recorded is dropped from here.
-        var recorded: [String: ImportedFile]
+        /// longer those recorded moves to `stale`.
+        var recorded: [String: FolderFile]
+        /// Records this sync found no longer true, to forget.
+        var stale: [FolderFile] = []
         let key: SyncKey?
+        /// The id of `key`: only files sealed with it count (or plain ones, without a key).
+        let keyID: [UInt8]?
         /// What the files this store had recorded when the sync began held: what the folder
         /// held, or should have, as far as this store knew.
-        var formerlyHeld = SeqRanges()
-        /// The id of `key`: only files sealed with it count (or plain ones, without a key).
-        var keyID: [UInt8]? { key.map { EncryptedBundleFormat.keyIDBytes(of: $0) } }
+        let formerlyHeld: SeqRanges
 
-        func holdsOfCounted(_ files: some Sequence<ImportedFile>) -> SeqRanges {
-            var union = SeqRanges()
-            for file in files where file.keyID == keyID { union.formUnion(file.holds) }
-            return union
+        init(listing: Listing, recorded: [String: FolderFile], key: SyncKey?) {
+            self.listing = listing
+            self.recorded = recorded
+            self.key = key
+            keyID = key.map { EncryptedBundleFormat.keyIDBytes(of: $0) }
+            formerlyHeld = SeqRanges(recorded.values.filter { [keyID] in $0.keyID == keyID && $0.skipped == nil }.flatMap(\.holds.runs))
         }
 
         /// The recorded files in the folder that the replicas sharing this store's key can read.
-        var counted: [ListedFile] {
-            listing.bundles.filter { file in recorded[file.name].map { $0.keyID == keyID } ?? false }
+        var counted: [FolderFile] {
+            listing.bundles.compactMap { file in recorded[file.name].flatMap { $0.keyID == keyID && $0.skipped == nil ? $0 : nil } }
         }
 
         /// The operations the folder holds, as far as this store can tell: those of its counted files.
-        var covered: SeqRanges {
-            holdsOfCounted(counted.map { recorded[$0.name]! })
-        }
+        var covered: SeqRanges { SeqRanges(counted.flatMap(\.holds.runs)) }
     }
 
     // MARK: 1. Import
 
+    /// One sync in this many hashes every file it has recorded, whatever `stat` says, and reads
+    /// again those it skipped: on a file system where a writer can set a file's times back (SMB,
+    /// some FUSE mounts), a replaced file is still found (SPEC.md §14).
+    static let fullCheckEvery: UInt64 = 64
+
     /// Imports every file whose contents this store has not read, oldest serial first. A file
-    /// recorded before is read again only if `stat` says it changed and its SHA-256 differs.
+    /// recorded before is read again only if `stat` says it may have changed and its SHA-256
+    /// differs; one skipped before is warned about again, and read again only if it changed or
+    /// the store's key did.
     private func importNewFiles(_ state: inout State, _ report: inout FolderSyncReport, _ progress: ((SyncProgress) -> Void)?) throws {
+        let checksAll = store.environment.random() % Self.fullCheckEvery == 0
         var pending: [ListedFile] = []
-        var seenAgain: [ImportedFile] = []
+        var seenAgain: [FolderFile] = []
         for file in state.listing.bundles {
             guard var known = state.recorded[file.name] else {
                 pending.append(file)
                 continue
             }
-            guard known.identity != file.identity else { continue }
-            // Touched, copied or replaced since it was read: the same file only if the same bytes.
-            if let hash = try? FileSource.sha256(of: path(of: file)), hash == known.sha256 {
-                known.identity = file.identity
-                state.recorded[file.name] = known
-                seenAgain.append(known)
+            let retry = known.skipped != nil && (checksAll || known.keyID != state.keyID)
+            if !retry, !checksAll, known.identity == file.identity, !known.identity.isEmpty {
+                if let reason = known.skipped { report.warn("skipping \(file.name): \(reason)") }
+                continue
+            }
+            // Touched, copied, replaced, or too recent to tell: the same file only if the same bytes.
+            if !retry, let hash = try? FileSource.sha256(of: path(of: file)), hash == known.sha256 {
+                if let reason = known.skipped { report.warn("skipping \(file.name): \(reason)") }
+                if known.identity != file.identity {
+                    known.identity = file.identity
+                    state.recorded[file.name] = known
+                    seenAgain.append(known)
+                }
             } else {
                 state.recorded[file.name] = nil
+                state.stale.append(known)
                 pending.append(file)
             }
         }
-        if !seenAgain.isEmpty { try store.recordImported(seenAgain) }
+        try store.recordFolderFiles(seenAgain)
 
         for (index, file) in pending.enumerated() {
             progress?(.importing(file: index + 1, of: pending.count, name: file.name))
             let path = path(of: file)
+            let reason: String
             do {
-                guard file.size > 0 else {
-                    report.warn("skipping \(file.name): empty file (still being written?)")
-                    continue
-                }
-                let (merge, summary) = try store.mergeBundle(at: path, requireEncrypted: state.key != nil)
-                let imported = ImportedFile(
-                    folder: folder, name: file.name, identity: file.identity, sha256: summary.sha256!,
-                    keyID: state.key == nil ? nil : state.keyID, holds: summary.holds)
-                // Recorded after the merge: a crash between the two means the file is read again
-                // and its operations found held.
-                try store.recordImported([imported])
-                state.recorded[file.name] = imported
-                report.importedFiles += 1
-                report.importedOperations += merge.newOperationCount
-                report.farFutureTimestamp = merge.farFutureTimestamp ?? report.farFutureTimestamp
-            } catch let error as StoreError where error.code == .clash {
-                // Two stores under one replica id (a copy, or a forged file): this store keeps the
-                // operation it holds, and publishes as usual (SPEC.md §9.1, §14).
-                let id = (error.underlying as? OperationClash)?.id
-                report.warn(
-                    "skipping \(file.name): it holds another operation under replica \(id.map { "\($0.replica)" } ?? "?")'s seq \(id.map { "\($0.seq)" } ?? "?") than this store holds: two stores share that replica id (one is a copy of the other, see 'syncctl init --fork') or the file was forged; this store keeps its own")
+                guard file.size > 0 else { throw Skipped.empty }
+                try importFile(file, &state, &report)
+                continue
             } catch let error as StoreError where error.code != .invalidInput {
                 throw error  // the store failed (disk full, read-only, locked): stop, nothing half-done
             } catch {
                 // A file removed as it was about to be read was coalesced away by its publisher
                 // (SPEC.md §14): what it held is in that replica's newer file. Nothing to say.
                 if !FileManager.default.fileExists(atPath: path) { continue }
-                report.warn("skipping \(file.name): \(Self.reason(error, path: path))")
+                reason = Self.reason(error, path: path)
+            }
+            report.warn("skipping \(file.name): \(reason)")
+            // Recorded, so that it is not read again while it stays as it is.
+            if let hash = try? FileSource.sha256(of: path) {
+                let skipped = FolderFile(
+                    folder: folder, name: file.name, identity: file.identity, sha256: hash, keyID: state.keyID, holds: SeqRanges(),
+                    published: false, skipped: reason)
+                try store.recordFolderFiles([skipped])
+                state.recorded[file.name] = skipped
+            }
+        }
+    }
+
+    private enum Skipped: Error { case empty }
+
+    /// Merges one file and records it. Where it holds another operation than the store under a
+    /// held id (a clash: a copied store, or a forged file), its operations of that replica from
+    /// that seq up are left out, with a warning, and the rest is merged (SPEC.md §9.1, §14).
+    private func importFile(_ file: ListedFile, _ state: inout State, _ report: inout FolderSyncReport) throws {
+        var skipping: [ReplicaID: UInt64] = [:]
+        while true {
+            do {
+                let (merge, summary) = try store.mergeBundle(at: path(of: file), requireEncrypted: state.key != nil, skipping: skipping)
+                var holds = summary.holds
+                for (replica, seq) in skipping { holds.remove(of: replica, from: seq) }
+                // Recorded after the merge: a crash between the two means the file is read again
+                // and its operations found held.
+                let imported = FolderFile(
+                    folder: folder, name: file.name, identity: file.identity, sha256: summary.sha256!, keyID: state.keyID, holds: holds,
+                    published: false)
+                try store.recordFolderFiles([imported])
+                state.recorded[file.name] = imported
+                report.importedFiles += 1
+                report.importedOperations += merge.newOperationCount
+                report.farFutureTimestamp = merge.farFutureTimestamp ?? report.farFutureTimestamp
+                for (replica, seq) in skipping.sorted(by: { $0.key < $1.key }) {
+                    report.warn(
+                        "skipping what \(file.name) holds of replica \(replica) from seq \(seq): another operation than this store holds under that seq (two stores share that replica id: one is a copy of the other, see 'syncctl init --fork'; or the file was forged); this store keeps its own")
+                }
+                return
+            } catch let error as StoreError where error.code == .clash {
+                // Each retry leaves out more (a lower seq, or another replica), so this ends.
+                guard let id = (error.underlying as? OperationClash)?.id, id.seq < skipping[id.replica] ?? .max else {
+                    throw ExchangeError(.invalidInput, error.message)
+                }
+                skipping[id.replica] = id.seq
             }
         }
     }
@@ -152,103 +206,98 @@ public final class FolderSync {
     // MARK: 2. Publish
 
     /// Publishes every operation this store holds (below no gap) that no counted file holds: new
-    /// ones, and those of files lost, restored to older versions, skipped or unreadable.
+    /// ones, and those of files lost, restored to older versions, replaced, skipped or unreadable.
     private func publishWhatIsMissing(_ state: inout State, _ report: inout FolderSyncReport, _ progress: ((SyncProgress) -> Void)?) throws {
         let mine = try store.versionVector()
         let covered = state.covered
-        var base: [ReplicaID: UInt64] = [:]
         var missing = 0
         var lost = 0
         for (replica, seq) in mine.entries {
-            let gaps = covered.missing(of: replica, through: seq)
-            base[replica] = (gaps.first?.lowerBound ?? seq + 1) - 1
-            for gap in gaps {
+            for gap in covered.missing(of: replica, through: seq) {
                 missing += Int(gap.count)
                 lost += Int(state.formerlyHeld.count(of: replica, in: gap))
             }
         }
         guard missing > 0 else { return }
         progress?(.publishing)
-        let (name, summary) = try publish(since: VersionVector(base), &state)
+        let (name, summary) = try publish(since: Self.base(mine, from: covered), &state)
         report.publishedFile = name
         report.publishedOperations = summary.operations
         report.republishedOperations = lost
     }
 
-    /// Writes one bundle of every operation held above `since` (and below no gap) under this
-    /// replica's next free serial, and records it as this replica's own.
+    /// The base of a file that holds every operation of `vector` from, for each replica, the
+    /// first seq `starts` lacks (and from no later than `alsoFrom`'s first seq of that replica).
+    private static func base(_ vector: VersionVector, from starts: SeqRanges, alsoFrom: SeqRanges = SeqRanges()) -> VersionVector {
+        var base: [ReplicaID: UInt64] = [:]
+        for (replica, seq) in vector.entries {
+            let first = [starts.missing(of: replica, through: seq).first?.lowerBound, alsoFrom.ranges(of: replica).first?.lowerBound]
+            base[replica] = (first.compactMap { $0 }.min() ?? seq + 1) - 1
+        }
+        return VersionVector(base)
+    }
+
+    /// Writes one bundle of every operation held above `since` (and below no gap) under a serial
+    /// this replica takes first, and records it as its own.
     private func publish(since: VersionVector, _ state: inout State) throws -> (String, BundleSummary) {
         // Files are named after the replica: not under an id another process has just replaced
         // (`init --fork`, SPEC.md §9.1) since this sync began.
         try store.ensureNotCopied()
-        var serial = try firstFreeSerial(state)
+        var taken = Set(state.listing.names.compactMap { name in Self.parse(name).flatMap { $0.0 == store.replicaID ? $0.1 : nil } })
         while true {
+            guard let serial = try store.takeSerial(in: folder, passing: taken, maximum: Self.maxSerial) else {
+                // Unreachable in practice: a serial grows by one per file this replica publishes.
+                throw ExchangeError(.folder, "replica \(store.replicaID) has used every serial of the shared folder \(folder); sync through a new folder")
+            }
             let name = Self.name(of: store.replicaID, serial: serial)
             do {
                 let summary = try store.exportBundle(
                     to: (directory as NSString).appendingPathComponent(name), since: since, contiguousOnly: true,
                     exclusive: true, temporaryName: temporaryName(for: name), encryptingWith: state.key)
                 // Its identity is left unknown: it changes as the file is linked into place, and
-                // the next sync checks the file by its hash once (SPEC.md §14).
-                let file = ImportedFile(
-                    folder: folder, name: name, identity: "", sha256: summary.sha256!, keyID: state.keyID, holds: summary.holds)
-                try store.recordImported([file], publishedSerial: serial)
+                // the next syncs check the file by its hash (SPEC.md §14).
+                let file = FolderFile(
+                    folder: folder, name: name, identity: "", sha256: summary.sha256!, keyID: state.keyID, holds: summary.holds,
+                    published: true)
+                try store.recordFolderFiles([file])
                 state.recorded[name] = file
                 state.listing.add(ListedFile(name: name, size: Int64(summary.bytes), identity: "", publisher: store.replicaID, serial: serial))
                 return (name, summary)
             } catch let error as ExchangeError where error.code == .exists {
-                // Another process of this replica published under this name at the same moment,
-                // or someone put a file there since the listing: never replaced, passed over.
-                serial = try nextSerial(after: serial)
+                // Someone put a file under that name since the listing: never replaced, passed over.
+                taken.insert(serial)
             }
         }
     }
 
-    /// The serial of this replica's next file: above every serial it published in this folder
-    /// (kept by the store, so no file of someone else's moves it), passing over names taken.
-    private func firstFreeSerial(_ state: State) throws -> Int {
-        var last = try store.lastPublishedSerial(in: folder)
-        for file in state.listing.bundles where file.publisher == store.replicaID && state.recorded[file.name] != nil {
-            last = max(last, file.serial)
-        }
-        var serial = try nextSerial(after: last)
-        while state.listing.names.contains(Self.name(of: store.replicaID, serial: serial)) { serial = try nextSerial(after: serial) }
-        return serial
-    }
-
-    private func nextSerial(after serial: Int) throws -> Int {
-        // Unreachable in practice: a serial grows by one per file this replica publishes.
-        guard serial < Self.maxSerial else {
-            throw ExchangeError(.folder, "replica \(store.replicaID) has used every serial of the shared folder \(folder); sync through a new folder")
-        }
-        return serial + 1
-    }
-
     // MARK: 3. Coalesce
 
-    /// When this replica has more than `coalesceThreshold` counted files of its own, writes one
-    /// file holding all they held (and all the folder lacks), then deletes them.
+    /// When this replica has more than `coalesceThreshold` counted files that it wrote itself,
+    /// writes one file holding all they held (and all the folder lacks), then deletes them.
     private func coalesceIfNeeded(_ state: inout State, _ report: inout FolderSyncReport, _ progress: ((SyncProgress) -> Void)?) throws {
-        let own = state.counted.filter { $0.publisher == store.replicaID }
+        let own = state.counted.filter(\.published)
         guard own.count > coalesceThreshold else { return }
         progress?(.coalescing(files: own.count))
-        var held = SeqRanges()
-        for file in own { held.formUnion(state.recorded[file.name]!.holds) }
-        let mine = try store.versionVector()
-        let covered = state.covered
-        var base: [ReplicaID: UInt64] = [:]
-        for (replica, seq) in mine.entries {
-            let starts = [held.ranges(of: replica).first?.lowerBound, covered.missing(of: replica, through: seq).first?.lowerBound]
-            base[replica] = (starts.compactMap { $0 }.min() ?? seq + 1) - 1
+        let (name, _) = try publish(
+            since: Self.base(try store.versionVector(), from: state.covered, alsoFrom: SeqRanges(own.flatMap(\.holds.runs))), &state)
+        var kept: [FolderFile] = []
+        for var old in own {
+            let path = (directory as NSString).appendingPathComponent(old.name)
+            if unlink(path) == 0 || errno == ENOENT {
+                state.recorded[old.name] = nil
+                state.stale.append(old)
+                state.listing.remove(old.name)
+                report.coalescedFiles += 1
+            } else {
+                // Counted no more among its own files, so that no sync coalesces again for it.
+                report.warn("cannot remove \(old.name), merged into \(name) (\(String(cString: strerror(errno)))); it stays")
+                old.published = false
+                state.recorded[old.name] = old
+                kept.append(old)
+            }
         }
-        let (name, _) = try publish(since: VersionVector(base), &state)
-        for old in own {
-            unlink(path(of: old))
-            state.recorded[old.name] = nil
-        }
+        try store.recordFolderFiles(kept)
         syncDirectory(of: (directory as NSString).appendingPathComponent(name))
-        state.listing.bundles.removeAll { old in own.contains { $0.name == old.name } }
-        report.coalescedFiles = own.count
     }
 
     /// Syncs now and then every `interval` until `shouldStop` says so (checked every 100 ms),
@@ -311,7 +360,7 @@ public final class FolderSync {
         var parts = [try store.versionVector().description]
         for name in names.sorted() {
             // Its identity, not its size: a file replaced by one of the same size is a change.
-            parts.append("\(name):\(fileIdentity(of: (directory as NSString).appendingPathComponent(name)) ?? "gone")")
+            parts.append("\(name):\(FileIdentity(of: (directory as NSString).appendingPathComponent(name))?.text ?? "gone")")
         }
         return parts.joined(separator: "\n")
     }
@@ -321,7 +370,7 @@ public final class FolderSync {
     struct ListedFile {
         var name: String
         var size: Int64
-        /// `fileIdentity(of:)` when it was listed.
+        /// Its `FileIdentity` when it was listed, or "" if that was not settled yet.
         var identity: String
         var publisher: ReplicaID
         var serial: Int
@@ -336,6 +385,11 @@ public final class FolderSync {
         mutating func add(_ file: ListedFile) {
             bundles.append(file)
             names.insert(file.name)
+        }
+
+        mutating func remove(_ name: String) {
+            bundles.removeAll { $0.name == name }
+            names.remove(name)
         }
     }
 
@@ -406,12 +460,13 @@ public final class FolderSync {
                 report.warn("skipping \(Self.shown(name)): a directory, not a file")
                 continue
             }
-            guard let identity = fileIdentity(of: path), let size = Int64(identity.split(separator: " ")[2]) else { continue }
+            guard let identity = FileIdentity(of: path) else { continue }
             guard access(path, R_OK) == 0 else {
                 report.warn("skipping \(Self.shown(name)): cannot read it (\(String(cString: strerror(errno))))")
                 continue
             }
-            listing.bundles.append(ListedFile(name: name, size: size, identity: identity, publisher: publisher, serial: serial))
+            listing.bundles.append(ListedFile(
+                name: name, size: identity.size, identity: identity.settled ? identity.text : "", publisher: publisher, serial: serial))
         }
         listing.bundles.sort { ($0.serial, $0.name) < ($1.serial, $1.name) }
         return listing
@@ -462,6 +517,7 @@ public final class FolderSync {
     private static func reason(_ error: any Error, path: String) -> String {
         let text: String
         switch error {
+        case Skipped.empty: return "empty file (still being written?)"
         case BundleError.truncated: return "incomplete (still being written?); it is imported once whole"
         case let error as ExchangeError: text = error.message
         case let error as StoreError: text = error.message

@@ -33,8 +33,9 @@ public enum OperationsBlock {
         private var runLeft: UInt64 = 0
         /// The operations returned so far.
         public private(set) var operations = 0
-        /// The ids of the runs opened so far (all of the block's, once `next()` returned nil).
-        public private(set) var ids = SeqRanges()
+        /// The ids of the runs opened so far (all of the block's, once `next()` returned nil), in
+        /// the block's order.
+        public private(set) var runs: [(replica: ReplicaID, seqs: ClosedRange<UInt64>)] = []
 
         public init(_ payload: [UInt8], maxOperations: Int = .max) throws(DecodeError) {
             reader = ByteReader(payload)
@@ -90,7 +91,7 @@ public enum OperationsBlock {
             runReader = ByteReader(bytes)
             runDecoder = OperationCodec.RunDecoder(author: replicas[Int(author)], firstSeq: firstSeq)
             runLeft = count
-            ids.insert(firstSeq...firstSeq + (count - 1), of: replicas[Int(author)])
+            runs.append((replicas[Int(author)], firstSeq...firstSeq + (count - 1)))
         }
     }
 

@@ -3,39 +3,50 @@ import Foundation
 import GRDB
 
 /// A bundle file of a shared folder that a store has imported, or published, whole (SPEC.md §14).
-public struct ImportedFile: Hashable, Sendable {
+public struct FolderFile: Hashable, Sendable {
     /// The shared folder, as the store knows it (its absolute path).
     public var folder: String
     /// The file's name in the folder.
     public var name: String
-    /// What `stat` said of the file when it was read: while it is unchanged, so are its contents
-    /// (any write or replacement changes its inode or ctime), and the file is not read again.
+    /// What `stat` said of the file before it was read, or "" if that could still change without
+    /// the file's contents changing being seen: while it is unchanged, so are its contents, and
+    /// the file is not read again.
     public var identity: String
     /// SHA-256 of the file's bytes: what decides, once `identity` changed, whether the contents did.
     public var sha256: [UInt8]
     /// The id of the sync key the file is sealed with, or nil for a plain bundle.
     public var keyID: [UInt8]?
-    /// Exactly the operations the file holds.
+    /// Exactly the operations the file delivered: those it holds, but for those of a clash.
     public var holds: SeqRanges
+    /// Whether this replica wrote the file (and so may coalesce it away).
+    public var published: Bool
+    /// Why the file was skipped, if it was (then it holds nothing, and `keyID` is the store's
+    /// key's when it was skipped): it is not read again while it and that key are unchanged.
+    public var skipped: String?
 
-    public init(folder: String, name: String, identity: String, sha256: [UInt8], keyID: [UInt8]?, holds: SeqRanges) {
+    public init(
+        folder: String, name: String, identity: String, sha256: [UInt8], keyID: [UInt8]?, holds: SeqRanges, published: Bool,
+        skipped: String? = nil
+    ) {
         self.folder = folder
         self.name = name
         self.identity = identity
         self.sha256 = sha256
         self.keyID = keyID
         self.holds = holds
+        self.published = published
+        self.skipped = skipped
     }
 }
 
 extension ConcordStore {
     /// The files of `folder` this store has imported or published, by name.
-    public func importedFiles(in folder: String) throws(StoreError) -> [String: ImportedFile] {
+    public func folderFiles(in folder: String) throws(StoreError) -> [String: FolderFile] {
         try guarded {
             try writer.read { db in
-                var files: [String: ImportedFile] = [:]
+                var files: [String: FolderFile] = [:]
                 let rows = try Row.fetchCursor(
-                    db, sql: "SELECT name, identity, sha256, key_id, holds FROM folder_files WHERE folder = ?", arguments: [folder])
+                    db, sql: "SELECT name, identity, sha256, key_id, holds, published, skipped FROM folder_files WHERE folder = ?", arguments: [folder])
                 while let row = try rows.next() {
                     let name: String = try row.column(0)
                     let hash: Data = try row.column(2)
@@ -43,18 +54,56 @@ extension ConcordStore {
                     guard let holds = SeqRanges(try row.column(4) as String) else {
                         throw StoreError(.corrupt, "the record of shared-folder file \(name) is damaged")
                     }
-                    files[name] = ImportedFile(
+                    files[name] = FolderFile(
                         folder: folder, name: name, identity: try row.column(1), sha256: [UInt8](hash), keyID: keyID.map { [UInt8]($0) },
-                        holds: holds)
+                        holds: holds, published: try row.column(5), skipped: try row.column(6))
                 }
                 return files
             }
         }
     }
 
-    /// The highest serial this replica has published in `folder` (0 if none): its next file
-    /// takes a higher one, whatever other files the folder holds (SPEC.md §14). Kept per replica
-    /// id, so a store forked (`init --fork`) starts its new id's serials afresh.
+    /// Records files of their folders, replacing what was recorded under the same names.
+    public func recordFolderFiles(_ files: [FolderFile]) throws(StoreError) {
+        guard !files.isEmpty else { return }
+        try guarded {
+            try writer.write { db in
+                try prepareWrite(db)
+                for file in files {
+                    try db.execute(
+                        sql: """
+                            INSERT OR REPLACE INTO folder_files (folder, name, identity, sha256, key_id, holds, published, skipped)
+                            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                            """,
+                        arguments: [
+                            file.folder, file.name, file.identity, Data(file.sha256), file.keyID.map { Data($0) }, file.holds.description,
+                            file.published, file.skipped,
+                        ])
+                }
+            }
+        }
+    }
+
+    /// Forgets files that are gone from their folder, or whose contents are no longer those
+    /// recorded: each only if it is still recorded with the same hash, so that what another
+    /// process of this replica has recorded since is kept.
+    public func forgetFolderFiles(_ files: [FolderFile]) throws(StoreError) {
+        guard !files.isEmpty else { return }
+        try guarded {
+            try writer.write { db in
+                try prepareWrite(db)
+                for file in files {
+                    try db.execute(
+                        sql: "DELETE FROM folder_files WHERE folder = ? AND name = ? AND sha256 = ?",
+                        arguments: [file.folder, file.name, Data(file.sha256)])
+                }
+            }
+        }
+    }
+
+    /// The highest serial this replica has published, or taken for a file it was about to
+    /// publish, in `folder` (0 if none). Kept per replica id, so a store forked (`init --fork`)
+    /// starts its new id's serials afresh.
     public func lastPublishedSerial(in folder: String) throws(StoreError) -> Int {
         try guarded {
             try writer.read { db in
@@ -64,38 +113,22 @@ extension ConcordStore {
         }
     }
 
-    /// Records files as imported from their folder (or published to it, with the serial this
-    /// replica gave its file), replacing what was recorded of files of the same names.
-    public func recordImported(_ files: [ImportedFile], publishedSerial serial: Int? = nil) throws(StoreError) {
+    /// Takes the next serial for a file of this replica in `folder`: the smallest above every one
+    /// it took before that is not in `taken` (names someone else holds), recorded before the file
+    /// is written, so that no two processes of this replica, and no crash, ever give two files
+    /// one name (SPEC.md §14). Nil if it would exceed `maximum`.
+    public func takeSerial(in folder: String, passing taken: Set<Int>, maximum: Int) throws(StoreError) -> Int? {
         try guarded {
             try writer.write { db in
                 try prepareWrite(db)
-                for file in files {
-                    try db.execute(
-                        sql: "INSERT OR REPLACE INTO folder_files (folder, name, identity, sha256, key_id, holds) VALUES (?, ?, ?, ?, ?, ?)",
-                        arguments: [file.folder, file.name, file.identity, Data(file.sha256), file.keyID.map { Data($0) }, file.holds.description])
-                }
-                if let serial, let folder = files.first?.folder {
-                    try db.execute(
-                        sql: """
-                            INSERT INTO folder_serials (folder, replica, last) VALUES (?, ?, ?)
-                            ON CONFLICT (folder, replica) DO UPDATE SET last = max(last, excluded.last)
-                            """,
-                        arguments: [folder, Data(replicaID.bytes), serial])
-                }
-            }
-        }
-    }
-
-    /// Forgets the files of `folder` not in `present` (they were coalesced, removed or lost).
-    public func forgetImportedFiles(in folder: String, keeping present: Set<String>) throws(StoreError) {
-        try guarded {
-            try writer.write { db in
-                try prepareWrite(db)
-                let known = try String.fetchAll(db, sql: "SELECT name FROM folder_files WHERE folder = ?", arguments: [folder])
-                for name in known where !present.contains(name) {
-                    try db.execute(sql: "DELETE FROM folder_files WHERE folder = ? AND name = ?", arguments: [folder, name])
-                }
+                let replica = Data(replicaID.bytes)
+                var serial = try Int.fetchOne(
+                    db, sql: "SELECT last FROM folder_serials WHERE folder = ? AND replica = ?", arguments: [folder, replica]) ?? 0
+                repeat { serial += 1 } while taken.contains(serial)
+                guard serial <= maximum else { return nil }
+                try db.execute(
+                    sql: "INSERT OR REPLACE INTO folder_serials (folder, replica, last) VALUES (?, ?, ?)", arguments: [folder, replica, serial])
+                return serial
             }
         }
     }

@@ -96,7 +96,8 @@ enum StoreSchema {
             // The old records knew a file by (name, size) and trusted its manifest's top. The new
             // ones know it by content and record what it holds; every file is read once more
             // (finding its operations held) to fill them in. The highest serial this replica
-            // published in each folder is kept (SPEC.md §14).
+            // published in each folder is kept (SPEC.md §14); its old files, no longer known to
+            // be its own, are never coalesced.
             try db.execute(sql: """
                 CREATE TABLE folder_serials (
                     folder TEXT NOT NULL,
@@ -117,6 +118,8 @@ enum StoreSchema {
                     sha256 BLOB NOT NULL CHECK (length(sha256) = 32),
                     key_id BLOB CHECK (key_id IS NULL OR length(key_id) = 8),
                     holds TEXT NOT NULL,
+                    published INTEGER NOT NULL CHECK (published IN (0, 1)),
+                    skipped TEXT,
                     PRIMARY KEY (folder, name)
                 ) WITHOUT ROWID;
 

@@ -131,7 +131,7 @@ import Testing
         let total = try a.operationCount()
         let republished = try a.ok("sync", "--folder", folder)
         // Under its next serial: a replica never uses a name twice (SPEC.md §14).
-        #expect(republished == "published \(total) operations as \(try a.replicaID())-0000000002.cbundle")
+        #expect(republished == "published \(total) operations as \(try a.replicaID())-0000000002.cbundle (\(total) of them the folder had lost)")
         let later = try b.addReminder("from b, later")
         try b.ok("sync", "--folder", folder)
         try a.ok("sync", "--folder", folder)
