@@ -1,5 +1,6 @@
 import ConcordCore
 import ConcordExchange
+import ConcordKeys
 import ConcordStore
 import Foundation
 import PropertyBased
@@ -224,6 +225,7 @@ struct DamagedFolderScript: Sendable, CustomStringConvertible {
 }
 
 @Suite struct DamagedFolderPropertyTests {
+    static let key = SyncKey.generate().text
     /// Whatever files the folder loses, gets back in old versions or has replaced by junk, once
     /// the damage stops and each replica has synced twice, all hold the same operations; a round
     /// later nobody publishes; and a newcomer gets everything from the folder alone.
@@ -231,14 +233,21 @@ struct DamagedFolderScript: Sendable, CustomStringConvertible {
         var damagedCases = 0
         var republishingCases = 0
         var totalCases = 0
-        await propertyCheck(count: 120, input: Gen.int(in: 0...2), Gen.int(in: 0...(1 << 40)).array(of: 10...40)) { thresholdChoice, raw in
+        var keyedCases = 0
+        await propertyCheck(
+            count: 120, input: Gen.int(in: 0...2), Gen.int(in: 0...1), Gen.int(in: 0...(1 << 40)).array(of: 10...40)
+        ) { thresholdChoice, keyed, raw in
             let script = DamagedFolderScript(thresholdChoice: thresholdChoice, raw: raw)
+            // Half the folders are shared under a sync key (the same for every case: only the
+            // keyed path matters here, not the key).
+            let key = keyed == 1 ? try SyncKey(text: Self.key) : nil
             let directory = try TemporaryDirectory()
             let folder = try directory.directory("shared")
             let layout = folder + "/concord-v1"
             let replicas = try (0..<3).map { index in
                 let replica = try Replica(in: directory, "r\(index)", seed: UInt64(1000 + index))
                 replica.coalesceThreshold = script.coalesceThreshold
+                if let key { try replica.store.setSyncKey(key) }
                 return replica
             }
             var problems: [String] = []
@@ -315,15 +324,18 @@ struct DamagedFolderScript: Sendable, CustomStringConvertible {
             }
             // The folder alone holds everything.
             let newcomer = try Replica(in: directory, "newcomer", seed: 2000)
+            if let key { try newcomer.store.setSyncKey(key) }
             try newcomer.sync(folder)
             #expect(try newcomer.dump() == dump, "a newcomer syncing the folder once differs\nscript: \(script)")
 
             totalCases += 1
+            if key != nil { keyedCases += 1 }
             if damaged { damagedCases += 1 }
             if republished > 0 { republishingCases += 1 }
         }
         // The generator must damage most folders, and often enough where it matters.
         #expect(damagedCases * 2 >= totalCases, "only \(damagedCases) of \(totalCases) folders were damaged")
         #expect(republishingCases * 4 >= totalCases, "only \(republishingCases) of \(totalCases) cases republished lost operations")
+        #expect(keyedCases * 4 >= totalCases && keyedCases * 4 <= totalCases * 3, "\(keyedCases) of \(totalCases) cases had a sync key")
     }
 }

@@ -174,6 +174,33 @@ import Testing
         #expect(!(try c.run("show", forged).succeeded))
     }
 
+    /// Two processes of one replica, a watcher and the commands beside it, publish and coalesce
+    /// into one folder at once: every sync succeeds without a warning, no file is lost, and
+    /// another replica gets everything.
+    @Test func aWatcherAndCommandsOfOneReplicaSyncAtOnce() throws {
+        let sandbox = try Sandbox()
+        let folder = try sandbox.makeDirectory("Shared")
+        let a = try sandbox.makeStore("a.db")
+        let watcher = try sandbox.start(["sync", "--folder", folder, "--watch", "--interval", "0.1", "--store", a.path])
+        for round in 1...40 {
+            try a.addReminder("round \(round)")
+            let result = try sync(a, folder)
+            #expect(result.stderr.isEmpty, "\(result)")
+        }
+        watcher.send(SIGTERM)
+        let stopped = watcher.wait(timeout: 30)
+        #expect(stopped.succeeded, "\(stopped)")
+        #expect(!stopped.stderr.contains("warning"), "\(stopped)")
+        #expect(try sync(a, folder).stderr.isEmpty)
+        let names = try bundleNames(in: folder)
+        #expect(names.count <= 33, "coalesced: \(names.count) files")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder + "/concord-v1").allSatisfy { !$0.hasPrefix(".") })
+        let b = try sandbox.makeStore("b.db")
+        let imported = try sync(b, folder)
+        #expect(imported.stderr.isEmpty, "\(imported)")
+        #expect(try b.dump() == a.dump())
+    }
+
     /// §12's line for a file of the folder that cannot be read: a warning, and the sync goes on.
     @Test func anUnreadableFileIsSkippedWithTheSystemsReason() throws {
         let sandbox = try Sandbox()
