@@ -20,6 +20,23 @@ import Testing
 
     static func path(_ folder: String, _ name: String) -> String { folder + "/concord-v1/" + name }
 
+    /// A store with one reminder, and a copy of its file that took over its replica id as if
+    /// moved (`init --moved`): two stores writing under one id, as a copied store would.
+    static func storeAndCopy(
+        _ name: String, in directory: TemporaryDirectory, clock: ManualClock, key: SyncKey?
+    ) throws -> (original: ConcordStore, copy: ConcordStore) {
+        let path = directory.file("\(name).db")
+        let first = try ConcordStore.create(at: path, name: name, environment: environment(clock: clock, seed: 7))
+        if let key { try first.setSyncKey(key) }
+        try first.addReminder(ReminderDraft(title: "\(name) before the copy"))
+        try first.close()
+        try FileManager.default.copyItem(atPath: path, toPath: directory.file("copy.db"))
+        let original = try ConcordStore.open(at: path, environment: environment(clock: clock, seed: 8))
+        let copy = try ConcordStore.adoptLocation(at: directory.file("copy.db"), environment: environment(clock: clock, seed: 9))
+        #expect(copy.replicaID == original.replicaID)
+        return (original, copy)
+    }
+
     static func ownFiles(of replica: Replica, in folder: String) throws -> [String] {
         try listing(folder).keys.filter { $0.hasPrefix(replica.hex) }.sorted()
     }
@@ -183,15 +200,7 @@ import Testing
 
         // b, and a copy of it that took over its id.
         let clock = ManualClock(baseMillis)
-        let bPath = directory.file("b.db")
-        let original = try ConcordStore.create(at: bPath, name: "b", environment: environment(clock: clock, seed: 7))
-        if let key { try original.setSyncKey(key) }
-        try original.addReminder(ReminderDraft(title: "b before the copy"))
-        try original.close()
-        try FileManager.default.copyItem(atPath: bPath, toPath: directory.file("copy.db"))
-        let b = try ConcordStore.open(at: bPath, environment: environment(clock: clock, seed: 8))
-        let copy = try ConcordStore.adoptLocation(at: directory.file("copy.db"), environment: environment(clock: clock, seed: 9))
-        #expect(copy.replicaID == b.replicaID)
+        let (b, copy) = try Self.storeAndCopy("b", in: directory, clock: clock, key: key)
 
         clock.advance(1_000)
         let genuine = try b.addReminder(ReminderDraft(title: "written by b"))
@@ -251,14 +260,7 @@ import Testing
         let folder = try directory.directory("shared")
         let key = keyed ? SyncKey.generate() : nil
         let clock = ManualClock(baseMillis)
-        let aPath = directory.file("a.db")
-        let original = try ConcordStore.create(at: aPath, name: "a", environment: environment(clock: clock, seed: 7))
-        if let key { try original.setSyncKey(key) }
-        try original.addReminder(ReminderDraft(title: "a before the copy"))
-        try original.close()
-        try FileManager.default.copyItem(atPath: aPath, toPath: directory.file("copy.db"))
-        let a = try ConcordStore.open(at: aPath, environment: environment(clock: clock, seed: 8))
-        let copy = try ConcordStore.adoptLocation(at: directory.file("copy.db"), environment: environment(clock: clock, seed: 9))
+        let (a, copy) = try Self.storeAndCopy("a", in: directory, clock: clock, key: key)
         let d = try Self.replicas(["d"], in: directory, key: key, seed: 40)[0]
 
         clock.advance(1_000)
