@@ -319,6 +319,55 @@ import Testing
             #expect(bundleError(variant) is BundleError, "\(label)")
         }
     }
+
+    /// SPEC §13: a block's compression flag must match its type (the CRC covers the stored bytes,
+    /// not the header, so only this rule catches a flipped flag).
+    @Test func aBlockWithTheWrongCompressionFlagIsRefused() throws {
+        let (bytes, _) = try Self.smallBundle()
+        let layout = blocks(of: bytes)
+        for (index, name) in [(0, "manifest"), (1, "operations"), (layout.count - 1, "end")] {
+            var flipped = bytes
+            flipped[layout[index].offset + 1] ^= 0x01
+            #expect(bundleError(flipped) as? BundleError == .corrupt("the \(name) block has the wrong compression flag"), "\(name)")
+        }
+    }
+
+    /// SPEC §13: writers put a version vector's entries in ascending replica id order and leave
+    /// out seq 0; readers take any order and seq 0, and refuse a replica named twice.
+    @Test func manifestVectorsAreWrittenInIdOrderAndReadInAny() throws {
+        let ids = [ReplicaID(high: 9, low: 0), ReplicaID(high: 1, low: 5), ReplicaID(high: 1, low: 2)]
+        var bytes: [UInt8] = []
+        let manifest = BundleManifest(publisher: ids[0], createdMillis: 1, base: VersionVector(), top: VersionVector([ids[0]: 3, ids[1]: 2, ids[2]: 1]))
+        var writer = try BundleWriter(manifest: manifest) { bytes += $0 }
+        _ = try writer.finish()
+        let payload = Array(bytes[blocks(of: bytes)[0].payloadOffset..<blocks(of: bytes)[0].end])
+        // publisher (16), created (1), base count 0, top count 3, then the entries.
+        let top = Array(payload[18...])
+        #expect(top[0] == 3)
+        #expect([Array(top[1..<17]), Array(top[18..<34]), Array(top[35..<51])] == [ids[2].bytes, ids[1].bytes, ids[0].bytes])
+
+        func bundle(top entries: [(ReplicaID, UInt64)]) -> [UInt8] {
+            var payload = ByteWriter()
+            payload.identifier(ids[0])
+            payload.varint(1)
+            payload.varint(0)
+            payload.varint(UInt64(entries.count))
+            for (replica, seq) in entries {
+                payload.identifier(replica)
+                payload.varint(seq)
+            }
+            var result = BundleFormat.magic + [1, 0]
+            result += BundleFrameTests.block(1, compressed: false, raw: payload.bytes, stored: payload.bytes)
+            var end = ByteWriter()
+            end.varint(0)
+            end.varint(0)
+            end.bytes(BundleFrameTests.be32(CRC32C.checksum(result)))
+            return result + BundleFrameTests.block(3, compressed: false, raw: end.bytes, stored: end.bytes)
+        }
+        let reversed = try readBundle(bundle(top: [(ids[0], 3), (ids[1], 0), (ids[2], 1)])).0
+        #expect(reversed.top == VersionVector([ids[0]: 3, ids[2]: 1]))
+        #expect(bundleError(bundle(top: [(ids[1], 1), (ids[1], 2)])) as? BundleError == .corrupt("manifest: malformed data: a version vector names a replica twice"))
+    }
 }
 
 /// Bundles built by hand around hand-made zstd frames (raw blocks, no compression), to check the

@@ -351,3 +351,24 @@ import Testing
         #expect(notStarted.abort(failure) == [.failed(failure)])
     }
 }
+
+/// SPEC §15.5 (as §13): a versions message lists its entries in ascending replica id order, and
+/// a reader takes them in any order.
+@Suite struct VersionsMessageOrderTests {
+    @Test func entriesAreWrittenInIdOrderAndReadInAny() throws {
+        let vector = VersionVector([replicaC: 3, replicaA: 1, replicaB: 2])
+        let bytes = PeerMessage.encodeVersions(replica: replicaA, versions: vector)
+        // kind (1), sender (16), count (1), then (id, seq) entries of 17 bytes.
+        let entries = stride(from: 18, to: bytes.count, by: 17).map { Array(bytes[$0..<$0 + 16]) }
+        #expect(entries == [replicaA.bytes, replicaB.bytes, replicaC.bytes])
+        var reversed = ByteWriter()
+        reversed.byte(1)
+        reversed.identifier(replicaA)
+        reversed.varint(3)
+        for (replica, seq) in vector.sorted.reversed() {
+            reversed.identifier(replica)
+            reversed.varint(seq)
+        }
+        #expect(try PeerMessage.decode(reversed.bytes) == .versions(replicaA, vector))
+    }
+}

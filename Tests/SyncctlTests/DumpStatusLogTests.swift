@@ -161,6 +161,32 @@ import Testing
     }
 }
 
+/// Points a second implementation needed settled (SPEC.md §10, §11).
+@Suite struct CommandSpecPointsTests {
+    /// `dump` prints the dump's text and exactly one newline.
+    @Test func theDumpEndsWithOneNewline() throws {
+        let sandbox = try Sandbox()
+        let store = try sandbox.makeStore()
+        try store.addReminder("one")
+        let result = try store.run("dump")
+        #expect(result.succeeded && result.stdout.hasSuffix("}\n") && !result.stdout.hasSuffix("\n\n"), "\(result)")
+    }
+
+    /// `--repeat` takes exactly hourly, daily, weekly and monthly (stored `monthly:D`); anything
+    /// else is a bad argument.
+    @Test func repeatTakesFourValues() throws {
+        let sandbox = try Sandbox()
+        let store = try sandbox.makeStore()
+        for (value, stored) in [("hourly", "hourly"), ("daily", "daily"), ("weekly", "weekly"), ("monthly", "monthly:31")] {
+            let id = try store.addReminder("r", "--due", "2027-01-31T09:00:00Z", "--repeat", value)
+            #expect(try store.show(id).string("repeat") == stored, "\(value)")
+        }
+        for value in ["yearly", "Daily", "monthly:3", ""] {
+            expectOneLineFailure(try store.run("reminder", "add", "r", "--repeat", value), code: 64)
+        }
+    }
+}
+
 @Suite struct VersionTests {
     /// `--version` names the tool's version and every format it reads and writes (SPEC.md §11).
     @Test func versionNamesEveryFormat() throws {
