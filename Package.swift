@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .library(name: "ConcordCore", targets: ["ConcordCore"]),
         .library(name: "ConcordStore", targets: ["ConcordStore"]),
+        .library(name: "ConcordWire", targets: ["ConcordWire"]),
         .library(name: "ConcordExchange", targets: ["ConcordExchange"]),
         .library(name: "ConcordKeys", targets: ["ConcordKeys"]),
         .library(name: "ConcordPeer", targets: ["ConcordPeer"]),
@@ -40,14 +41,25 @@ let package = Package(
             pkgConfig: "libzstd",
             providers: [.apt(["libzstd-dev"]), .brew(["zstd"])]
         ),
-        // Change bundles and sync through a shared folder.
+        // The wire formats, with no I/O and no store: operations blocks, bundles (SPEC.md §13),
+        // encrypted bundles (§13.1) and zstd. Below both the exchange layer and the peer protocol.
+        .target(
+            name: "ConcordWire",
+            dependencies: [
+                "ConcordCore",
+                "ConcordKeys",
+                "CZstd",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        // Bundle files of a store, and sync through a shared folder.
         .target(
             name: "ConcordExchange",
             dependencies: [
                 "ConcordCore",
                 "ConcordStore",
                 "ConcordKeys",
-                "CZstd",
+                "ConcordWire",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -59,13 +71,13 @@ let package = Package(
             dependencies: [.product(name: "Crypto", package: "swift-crypto")]
         ),
         // The peer-to-peer protocol (SPEC.md §15) as a state machine: framing, handshake,
-        // encrypted messages, the exchange. No I/O: a transport carries its bytes.
+        // encrypted messages, the exchange. No I/O and no store: a transport carries its bytes.
         .target(
             name: "ConcordPeer",
             dependencies: [
                 "ConcordCore",
                 "ConcordKeys",
-                "ConcordExchange",
+                "ConcordWire",
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
@@ -144,7 +156,7 @@ let package = Package(
                 "ConcordCore",
                 "ConcordKeys",
                 "ConcordPeer",
-                "ConcordExchange",
+                "ConcordWire",
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),

@@ -1,5 +1,5 @@
 import ConcordCore
-import ConcordExchange
+import ConcordWire
 import Foundation
 
 /// The messages of the encrypted phase (SPEC.md §15.5).
@@ -33,12 +33,7 @@ enum PeerMessage: Hashable {
         var writer = ByteWriter()
         writer.byte(Kind.versions.rawValue)
         writer.identifier(replica)
-        let entries = versions.sorted
-        writer.varint(UInt64(entries.count))
-        for (replica, seq) in entries {
-            writer.identifier(replica)
-            writer.varint(seq)
-        }
+        writer.versionVector(versions)
         return writer.bytes
     }
 
@@ -93,17 +88,9 @@ enum PeerMessage: Hashable {
             switch kind {
             case .versions:
                 let replica: ReplicaID = try reader.identifier()
-                let count = try reader.varint()
-                guard count <= UInt64(reader.remaining / 17) else { throw DecodeError.truncated }
-                var entries: [ReplicaID: UInt64] = [:]
-                for _ in 0..<count {
-                    let entry: ReplicaID = try reader.identifier()
-                    guard entries.updateValue(try reader.varint(), forKey: entry) == nil else {
-                        throw DecodeError.malformed("a version vector names a replica twice")
-                    }
-                }
+                let versions = try reader.versionVector()
                 guard reader.isAtEnd else { throw DecodeError.malformed("bytes after the version vector") }
-                return .versions(replica, VersionVector(entries))
+                return .versions(replica, versions)
             case .batch:
                 let rawLength = try reader.varint()
                 guard rawLength >= 1, rawLength <= UInt64(PeerProtocol.maxBatchBytes) else {

@@ -1,5 +1,5 @@
 import ConcordCore
-import ConcordExchange
+import ConcordWire
 import Testing
 @testable import ConcordPeer
 

@@ -21,7 +21,7 @@ public enum EncryptedBundleFormat {
     static let fileKeyInfo = Array("concord-bundle-1 file key".utf8)
 
     /// The key id of §15.1 as the 8 bytes the header carries.
-    static func keyIDBytes(of key: SyncKey) -> [UInt8] {
+    package static func keyIDBytes(of key: SyncKey) -> [UInt8] {
         key.derivedKey(info: Array("concord key id".utf8), byteCount: keyIDBytes).withUnsafeBytes { Array($0) }
     }
 

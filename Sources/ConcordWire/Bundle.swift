@@ -119,14 +119,8 @@ public struct BundleWriter {
         var payload = ByteWriter()
         payload.identifier(manifest.publisher)
         payload.varint(manifest.createdMillis)
-        for vector in [manifest.base, manifest.top] {
-            let entries = vector.sorted
-            payload.varint(UInt64(entries.count))
-            for (replica, seq) in entries {
-                payload.identifier(replica)
-                payload.varint(seq)
-            }
-        }
+        payload.versionVector(manifest.base)
+        payload.versionVector(manifest.top)
         try emitBlock(.manifest, payload.bytes, compress: false)
     }
 
@@ -241,21 +235,10 @@ public struct BundleReader<Source: ByteSource> {
         do {
             let publisher: ReplicaID = try reader.identifier()
             let created = try reader.varint()
-            var vectors: [VersionVector] = []
-            for _ in 0..<2 {
-                let count = try reader.varint()
-                guard count <= UInt64(reader.remaining / 17) else { throw DecodeError.truncated }
-                var entries: [ReplicaID: UInt64] = [:]
-                for _ in 0..<count {
-                    let replica: ReplicaID = try reader.identifier()
-                    guard entries.updateValue(try reader.varint(), forKey: replica) == nil else {
-                        throw DecodeError.malformed("a version vector names a replica twice")
-                    }
-                }
-                vectors.append(VersionVector(entries))
-            }
+            let base = try reader.versionVector()
+            let top = try reader.versionVector()
             guard reader.isAtEnd else { throw DecodeError.malformed("bytes after the manifest") }
-            let manifest = BundleManifest(publisher: publisher, createdMillis: created, base: vectors[0], top: vectors[1])
+            let manifest = BundleManifest(publisher: publisher, createdMillis: created, base: base, top: top)
             self.manifest = manifest
             return manifest
         } catch {
