@@ -118,22 +118,19 @@ public final class FolderSync {
                 continue
             }
             let retry = known.skipped != nil && (checksAll || known.keyID != state.keyID)
-            if !retry, !checksAll, known.identity == file.identity, !known.identity.isEmpty {
-                if let reason = known.skipped { report.warn("skipping \(file.name): \(reason)") }
-                continue
-            }
+            let unchanged = !checksAll && known.identity == file.identity && !known.identity.isEmpty
             // Touched, copied, replaced, or too recent to tell: the same file only if the same bytes.
-            if !retry, let hash = try? FileSource.sha256(of: path(of: file)), hash == known.sha256 {
-                if let reason = known.skipped { report.warn("skipping \(file.name): \(reason)") }
-                if known.identity != file.identity {
-                    known.identity = file.identity
-                    state.recorded[file.name] = known
-                    seenAgain.append(known)
-                }
-            } else {
+            guard !retry, unchanged || (try? FileSource.sha256(of: path(of: file))) == known.sha256 else {
                 state.recorded[file.name] = nil
                 state.stale.append(known)
                 pending.append(file)
+                continue
+            }
+            if let reason = known.skipped { report.warn("skipping \(file.name): \(reason)") }
+            if known.identity != file.identity {
+                known.identity = file.identity
+                state.recorded[file.name] = known
+                seenAgain.append(known)
             }
         }
         try store.recordFolderFiles(seenAgain)
