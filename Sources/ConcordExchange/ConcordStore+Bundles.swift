@@ -84,22 +84,20 @@ extension ConcordStore {
         let file = try FileSource(path: path, hashing: true)
         var reader = try Self.bundleReader(file, path: path, key: key, requireEncrypted: requireEncrypted)
         var summary: BundleSummary?
-        let report: MergeReport
-        do {
-            report = try mergeInBatches { each in
+        let result = Result { () throws(StoreError) in
+            try merge { each in
                 guard !skipping.isEmpty else { return summary = try reader.forEachOperation(each) }
                 summary = try reader.forEachOperation { operation in
                     if let from = skipping[operation.id.replica], operation.id.seq >= from { return }
                     try each(operation)
                 }
             }
-            summary?.sha256 = file.sha256
-        } catch let error as BundleError {
-            throw ExchangeError(.invalidInput, "\(path): \(error)")
-        } catch let error as StoreError where error.code == .invalidInput {
+        }
+        if case .failure(let error) = result, error.code == .invalidInput {
             throw ExchangeError(.invalidInput, "\(path): \(error.message)")
         }
-        return (report, summary!)
+        summary?.sha256 = file.sha256
+        return (try result.get(), summary!)
     }
 
     /// A reader of the bundle file at `path`, plain or encrypted (opened with `key`).

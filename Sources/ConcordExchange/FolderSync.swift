@@ -51,8 +51,6 @@ public final class FolderSync {
     public func sync(progress: ((SyncProgress) -> Void)? = nil) throws -> FolderSyncReport {
         // A copy would publish files under its original's name, and coalesce the original's away.
         try store.ensureNotCopied()
-        // What a merge left pending (one a kill interrupted) is applied first (SPEC.md §5.6).
-        try store.finishPendingMerge()
         var report = FolderSyncReport()
         try prepareDirectory(&report)
         var state = State(listing: try list(&report), recorded: try store.folderFiles(in: folder), key: try store.syncKey())

@@ -172,8 +172,6 @@ public enum PeerClient {
     ) throws -> PeerSessionRecord {
         let ownGroup = group == nil ? MultiThreadedEventLoopGroup(numberOfThreads: 1) : nil
         defer { try? ownGroup?.syncShutdownGracefully() }
-        // What a merge left pending is applied first (SPEC.md §5.6), as by every merge.
-        try store.finishPendingMerge()
         let versions = try store.versionVector()
         guard let key = try store.syncKey() else {
             throw PeerFailure(.local, "the store at \(store.path) has no sync key; run 'syncctl key generate', or 'syncctl key import KEY' with the key of another store")

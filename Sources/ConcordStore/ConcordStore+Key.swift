@@ -26,12 +26,15 @@ extension ConcordStore {
     /// (SPEC.md §15.1). Otherwise nothing is written and the merge fails with `.keyReplaced`.
     @discardableResult
     public func merge(_ operations: some Sequence<Op>, ifSyncKeyIs keyBytes: [UInt8]) throws(StoreError) -> MergeReport {
-        try finishPendingMerge()
-        return try merging { context, report in
-            guard try Self.syncKeyBytes(context.db) == keyBytes else {
-                throw StoreError(.keyReplaced, "the sync key of the store at \(path) was replaced")
-            }
-            for operation in operations { try Self.ingest(operation, &context, &report) }
+        try guarded {
+            try merge(
+                bounds: environment.mergeBatch.unbounded,
+                checking: { db in
+                    guard try Self.syncKeyBytes(db) == keyBytes else {
+                        throw StoreError(.keyReplaced, "the sync key of the store at \(path) was replaced")
+                    }
+                },
+                reading: { each in for operation in operations { try each(operation) } })
         }
     }
 

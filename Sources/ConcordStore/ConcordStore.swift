@@ -213,8 +213,17 @@ public final class ConcordStore: Sendable {
     }
 
     /// Opens the existing store at `path`. A missing file, a file that is not a Concord store, or a
-    /// store of a newer schema is refused before anything is written.
+    /// store of a newer schema is refused before anything is written. Opened for writing, the
+    /// store first applies what a merge logged and did not apply to its records (one a crash
+    /// interrupted, SPEC.md §5.6), so that reads miss nothing the log holds.
     public static func open(at path: String, readOnly: Bool = false, environment: StoreEnvironment = .live) throws(StoreError) -> ConcordStore {
+        let store = try openWithoutFinishing(at: path, readOnly: readOnly, environment: environment)
+        // A copy refuses writes: it is told so at its first write, as ever.
+        if !readOnly, store.copiedFrom == nil { try store.finishAbandonedMerge() }
+        return store
+    }
+
+    private static func openWithoutFinishing(at path: String, readOnly: Bool, environment: StoreEnvironment) throws(StoreError) -> ConcordStore {
         // Identify the file from its header before SQLite opens it: opening a file, even
         // read-only, may create files beside it, and a refused file must stay untouched.
         try checkHeader(path)
@@ -256,12 +265,6 @@ public final class ConcordStore: Sendable {
     /// How long a writer waits for another before it gives up: 30 s, in polls of 1 ms.
     static let busyPollMicroseconds = 1_000
     static let busyPolls = 30_000
-
-    /// The pause between two batches of a merge: long enough for a writer of another process,
-    /// polling every millisecond, to take the store (SPEC.md §5.6).
-    static func pauseBetweenBatches() {
-        usleep(UInt32(3 * busyPollMicroseconds))
-    }
 
     static func configuration(readOnly: Bool) -> Configuration {
         var configuration = Configuration()

@@ -5,7 +5,9 @@ import Foundation
 /// record order (`RecordRef` order, each record's operations in the order they were added): a
 /// classic external merge sort (SPEC.md §5.6).
 ///
-/// Operations are kept encoded, each as a varint length and its bytes. A run of at most
+/// Operations are kept encoded, each as a varint length and its bytes: its author's number
+/// (shifted left by one, with the low bit set when it is to be sorted), its seq, and its encoding
+/// alone. A run of at most
 /// `runOperations` operations or `runBytes` bytes is kept in memory; when a second run starts, each
 /// full run is written to a temporary file twice, as added and sorted. The file is unlinked as soon
 /// as it is opened, so a crash leaves nothing behind. The streams read it through small buffers.
@@ -72,7 +74,7 @@ struct OperationSorter {
         }
         lastAuthor = (operation.id.replica, author)
         scratch.removeAll()
-        scratch.varint(UInt64(author))
+        scratch.varint(UInt64(author) << 1 | (sorting ? 1 : 0))
         scratch.varint(operation.id.seq)
         var encoder = OperationCodec.RunEncoder()
         encoder.append(operation, into: &scratch)
@@ -226,11 +228,13 @@ struct OperationSorter {
             guard let (bytes, entry) = try nextAdded() else { return nil }
             var reader = ByteReader(bytes, offset: entry.lowerBound)
             do {
-                let author = try reader.varint()
+                let tagged = try reader.varint()
+                let (author, sorted) = (tagged >> 1, tagged & 1 == 1)
                 let seq = try reader.varint()
                 guard author < UInt64(authors.count), reader.offset < entry.upperBound else { throw DecodeError.truncated }
                 return KeptOperation(
-                    id: OperationID(replica: authors[Int(author)], seq: seq), bytes: bytes, range: reader.offset..<entry.upperBound)
+                    id: OperationID(replica: authors[Int(author)], seq: seq), sorted: sorted, bytes: bytes,
+                    range: reader.offset..<entry.upperBound)
             } catch {
                 throw OperationSorter.damaged(error)
             }
@@ -283,7 +287,7 @@ struct OperationSorter {
         /// Decodes an operation at `reader`, after its length prefix.
         private func decode(_ reader: inout ByteReader) throws -> Op {
             do {
-                let author = try reader.varint()
+                let author = try reader.varint() >> 1
                 let seq = try reader.varint()
                 guard author < UInt64(authors.count) else { throw DecodeError.malformed("author \(author)") }
                 var run = OperationCodec.RunDecoder(author: authors[Int(author)], firstSeq: seq)
@@ -339,6 +343,8 @@ struct OperationSorter {
 /// `OperationCodec.RunEncoder` writes for it) in `bytes[range]`.
 struct KeptOperation {
     let id: OperationID
+    /// Whether it was added to be sorted: counted new when it was read.
+    let sorted: Bool
     let bytes: [UInt8]
     let range: Range<Int>
 }

@@ -7,7 +7,7 @@ public struct StoreEnvironment: Sendable {
     public var wallClock: @Sendable () -> UInt64
     /// Draws 64 random bits, for replica and record ids.
     public var random: @Sendable () -> UInt64
-    /// How much a batched merge applies in one transaction (SPEC.md §5.6).
+    /// How much a merge applies in one transaction (SPEC.md §5.6).
     public var mergeBatch = MergeBatch.standard
     /// The last record id made, shared by the copies of this environment.
     private let lastRecordID = LockedState<RecordID?>(nil)
@@ -50,34 +50,6 @@ public struct StoreEnvironment: Sendable {
             return id
         }
     }
-}
-
-/// The bounds of a batched merge (`ConcordStore.mergeInBatches`, SPEC.md §5.6). A batch that logs
-/// operations ends once it has logged `operations` of them; a batch that applies logged operations
-/// to their records ends once it has applied them to `records` records (it holds about a thousand
-/// at a time in memory: they come in record order). Larger batches merge faster (each commit
-/// rewrites every page the batch touched); smaller ones let local writes in sooner. Operations are sorted by record in runs of at most `sortRun` operations (about
-/// 30 bytes each, plus 32 of index; at most 8 MiB of them); more than one run goes through a
-/// temporary file.
-public struct MergeBatch: Sendable, Equatable {
-    public var operations: Int
-    public var records: Int
-    public var sortRun: Int
-    /// How many record states a batch that applies holds before it writes them out (they come in
-    /// record order).
-    var flushRecords = 1024
-    /// From how many sorted operations they are folded into record states on a thread of their own.
-    var foldThreadFrom = 20_000
-
-    public init(operations: Int, records: Int, sortRun: Int = 250_000) {
-        self.operations = max(1, operations)
-        self.records = max(1, records)
-        self.sortRun = max(1, sortRun)
-    }
-
-    /// A local write waits for at most one transaction of a merge (a batch, or the logging batch
-    /// and the first applying one together): a second or two of merging on a 2-core machine.
-    public static let standard = MergeBatch(operations: 1_000_000, records: 110_000)
 }
 
 /// A value behind a lock, for the little shared state a store keeps.

@@ -85,16 +85,9 @@ struct WriteContext {
     /// Whether `touched` is kept: when someone reads it (a report or an observer).
     var collectsTouched = true
     private var statements = RecordStatements()
-    /// How many records `ConcordStore.ingest` lets the context hold before it writes them out.
-    var recordLimit = MergeBatch.standard.records
-    /// Whether `append` only logs operations, leaving them to be applied to their records later,
-    /// in record order (SPEC.md §5.6).
-    var defersRecords = false
-    /// Whether each log row written is listed in `pending_merge`: when their records are left for
-    /// later transactions.
-    var listsPendingRows = false
-    /// The pending log rows written, when `listsPendingRows`.
-    private(set) var pendingRows: [PendingRow] = []
+    /// The log rows written: a merge lists them as pending, since it applies their operations to
+    /// their records later, in record order (SPEC.md §5.6).
+    private(set) var writtenChunks: [PendingRow] = []
 
     init(_ db: Database, localReplica: ReplicaID) throws {
         self.db = db
@@ -176,14 +169,9 @@ struct WriteContext {
         return currentHeld.contains(id.seq)
     }
 
-    /// Whether `operation`, already held under its id, is the operation held: byte for byte the
-    /// same timestamp, record and action. Two different operations under one id mean two stores
-    /// share a replica id (a copied store, SPEC.md §9.1).
-    mutating func holdsSame(_ operation: Op) throws -> Bool {
-        try holds(operation.id, encodedAlone: Self.encoded(operation)[...])
-    }
-
-    /// `holdsSame` for an operation kept encoded.
+    /// Whether `operation`, kept encoded and already held under its id, is the operation held:
+    /// byte for byte the same timestamp, record and action. Two different operations under one id
+    /// mean two stores share a replica id (a copied store, SPEC.md §9.1).
     mutating func holdsSame(_ operation: KeptOperation) throws -> Bool {
         try holds(operation.id, encodedAlone: operation.bytes[operation.range])
     }
@@ -246,20 +234,21 @@ struct WriteContext {
         return currentHeld.contiguous + 1
     }
 
-    /// Applies a new operation (one not held yet) to its record and queues it for the log.
+    /// Applies a new local operation to its record and queues it for the log.
     mutating func append(_ operation: Op) throws {
         try switchAuthor(to: operation.id.replica)
-        if !defersRecords { apply(logged: operation) }
+        let index = index(applyingTo: operation.record)
+        // Mutate in place: copying the state out and back would copy its storage on every operation.
+        states[index].apply(operation)
         try openChunk(for: operation.id)
         currentChunk!.append(operation)
         currentNew += 1
     }
 
     /// Logs a new operation kept encoded by a merge's sort, without decoding it (it was checked
-    /// when it was decoded first), and advances the clock to it. Only when `defersRecords`: its
-    /// record is left for `apply(logged:)`.
+    /// when it was decoded first), and advances the clock to it. Its record is left for the merge
+    /// to join (`join(unread:)`).
     mutating func append(kept operation: KeptOperation) throws {
-        precondition(defersRecords, "an operation kept encoded is only logged")
         try switchAuthor(to: operation.id.replica)
         try openChunk(for: operation.id)
         clock.observe(try currentChunk!.append(operation))
@@ -276,15 +265,8 @@ struct WriteContext {
         if currentChunk == nil { currentChunk = OpenChunk(firstSeq: id.seq) }
     }
 
-    /// Applies an operation to its record's state only: one the log already holds.
-    mutating func apply(logged operation: Op) {
-        let index = index(applyingTo: operation.record)
-        // Mutate in place: copying the state out and back would copy its storage on every operation.
-        states[index].apply(operation)
-    }
-
-    /// Joins a state built from operations the log already holds (`apply(logged:)` for each of
-    /// them, done elsewhere) with the record's: its row is joined at the flush.
+    /// Joins a state built from operations the log already holds (folded elsewhere,
+    /// `FoldedRecords`) with the record's: its row is joined at the flush.
     mutating func join(unread state: RecordState) {
         if let index = stateIndex[state.ref] {
             states[index].merge(state)
@@ -403,13 +385,7 @@ struct WriteContext {
         statement.bind(4, Int64(bitPattern: chunk.maxTimestamp.rawValue))
         statement.bind(5, bytes: chunk.writer.bytes)
         try statement.execute()
-        if listsPendingRows {
-            let pending = try HotStatement(db, "INSERT INTO pending_merge (replica, first_seq) VALUES (?, ?)")
-            pending.bind(1, try directory.index(of: replica, db))
-            pending.bind(2, Int64(chunk.firstSeq))
-            try pending.execute()
-            pendingRows.append(PendingRow(replica: try directory.index(of: replica, db), firstSeq: Int64(chunk.firstSeq)))
-        }
+        writtenChunks.append(PendingRow(replica: try directory.index(of: replica, db), firstSeq: Int64(chunk.firstSeq)))
     }
 
     /// The most operations one log chunk holds.

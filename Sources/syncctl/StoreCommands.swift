@@ -108,9 +108,9 @@ struct Merge: ParsableCommand {
         abstract: "Merge other stores and bundles into this one.",
         discussion: """
             Each PATH is a store or a bundle, told apart by its content. Stores are opened read-only \
-            and never modified. A damaged file merges nothing of any: bundles alone are checked whole \
-            first, then applied in batches (other writers get the store between them); with a store \
-            among the PATHs, everything is merged in one transaction.
+            and never modified. Every file is read and checked whole first, so a damaged file merges \
+            nothing of any; then the operations are applied in batches (other writers get the store \
+            between them).
             """)
     @OptionGroup var store: StoreOptions
     @Argument(help: "Stores and bundles to merge from.") var paths: [String]
@@ -136,26 +136,13 @@ struct Merge: ParsableCommand {
             case .other: throw ExchangeError(.invalidInput, "\(path) is not a Concord store or bundle")
             }
         }
-        let report: MergeReport
-        if stores.isEmpty {
-            // Bundles only: every one is read and checked whole first, so a damaged one applies
-            // nothing, and its operations are kept sorted by record; then they are logged and
-            // applied from there, in one transaction if they fit in one batch, else in bounded
-            // batches, each its own transaction, so a long merge never keeps other writers out
-            // for more than a batch (SPEC.md §5.6).
-            report = try target.mergeInBatches { each in
-                for path in bundles { try Self.read(path, key: key, each) }
-            }
-        } else {
-            let since = try target.versionVector()
-            report = try target.merge { ingest in
-                for other in stores {
-                    // A clash between stores that share a replica id shows where both hold operations.
-                    for probe in try other.overlapProbes(for: since) { try ingest(probe) }
-                    try other.forEachOperation(since: since, ingest)
-                }
-                for path in bundles { try Self.read(path, key: key, ingest) }
-            }
+        // Everything is read and checked whole first, so a damaged file merges nothing, and kept
+        // sorted by record; then it is logged and applied in bounded batches, each its own
+        // transaction, so a long merge never keeps other writers out for more than a batch
+        // (SPEC.md §5.6).
+        let report = try target.merge { each in
+            for other in stores { try other.forEachOperation(lackedBy: target, each) }
+            for path in bundles { try Self.read(path, key: key, each) }
         }
         let replicas = report.newOperations.count
         say("merged \(report.newOperationCount) new operation\(report.newOperationCount == 1 ? "" : "s") from \(replicas) replica\(replicas == 1 ? "" : "s")")

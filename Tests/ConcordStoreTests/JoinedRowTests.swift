@@ -1,5 +1,5 @@
 import ConcordCore
-import ConcordStore
+@testable import ConcordStore
 import Foundation
 import GRDB
 import PropertyBased
@@ -110,8 +110,7 @@ import Testing
                 let cuts = [Int.random(in: 0...shuffled.count, using: &rng), Int.random(in: 0...shuffled.count, using: &rng)].sorted()
                 try joined.merge(shuffled[..<cuts[0]])
                 try joined.merge(shuffled[cuts[0]..<cuts[1]])
-                var next = shuffled[cuts[1]...].makeIterator()
-                try joined.mergeInBatches { next.next() }
+                try joined.merge { each in try shuffled[cuts[1]...].forEach(each) }
 
                 #expect(try joined.dump() == whole.dump())
                 #expect(try joined.verify().problems == [])
@@ -149,9 +148,9 @@ extension JoinedRowTests {
     }
 
     /// A batch that would join its operations with a row whose merge metadata is damaged refuses
-    /// the batch: the store is reported corrupt, and nothing of the batch is applied. The
-    /// operations were logged before (SPEC.md §5.6): they wait to be applied, and the row is as
-    /// it was.
+    /// the batch: the store is reported corrupt, and nothing of the batch is applied. The merge
+    /// fits in one transaction, which logged its operations (SPEC.md §5.6): nothing of it stays,
+    /// and the row is as it was.
     @Test(arguments: ["substr(crdt, 1, 3)", "crdt || x'00'", "x'02' || substr(crdt, 2)", "substr(crdt, 1, length(crdt) - 1)"])
     func aDamagedRowRefusesTheBatch(damage: String) throws {
         let (directory, damaged, edits) = try Self.damagedStore("crdt = \(damage)")
@@ -161,9 +160,18 @@ extension JoinedRowTests {
             try DatabaseQueue(path: directory.file("store.db")).read { db in try Row.fetchOne(db, sql: "SELECT * FROM reminders") }
         }
         let before = try row()
-        var next = edits.makeIterator()
-        #expect { try damaged.mergeInBatches { next.next() } } throws: { error in
+        #expect { try damaged.merge { each in try edits.forEach(each) } } throws: { error in
             (error as? StoreError)?.code == .corrupt && "\(error)".contains("merge metadata")
+        }
+        #expect(try damaged.allOperations().count == held)
+        #expect(try damaged.pendingOperationCount() == 0)
+        #expect(try row() == before)
+        // Merged in batches of one operation, the new ones first, the operations stay logged,
+        // waiting to be applied: the batch that logs the last (held) one applies the first record.
+        let new = edits.filter { $0.id.replica != damaged.replicaID }
+        let heldAlready = edits.filter { $0.id.replica == damaged.replicaID }
+        #expect { try damaged.merge(bounds: MergeBatch(operations: 1, records: 1)) { each in try (new + heldAlready).forEach(each) } } throws: { error in
+            (error as? StoreError)?.code == .corrupt
         }
         #expect(try damaged.allOperations().count == held + 2)
         #expect(try damaged.pendingOperationCount() == 2)
@@ -177,8 +185,7 @@ extension JoinedRowTests {
         defer { withExtendedLifetime(directory) {} }
         #expect(try damaged.verify().problems.count == 1)
         let held = try damaged.allOperations().count
-        var next = edits.makeIterator()
-        try damaged.mergeInBatches { next.next() }
+        try damaged.merge { each in try edits.forEach(each) }
         #expect(try damaged.allOperations().count == held + 2)
         #expect(try damaged.verify().problems.count == 1)
     }

@@ -1,6 +1,7 @@
 import ConcordCore
 @testable import ConcordStore
 import Foundation
+import GRDB
 import PropertyBased
 import Testing
 
@@ -76,32 +77,21 @@ import Testing
                 let stopped = try ConcordStore.create(at: directory.file("stopped.db"), environment: settings)
                 struct Stop: Error {}
 
-                // Logging stops after some operations: the batches committed before stay. They
-                // are logged decoded (the streaming merge) or kept encoded by the sort (a merge
-                // of bundles).
-                let logged = Int.random(in: 0...operations.count, using: &rng)
-                if Bool.random(using: &rng) {
-                    var given = operations.prefix(logged).makeIterator()
-                    _ = try? stopped.logInBatches { () throws -> Op? in
-                        guard let operation = given.next() else { throw Stop() }
-                        return operation
-                    }
-                } else {
-                    var sorter = OperationSorter(spillPath: directory.file("sort"), runOperations: settings.mergeBatch.sortRun)
-                    for operation in operations.prefix(logged) { try sorter.add(operation) }
-                    var kept = try sorter.finish().addedOrder()
-                    _ = try? stopped.logInBatches({ () throws -> KeptOperation? in
-                        guard let operation = try kept.nextKept() else { throw Stop() }
-                        return operation
-                    }, ingest: ConcordStore.ingest)
-                }
-                #expect(try stopped.verify().problems == [], "seed \(seed)")
-                // Applying stops after some batches.
-                let batches = Int.random(in: 0...3, using: &rng)
+                // The merge stops after any batch (one that logs, or one that applies): the
+                // batches committed before stay.
+                let batches = Int.random(in: 1...12, using: &rng)
                 var done = 0
+                _ = try? stopped.merge(bounds: settings.mergeBatch, afterEachBatch: {
+                    done += 1
+                    if done == batches { throw Stop() }
+                }) { each in try operations.prefix(Int.random(in: 0...operations.count, using: &rng)).forEach(each) }
+                #expect(try stopped.verify().problems == [], "seed \(seed)")
+                // Finishing what it left stops after some batches too.
+                let finished = Int.random(in: 0...3, using: &rng)
+                done = 0
                 _ = try? stopped.finishPendingMerge(afterEachBatch: {
                     done += 1
-                    if done > batches { throw Stop() }
+                    if done > finished { throw Stop() }
                 })
                 let report = try stopped.verify()
                 #expect(report.problems == [], "seed \(seed)")
@@ -111,14 +101,12 @@ import Testing
                 let note = try stopped.addNote(NoteDraft(title: "local"))
                 try whole.merge(try stopped.allOperations().filter { $0.record == .note(note) })
 
-                // The next merge finishes the one stopped, then merges the rest.
-                // Streamed (logged as it comes), or read once (sorted first; in one transaction
-                // when the operations fit in a batch).
+                // The next merge finishes the one stopped, then merges the rest: in batches, or (as
+                // every merge of operations in memory) in one transaction.
                 if Bool.random(using: &rng) {
-                    var rest = operations.makeIterator()
-                    try stopped.mergeInBatches { rest.next() }
+                    try stopped.merge { each in try operations.forEach(each) }
                 } else {
-                    try stopped.mergeInBatches { each in for operation in operations { try each(operation) } }
+                    try stopped.merge(operations)
                 }
                 try whole.merge(operations)
                 #expect(try stopped.pendingOperationCount() == 0)
@@ -130,10 +118,10 @@ import Testing
         }
     }
 
-    /// A merge read once that finds operations it did not count as held (by the version vector
-    /// it read first) held after all, because another process logged them meanwhile and has not
-    /// applied them yet, leaves them to that process: it does not apply them to their records,
-    /// small (one transaction) or large (batches), so `verify` stays sound meanwhile.
+    /// A merge that finds operations it did not count as held (by the version vector it read
+    /// first) held after all, because another process logged them meanwhile and has not applied
+    /// them yet, leaves them to that process: it does not apply them to their records, small (one
+    /// transaction) or large (batches), so `verify` stays sound meanwhile.
     @Test(arguments: [1_000, 5], [0, 20_000])
     func operationsAnotherProcessLoggedMeanwhileAreLeftToIt(mergeBatch: Int, foldThreadFrom: Int) throws {
         let clock = ManualClock(baseMillis)
@@ -147,20 +135,78 @@ import Testing
         let target = try ConcordStore.create(at: directory.file("target.db"), environment: settings)
         let other = try ConcordStore.open(at: target.path, environment: environment(clock: clock, seed: 3))
 
-        let report = try target.mergeInBatches(reading: { each in
+        struct Stop: Error {}
+        var pendingMeanwhile = 0
+        let report = try target.merge { each in
             for operation in operations { try each(operation) }
-            // After this merge read the version vector, another process logs the same operations.
-            var given = operations.makeIterator()
-            _ = try other.logInBatches { given.next() }
-        })
+            // After this merge read the version vector, another process merges the same
+            // operations and stops after its first batch, which logged them all and applied
+            // the first record.
+            #expect(throws: Stop.self) {
+                try other.merge(bounds: MergeBatch(operations: 1_000, records: 1), afterEachBatch: { throw Stop() }) { each in
+                    try operations.forEach(each)
+                }
+            }
+            pendingMeanwhile = try other.pendingOperationCount()
+        }
+        #expect(pendingMeanwhile == operations.count - 3)
         #expect(report.newOperationCount == 0 && report.duplicates == operations.count)
         let meanwhile = try target.verify()
-        #expect(meanwhile.problems == [] && meanwhile.pendingOperations == operations.count)
-        #expect(try target.notes().isEmpty)
+        #expect(meanwhile.problems == [] && meanwhile.pendingOperations == pendingMeanwhile)
+        #expect(try target.notes().count == 1)
 
         // The other process applies them.
         try other.finishPendingMerge()
         #expect(try target.dump() == source.dump())
         #expect(try target.verify().problems == [])
+    }
+}
+
+extension RecordOrderMergeTests {
+    /// A store opened for writing applies what a merge left pending when no running process is
+    /// applying it (a merge killed, or one that failed), and leaves it to a process that runs
+    /// (SPEC.md §5.6, §9).
+    @Test func openingAStoreFinishesAMergeNoRunningProcessApplies() throws {
+        let clock = ManualClock(baseMillis)
+        let source = try ConcordStore.inMemory(environment: environment(clock: clock, seed: 1))
+        for index in 0..<6 { try source.addNote(NoteDraft(title: "n\(index)")) }
+        let operations = try source.allOperations()
+        let directory = try TemporaryDirectory()
+        var settings = environment(clock: clock, seed: 2)
+        settings.mergeBatch = MergeBatch(operations: 4, records: 2)
+        let path = directory.file("store.db")
+        let store = try ConcordStore.create(at: path, environment: settings)
+        struct Stop: Error {}
+        #expect(throws: Stop.self) {
+            try store.merge(bounds: settings.mergeBatch, afterEachBatch: { throw Stop() }) { each in try operations.forEach(each) }
+        }
+        #expect(try store.pendingOperationCount() == 4)
+        func record(_ process: ProcessIdentity) throws {
+            try DatabaseQueue(path: path).write { db in
+                try db.execute(sql: "INSERT INTO meta (key, value) VALUES (?, ?)", arguments: [process.key, process.start])
+            }
+        }
+        func appliers() throws -> [String] {
+            try DatabaseQueue(path: path).read { db in try String.fetchAll(db, sql: "SELECT key FROM meta WHERE key LIKE 'merging %'") }
+        }
+        // The merge that failed forgot itself: nobody applies its rows.
+        #expect(try appliers() == [])
+
+        // A running process (the one that started this test) applies them: they are left to it.
+        let running = ProcessIdentity(running: getppid())
+        try record(running)
+        _ = try ConcordStore.open(at: path, environment: settings)
+        #expect(try store.pendingOperationCount() == 4)
+        #expect(try appliers() == [running.key])
+
+        // The same process id, started at another time: another process, which has ended.
+        try DatabaseQueue(path: path).write { db in try db.execute(sql: "DELETE FROM meta WHERE key = ?", arguments: [running.key]) }
+        try record(ProcessIdentity(pid: running.pid, start: "another start"))
+        let opened = try ConcordStore.open(at: path, environment: settings)
+        #expect(try opened.pendingOperationCount() == 0)
+        #expect(try appliers() == [])
+        #expect(try opened.verify().problems == [])
+        try opened.merge(operations)
+        #expect(try opened.dump() == source.dump())
     }
 }

@@ -52,8 +52,7 @@ import Testing
             try model.merge(other.model.operations())
             let operations = try other.store.allOperations()
             if batched {
-                var next = operations.makeIterator()
-                try store.mergeInBatches { next.next() }
+                try store.merge { each in try operations.forEach(each) }
             } else {
                 try store.merge(operations)
             }

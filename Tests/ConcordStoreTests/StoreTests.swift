@@ -324,19 +324,18 @@ import Testing
 
         struct Interrupted: Error {}
         let target = try makeStore(seed: 2, mergeBatch: 8)
-        var given = operations.prefix(20).makeIterator()
-        #expect(throws: StoreError.self) {
-            try target.mergeInBatches {
-                guard let operation = given.next() else { throw Interrupted() }
-                return operation
-            }
+        var batches = 0
+        #expect(throws: Interrupted.self) {
+            try target.merge(bounds: target.environment.mergeBatch, afterEachBatch: {
+                batches += 1
+                if batches == 2 { throw Interrupted() }
+            }) { each in try operations.forEach(each) }
         }
-        // Two whole batches of 8 were committed, each on its own; the 4 of the third were not.
+        // Two whole batches of 8 were committed, each on its own; nothing of the third.
         #expect(try target.allOperations().count == 16)
         #expect(try target.versionVector()[source.replicaID] == 16)
 
-        var all = operations.makeIterator()
-        let resumed = try target.mergeInBatches { all.next() }
+        let resumed = try target.merge { each in try operations.forEach(each) }
         #expect(resumed.newOperationCount == 14)
         #expect(resumed.duplicates == 16)
         #expect(try target.dump() == source.dump())
@@ -375,7 +374,7 @@ import Testing
         #expect(try store.lastPublishedSerial(in: "/shared") == 6, "nothing taken past the maximum")
     }
 
-    /// A merge read once (`mergeInBatches(reading:)`) commits what fits in one batch in one
+    /// A merge read once (`merge(reading:)`) commits what fits in one batch in one
     /// transaction; what takes more records than a batch applies, or
     /// more operations than a batch logs, comes out the same through more transactions; input
     /// that fails partway, or holds an invalid operation, changes nothing.
@@ -393,7 +392,7 @@ import Testing
         var expected: String?
         for bounds in [(30, 10), (30, 3), (29, 10), (7, 2), (1_000, 1_000)] {
             let store = try target(operations: bounds.0, records: bounds.1)
-            let report = try store.mergeInBatches { each in
+            let report = try store.merge { each in
                 for operation in operations { try each(operation) }
             }
             #expect(report.newOperationCount == 30, "bounds \(bounds)")
@@ -408,17 +407,18 @@ import Testing
         let store = try target(operations: 1_000, records: 1_000)
         let before = try store.dump()
         let own = try store.allOperations().count
-        #expect(throws: Damaged.self) {
-            try store.mergeInBatches { each in
+        let failed = try #require(throws: StoreError.self) {
+            try store.merge { each in
                 for operation in operations.prefix(25) { try each(operation) }
                 throw Damaged()
             }
         }
+        #expect(failed.underlying is Damaged)
         var invalid = operations[3]
         invalid.record = RecordRef(kind: .reminder, id: RecordID(high: 9, low: 9))
         invalid.action = .assign(.title, .int(4))
         let error = try #require(throws: StoreError.self) {
-            try store.mergeInBatches { each in
+            try store.merge { each in
                 for operation in operations { try each(operation) }
                 try each(invalid)
             }
@@ -427,8 +427,9 @@ import Testing
         #expect(try store.dump() == before && store.allOperations().count == own)
     }
 
-    /// A batched merge logs in batches of operations, then applies in batches of records: a batch
-    /// that applies ends between records, once it holds its bound of them (SPEC.md §5.6).
+    /// A batched merge logs in batches of operations, then applies in batches of records, the
+    /// batch that logs the last operations applying the first records: a batch that applies ends
+    /// between records, once it holds its bound of them (SPEC.md §5.6).
     @Test func batchesLogByOperationsAndApplyByRecords() throws {
         let source = try makeStore(seed: 1)
         for index in 0..<10 { try source.addNote(NoteDraft(title: "n\(index)")) }
@@ -439,29 +440,23 @@ import Testing
         let target = try ConcordStore.create(at: directory.file("target.db"), environment: environment)
         // Another connection sees only what has been committed.
         let observer = try ConcordStore.open(at: target.path, readOnly: true)
-        var given = operations.makeIterator()
-        var loggedWhenPulled: [Int] = []
-        let (report, _) = try target.logInBatches {
-            loggedWhenPulled.append(try observer.allOperations().count)
-            return given.next()
-        }
-        #expect(report.newOperationCount == 30)
-        // Operations 1–12, 13–24, 25–30, each batch its own transaction; no record is written yet.
-        #expect(loggedWhenPulled.count == 31)
-        #expect(loggedWhenPulled[11] == 0 && loggedWhenPulled[12] == 12)
-        #expect(loggedWhenPulled[23] == 12 && loggedWhenPulled[24] == 24)
-        #expect(try observer.allOperations().count == 30 && observer.notes().isEmpty)
-        #expect(try target.pendingOperationCount() == 30)
-        #expect(try target.verify().pendingOperations == 30)
-        #expect(try target.verify().isSound)
-
-        var notesAfterEachBatch: [Int] = []
-        let applied = try target.finishPendingMerge(afterEachBatch: {
-            notesAfterEachBatch.append(try observer.notes().count)
+        var logged: [Int] = []
+        var notes: [Int] = []
+        let report = try target.merge(bounds: target.environment.mergeBatch, afterEachBatch: {
+            logged.append(try observer.allOperations().count)
+            notes.append(try observer.notes().count)
             #expect(try target.verify().isSound)
-        })
-        #expect(applied == 30)
-        #expect(notesAfterEachBatch == [4, 8, 10])
+            if logged.count == 2 {
+                // Logged, and not applied yet.
+                #expect(try target.pendingOperationCount() == 24)
+                #expect(try target.verify().pendingOperations == 24)
+            }
+        }) { each in try operations.forEach(each) }
+        #expect(report.newOperationCount == 30)
+        // Operations 1–12, 13–24, 25–30, each batch its own transaction; the third applies the
+        // first 4 records, and two more batches apply the rest.
+        #expect(logged == [12, 24, 30, 30, 30])
+        #expect(notes == [0, 0, 4, 8, 10])
         #expect(try target.pendingOperationCount() == 0)
         #expect(try target.dump() == source.dump())
     }
@@ -496,20 +491,21 @@ import Testing
                 try target.editReminder(id, ReminderPatch(title: "written in between"))
             }
         }
-        var index = 0
-        let (report, _) = try target.logInBatches {
-            defer { index += 1 }
-            guard index < operations.count else { return nil }
-            // The first batch (4 operations) has committed.
-            if index == 4, !whileApplying { try write() }
-            return operations[index]
-        }
         var batches = 0
-        try target.finishPendingMerge(afterEachBatch: {
+        var wrote = false
+        let report = try target.merge(bounds: target.environment.mergeBatch, afterEachBatch: {
             batches += 1
-            if batches == 1, whileApplying { try write() }
-        })
-        #expect(batches == 3)
+            let allLogged = try target.allOperations().count == operations.count
+            // Between the first two batches that log (the first has 4 operations), or the first
+            // two that apply (the batch that logs the last operations applies the first records).
+            if !wrote, whileApplying ? allLogged : batches == 1 {
+                #expect(allLogged == whileApplying)
+                try write()
+                wrote = true
+            }
+        }) { each in try operations.forEach(each) }
+        #expect(wrote)
+        #expect(batches >= 3)
         #expect(report.newOperationCount > 0)
         let reminder = try #require(try target.reminder(id))
         #expect(reminder.title == "written in between")

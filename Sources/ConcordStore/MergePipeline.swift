@@ -1,0 +1,265 @@
+import ConcordCore
+import Foundation
+import GRDB
+
+/// The one way operations from elsewhere enter a store: bundles, other stores, peer batches,
+/// shared folders and operations in memory all come through `merge(bounds:checking:reading:)`
+/// (SPEC.md §5.6). Its stages:
+///
+/// 1. **Read and validate**: every operation of the input is checked (§4.3) and kept, before
+///    anything is written; so invalid or unreadable input applies nothing.
+/// 2. **Sort by record**: the operations the version vector does not cover are also kept in record
+///    order (`OperationSorter`: in memory, or in a temporary file beside the store).
+/// 3. **Log**: the operations are appended to the log in the order they came, in transactions of
+///    at most `MergeBatch.operations` operations, each listing the log rows it writes as pending.
+/// 4. **Apply**: the sorted operations, folded into one state per record (`FoldedRecords`), are
+///    joined with their records' rows in record order, in transactions of at most
+///    `MergeBatch.records` records. The transaction that logs the last operations applies the
+///    first records, so a merge that fits in one batch is one transaction; the last one deletes
+///    the pending rows.
+///
+/// A merge in one transaction is the same pipeline with `MergeBatch.unbounded`.
+extension ConcordStore {
+    /// Runs the pipeline over the operations `read` passes to its argument.
+    ///
+    /// - Parameter check: runs at the start of every transaction (a peer's batch is merged only
+    ///   while the store holds the session's key).
+    /// - Parameter afterEachBatch: runs after each transaction commits (tests stop a merge there,
+    ///   as a crash would).
+    func merge(
+        bounds: MergeBatch, checking check: (Database) throws -> Void = { _ in },
+        afterEachBatch: () throws -> Void = {}, reading read: (_ each: (Op) throws -> Void) throws -> Void
+    ) throws -> MergeReport {
+        try finishPendingMerge()
+        do {
+            return try mergeRead(bounds: bounds, checking: check, afterEachBatch: afterEachBatch, reading: read)
+        } catch {
+            // What this merge committed stays pending, for whoever opens or merges next.
+            try? writer.write { db in try PendingRow.forgetApplier(db) }
+            throw error
+        }
+    }
+
+    private func mergeRead(
+        bounds: MergeBatch, checking check: (Database) throws -> Void,
+        afterEachBatch: () throws -> Void, reading read: (_ each: (Op) throws -> Void) throws -> Void
+    ) throws -> MergeReport {
+        let input = try readAndSort(read, sortRun: bounds.sortRun)
+        guard input.count > 0 else { return MergeReport() }
+        // Folding starts at once, on a thread of its own for a large merge, while the log is written.
+        let states = FoldedRecords(input, bounds)
+        defer { states.stop() }
+
+        var added = input.addedOrder()
+        var waiting = try added.nextKept()
+        var report = MergeReport()
+        var rows: [PendingRow] = []
+        // Whether a sorted operation was held when it came to be logged: another process logged
+        // it since this merge read the version vector, and may not have applied it yet.
+        var heldAfterAll = false
+        var next: RecordState?
+        repeat {
+            report.formUnion(try mergeTransaction(check) { context, report in
+                var logged = 0
+                while let operation = waiting, logged < bounds.operations {
+                    if try Self.log(operation, &context, &report) { heldAfterAll = true }
+                    logged += 1
+                    waiting = try added.nextKept()
+                }
+                try context.flush()
+                rows += try Self.listPending(context.writtenChunks, context.db)
+                guard waiting == nil, !heldAfterAll, !rows.isEmpty else { return }
+                // The last operations are logged: apply the first records in the same transaction.
+                next = try states.next()
+                let last = try join(states, from: &next, into: &context, bounds: bounds)
+                try Self.settle(rows, through: last, finished: next == nil, context.db)
+            })
+            try afterEachBatch()
+            if waiting != nil { Self.pauseBetweenBatches() }
+        } while waiting != nil
+        if heldAfterAll {
+            // Leave what the other process logged to it (its records must not show operations
+            // still listed as pending), and apply what this merge logged, read back from the log.
+            states.stop()
+            try applyPending(rows, bounds: bounds, checking: check, afterEachBatch: afterEachBatch)
+        } else if next != nil {
+            Self.pauseBetweenBatches()
+            try applyInRecordOrder(states, from: next, rows: rows, bounds: bounds, checking: check, afterEachBatch: afterEachBatch)
+        }
+        return report
+    }
+
+    /// Stages 1 and 2: reads and checks every operation, keeping them all in the order read and
+    /// those the version vector does not cover in record order too.
+    private func readAndSort(_ read: (_ each: (Op) throws -> Void) throws -> Void, sortRun: Int) throws -> OperationSorter.Finished {
+        let held = try versionVector()
+        var sorter = OperationSorter(spillPath: spillPath(), runOperations: sortRun)
+        // Operations come in runs of one author: look its seq up once per run.
+        var author: (id: ReplicaID, held: UInt64)?
+        try read { operation in
+            do {
+                try operation.validate()
+            } catch {
+                throw StoreError.wrap(error, path: path)
+            }
+            if author?.id != operation.id.replica { author = (operation.id.replica, held[operation.id.replica]) }
+            try sorter.add(operation, sorting: operation.id.seq > author!.held)
+        }
+        return try guarded { try sorter.finish() }
+    }
+
+    /// Stage 3 for one operation: appends it to the log, or compares it with the one held under
+    /// its id. Returns whether it is held although it was counted new when it was read.
+    private static func log(_ operation: KeptOperation, _ context: inout WriteContext, _ report: inout MergeReport) throws -> Bool {
+        guard try context.isHeld(operation.id) else {
+            try context.append(kept: operation)
+            return false
+        }
+        guard try context.holdsSame(operation) else { throw clash(operation.id) }
+        report.duplicates += 1
+        return operation.sorted
+    }
+
+    /// Lists log rows in `pending_merge` (SPEC.md §9): their operations wait to be applied.
+    private static func listPending(_ rows: [PendingRow], _ db: Database) throws -> [PendingRow] {
+        guard !rows.isEmpty else { return [] }
+        let insert = try db.cachedStatement(sql: "INSERT INTO pending_merge (replica, first_seq) VALUES (?, ?)")
+        for row in rows { try insert.execute(arguments: [row.replica, row.firstSeq]) }
+        try PendingRow.recordApplier(db)
+        return rows
+    }
+
+    /// Stage 4: joins `next` and the states after it with their records' rows, a batch of records
+    /// (`bounds.records`) per transaction, recording the progress in the pending `rows` (SPEC.md
+    /// §5.6); the last batch deletes them.
+    func applyInRecordOrder(
+        _ states: FoldedRecords, from first: RecordState?, rows: [PendingRow], bounds: MergeBatch,
+        checking check: (Database) throws -> Void = { _ in }, afterEachBatch: () throws -> Void = {}
+    ) throws {
+        var next = first
+        while next != nil {
+            _ = try mergeTransaction(check) { context, _ in
+                let last = try join(states, from: &next, into: &context, bounds: bounds)
+                try Self.settle(rows, through: last, finished: next == nil, context.db)
+            }
+            try afterEachBatch()
+            if next != nil { Self.pauseBetweenBatches() }
+        }
+    }
+
+    /// Joins `next` and the states after it with their records' rows, until a batch's records
+    /// are joined or the states end; `next` is left at the first state not joined. Returns the
+    /// last record joined.
+    private func join(
+        _ states: FoldedRecords, from next: inout RecordState?, into context: inout WriteContext, bounds: MergeBatch
+    ) throws -> RecordRef? {
+        context.reserveRecords(bounds.flushRecords)
+        var last: RecordRef?
+        var joined = 0
+        while let state = next, joined < bounds.records {
+            context.join(unread: state)
+            last = state.ref
+            joined += 1
+            // The states come in record order: written out a few at a time, rows are still
+            // written in order, and the folding thread folds the next states meanwhile.
+            if context.cachedRecordCount >= bounds.flushRecords { try context.flush() }
+            next = try states.next()
+        }
+        return last
+    }
+
+    /// Records in the pending `rows` that a batch applied their operations of the records up to
+    /// `last`, or, when the merge is `finished`, deletes them.
+    private static func settle(_ rows: [PendingRow], through last: RecordRef?, finished: Bool, _ db: Database) throws {
+        if finished {
+            let delete = try db.cachedStatement(sql: "DELETE FROM pending_merge WHERE replica = ? AND first_seq = ?")
+            for row in rows { try delete.execute(arguments: [row.replica, row.firstSeq]) }
+            try PendingRow.forgetApplier(db)
+        } else if let last {
+            // Never backwards: another process may be finishing the same rows, further on.
+            let update = try db.cachedStatement(sql: """
+                UPDATE pending_merge SET applied_through = ?1
+                WHERE replica = ?2 AND first_seq = ?3 AND (applied_through IS NULL OR applied_through < ?1)
+                """)
+            for row in rows { try update.execute(arguments: [last.appliedThroughBytes, row.replica, row.firstSeq]) }
+        }
+    }
+
+    /// One transaction of a merge: checks that the store may be written and `check`, runs `body`
+    /// with a fresh context, writes the context out, and tells the store's observers which
+    /// records it wrote once it has committed.
+    private func mergeTransaction(
+        _ check: (Database) throws -> Void, _ body: (inout WriteContext, inout MergeReport) throws -> Void
+    ) throws -> MergeReport {
+        let (report, touched) = try guarded {
+            try writer.write { db in
+                try prepareWrite(db)
+                try check(db)
+                var context = try WriteContext(db, localReplica: replicaID)
+                // Decided once: an observer that starts meanwhile sees the changes after this one.
+                context.collectsTouched = isObserved
+                var report = MergeReport()
+                try body(&context, &report)
+                try context.flush()
+                report.newOperations = context.newOperationsByAuthor()
+                if report.newOperationCount > 0, context.clock.isFarAhead(ofWallMillis: environment.wallClock()) {
+                    report.farFutureTimestamp = context.clock.latest
+                }
+                return (report, context.collectsTouched ? Set(context.touched) : [])
+            }
+        }
+        notify(StoreChange(origin: .merge, records: touched))
+        return report
+    }
+
+    static func clash(_ id: OperationID) -> StoreError {
+        StoreError(
+            .clash,
+            "replica \(id.replica) has two different operations with seq \(id.seq), here and in what is being merged: one of the two stores is a copy of the other; run 'syncctl init --fork' on the copy (nothing of this batch was merged)",
+            underlying: OperationClash(id: id))
+    }
+
+    /// The pause between two batches of a merge: long enough for a writer of another process,
+    /// polling every millisecond, to take the store (SPEC.md §5.6).
+    static func pauseBetweenBatches() {
+        usleep(UInt32(3 * busyPollMicroseconds))
+    }
+}
+
+/// The bounds of a merge's transactions (SPEC.md §5.6). A transaction that logs operations ends
+/// once it has logged `operations` of them; one that applies them to their records ends once it
+/// has applied them to `records` records (it holds about a thousand at a time in memory: they
+/// come in record order). Larger batches merge faster (each commit rewrites every page the batch
+/// touched); smaller ones let other writers in sooner. Operations are sorted by record in runs of
+/// at most `sortRun` operations (about 30 bytes each, plus 32 of index; at most 8 MiB of them);
+/// more than one run goes through a temporary file.
+public struct MergeBatch: Sendable, Equatable {
+    public var operations: Int
+    public var records: Int
+    public var sortRun: Int
+    /// How many record states a batch that applies holds before it writes them out (they come in
+    /// record order).
+    var flushRecords = 1024
+    /// From how many sorted operations they are folded into record states on a thread of their own:
+    /// below it, the thread costs more than it saves.
+    var foldThreadFrom = 20_000
+
+    public init(operations: Int, records: Int, sortRun: Int = 250_000) {
+        self.operations = max(1, operations)
+        self.records = max(1, records)
+        self.sortRun = max(1, sortRun)
+    }
+
+    /// A local write waits for at most one transaction of a merge (a batch, or the last logging
+    /// batch and the first applying one together): a second or two of merging on a 2-core machine.
+    public static let standard = MergeBatch(operations: 1_000_000, records: 110_000)
+
+    /// These bounds with no limit on a transaction: the merge is one transaction (its memory is
+    /// still bounded by `sortRun` and `flushRecords`).
+    var unbounded: MergeBatch {
+        var bounds = self
+        bounds.operations = .max
+        bounds.records = .max
+        return bounds
+    }
+}
