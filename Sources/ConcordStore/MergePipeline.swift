@@ -51,7 +51,7 @@ extension ConcordStore {
         defer { states.stop() }
 
         var added = input.addedOrder()
-        var waiting = try added.nextKept()
+        var waiting = input.count
         var report = MergeReport()
         var rows: [PendingRow] = []
         // Whether a sorted operation was held when it came to be logged: another process logged
@@ -60,23 +60,23 @@ extension ConcordStore {
         var next: RecordState?
         repeat {
             report.formUnion(try mergeTransaction(check) { context, report in
-                var logged = 0
-                while let operation = waiting, logged < bounds.operations {
+                let batch = min(waiting, bounds.operations)
+                for _ in 0..<batch {
+                    guard let operation = try added.nextKept() else { throw OperationSorter.damaged(DecodeError.truncated) }
                     if try Self.log(operation, &context, &report) { heldAfterAll = true }
-                    logged += 1
-                    waiting = try added.nextKept()
                 }
+                waiting -= batch
                 try context.flush()
                 rows += try Self.listPending(context.writtenChunks, context.db)
-                guard waiting == nil, !heldAfterAll, !rows.isEmpty else { return }
+                guard waiting == 0, !heldAfterAll, !rows.isEmpty else { return }
                 // The last operations are logged: apply the first records in the same transaction.
                 next = try states.next()
                 let last = try join(states, from: &next, into: &context, bounds: bounds)
                 try Self.settle(rows, through: last, finished: next == nil, context.db)
             })
             try afterEachBatch()
-            if waiting != nil { Self.pauseBetweenBatches() }
-        } while waiting != nil
+            if waiting > 0 { Self.pauseBetweenBatches() }
+        } while waiting > 0
         if heldAfterAll {
             // Leave what the other process logged to it (its records must not show operations
             // still listed as pending), and apply what this merge logged, read back from the log.

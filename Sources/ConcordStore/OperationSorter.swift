@@ -54,9 +54,8 @@ struct OperationSorter {
         self.spillPath = spillPath
         self.runOperations = max(1, runOperations)
         self.runBytes = max(1, min(runBytes, Int(UInt32.max) / 2))
-        // Reserved whole, so that growing never doubles them.
-        buffer = ByteWriter(capacity: min(self.runBytes, self.runOperations * 64) + 64 << 10)
-        entries.reserveCapacity(min(self.runOperations, 1 << 20))
+        // Small at first (a peer's batch is a few thousand operations), and grown as needed (`add`).
+        buffer = ByteWriter(capacity: min(self.runBytes, 64 << 10))
     }
 
     /// Adds an operation; only those `sorting` come back in record order.
@@ -79,6 +78,10 @@ struct OperationSorter {
         var encoder = OperationCodec.RunEncoder()
         encoder.append(operation, into: &scratch)
         let start = buffer.bytes.count
+        if start + scratch.bytes.count + 10 > buffer.bytes.capacity {
+            // Doubling, but never past what a run holds (doubling past it would double the memory).
+            buffer.appending { $0.reserveCapacity(min(max(2 * $0.capacity, start + scratch.bytes.count + 10), runBytes + 64 << 10)) }
+        }
         buffer.varint(UInt64(scratch.bytes.count))
         buffer.bytes(scratch.bytes)
         if sorting {
@@ -328,10 +331,13 @@ struct OperationSorter {
                     position = reader.offset + Int(length)
                     return reader.offset..<position
                 }
-                // Not all of it is in the window: keep what is left and read on.
+                // Not all of it is in the window: move what is left to the front and read on
+                // behind it, in the same storage (a new window each time would be a fresh
+                // allocation, its pages faulted in anew, for every 256 KiB of the run).
                 guard unread < end else { throw StoreError(.io, "the merge's sort file ends inside an operation") }
                 let wanted = Int(min(end - unread, Int64(max(256 << 10, (window.count - position) * 2))))
-                window = Array(window[position...]) + (try file.read(at: unread, count: wanted))
+                window.removeSubrange(..<position)
+                try file.read(at: unread, count: wanted, appendingTo: &window)
                 unread += Int64(wanted)
                 position = 0
             }
@@ -384,9 +390,12 @@ final class SpillFile {
         return start
     }
 
-    func read(at offset: Int64, count: Int) throws -> [UInt8] {
-        var result = [UInt8](repeating: 0, count: count)
-        try result.withUnsafeMutableBytes { raw in
+    /// Reads `count` bytes at `offset` onto the end of `buffer`.
+    func read(at offset: Int64, count: Int, appendingTo buffer: inout [UInt8]) throws {
+        let start = buffer.count
+        buffer.append(contentsOf: repeatElement(0, count: count))
+        try buffer.withUnsafeMutableBytes { raw in
+            let raw = UnsafeMutableRawBufferPointer(rebasing: raw[start...])
             var done = 0
             while done < count {
                 let read = pread(descriptor, raw.baseAddress! + done, count - done, off_t(offset + Int64(done)))
@@ -397,6 +406,5 @@ final class SpillFile {
                 done += read
             }
         }
-        return result
     }
 }

@@ -212,6 +212,8 @@ public struct BundleReader<Source: ByteSource> {
     private var cursor: OperationsBlock.Cursor?
     private var blocks = 0
     private var operations = 0
+    /// The last block decompressed: its storage is reused for the next one.
+    private var decompressed: [UInt8] = []
     /// The ids of the runs of the blocks read, made into a `SeqRanges` once at the end.
     private var runs: [(replica: ReplicaID, seqs: ClosedRange<UInt64>)] = []
     /// The whole bundle, once its end block has been read and verified.
@@ -335,7 +337,9 @@ public struct BundleReader<Source: ByteSource> {
         guard compressed || storedLength == rawLength else { throw .corrupt("an uncompressed block with two lengths") }
         let stored = try readExactly(storedLength)
         guard CRC32C.checksum(stored) == checksum else { throw .corrupt("checksum mismatch in the \(type) block") }
-        return (type, compressed ? try Zstd.decompress(stored[...], size: rawLength) : stored)
+        guard compressed else { return (type, stored) }
+        try Zstd.decompress(stored[...], size: rawLength, into: &decompressed)
+        return (type, decompressed)
     }
 
     private mutating func readExactly(_ count: Int, atStart: Bool = false) throws(BundleError) -> [UInt8] {

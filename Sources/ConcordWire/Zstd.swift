@@ -27,6 +27,14 @@ public enum Zstd {
     /// frames, a skippable frame, bytes after the frame, another size) is refused; at most `size`
     /// bytes are allocated, so the caller bounds `size` first.
     public static func decompress(_ input: ArraySlice<UInt8>, size: Int) throws(BundleError) -> [UInt8] {
+        var output: [UInt8] = []
+        try decompress(input, size: size, into: &output)
+        return output
+    }
+
+    /// `decompress`, into `output`'s storage (its bytes replaced): a reader that decompresses block
+    /// after block into one buffer allocates, and has pages faulted in, once.
+    public static func decompress(_ input: ArraySlice<UInt8>, size: Int, into output: inout [UInt8]) throws(BundleError) {
         // Exactly one regular frame: zstd itself would also accept several frames back to back,
         // or skippable frames.
         guard input.starts(with: frameMagic) else { throw .corrupt("a block is not one zstd frame") }
@@ -34,7 +42,12 @@ public enum Zstd {
         guard ZSTD_isError(frameSize) == 0, frameSize == input.count else {
             throw .corrupt("a block is not exactly one zstd frame")
         }
-        var output = [UInt8](repeating: 0, count: size)
+        // Resized in place (the bytes are overwritten whole).
+        if output.count > size {
+            output.removeSubrange(size...)
+        } else if output.count < size {
+            output += [UInt8](repeating: 0, count: size - output.count)
+        }
         let result = input.withUnsafeBytes { source in
             output.withUnsafeMutableBytes { destination in
                 ZSTD_decompress(destination.baseAddress, size, source.baseAddress, input.count)
@@ -44,6 +57,5 @@ public enum Zstd {
             throw .corrupt("a block does not decompress (\(String(cString: ZSTD_getErrorName(result))))")
         }
         guard result == size else { throw .corrupt("a block decompresses to \(result) bytes, not the \(size) it declares") }
-        return output
     }
 }
