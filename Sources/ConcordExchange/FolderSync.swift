@@ -21,14 +21,14 @@ import Logging
 /// A store with a sync key publishes only encrypted bundles (SPEC.md §13.1) and imports only
 /// bundles encrypted with its key: a plain one, one of another key, or one that fails
 /// authentication is skipped with a warning.
-public final class FolderSync {
+public final class FolderSync: Sendable {
     public let store: ConcordStore
     /// The shared folder.
     public let folder: String
     /// Where this layout version keeps its files: `<folder>/concord-v1`.
     public let directory: String
     /// A replica merges its own files into one once it has more than this many.
-    public var coalesceThreshold = 32
+    public let coalesceThreshold: Int
 
     public static let layoutVersion = 1
     /// How old (seconds) a file's last change must be before its `stat` identity is trusted to
@@ -38,8 +38,18 @@ public final class FolderSync {
     static let staleTemporaryAge: TimeInterval = 15 * 60
     static let fileExtension = ".cbundle"
 
-    public init(store: ConcordStore, folder: String) {
+    /// The time a file's last change is compared with, to tell whether its identity has settled.
+    private let now: @Sendable () -> Date
+
+    public convenience init(store: ConcordStore, folder: String, coalesceThreshold: Int = 32) {
+        self.init(store: store, folder: folder, coalesceThreshold: coalesceThreshold, now: Date.init)
+    }
+
+    /// The same, telling time with `now` (the bench reads folders whose files it takes as settled).
+    package init(store: ConcordStore, folder: String, coalesceThreshold: Int = 32, now: @escaping @Sendable () -> Date) {
         self.store = store
+        self.now = now
+        self.coalesceThreshold = coalesceThreshold
         let absolute = folder.hasPrefix("/") ? folder : FileManager.default.currentDirectoryPath + "/" + folder
         self.folder = (absolute as NSString).standardizingPath
         directory = (self.folder as NSString).appendingPathComponent("concord-v\(Self.layoutVersion)")
@@ -295,57 +305,11 @@ public final class FolderSync {
         syncDirectory(of: (directory as NSString).appendingPathComponent(name))
     }
 
-    /// Syncs now and then every `interval` until `shouldStop` says so (checked every 100 ms),
-    /// calling `onSync` after each sync that moved something or warned. A sync that fails (the
-    /// folder vanished, the disk is full) is reported to `onError` and retried next time.
-    ///
-    /// It logs to `logger` (by default nowhere): each sync that moved something at `info` (its
-    /// `summary`), each file skipped and each failed sync at `warning`, each sync that found
-    /// nothing to do at `debug`.
-    public func watch(
-        interval: Duration, logger: Logger = .silent, shouldStop: () -> Bool, onSync: (FolderSyncReport) -> Void = { _ in },
-        onError: (any Error) -> Void = { _ in }
-    ) {
-        var lastState: String?
-        while !shouldStop() {
-            do {
-                // A cheap look at both sides: skip the sync when neither changed.
-                let state = try changeToken()
-                if state != lastState {
-                    // Remember the state seen *before* the sync: a change that lands while it runs
-                    // (or as it ends) then differs from it and is synced next time. The sync's own
-                    // writes cost one more sync that finds nothing to do.
-                    lastState = state
-                    let started = ContinuousClock.now
-                    let report = try sync()
-                    let metadata: Logger.Metadata = [
-                        "folder": "\(folder)", "operations_imported": "\(report.importedOperations)",
-                        "files_imported": "\(report.importedFiles)", "operations_published": "\(report.publishedOperations)",
-                        "seconds": "\(String(format: "%.3f", (ContinuousClock.now - started) / .seconds(1)))",
-                    ]
-                    for warning in report.warnings { logger.warning("\(warning)", metadata: ["folder": "\(folder)"]) }
-                    if report.movedSomething {
-                        logger.info("\(report.summary)", metadata: metadata)
-                    } else {
-                        logger.debug("\(report.summary)", metadata: metadata)
-                    }
-                    if report.movedSomething || !report.warnings.isEmpty { onSync(report) }
-                }
-            } catch let error as StoreError where error.code == .forked {
-                // No retry can go on under the old id: the caller opens the store again.
-                logger.notice("\(error.message)", metadata: ["folder": "\(folder)"])
-                onError(error)
-                lastState = nil
-            } catch {
-                logger.warning("\(error); retrying", metadata: ["folder": "\(folder)"])
-                onError(error)
-                lastState = nil
-            }
-            let deadline = ContinuousClock.now + interval
-            while ContinuousClock.now < deadline, !shouldStop() {
-                Thread.sleep(forTimeInterval: 0.1)
-            }
-        }
+    /// Syncs now and then every `interval`, whenever the store or the folder changed, for as long
+    /// as the task that iterates the sequence runs: cancelling it ends the watch, after the sync
+    /// under way. See `FolderWatch`.
+    public func watch(every interval: Duration, logger: Logger = .silent) -> FolderWatch {
+        FolderWatch(sync: self, interval: interval, logger: logger)
     }
 
     /// A summary of the folder's listing and the store's version vector: when it is unchanged,
@@ -455,7 +419,7 @@ public final class FolderSync {
                 report.warn("skipping \(Self.shown(name)): a directory, not a file")
                 continue
             }
-            guard let identity = FileIdentity(of: path) else { continue }
+            guard let identity = FileIdentity(of: path, now: now()) else { continue }
             guard access(path, R_OK) == 0 else {
                 report.warn("skipping \(Self.shown(name)): cannot read it (\(String(cString: strerror(errno))))")
                 continue
@@ -572,15 +536,5 @@ extension ConcordStore {
     @discardableResult
     public func sync(folder: String, progress: ((SyncProgress) -> Void)? = nil) throws -> FolderSyncReport {
         try FolderSync(store: self, folder: folder).sync(progress: progress)
-    }
-
-    /// Syncs through a shared folder now and whenever the store or the folder changes, until
-    /// `shouldStop` returns true. See `FolderSync.watch`.
-    public func watch(
-        folder: String, interval: Duration = .seconds(2), shouldStop: () -> Bool,
-        logger: Logger = .silent, onSync: (FolderSyncReport) -> Void = { _ in }, onError: (any Error) -> Void = { _ in }
-    ) {
-        FolderSync(store: self, folder: folder).watch(
-            interval: interval, logger: logger, shouldStop: shouldStop, onSync: onSync, onError: onError)
     }
 }

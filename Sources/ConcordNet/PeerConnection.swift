@@ -307,7 +307,6 @@ final class PeerConnection: @unchecked Sendable {
         feed = OperationFeed(
             store: store, lastShared: lastShared, since: since, chunk: configuration.readChunkOperations,
             available: { [self] in worker.async { self.pump() } })
-        feed?.start()
     }
 
     /// Seals what the feed has ready while the connection takes it.
@@ -446,87 +445,37 @@ final class PeerChannelHandler: ChannelInboundHandler {
 }
 
 /// Reads the operations a peer lacks from the store on a thread of its own and hands them over in
-/// chunks, at most two waiting: the reader waits while the sender is behind, so memory stays
-/// bounded by a few chunks however long the log.
-final class OperationFeed: @unchecked Sendable {
+/// chunks (`Handoff`), at most two waiting: the reader waits while the sender is behind, so memory
+/// stays bounded by a few chunks however long the log.
+final class OperationFeed: Sendable {
     enum Item {
         case operations([Op])
         case end
         case failed(any Error)
     }
 
-    private struct Cancelled: Error {}
-
-    private let store: ConcordStore
-    private let lastShared: [OperationID]
-    private let since: VersionVector
-    private let chunk: Int
-    private let available: @Sendable () -> Void
-    private let condition = NSCondition()
-    private var items: [Item] = []
-    private var cancelled = false
-    static let capacity = 2
+    private let handoff: Handoff<Op>
 
     /// Reads the operations `lastShared` names (the last shared operations, SPEC.md §15.6), then
-    /// those `since` does not cover.
+    /// those `since` does not cover, calling `available` whenever a chunk is ready.
     init(store: ConcordStore, lastShared: [OperationID], since: VersionVector, chunk: Int, available: @escaping @Sendable () -> Void) {
-        self.store = store
-        self.lastShared = lastShared
-        self.since = since
-        self.chunk = max(1, chunk)
-        self.available = available
-    }
-
-    func start() {
-        let thread = Thread { [self] in run() }
-        thread.name = "concord.peer.feed"
-        thread.start()
-    }
-
-    /// The next item, or `nil` when none is ready yet (`available` is called when one is).
-    func take() -> Item? {
-        condition.lock()
-        defer { condition.unlock() }
-        guard !items.isEmpty else { return nil }
-        let item = items.removeFirst()
-        condition.broadcast()
-        return item
-    }
-
-    /// Stops the reader; what it had read is dropped.
-    func cancel() {
-        condition.lock()
-        cancelled = true
-        items.removeAll()
-        condition.broadcast()
-        condition.unlock()
-    }
-
-    private func put(_ item: Item) throws {
-        condition.lock()
-        while items.count >= Self.capacity, !cancelled { condition.wait() }
-        guard !cancelled else {
-            condition.unlock()
-            throw Cancelled()
-        }
-        items.append(item)
-        condition.unlock()
-        available()
-    }
-
-    private func run() {
-        do {
+        let chunk = max(1, chunk)
+        handoff = Handoff(depth: 2, onReady: available)
+        handoff.startProducer(named: "concord.peer.feed") { handoff in
+            func give(_ operations: [Op]) throws {
+                // Cancelled: the session has ended, and nobody takes what follows.
+                guard handoff.give(operations) else { throw CancellationError() }
+            }
             // A connection of its own, so that a long read never holds up the writes of this or
             // any other session (SQLite's WAL mode lets it read while they write). A store in
             // memory has no second connection: its operations are read at once.
-            let reader: ConcordStore
             let ownReader = store.path != ":memory:"
-            reader = ownReader ? try ConcordStore.open(at: store.path, readOnly: true, environment: store.environment) : store
+            let reader = ownReader ? try ConcordStore.open(at: store.path, readOnly: true, environment: store.environment) : store
             defer { if ownReader { try? reader.close() } }
             // The store holds each (its version vector covers it), and never drops operations.
             let shared = try lastShared.compactMap { try reader.operation($0) }
             for start in stride(from: 0, to: shared.count, by: chunk) {
-                try put(.operations(Array(shared[start..<min(start + chunk, shared.count)])))
+                try give(Array(shared[start..<min(start + chunk, shared.count)]))
             }
             if ownReader {
                 var pending: [Op] = []
@@ -534,23 +483,36 @@ final class OperationFeed: @unchecked Sendable {
                 try reader.forEachOperation(since: since) { operation in
                     pending.append(operation)
                     if pending.count >= chunk {
-                        try put(.operations(pending))
+                        try give(pending)
                         pending.removeAll(keepingCapacity: true)
                     }
                 }
-                if !pending.isEmpty { try put(.operations(pending)) }
+                if !pending.isEmpty { try give(pending) }
             } else {
                 var all: [Op] = []
                 try reader.forEachOperation(since: since) { all.append($0) }
                 for start in stride(from: 0, to: all.count, by: chunk) {
-                    try put(.operations(Array(all[start..<min(start + chunk, all.count)])))
+                    try give(Array(all[start..<min(start + chunk, all.count)]))
                 }
             }
-            try put(.end)
-        } catch {
-            // A cancelled feed ends quietly (its `Cancelled` reaches here wrapped by the store).
-            let stopped = condition.withLock { cancelled }
-            if !stopped { try? put(.failed(error)) }
         }
+    }
+
+    /// The next item, or `nil` when none is ready yet (`available` is called when one is).
+    func take() -> Item? {
+        do {
+            switch try handoff.poll() {
+            case .chunk(let operations): return .operations(operations)
+            case .end: return .end
+            case .notYet: return nil
+            }
+        } catch {
+            return .failed(error)
+        }
+    }
+
+    /// Stops the reader; what it had read is dropped.
+    func cancel() {
+        handoff.cancel()
     }
 }

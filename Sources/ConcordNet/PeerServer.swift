@@ -18,11 +18,14 @@ import NIOPosix
 ///
 /// ```swift
 /// let server = PeerServer(store: store) { record in print(record.logLine) }
-/// let address = try server.start(host: "127.0.0.1", port: 7420)
+/// let address = try await server.start(host: "127.0.0.1", port: 7420)
 /// …
-/// server.stop()        // ends the sessions under way, then closes
+/// await server.stop()        // ends the sessions under way, then closes
 /// ```
 public final class PeerServer: @unchecked Sendable {
+    // @unchecked Sendable: its mutable state (`listener`, `sessions`, `stopping`) is read and
+    // written only with `lock` held; the rest is immutable, or Sendable (the store, the group,
+    // the semaphore).
     public let store: ConcordStore
     public let configuration: PeerTransportConfiguration
     private let group: any EventLoopGroup
@@ -35,18 +38,27 @@ public final class PeerServer: @unchecked Sendable {
     private var listener: (any Channel)?
     private var sessions: [ObjectIdentifier: PeerConnection] = [:]
     private var stopping = false
-    private var drained: [CheckedContinuation<Void, Never>] = []
+    /// Signalled once the server is stopping and its last session has ended.
+    private let drained = DispatchSemaphore(value: 0)
 
     /// - Parameters:
-    ///   - group: the event loops to run on; by default a group of its own with one loop per core.
     ///   - logger: where the server logs (SPEC.md §15.9): each session's end at `info` (`notice`
     ///     when it failed), each connection accepted at `debug`. By default it logs nothing.
     ///   - onSession: called once per session when it ends (finished or failed), from any thread.
     ///   - onProgress: called as sessions move operations, from any thread.
-    public init(
+    public convenience init(
         store: ConcordStore, configuration: PeerTransportConfiguration = PeerTransportConfiguration(),
-        group: (any EventLoopGroup)? = nil, logger: Logger = .silent, onProgress: (@Sendable (PeerProgress) -> Void)? = nil,
+        logger: Logger = .silent, onProgress: (@Sendable (PeerProgress) -> Void)? = nil,
         onSession: @escaping @Sendable (PeerSessionRecord) -> Void = { _ in }
+    ) {
+        self.init(store: store, configuration: configuration, group: nil, logger: logger, onProgress: onProgress, onSession: onSession)
+    }
+
+    /// The same on the event loops `group` (by default a group of its own, one loop per core up
+    /// to four).
+    package init(
+        store: ConcordStore, configuration: PeerTransportConfiguration, group: (any EventLoopGroup)?, logger: Logger,
+        onProgress: (@Sendable (PeerProgress) -> Void)?, onSession: @escaping @Sendable (PeerSessionRecord) -> Void
     ) {
         self.store = store
         self.logger = logger
@@ -62,7 +74,17 @@ public final class PeerServer: @unchecked Sendable {
 
     /// Starts listening. Port 0 picks a free port; the address returned says which.
     @discardableResult
-    public func start(host: String, port: Int) throws -> SocketAddress {
+    public func start(host: String, port: Int) async throws -> PeerAddress {
+        try await bind(host: host, port: port).get()
+    }
+
+    /// `start`, blocking until the server listens; call it off the event loops.
+    @discardableResult
+    public func start(host: String, port: Int) throws -> PeerAddress {
+        try bind(host: host, port: port).wait()
+    }
+
+    private func bind(host: String, port: Int) -> EventLoopFuture<PeerAddress> {
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(ChannelOptions.backlog, value: 256)
             .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
@@ -72,16 +94,15 @@ public final class PeerServer: @unchecked Sendable {
                     try channel.pipeline.syncOperations.addHandler(PeerChannelHandler { [self] channel in accept(channel) })
                 }
             }
-        let channel: any Channel
-        do {
-            channel = try bootstrap.bind(host: host, port: port).wait()
-        } catch let error as IOError {
-            throw PeerFailure(.local, "cannot listen on \(PeerAddress(host: host, port: port)): \(String(cString: strerror(error.errnoCode)).lowercased())")
-        } catch {
-            throw PeerFailure(.local, "cannot listen on \(PeerAddress(host: host, port: port)): \(error)")
-        }
-        lock.withLock { listener = channel }
-        return channel.localAddress!
+        return bootstrap.bind(host: host, port: port)
+            .flatMapErrorThrowing { error in
+                let reason = (error as? IOError).map { String(cString: strerror($0.errnoCode)).lowercased() } ?? "\(error)"
+                throw PeerFailure(.local, "cannot listen on \(PeerAddress(host: host, port: port)): \(reason)")
+            }
+            .map { [self] channel in
+                lock.withLock { listener = channel }
+                return PeerAddress(host: channel.localAddress?.ipAddress ?? host, port: channel.localAddress?.port ?? port)
+            }
     }
 
     /// A new connection: a session of its own, or closed at once when the server is full or stopping.
@@ -112,13 +133,11 @@ public final class PeerServer: @unchecked Sendable {
                 log(record)
                 onSession(record)
             }
-            let waiters = lock.withLock {
+            let last = lock.withLock {
                 sessions[ObjectIdentifier(connection)] = nil
-                guard sessions.isEmpty, stopping else { return [CheckedContinuation<Void, Never>]() }
-                defer { drained.removeAll() }
-                return drained
+                return sessions.isEmpty && stopping
             }
-            for waiter in waiters { waiter.resume() }
+            if last { drained.signal() }
         }
         return connection
     }
@@ -141,17 +160,33 @@ public final class PeerServer: @unchecked Sendable {
     }
 
     /// Stops listening, ends the sessions under way (each peer is told why), waits up to `grace`
-    /// for them to close, and releases the event loops. Blocks; call it off the event loops.
-    public func stop(grace: Duration = .seconds(5)) {
-        let (listener, running) = lock.withLock { () -> ((any Channel)?, [PeerConnection]) in
-            stopping = true
-            defer { self.listener = nil }
-            return (self.listener, Array(sessions.values))
+    /// for them to close, and releases the event loops.
+    public func stop(grace: Duration = .seconds(5)) async {
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            // The wait blocks a thread of its own, not one of the caller's executor.
+            Thread.detachNewThread { [self] in
+                stop(grace: grace)
+                done.resume()
+            }
         }
+    }
+
+    /// `stop`, blocking; call it off the event loops.
+    public func stop(grace: Duration = .seconds(5)) {
+        let (listener, running, alreadyStopped) = lock.withLock { () -> ((any Channel)?, [PeerConnection], Bool) in
+            defer {
+                stopping = true
+                self.listener = nil
+            }
+            return (self.listener, Array(sessions.values), stopping)
+        }
+        guard !alreadyStopped else { return }
         try? listener?.close().wait()
         for connection in running { connection.abort(PeerFailure(.local, "the server is shutting down")) }
-        let deadline = ContinuousClock.now + grace
-        while activeSessions > 0, ContinuousClock.now < deadline { Thread.sleep(forTimeInterval: 0.01) }
+        if !running.isEmpty {
+            let (seconds, attoseconds) = grace.components
+            _ = drained.wait(timeout: .now() + .nanoseconds(Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)))
+        }
         for connection in lock.withLock({ Array(sessions.values) }) { connection.channel.close(promise: nil) }
         if ownsGroup { try? group.syncShutdownGracefully() }
     }
@@ -163,21 +198,44 @@ public enum PeerClient {
     /// session that fails is returned with its `failure` set (nothing after the failure was
     /// applied; batches applied before it stay); a connection that cannot be made throws
     /// `PeerFailure` (`.closed`), a store without a sync key `PeerFailure` (`.local`).
-    ///
-    /// Blocks until the session has ended; call it off any event loop.
     public static func sync(
         store: ConcordStore, address: PeerAddress,
         configuration: PeerTransportConfiguration = PeerTransportConfiguration(),
-        group: (any EventLoopGroup)? = nil, progress: (@Sendable (PeerProgress) -> Void)? = nil
+        progress: (@Sendable (PeerProgress) -> Void)? = nil
+    ) async throws -> PeerSessionRecord {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        do {
+            let record = try await session(store: store, address: address, configuration: configuration, group: group, progress: progress).get()
+            try await group.shutdownGracefully()
+            return record
+        } catch {
+            try? await group.shutdownGracefully()
+            throw error
+        }
+    }
+
+    /// `sync`, blocking until the session has ended; call it off any event loop.
+    public static func sync(
+        store: ConcordStore, address: PeerAddress,
+        configuration: PeerTransportConfiguration = PeerTransportConfiguration(),
+        progress: (@Sendable (PeerProgress) -> Void)? = nil
     ) throws -> PeerSessionRecord {
-        let ownGroup = group == nil ? MultiThreadedEventLoopGroup(numberOfThreads: 1) : nil
-        defer { try? ownGroup?.syncShutdownGracefully() }
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        defer { try? group.syncShutdownGracefully() }
+        return try session(store: store, address: address, configuration: configuration, group: group, progress: progress).wait()
+    }
+
+    /// Connects, and runs the session on `group`: its record once it has ended.
+    private static func session(
+        store: ConcordStore, address: PeerAddress, configuration: PeerTransportConfiguration,
+        group: any EventLoopGroup, progress: (@Sendable (PeerProgress) -> Void)?
+    ) throws -> EventLoopFuture<PeerSessionRecord> {
         let versions = try store.versionVector()
         guard let key = try store.syncKey() else {
             throw PeerFailure(.local, "the store at \(store.path) has no sync key; run 'syncctl key generate', or 'syncctl key import KEY' with the key of another store")
         }
         let box = ConnectionBox()
-        let bootstrap = ClientBootstrap(group: group ?? ownGroup!)
+        let bootstrap = ClientBootstrap(group: group)
             .connectTimeout(TimeAmount(configuration.connectTimeout))
             .channelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
@@ -191,21 +249,25 @@ public enum PeerClient {
                     })
                 }
             }
-        let channel: any Channel
-        do {
-            channel = try bootstrap.connect(host: address.host, port: address.port).wait()
-        } catch {
-            throw PeerFailure(.closed, describeConnectError(error, to: address))
-        }
-        // `channelActive` has run on the loop before `connect` succeeded.
-        let connection = try channel.eventLoop.submit { box.get() }.wait()
-        guard let connection else { throw PeerFailure(.closed, "cannot connect to \(address): the connection closed at once") }
-        return try connection.result.wait()
+        return bootstrap.connect(host: address.host, port: address.port)
+            .flatMapErrorThrowing { error in throw PeerFailure(.closed, describeConnectError(error, to: address)) }
+            .flatMap { channel in
+                // `channelActive` runs on the loop right after `connect` succeeds: a task
+                // submitted now runs after it.
+                channel.eventLoop.submit { box.get() }
+            }
+            .flatMap { connection in
+                guard let connection else {
+                    return group.next().makeFailedFuture(PeerFailure(.closed, "cannot connect to \(address): the connection closed at once"))
+                }
+                return connection.result
+            }
     }
 }
 
 /// The client's connection, made on the event loop and read by the caller.
 private final class ConnectionBox: @unchecked Sendable {
+    // @unchecked Sendable: `connection` is read and written only with `lock` held.
     private let lock = NSLock()
     private var connection: PeerConnection?
 

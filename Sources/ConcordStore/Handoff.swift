@@ -1,99 +1,178 @@
 import Foundation
 
-/// Chunks of values passed from one thread to another through a bounded queue: the giver waits
-/// while `depth` chunks wait, the taker while none does. So a large merge works on two cores at
-/// once (one thread folds the sorted operations into record states while the other writes them,
-/// SPEC.md §5.6), and memory stays bounded by a few chunks.
+/// Chunks of values passed from a thread that makes them to one that uses them, through a bounded
+/// queue: the giver waits while `depth` chunks wait, the taker while none does. It is the one
+/// hand-off between threads in Concord: a large merge folds its sorted operations into record
+/// states on one thread while another writes them (`Prefetch`, SPEC.md §5.6), and a peer session
+/// reads the operations to send on one thread while its connection seals and sends them
+/// (`ConcordNet`'s `OperationFeed`). Memory stays bounded by a few chunks.
 ///
 /// The giver ends the queue with `close`, passing its error if it failed: the taker gets every
 /// chunk given before, then the error. The taker ends it early with `cancel`: the giver's next
 /// `give` returns false, and chunks waiting are dropped.
-final class Handoff<Element>: @unchecked Sendable {
-    private let condition = NSCondition()
-    private let depth: Int
-    // Guarded by `condition`.
+///
+/// Two counting semaphores do the waiting: `places` counts the free places (the giver waits on
+/// it), `ready` counts what the taker may take (a chunk, or the end, which stays). The lock guards
+/// the queue itself, and is never held while waiting.
+package final class Handoff<Element>: @unchecked Sendable {
+    // @unchecked Sendable: the mutable state (`waiting`, `ending`, `cancelled`) is read and written
+    // only with `lock` held, and the semaphores are thread-safe; the chunks handed over are moved
+    // from one thread to the other, never used by both.
+    private let lock = NSLock()
+    private let places: DispatchSemaphore
+    private let ready = DispatchSemaphore(value: 0)
+    private let closed = DispatchSemaphore(value: 0)
     private var waiting: [[Element]] = []
     private var ending: Result<Void, any Error>?
     private var cancelled = false
+    /// Called after each chunk given, and once closed: for a taker that `poll`s rather than waits.
+    private let onReady: (@Sendable () -> Void)?
 
-    init(depth: Int = 4) {
-        self.depth = max(1, depth)
+    package init(depth: Int = 4, onReady: (@Sendable () -> Void)? = nil) {
+        places = DispatchSemaphore(value: max(1, depth))
+        self.onReady = onReady
+    }
+
+    /// Runs `produce` on a thread of its own, named `name`, and closes the queue when it returns
+    /// (with its error, if it throws). `produce` gives its chunks with `give`.
+    package func startProducer(named name: String, _ produce: @escaping (Handoff) throws -> Void) {
+        // Safe: `produce`, and what it holds, moves to the new thread; this thread never
+        // touches it again.
+        nonisolated(unsafe) let produce = produce
+        let thread = Thread { [self] in
+            do {
+                try produce(self)
+                close()
+            } catch {
+                close(throwing: error)
+            }
+        }
+        thread.name = name
+        thread.start()
     }
 
     /// Queues `chunk`, waiting while the queue is full. Returns false, dropping it, if the taker
     /// cancelled.
-    func give(_ chunk: [Element]) -> Bool {
-        condition.lock()
-        defer { condition.unlock() }
-        while waiting.count >= depth, !cancelled { condition.wait() }
-        guard !cancelled else { return false }
-        waiting.append(chunk)
-        condition.broadcast()
+    package func give(_ chunk: [Element]) -> Bool {
+        places.wait()
+        let queued = lock.withLock {
+            guard !cancelled else { return false }
+            waiting.append(chunk)
+            return true
+        }
+        guard queued else {
+            // Wake the next give too: after `cancel`, every give returns at once.
+            places.signal()
+            return false
+        }
+        ready.signal()
+        onReady?()
         return true
     }
 
     /// Ends the queue: the taker gets what was given, then `nil`, or `error` thrown.
-    func close(throwing error: (any Error)? = nil) {
-        condition.withLock {
-            ending = error.map { .failure($0) } ?? .success(())
-            condition.broadcast()
-        }
+    package func close(throwing error: (any Error)? = nil) {
+        lock.withLock { ending = error.map { .failure($0) } ?? .success(()) }
+        ready.signal()
+        closed.signal()
+        onReady?()
+    }
+
+    /// What the taker finds: a chunk, the end (nil, or the giver's error thrown), or, when it
+    /// does not wait, nothing yet.
+    package enum Taken {
+        case chunk([Element])
+        case end
+        case notYet
     }
 
     /// The next chunk, waiting for it; `nil` once the giver closed the queue and every chunk was
     /// taken. Throws the giver's error then, if it closed with one.
-    func take() throws -> [Element]? {
-        condition.lock()
-        defer { condition.unlock() }
-        while waiting.isEmpty, ending == nil, !cancelled { condition.wait() }
-        if !waiting.isEmpty {
-            condition.broadcast()
-            return waiting.removeFirst()
+    package func take() throws -> [Element]? {
+        ready.wait()
+        switch try next() {
+        case .chunk(let chunk): return chunk
+        case .end, .notYet: return nil
         }
-        try ending?.get()
-        return nil
+    }
+
+    /// `take` without waiting: `.notYet` when nothing is ready.
+    package func poll() throws -> Taken {
+        guard ready.wait(timeout: .now()) == .success else { return .notYet }
+        return try next()
+    }
+
+    /// Takes what `ready` counted.
+    private func next() throws -> Taken {
+        let (chunk, end) = lock.withLock { () -> ([Element]?, Result<Void, any Error>?) in
+            if !waiting.isEmpty { return (waiting.removeFirst(), nil) }
+            return (nil, ending ?? (cancelled ? .success(()) : nil))
+        }
+        if let chunk {
+            places.signal()
+            return .chunk(chunk)
+        }
+        // The end stays: every later take finds it too.
+        ready.signal()
+        try end?.get()
+        return .end
     }
 
     /// Stops the giver (its next `give` returns false) and drops what waits.
-    func cancel() {
-        condition.withLock {
+    package func cancel() {
+        let dropped = lock.withLock {
             cancelled = true
-            waiting.removeAll()
-            condition.broadcast()
+            defer { waiting.removeAll() }
+            return waiting.count
         }
+        // The places the dropped chunks held, and one to wake a giver that waits for a place.
+        for _ in 0...dropped { places.signal() }
+        ready.signal()
     }
 
     /// Waits until the giver closed the queue (after `cancel`, for a thread that must not outlive
     /// its taker).
-    func waitUntilClosed() {
-        condition.withLock {
-            while ending == nil { condition.wait() }
-        }
+    package func waitUntilClosed() {
+        closed.wait()
+        closed.signal()
     }
 }
 
 /// Runs `produce` on a thread of its own, ahead of the thread that calls `next`, handing its
-/// values over in chunks (`Handoff`): while the caller merges one chunk, the thread decodes the
+/// values over in chunks (`Handoff`): while the caller merges one chunk, the thread makes the
 /// next ones. `produce` is called on that thread only, until it returns nil or throws (its error
 /// comes out of `next` after the values produced before it), or until `stop`.
 ///
 /// Call `stop` when done, even after an error: it waits for the thread to leave, so that nothing
 /// `produce` holds is used once the caller moves on.
-final class Prefetch<Element>: @unchecked Sendable {
+final class Prefetch<Element> {
     private let handoff: Handoff<Element>
-    /// Set on the producing thread only, and cleared there when it ends.
-    private var produce: (() throws -> Element?)?
     /// The taker's current chunk, reversed so that taking is `popLast` (a move, not a copy).
     private var current: [Element] = []
 
     init(chunk: Int = 2048, depth: Int = 4, _ produce: @escaping () throws -> Element?) {
         handoff = Handoff(depth: depth)
-        self.produce = produce
         let size = max(1, chunk)
-        let thread = Thread { [self] in run(chunk: size) }
-        thread.name = "concord.prefetch"
-        thread.start()
+        handoff.startProducer(named: "concord.prefetch") { handoff in
+            var chunk: [Element] = []
+            chunk.reserveCapacity(size)
+            // What was made before a failure is handed over before it.
+            defer {
+                if !chunk.isEmpty { _ = handoff.give(chunk.reversed()) }
+            }
+            while let value = try produce() {
+                chunk.append(value)
+                guard chunk.count >= size else { continue }
+                chunk.reverse()
+                guard handoff.give(chunk) else { return chunk = [] }
+                chunk = []
+                chunk.reserveCapacity(size)
+            }
+        }
     }
+
+    /// A caller that forgot `stop` still leaves no thread behind.
+    deinit { stop() }
 
     /// The next value `produce` returned; nil after its last.
     func next() throws -> Element? {
@@ -110,34 +189,5 @@ final class Prefetch<Element>: @unchecked Sendable {
         handoff.cancel()
         handoff.waitUntilClosed()
         current = []
-    }
-
-    private func run(chunk size: Int) {
-        var chunk: [Element] = []
-        chunk.reserveCapacity(size)
-        var failure: (any Error)?
-        do {
-            while let value = try produce!() {
-                chunk.append(value)
-                guard chunk.count >= size else { continue }
-                chunk.reverse()
-                guard handoff.give(chunk) else { break }
-                chunk = []
-                chunk.reserveCapacity(size)
-            }
-            if !chunk.isEmpty {
-                chunk.reverse()
-                _ = handoff.give(chunk)
-            }
-        } catch {
-            if !chunk.isEmpty {
-                chunk.reverse()
-                _ = handoff.give(chunk)
-            }
-            failure = error
-        }
-        // Released here, on the thread that used it.
-        produce = nil
-        handoff.close(throwing: failure)
     }
 }

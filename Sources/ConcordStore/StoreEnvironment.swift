@@ -52,16 +52,17 @@ public struct StoreEnvironment: Sendable {
     }
 }
 
-/// A value behind a lock, for the little shared state a store keeps.
-final class LockedState<Value>: @unchecked Sendable {
+/// A value behind a lock, for the little shared state a store (or `syncctl`) keeps.
+package final class LockedState<Value>: @unchecked Sendable {
+    // @unchecked Sendable: `value` is read and written only inside `withLock`, with `lock` held.
     private var value: Value
     private let lock = NSLock()
 
-    init(_ value: Value) {
+    package init(_ value: Value) {
         self.value = value
     }
 
-    func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+    package func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
         lock.lock()
         defer { lock.unlock() }
         return try body(&value)

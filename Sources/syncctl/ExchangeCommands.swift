@@ -93,18 +93,30 @@ struct Sync: ParsableCommand {
         let stop = StopSignal()
         let logger = log.logger(label: "concord.watch")
         logger.notice("watching \(sync.folder) every \(interval) s; stop with Ctrl-C", metadata: ["folder": "\(sync.folder)"])
+        let every = Duration.milliseconds(Int64(interval * 1000))
         while !stop.isSet() {
             // Another process may make the store another replica (`init --fork`, SPEC.md §9.1):
-            // the store object refuses to go on under the old id, and the watch opens it again.
-            var reopen = false
-            sync.watch(
-                interval: .milliseconds(Int64(interval * 1000)), logger: logger, shouldStop: { reopen || stop.isSet() },
-                onSync: { report in
-                    if let far = report.farFutureTimestamp { logger.warning("\(farFutureMessage(far))") }
-                },
-                onError: { error in reopen = (error as? StoreError)?.code == .forked })
-            guard reopen else { break }
-            guard let store = try? self.store.open() else { continue }  // tried again at the next look
+            // the watch ends, and is started again on the store opened again.
+            let watched = sync
+            let forked = stop.cancellingOnStop { () -> Bool in
+                for await event in watched.watch(every: every, logger: logger) {
+                    switch event {
+                    case .synced(let report):
+                        if let far = report.farFutureTimestamp { logger.warning("\(farFutureMessage(far))") }
+                    case .failed:
+                        break  // logged by the watch, and tried again at its next look
+                    case .forked:
+                        return true
+                    }
+                }
+                return false
+            }
+            guard forked else { break }
+            guard let store = try? self.store.open() else {
+                // Tried again at the next look.
+                if stop.wait(for: every) { break }
+                continue
+            }
             try? sync.store.close()
             sync = FolderSync(store: store, folder: sync.folder)
             logger.notice("the store is now replica \(store.replicaID.hex) ('syncctl init --fork'); watching on as that replica", metadata: ["replica": "\(store.replicaID.hex)"])
@@ -119,10 +131,15 @@ struct Sync: ParsableCommand {
     }
 }
 
-/// Set once SIGINT or SIGTERM arrives; the work in progress finishes first.
+/// Set once SIGINT or SIGTERM arrives; the work in progress finishes first. A long-lived mode
+/// waits on it (`wait(for:)`) or has it cancel its task (`cancellingOnStop`): nothing polls it.
 final class StopSignal: @unchecked Sendable {
+    // @unchecked Sendable: `stopped` and `onStop` are read and written only with `lock` held;
+    // `sources` is written once, in `init`; the semaphore is thread-safe.
     private let lock = NSLock()
     private var stopped = false
+    private var onStop: (@Sendable () -> Void)?
+    private let signalled = DispatchSemaphore(value: 0)
     private var sources: [any DispatchSourceSignal] = []
 
     init() {
@@ -136,11 +153,46 @@ final class StopSignal: @unchecked Sendable {
     }
 
     private func set() {
-        lock.withLock { stopped = true }
+        let action = lock.withLock { () -> (@Sendable () -> Void)? in
+            guard !stopped else { return nil }
+            stopped = true
+            return onStop
+        }
+        signalled.signal()
+        action?()
     }
 
     func isSet() -> Bool {
         lock.withLock { stopped }
+    }
+
+    /// Waits until the signal arrives or `duration` passes; whether it arrived.
+    func wait(for duration: Duration) -> Bool {
+        let (seconds, attoseconds) = duration.components
+        let nanoseconds = Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
+        guard signalled.wait(timeout: .now() + .nanoseconds(nanoseconds)) == .success else { return isSet() }
+        signalled.signal()  // it stays arrived
+        return true
+    }
+
+    /// Runs `body` in a task that the signal cancels, and waits for what it returns (blocking
+    /// this thread, which is the command's own, not one of the tasks').
+    func cancellingOnStop<Result: Sendable>(_ body: @escaping @Sendable () async -> Result) -> Result {
+        let outcome = LockedState<Result?>(nil)
+        let finished = DispatchSemaphore(value: 0)
+        let task = Task {
+            let result = await body()
+            outcome.withLock { $0 = result }
+            finished.signal()
+        }
+        let stoppedAlready = lock.withLock {
+            onStop = { task.cancel() }
+            return stopped
+        }
+        if stoppedAlready { task.cancel() }
+        finished.wait()
+        lock.withLock { onStop = nil }
+        return outcome.withLock { $0! }
     }
 }
 

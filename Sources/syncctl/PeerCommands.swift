@@ -37,11 +37,8 @@ struct Serve: ParsableCommand {
         // Each session uses the key the store holds when it starts (SPEC.md §15.1): this is the
         // key now, until `key generate --force` or `key import --force` replaces it.
         logger.notice("serving \(store.path) on \(address) (sync key \(key.id)); stop with Ctrl-C", metadata: ["store": "\(store.path)", "address": "\(address)", "key": "\(key.id)"])
-        var lastLook = ContinuousClock.now
-        while !stop.isSet() {
-            Thread.sleep(forTimeInterval: 0.1)
-            guard ContinuousClock.now - lastLook >= .seconds(1) else { continue }
-            lastLook = ContinuousClock.now
+        // Every second, or at once when the signal arrives.
+        while !stop.wait(for: .seconds(1)) {
             // Another process may make the store another replica (`init --fork`, SPEC.md §9.1):
             // the store object then refuses every batch, so the server opens the store again and
             // serves on, on the same address, as the new replica.
@@ -79,7 +76,7 @@ struct Serve: ParsableCommand {
                 if let far = record.farFutureTimestamp { logger.warning("\(farFutureMessage(far))", metadata: ["peer": "\(record.peer)"]) }
             })
         let bound = try server.start(host: address.host, port: address.port)
-        address = PeerAddress(host: bound.ipAddress ?? address.host, port: bound.port ?? address.port)
+        address = bound
         return server
     }
 }

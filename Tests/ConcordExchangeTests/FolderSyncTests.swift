@@ -374,7 +374,6 @@ import Testing
             a.clock.advance(1_000)
             try a.store.editReminder(id, ReminderPatch(title: "edit \(round)"))
             let sync = a.folderSync(folder)
-            sync.coalesceThreshold = 3
             var oldFiles: [String] = []
             let report = try sync.sync { progress in
                 if case .coalescing(let files) = progress {
@@ -657,8 +656,7 @@ import Testing
         let folder = try directory.directory("shared")
         let hook = Hook()
         let (first, second) = try Self.twoProcesses(directory, hook: hook)
-        let sync = FolderSync(store: first, folder: folder)
-        sync.coalesceThreshold = 1
+        let sync = FolderSync(store: first, folder: folder, coalesceThreshold: 1)
         try first.addReminder(ReminderDraft(title: "one"))
         try sync.sync()
         try first.addReminder(ReminderDraft(title: "two"))
@@ -712,17 +710,16 @@ import Testing
 
     final class WatchState: @unchecked Sendable {
         private let lock = NSLock()
-        private var stop = false
         private var reports: [FolderSyncReport] = []
         private var errors: [String] = []
         private var returned = false
+        private var first = true
 
-        var shouldStop: Bool {
-            get { lock.withLock { stop } }
-            set { lock.withLock { stop = newValue } }
-        }
         func record(_ report: FolderSyncReport) { lock.withLock { reports.append(report) } }
-        func record(_ error: any Error) { lock.withLock { errors.append("\(error)") } }
+        func record(_ error: any Error) { record(failure: "\(error)") }
+        func record(failure: String) { lock.withLock { errors.append(failure) } }
+        /// True once only: for what a test does after the first sync.
+        func isFirst() -> Bool { lock.withLock { defer { first = false }; return first } }
         var syncReports: [FolderSyncReport] { lock.withLock { reports } }
         var syncErrors: [String] { lock.withLock { errors } }
         var hasReturned: Bool {
@@ -731,36 +728,50 @@ import Testing
         }
     }
 
-    /// Polls `condition` every 20 ms, for at most `seconds`.
-    static func eventually(within seconds: Double = 30, _ condition: () throws -> Bool) rethrows -> Bool {
+    /// Watches `folder` with `store` every 100 ms in a task of its own, recording what the watch
+    /// reports; `afterSync` runs after each sync that moved something is recorded, as the sync
+    /// ends, before the watch looks again. Cancel the task to stop the watch. The task runs off the
+    /// threads that the tests' tasks share, which tests that wait for processes keep busy.
+    static func watching(
+        _ store: ConcordStore, _ folder: String, _ state: WatchState, afterSync: @escaping @Sendable (FolderSyncReport) -> Void = { _ in }
+    ) -> Task<Void, Never> {
+        Task(executorPreference: BlockingWork.executor) {
+            for await event in FolderSync(store: store, folder: folder).watch(every: .milliseconds(100)) {
+                switch event {
+                case .synced(let report):
+                    state.record(report)
+                    afterSync(report)
+                case .failed(let message), .forked(let message):
+                    state.record(failure: message)
+                }
+            }
+            state.hasReturned = true
+        }
+    }
+
+    /// Looks at `condition` every 20 ms, for at most `seconds`, leaving the thread to other tasks
+    /// (the watch's among them) in between.
+    static func eventually(within seconds: Double = 30, _ condition: () throws -> Bool) async rethrows -> Bool {
         let deadline = Date().addingTimeInterval(seconds)
         while Date() < deadline {
             if try condition() { return true }
-            Thread.sleep(forTimeInterval: 0.02)
+            try? await Task.sleep(for: .milliseconds(20))
         }
         return try condition()
     }
 
-    @Test func watchImportsWhatAnotherReplicaPublishes() throws {
+    @Test func watchImportsWhatAnotherReplicaPublishes() async throws {
         let directory = try TemporaryDirectory()
         let folder = try directory.directory("shared")
         let a = try Replica(in: directory, "a", seed: 91)
         let b = try Replica(in: directory, "b", seed: 92)
         try a.store.addReminder(ReminderDraft(title: "from the watcher"))
         let state = WatchState()
-        let store = a.store
-        let watcher = Thread {
-            let sync = FolderSync(store: store, folder: folder)
-            sync.watch(
-                interval: .milliseconds(100), shouldStop: { state.shouldStop },
-                onSync: { state.record($0) }, onError: { state.record($0) })
-            state.hasReturned = true
-        }
-        watcher.start()
-        defer { state.shouldStop = true }
+        let watcher = Self.watching(a.store, folder, state)
+        defer { watcher.cancel() }
 
         // The watcher's first sync publishes A's reminder.
-        #expect(Self.eventually { state.syncReports.contains { $0.publishedFile != nil } })
+        #expect(await Self.eventually { state.syncReports.contains { $0.publishedFile != nil } })
         try b.sync(folder)  // imports, writes nothing
         #expect(try b.store.reminders().map(\.title) == ["from the watcher"])
 
@@ -772,52 +783,45 @@ import Testing
         let outbox = try directory.directory("outbox")
         let published = try #require(try b.sync(outbox).publishedFile)
         #expect(rename(outbox + "/concord-v1/" + published, folder + "/concord-v1/" + published) == 0)
-        #expect(Self.eventually { state.syncReports.contains { $0.importedFiles == 1 } }, "the watcher did not import B's file")
+        #expect(await Self.eventually { state.syncReports.contains { $0.importedFiles == 1 } }, "the watcher did not import B's file")
         #expect(try a.store.reminder(id)?.title == "from B")
         #expect(try a.dump() == (try b.dump()))
 
         // A local edit on A is published by the watcher too. (Give the watcher a moment to note
         // the state after its sync: a change in between is missed, the bug shown by
         // `watchPublishesALocalEditMadeAsASyncEnds`.)
-        Thread.sleep(forTimeInterval: 0.3)
+        try await Task.sleep(for: .milliseconds(300))
         let local = try a.store.addNote(NoteDraft(title: "local"))
-        #expect(Self.eventually { state.syncReports.filter { $0.publishedFile != nil }.count == 2 }, "the watcher did not publish A's edit")
+        #expect(await Self.eventually { state.syncReports.filter { $0.publishedFile != nil }.count == 2 }, "the watcher did not publish A's edit")
         try b.sync(folder)
         #expect(try b.store.note(local)?.title == "local")
         #expect(try a.dump() == (try b.dump()))
 
-        state.shouldStop = true
-        #expect(Self.eventually { state.hasReturned }, "watch did not return once told to stop")
+        watcher.cancel()
+        #expect(await Self.eventually { state.hasReturned }, "watch did not return once its task was cancelled")
         #expect(state.syncErrors.isEmpty, "\(state.syncErrors)")
     }
 
-    /// A sync that fails (the folder is not there yet) is reported to `onError` and retried.
-    @Test func watchReportsFailuresAndRetries() throws {
+    /// A sync that fails (the folder is not there yet) is reported, and retried.
+    @Test func watchReportsFailuresAndRetries() async throws {
         let directory = try TemporaryDirectory()
         let folder = directory.file("later")
         let a = try Replica(in: directory, "a", seed: 97)
         try a.store.addReminder(ReminderDraft(title: "waiting for the folder"))
         let state = WatchState()
-        let store = a.store
-        let watcher = Thread {
-            FolderSync(store: store, folder: folder).watch(
-                interval: .milliseconds(100), shouldStop: { state.shouldStop },
-                onSync: { state.record($0) }, onError: { state.record($0) })
-            state.hasReturned = true
-        }
-        watcher.start()
-        defer { state.shouldStop = true }
-        #expect(Self.eventually { state.syncErrors.count >= 2 }, "the failure was not retried")
+        let watcher = Self.watching(a.store, folder, state)
+        defer { watcher.cancel() }
+        #expect(await Self.eventually { state.syncErrors.count >= 2 }, "the failure was not retried")
         #expect(state.syncErrors.first?.contains("does not exist") == true, "\(state.syncErrors)")
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
-        #expect(Self.eventually { state.syncReports.contains { $0.publishedFile != nil } }, "no sync once the folder appeared")
-        state.shouldStop = true
-        #expect(Self.eventually { state.hasReturned })
+        #expect(await Self.eventually { state.syncReports.contains { $0.publishedFile != nil } }, "no sync once the folder appeared")
+        watcher.cancel()
+        #expect(await Self.eventually { state.hasReturned })
     }
 
-    /// A file that lands in the folder while the watcher finishes a sync (here: from its `onSync`
-    /// callback, the last moment before it notes the folder's state) is imported all the same.
-    @Test func watchImportsAFileThatArrivesAsASyncEnds() throws {
+    /// A file that lands in the folder while the watcher finishes a sync (here: as the sync's
+    /// report is taken, before the watch looks again) is imported all the same.
+    @Test func watchImportsAFileThatArrivesAsASyncEnds() async throws {
         let directory = try TemporaryDirectory()
         let folder = try directory.directory("shared")
         let a = try Replica(in: directory, "a", seed: 93)
@@ -825,39 +829,27 @@ import Testing
         try a.store.addReminder(ReminderDraft(title: "from the watcher"))
         let id = try b.store.addReminder(ReminderDraft(title: "from B"))
         let state = WatchState()
-        let storeA = a.store
         let storeB = b.store
-        let watcher = Thread {
-            let sync = FolderSync(store: storeA, folder: folder)
-            var first = true
-            sync.watch(
-                interval: .milliseconds(100), shouldStop: { state.shouldStop },
-                onSync: { report in
-                    state.record(report)
-                    if first {
-                        // Another machine's file arrives just as this sync ends.
-                        first = false
-                        do { try FolderSync(store: storeB, folder: folder).sync() } catch { state.record(error) }
-                    }
-                }, onError: { state.record($0) })
-            state.hasReturned = true
+        let watcher = Self.watching(a.store, folder, state) { _ in
+            // Another machine's file arrives just as this sync ends.
+            guard state.isFirst() else { return }
+            do { try FolderSync(store: storeB, folder: folder).sync() } catch { state.record(error) }
         }
-        watcher.start()
-        defer { state.shouldStop = true }
-        #expect(Self.eventually { !state.syncReports.isEmpty })
+        defer { watcher.cancel() }
+        #expect(await Self.eventually { !state.syncReports.isEmpty })
         // The callback records the report before it runs B's sync: wait for B's file.
-        #expect(try Self.eventually { try listing(folder).keys.contains(bundleName(b.hex, 1)) })
+        #expect(try await Self.eventually { try listing(folder).keys.contains(bundleName(b.hex, 1)) })
         // Nothing else changes from here on; the watcher must still pick B's file up.
-        let imported = try Self.eventually(within: 5) { try a.store.reminder(id) != nil }
+        let imported = try await Self.eventually(within: 5) { try a.store.reminder(id) != nil }
         #expect(imported, "the watcher never imported the file that arrived as its sync ended")
-        state.shouldStop = true
-        #expect(Self.eventually { state.hasReturned })
+        watcher.cancel()
+        #expect(await Self.eventually { state.hasReturned })
         #expect(state.syncErrors.isEmpty, "\(state.syncErrors)")
     }
 
-    /// Likewise a local edit made as the watcher's sync ends (from its `onSync` callback) is
+    /// Likewise a local edit made as the watcher's sync ends (as its report is taken) is
     /// published all the same: the store's version vector changed after the sync.
-    @Test func watchPublishesALocalEditMadeAsASyncEnds() throws {
+    @Test func watchPublishesALocalEditMadeAsASyncEnds() async throws {
         let directory = try TemporaryDirectory()
         let folder = try directory.directory("shared")
         let a = try Replica(in: directory, "a", seed: 95)
@@ -865,31 +857,20 @@ import Testing
         try a.store.addReminder(ReminderDraft(title: "from the watcher"))
         let state = WatchState()
         let storeA = a.store
-        let watcher = Thread {
-            let sync = FolderSync(store: storeA, folder: folder)
-            var first = true
-            sync.watch(
-                interval: .milliseconds(100), shouldStop: { state.shouldStop },
-                onSync: { report in
-                    state.record(report)
-                    if first {
-                        // The user edits just as this sync ends.
-                        first = false
-                        do { try storeA.addNote(NoteDraft(title: "edited as the sync ended")) } catch { state.record(error) }
-                    }
-                }, onError: { state.record($0) })
-            state.hasReturned = true
+        let watcher = Self.watching(storeA, folder, state) { _ in
+            // The user edits just as this sync ends.
+            guard state.isFirst() else { return }
+            do { try storeA.addNote(NoteDraft(title: "edited as the sync ended")) } catch { state.record(error) }
         }
-        watcher.start()
-        defer { state.shouldStop = true }
-        #expect(Self.eventually { !state.syncReports.isEmpty })
-        let published = try Self.eventually(within: 5) {
+        defer { watcher.cancel() }
+        #expect(await Self.eventually { !state.syncReports.isEmpty })
+        let published = try await Self.eventually(within: 5) {
             try b.sync(folder)
             return try b.store.notes().count == 1
         }
         #expect(published, "the watcher never published the edit made as its sync ended")
-        state.shouldStop = true
-        #expect(Self.eventually { state.hasReturned })
+        watcher.cancel()
+        #expect(await Self.eventually { state.hasReturned })
         #expect(state.syncErrors.isEmpty, "\(state.syncErrors)")
     }
 }

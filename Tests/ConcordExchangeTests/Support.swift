@@ -104,7 +104,6 @@ final class Replica {
     let store: ConcordStore
     let clock: ManualClock
     let name: String
-    private var syncs: [String: FolderSync] = [:]
     var coalesceThreshold = 32
 
     init(in directory: TemporaryDirectory, _ name: String, seed: UInt64) throws {
@@ -115,18 +114,12 @@ final class Replica {
     }
 
     func folderSync(_ folder: String) -> FolderSync {
-        if let existing = syncs[folder] { return existing }
-        let sync = FolderSync(store: store, folder: folder)
-        sync.coalesceThreshold = coalesceThreshold
-        syncs[folder] = sync
-        return sync
+        FolderSync(store: store, folder: folder, coalesceThreshold: coalesceThreshold)
     }
 
     @discardableResult
     func sync(_ folder: String) throws -> FolderSyncReport {
-        let sync = folderSync(folder)
-        sync.coalesceThreshold = coalesceThreshold
-        return try sync.sync()
+        try folderSync(folder).sync()
     }
 
     var hex: String { store.replicaID.hex }

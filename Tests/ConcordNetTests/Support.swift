@@ -72,7 +72,7 @@ final class TestServer: @unchecked Sendable {
         let box = RecordBox()
         server = PeerServer(store: node.store, configuration: configuration, onProgress: onProgress, onSession: { record in box.append(record) })
         let bound = try server.start(host: "127.0.0.1", port: 0)
-        address = PeerAddress(host: "127.0.0.1", port: bound.port!)
+        address = bound
         recordsBox = box
     }
 

@@ -1,0 +1,144 @@
+import ConcordStore
+import Foundation
+import Logging
+
+/// A shared folder watched (`FolderSync.watch(every:logger:)`): an asynchronous sequence of what
+/// happens, one sync at a time, for as long as the task that iterates it runs.
+///
+/// Every `interval` it takes a cheap look at both sides (the folder's listing and the store's
+/// version vector) and syncs when either changed since the last sync. It yields each sync that
+/// moved something or warned, and each that failed (the next look tries again). Cancelling the
+/// iterating task ends it: the sync under way finishes first, so the store and the folder stay
+/// consistent.
+///
+/// ```swift
+/// let watching = Task {
+///     for await event in FolderSync(store: store, folder: shared).watch(every: .seconds(2)) {
+///         if case .synced(let report) = event { print(report.summary) }
+///     }
+/// }
+/// …
+/// watching.cancel()
+/// ```
+///
+/// It logs to `logger` (by default nowhere): each sync that moved something at `info` (its
+/// `summary`), each file skipped and each failed sync at `warning`, each sync that found nothing
+/// to do at `debug`. The syncs, which block while they read and write, run on threads of their own,
+/// not on those that the process's tasks share.
+public struct FolderWatch: AsyncSequence {
+    public typealias Element = FolderWatchEvent
+
+    let sync: FolderSync
+    let interval: Duration
+    let logger: Logger
+
+    public func makeAsyncIterator() -> Iterator {
+        Iterator(watch: self)
+    }
+
+    public struct Iterator: AsyncIteratorProtocol {
+        private let watch: FolderWatch
+        /// The change token seen before the last sync; nil forces a sync.
+        private var lastState: String?
+        private var looked = false
+        private var ended = false
+
+        init(watch: FolderWatch) {
+            self.watch = watch
+        }
+
+        public mutating func next() async -> FolderWatchEvent? {
+            while !ended {
+                if looked {
+                    do {
+                        try await Task.sleep(for: watch.interval)
+                    } catch {
+                        return nil  // cancelled
+                    }
+                }
+                looked = true
+                guard !Task.isCancelled else { return nil }
+                let (sync, logger, seen) = (watch.sync, watch.logger, lastState)
+                let look: Look
+                if #available(macOS 15, iOS 18, tvOS 18, watchOS 11, *) {
+                    look = await withTaskExecutorPreference(BlockingWork.executor) { Self.look(sync, logger, seen) }
+                } else {
+                    look = Self.look(sync, logger, seen)
+                }
+                lastState = look.state
+                ended = look.ends
+                if let event = look.event { return event }
+            }
+            return nil
+        }
+
+        /// What one look saw and did.
+        private struct Look {
+            var event: FolderWatchEvent?
+            /// The change token to compare the next look with.
+            var state: String?
+            var ends = false
+        }
+
+        /// One look, and a sync when something changed since `lastState`.
+        private static func look(_ sync: FolderSync, _ logger: Logger, _ lastState: String?) -> Look {
+            do {
+                let state = try sync.changeToken()
+                guard state != lastState else { return Look(state: lastState) }
+                // Remember the state seen *before* the sync: a change that lands while it runs (or
+                // as it ends) then differs from it and is synced next time. The sync's own writes
+                // cost one more sync that finds nothing to do.
+                let started = ContinuousClock.now
+                let report = try sync.sync()
+                let metadata: Logger.Metadata = [
+                    "folder": "\(sync.folder)", "operations_imported": "\(report.importedOperations)",
+                    "files_imported": "\(report.importedFiles)", "operations_published": "\(report.publishedOperations)",
+                    "seconds": "\(String(format: "%.3f", (ContinuousClock.now - started) / .seconds(1)))",
+                ]
+                for warning in report.warnings { logger.warning("\(warning)", metadata: ["folder": "\(sync.folder)"]) }
+                if report.movedSomething {
+                    logger.info("\(report.summary)", metadata: metadata)
+                } else {
+                    logger.debug("\(report.summary)", metadata: metadata)
+                }
+                return Look(event: report.movedSomething || !report.warnings.isEmpty ? .synced(report) : nil, state: state)
+            } catch let error as StoreError where error.code == .forked {
+                // No retry can go on under the old id: the watch ends, and the caller opens the
+                // store again.
+                logger.notice("\(error.message)", metadata: ["folder": "\(sync.folder)"])
+                return Look(event: .forked(error.message), state: nil, ends: true)
+            } catch {
+                logger.warning("\(error); retrying", metadata: ["folder": "\(sync.folder)"])
+                return Look(event: .failed("\(error)"), state: nil)
+            }
+        }
+    }
+}
+
+/// Where work that blocks a thread runs: each job on a thread of its own, so that a sync, which
+/// reads and writes files and the store, never holds one of the few threads the process's tasks
+/// share (they are as many as the cores, and a watch must not starve the app's other tasks, nor
+/// be starved by theirs).
+@available(macOS 15, iOS 18, tvOS 18, watchOS 11, *)
+package final class BlockingWork: TaskExecutor {
+    package static let executor = BlockingWork()
+
+    package func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        let executor = asUnownedTaskExecutor()
+        Thread.detachNewThread { job.runSynchronously(on: executor) }
+    }
+}
+
+/// What a watched folder reports (`FolderWatch`).
+public enum FolderWatchEvent: Hashable, Sendable {
+    /// A sync that moved operations, or warned about a file it skipped.
+    case synced(FolderSyncReport)
+    /// A sync that failed (the folder vanished, the disk is full), with the error's message; the
+    /// next look tries again.
+    case failed(String)
+    /// Another process made the store another replica (`syncctl init --fork`, SPEC.md §9.1): the
+    /// watch has ended, since nothing may go on under the old id. Open the store again, and watch
+    /// anew.
+    case forked(String)
+}
