@@ -25,6 +25,10 @@ import NIOPosix
 ///   side flushes its last words (an `error`), closes its output, drops what still arrives for a
 ///   moment, and closes.
 final class PeerConnection: @unchecked Sendable {
+    // @unchecked Sendable: every mutable field is confined as marked below, to the connection's
+    // serial `worker` queue, to the channel's event loop, or to `lock`; code on one side reaches
+    // the other's fields only by hopping to it (`worker.async`, `eventLoop.execute`). The rest is
+    // immutable.
     let channel: any Channel
     let store: ConcordStore
     let configuration: PeerTransportConfiguration

@@ -199,6 +199,8 @@ final class StopSignal: @unchecked Sendable {
 /// A one-line progress display on standard error, shown only when it is a terminal. Safe to use
 /// from several threads (a server's sessions).
 final class ProgressLine: @unchecked Sendable {
+    // @unchecked Sendable: `shown` and `lastShown` are read and written only with `lock` held, and
+    // the line is written to stderr with it held too; `enabled` is set once.
     static let shared = ProgressLine()
     private let enabled = isatty(STDERR_FILENO) == 1
     private let lock = NSLock()

@@ -83,6 +83,7 @@ struct Serve: ParsableCommand {
 
 /// The progress line of a server: its sessions under way and what they moved.
 final class ServerProgress: @unchecked Sendable {
+    // @unchecked Sendable: `sessions` is read and written only with `lock` held.
     private let lock = NSLock()
     private var sessions: [String: PeerProgress] = [:]
 
