@@ -54,8 +54,10 @@ struct OperationSorter {
         self.spillPath = spillPath
         self.runOperations = max(1, runOperations)
         self.runBytes = max(1, min(runBytes, Int(UInt32.max) / 2))
-        // Small at first (a peer's batch is a few thousand operations), and grown as needed (`add`).
-        buffer = ByteWriter(capacity: min(self.runBytes, 64 << 10))
+        // Reserved whole, so that growing never doubles them nor copies them: only the pages a
+        // merge writes are ever faulted in, and a small merge (a peer's batch) writes few.
+        buffer = ByteWriter(capacity: min(self.runBytes, self.runOperations * 64) + 64 << 10)
+        entries.reserveCapacity(min(self.runOperations, 1 << 20))
     }
 
     /// Adds an operation; only those `sorting` come back in record order.
@@ -78,10 +80,6 @@ struct OperationSorter {
         var encoder = OperationCodec.RunEncoder()
         encoder.append(operation, into: &scratch)
         let start = buffer.bytes.count
-        if start + scratch.bytes.count + 10 > buffer.bytes.capacity {
-            // Doubling, but never past what a run holds (doubling past it would double the memory).
-            buffer.appending { $0.reserveCapacity(min(max(2 * $0.capacity, start + scratch.bytes.count + 10), runBytes + 64 << 10)) }
-        }
         buffer.varint(UInt64(scratch.bytes.count))
         buffer.bytes(scratch.bytes)
         if sorting {
