@@ -125,9 +125,7 @@ import Testing
     @Test(arguments: [1_000, 5], [0, 20_000])
     func operationsAnotherProcessLoggedMeanwhileAreLeftToIt(mergeBatch: Int, foldThreadFrom: Int) throws {
         let clock = ManualClock(baseMillis)
-        let source = try ConcordStore.inMemory(environment: environment(clock: clock, seed: 1))
-        for index in 0..<6 { try source.addNote(NoteDraft(title: "n\(index)")) }
-        let operations = try source.allOperations()
+        let (source, operations) = try Self.sixNotes(clock)
         let directory = try TemporaryDirectory()
         var settings = environment(clock: clock, seed: 2)
         settings.mergeBatch = MergeBatch(operations: mergeBatch, records: 2)
@@ -163,14 +161,19 @@ import Testing
 }
 
 extension RecordOrderMergeTests {
+    /// A store in memory with six notes, and its operations (three a note).
+    static func sixNotes(_ clock: ManualClock) throws -> (ConcordStore, [Op]) {
+        let source = try ConcordStore.inMemory(environment: environment(clock: clock, seed: 1))
+        for index in 0..<6 { try source.addNote(NoteDraft(title: "n\(index)")) }
+        return (source, try source.allOperations())
+    }
+
     /// A store opened for writing applies what a merge left pending when no running process is
     /// applying it (a merge killed, or one that failed), and leaves it to a process that runs
     /// (SPEC.md §5.6, §9).
     @Test func openingAStoreFinishesAMergeNoRunningProcessApplies() throws {
         let clock = ManualClock(baseMillis)
-        let source = try ConcordStore.inMemory(environment: environment(clock: clock, seed: 1))
-        for index in 0..<6 { try source.addNote(NoteDraft(title: "n\(index)")) }
-        let operations = try source.allOperations()
+        let (source, operations) = try Self.sixNotes(clock)
         let directory = try TemporaryDirectory()
         var settings = environment(clock: clock, seed: 2)
         settings.mergeBatch = MergeBatch(operations: 4, records: 2)
