@@ -28,7 +28,7 @@ extension ConcordStore {
     public func merge(_ operations: some Sequence<Op>, ifSyncKeyIs keyBytes: [UInt8]) throws(StoreError) -> MergeReport {
         try guarded {
             try merge(
-                bounds: environment.mergeBatch.unbounded,
+                bounds: environment.mergeBatch.unbounded(holding: operations.underestimatedCount),
                 checking: { db in
                     guard try Self.syncKeyBytes(db) == keyBytes else {
                         throw StoreError(.keyReplaced, "the sync key of the store at \(path) was replaced")

@@ -41,7 +41,7 @@ extension ConcordStore {
     @discardableResult
     public func merge(_ operations: some Sequence<Op>) throws(StoreError) -> MergeReport {
         try guarded {
-            try merge(bounds: environment.mergeBatch.unbounded) { each in
+            try merge(bounds: environment.mergeBatch.unbounded(holding: operations.underestimatedCount)) { each in
                 for operation in operations { try each(operation) }
             }
         }

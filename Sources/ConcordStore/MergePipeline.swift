@@ -14,9 +14,9 @@ import GRDB
 ///    at most `MergeBatch.operations` operations, each listing the log rows it writes as pending.
 /// 4. **Apply**: the sorted operations, folded into one state per record (`FoldedRecords`), are
 ///    joined with their records' rows in record order, in transactions of at most
-///    `MergeBatch.records` records. The transaction that logs the last operations applies the
-///    first records, so a merge that fits in one batch is one transaction; the last one deletes
-///    the pending rows.
+///    `MergeBatch.records` records. A merge that fits in one logging batch applies its first
+///    records in that batch's transaction, so a small merge is one transaction; the last one
+///    deletes the pending rows.
 ///
 /// A merge in one transaction is the same pipeline with `MergeBatch.unbounded`.
 extension ConcordStore {
@@ -55,8 +55,10 @@ extension ConcordStore {
         var report = MergeReport()
         var rows: [PendingRow] = []
         // Whether a sorted operation was held when it came to be logged: another process logged
-        // it since this merge read the version vector, and may not have applied it yet.
+        // it since this merge read what the store holds, and may not have applied it yet (or the
+        // input holds it twice).
         var heldAfterAll = false
+        let fitsInOneBatch = input.count <= bounds.operations
         var next: RecordState?
         repeat {
             report.formUnion(try mergeTransaction(check) { context, report in
@@ -68,8 +70,11 @@ extension ConcordStore {
                 waiting -= batch
                 try context.flush()
                 rows += try Self.listPending(context.writtenChunks, context.db)
-                guard waiting == 0, !heldAfterAll, !rows.isEmpty else { return }
-                // The last operations are logged: apply the first records in the same transaction.
+                // A merge that fits in one logging batch applies its first records in the same
+                // transaction (often all of them: the merge is one transaction). A larger one
+                // applies them in transactions of their own, so that other writers get the store
+                // between its logging and its applying too.
+                guard fitsInOneBatch, !heldAfterAll, !rows.isEmpty else { return }
                 next = try states.next()
                 let last = try join(states, from: &next, into: &context, bounds: bounds)
                 try Self.settle(rows, through: last, finished: next == nil, context.db)
@@ -82,7 +87,10 @@ extension ConcordStore {
             // still listed as pending), and apply what this merge logged, read back from the log.
             states.stop()
             try applyPending(rows, bounds: bounds, checking: check, afterEachBatch: afterEachBatch)
-        } else if next != nil {
+            return report
+        }
+        if !fitsInOneBatch, !rows.isEmpty { next = try states.next() }
+        if next != nil {
             Self.pauseBetweenBatches()
             try applyInRecordOrder(states, from: next, rows: rows, bounds: bounds, checking: check, afterEachBatch: afterEachBatch)
         }
@@ -90,22 +98,41 @@ extension ConcordStore {
     }
 
     /// Stages 1 and 2: reads and checks every operation, keeping them all in the order read and
-    /// those the version vector does not cover in record order too.
+    /// those the store does not hold in record order too.
     private func readAndSort(_ read: (_ each: (Op) throws -> Void) throws -> Void, sortRun: Int) throws -> OperationSorter.Finished {
-        let held = try versionVector()
+        let (held, aboveGaps) = try guarded { try writer.read { db in try (ReplicaDirectory(db).versionVector, Self.heldAboveGaps(db)) } }
         var sorter = OperationSorter(spillPath: spillPath(), runOperations: sortRun)
         // Operations come in runs of one author: look its seq up once per run.
-        var author: (id: ReplicaID, held: UInt64)?
+        var author: (id: ReplicaID, held: UInt64, aboveGaps: [ClosedRange<UInt64>])?
         try read { operation in
             do {
                 try operation.validate()
             } catch {
                 throw StoreError.wrap(error, path: path)
             }
-            if author?.id != operation.id.replica { author = (operation.id.replica, held[operation.id.replica]) }
-            try sorter.add(operation, sorting: operation.id.seq > author!.held)
+            let id = operation.id
+            if author?.id != id.replica { author = (id.replica, held[id.replica], aboveGaps[id.replica] ?? []) }
+            let new = id.seq > author!.held && (author!.aboveGaps.isEmpty || !author!.aboveGaps.contains { $0.contains(id.seq) })
+            try sorter.add(operation, sorting: new)
         }
         return try guarded { try sorter.finish() }
+    }
+
+    /// The log rows held above a gap of the version vector (operations that arrived out of
+    /// order), by author: they are held, though the vector does not cover them. Most often none.
+    private static func heldAboveGaps(_ db: Database) throws -> [ReplicaID: [ClosedRange<UInt64>]] {
+        var ranges: [ReplicaID: [ClosedRange<UInt64>]] = [:]
+        let rows = try Row.fetchCursor(db, sql: """
+            SELECT replicas.id, log.first_seq, log.last_seq FROM log JOIN replicas ON replicas.idx = log.replica
+            WHERE log.last_seq > replicas.contiguous
+            """)
+        while let row = try rows.next() {
+            guard let id = ReplicaID(bytes: try row.column(0) as Data) else { throw StoreError(.corrupt, "a replica row has a malformed id") }
+            let (first, last) = (UInt64(clamping: try row.column(1) as Int64), UInt64(clamping: try row.column(2) as Int64))
+            guard first <= last else { throw StoreError(.corrupt, "a log row has an impossible range") }
+            ranges[id, default: []].append(first...last)
+        }
+        return ranges
     }
 
     /// Stage 3 for one operation: appends it to the log, or compares it with the one held under
@@ -260,6 +287,15 @@ public struct MergeBatch: Sendable, Equatable {
         var bounds = self
         bounds.operations = .max
         bounds.records = .max
+        return bounds
+    }
+
+    /// `unbounded`, for `count` operations already in memory (0 when not known): they are sorted
+    /// in one run sized to them, rather than in memory reserved for the largest run a merge may
+    /// need (a peer sends thousands at a time, and each batch would map and fault that in anew).
+    func unbounded(holding count: Int) -> MergeBatch {
+        var bounds = unbounded
+        if count > 0 { bounds.sortRun = min(bounds.sortRun, count) }
         return bounds
     }
 }

@@ -213,3 +213,26 @@ extension RecordOrderMergeTests {
         #expect(try opened.dump() == source.dump())
     }
 }
+
+extension RecordOrderMergeTests {
+    /// Operations the store holds above a gap of its version vector (delivered out of order) are
+    /// held, not new: a merge that brings them again with those that fill the gap logs and applies
+    /// in one transaction, and applies only the new ones (SPEC.md §5.6, step 1).
+    @Test func operationsHeldAboveAGapAreNotTakenForNew() throws {
+        let clock = ManualClock(baseMillis)
+        let (source, operations) = try Self.sixNotes(clock)
+        let directory = try TemporaryDirectory()
+        let store = try ConcordStore.create(at: directory.file("store.db"), environment: environment(clock: clock, seed: 2))
+        // Seqs 1–6 and 13–18 held; 7–12 missing.
+        try store.merge(operations.prefix(6) + operations.suffix(6))
+        #expect(try store.versionVector()[source.replicaID] == 6)
+        var transactions = 0
+        let report = try store.merge(bounds: store.environment.mergeBatch, afterEachBatch: { transactions += 1 }) { each in
+            try operations.forEach(each)
+        }
+        #expect(transactions == 1, "held operations taken for new make the merge apply in a transaction of its own")
+        #expect(report.newOperationCount == 6 && report.duplicates == 12)
+        #expect(try store.dump() == source.dump())
+        #expect(try store.verify().problems == [])
+    }
+}

@@ -427,9 +427,8 @@ import Testing
         #expect(try store.dump() == before && store.allOperations().count == own)
     }
 
-    /// A batched merge logs in batches of operations, then applies in batches of records, the
-    /// batch that logs the last operations applying the first records: a batch that applies ends
-    /// between records, once it holds its bound of them (SPEC.md §5.6).
+    /// A batched merge logs in batches of operations, then applies in batches of records: a batch
+    /// that applies ends between records, once it holds its bound of them (SPEC.md §5.6).
     @Test func batchesLogByOperationsAndApplyByRecords() throws {
         let source = try makeStore(seed: 1)
         for index in 0..<10 { try source.addNote(NoteDraft(title: "n\(index)")) }
@@ -453,10 +452,10 @@ import Testing
             }
         }) { each in try operations.forEach(each) }
         #expect(report.newOperationCount == 30)
-        // Operations 1–12, 13–24, 25–30, each batch its own transaction; the third applies the
-        // first 4 records, and two more batches apply the rest.
-        #expect(logged == [12, 24, 30, 30, 30])
-        #expect(notes == [0, 0, 4, 8, 10])
+        // Operations 1–12, 13–24, 25–30, each batch its own transaction; then three batches
+        // apply 4, 4 and 2 records.
+        #expect(logged == [12, 24, 30, 30, 30, 30])
+        #expect(notes == [0, 0, 0, 4, 8, 10])
         #expect(try target.pendingOperationCount() == 0)
         #expect(try target.dump() == source.dump())
     }
@@ -496,8 +495,8 @@ import Testing
         let report = try target.merge(bounds: target.environment.mergeBatch, afterEachBatch: {
             batches += 1
             let allLogged = try target.allOperations().count == operations.count
-            // Between the first two batches that log (the first has 4 operations), or the first
-            // two that apply (the batch that logs the last operations applies the first records).
+            // Between the first two batches that log (the first has 4 operations), or between the
+            // last one that logs and the first that applies.
             if !wrote, whileApplying ? allLogged : batches == 1 {
                 #expect(allLogged == whileApplying)
                 try write()
