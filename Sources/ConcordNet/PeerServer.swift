@@ -17,7 +17,7 @@ import NIOPosix
 /// at once, for new sessions and for those under way (SPEC.md §15.1).
 ///
 /// ```swift
-/// let server = PeerServer(store: store) { record in print(record.logLine) }
+/// let server = PeerServer(store: store, onSession: { record in print(record.logLine) })
 /// let address = try await server.start(host: "127.0.0.1", port: 7420)
 /// …
 /// await server.stop()        // ends the sessions under way, then closes

@@ -1,0 +1,45 @@
+// A widget that shows what the app has just written. The app is another process (here this
+// program started again as `Widget app STORE`), which adds reminders one at a time; the widget
+// opens the same store file and reads it as the app writes, until it has seen every reminder.
+import ConcordStore
+import Foundation
+
+let arguments = CommandLine.arguments
+let count = 20
+
+if arguments.count == 3, arguments[1] == "app" {
+    // The app: each reminder in a write of its own, committed before the next.
+    let store = try ConcordStore.open(at: arguments[2])
+    for index in 1...count {
+        try store.addReminder(ReminderDraft(title: "Reminder \(index)"))
+        try await Task.sleep(for: .milliseconds(20))
+    }
+    exit(0)
+}
+
+let directory = FileManager.default.temporaryDirectory.appendingPathComponent("concord-widget-\(UUID().uuidString)").path
+try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+defer { try? FileManager.default.removeItem(atPath: directory) }
+let path = directory + "/store.db"
+try ConcordStore.create(at: path, name: "phone").close()
+
+let app = Process()
+app.executableURL = URL(fileURLWithPath: arguments[0])
+app.arguments = ["app", path]
+try app.run()
+
+// The widget's own connection: it reads while the app writes (SQLite's WAL lets it).
+let widget = try ConcordStore.open(at: path, readOnly: true)
+var shown = 0
+let deadline = ContinuousClock.now + .seconds(60)
+while shown < count, ContinuousClock.now < deadline {
+    let open = try widget.reminders()
+    if open.count != shown {
+        shown = open.count
+        print("widget: \(shown) open reminders, the last '\(open.last?.title ?? "")'")
+    }
+    try await Task.sleep(for: .milliseconds(10))
+}
+app.waitUntilExit()
+guard shown == count, app.terminationStatus == 0 else { fatalError("the widget saw \(shown) of \(count) reminders") }
+print("the widget saw all \(count) reminders the app wrote")
