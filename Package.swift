@@ -62,6 +62,8 @@ let package = Package(
                 "ConcordWire",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
+                // The shared folders' records, in the store's own tables (FolderRecords.swift).
+                .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
         // Sync keys (SPEC.md §15.1): their text form and key derivation. Kept apart from the peer

@@ -14,7 +14,7 @@ public final class ConcordStore: Sendable {
     public let path: String
     /// This replica's id, made once when the store was created.
     public let replicaID: ReplicaID
-    let writer: any DatabaseWriter
+    package let writer: any DatabaseWriter
     /// Where the store gets time and randomness.
     public let environment: StoreEnvironment
     let observers = LockedState<(next: Int, continuations: [Int: AsyncStream<StoreChange>.Continuation])>((0, [:]))
@@ -85,7 +85,7 @@ public final class ConcordStore: Sendable {
 
     /// Checks that the store may be written, and records its location in the same transaction
     /// the first time.
-    func prepareWrite(_ db: Database) throws {
+    package func prepareWrite(_ db: Database) throws {
         try ensureSameReplica(db)
         try ensureNotCopiedSinceOpening()
         try unrecordedLocation.withLock { location in
@@ -357,7 +357,7 @@ public final class ConcordStore: Sendable {
         }
     }
 
-    func guarded<T>(_ body: () throws -> T) throws(StoreError) -> T {
+    package func guarded<T>(_ body: () throws -> T) throws(StoreError) -> T {
         try Self.guarded(path, body)
     }
 

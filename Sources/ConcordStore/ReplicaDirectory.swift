@@ -74,7 +74,7 @@ extension Row {
 
     /// The value of a column, or a `corrupt` error when the file holds something else there
     /// (a NULL where there must be a value, a value of the wrong type).
-    func column<Value: DatabaseValueConvertible>(_ index: Int) throws -> Value {
+    package func column<Value: DatabaseValueConvertible>(_ index: Int) throws -> Value {
         guard index < count else { throw StoreError(.corrupt, "a row of the store is missing columns") }
         do {
             return try decode(atIndex: index)

@@ -341,39 +341,6 @@ import Testing
         #expect(try target.dump() == source.dump())
     }
 
-    /// A folder's files are recorded whole (how they are known, what they hold, who wrote
-    /// them) and forgotten only as they were seen; serials are taken once each, passing over
-    /// names taken, and only grow (SPEC.md §9, §14).
-    @Test func filesAndSerialsOfASharedFolderAreRecorded() throws {
-        let store = try makeStore(seed: 1)
-        var holds = SeqRanges(upTo: VersionVector([store.replicaID: 5]))
-        holds.insert(9...12, of: store.replicaID)
-        let plain = FolderFile(
-            folder: "/shared", name: "a", identity: "1 2 3 4 5", sha256: Array(repeating: 7, count: 32), keyID: nil, holds: holds, published: true)
-        let sealed = FolderFile(
-            folder: "/shared", name: "b", identity: "", sha256: Array(repeating: 8, count: 32), keyID: [1, 2, 3, 4, 5, 6, 7, 8],
-            holds: SeqRanges(), published: false)
-        try store.recordFolderFiles([plain, sealed])
-        #expect(try store.folderFiles(in: "/shared") == ["a": plain, "b": sealed])
-        #expect(try store.folderFiles(in: "/elsewhere") == [:])
-        // Forgotten only if still recorded with the hash seen.
-        var rewritten = sealed
-        rewritten.sha256 = Array(repeating: 9, count: 32)
-        try store.forgetFolderFiles([rewritten])
-        #expect(try store.folderFiles(in: "/shared") == ["a": plain, "b": sealed])
-        try store.forgetFolderFiles([plain])
-        #expect(try store.folderFiles(in: "/shared") == ["b": sealed])
-
-        #expect(try store.lastPublishedSerial(in: "/shared") == 0)
-        #expect(try store.takeSerial(in: "/shared", passing: [], maximum: 10) == 1)
-        #expect(try store.takeSerial(in: "/shared", passing: [2, 3, 5], maximum: 10) == 4)
-        #expect(try store.takeSerial(in: "/shared", passing: [5, 9_999], maximum: 10) == 6)
-        #expect(try store.takeSerial(in: "/elsewhere", passing: [], maximum: 10) == 1)
-        #expect(try store.lastPublishedSerial(in: "/shared") == 6)
-        #expect(try store.takeSerial(in: "/shared", passing: [7, 8, 9, 10], maximum: 10) == nil)
-        #expect(try store.lastPublishedSerial(in: "/shared") == 6, "nothing taken past the maximum")
-    }
-
     /// A merge read once (`merge(reading:)`) commits what fits in one batch in one
     /// transaction; what takes more records than a batch applies, or
     /// more operations than a batch logs, comes out the same through more transactions; input

@@ -1,30 +1,35 @@
 import ConcordCore
+import ConcordStore
 import Foundation
 import GRDB
 
+// What a store records of its shared folders (`folder_files` and `folder_serials`, SPEC.md §9 and
+// §14): kept by the exchange layer, which alone syncs through folders; the store only holds the
+// tables, in its own file and transactions.
+
 /// A bundle file of a shared folder that a store has imported, or published, whole (SPEC.md §14).
-public struct FolderFile: Hashable, Sendable {
+package struct FolderFile: Hashable, Sendable {
     /// The shared folder, as the store knows it (its absolute path).
-    public var folder: String
+    package var folder: String
     /// The file's name in the folder.
-    public var name: String
+    package var name: String
     /// What `stat` said of the file before it was read, or "" if that could still change without
     /// the file's contents changing being seen: while it is unchanged, so are its contents, and
     /// the file is not read again.
-    public var identity: String
+    package var identity: String
     /// SHA-256 of the file's bytes: what decides, once `identity` changed, whether the contents did.
-    public var sha256: [UInt8]
+    package var sha256: [UInt8]
     /// The id of the sync key the file is sealed with, or nil for a plain bundle.
-    public var keyID: [UInt8]?
+    package var keyID: [UInt8]?
     /// Exactly the operations the file delivered: those it holds, but for those of a clash.
-    public var holds: SeqRanges
+    package var holds: SeqRanges
     /// Whether this replica wrote the file (and so may coalesce it away).
-    public var published: Bool
+    package var published: Bool
     /// Why the file was skipped, if it was (then it holds nothing, and `keyID` is the store's
     /// key's when it was skipped): it is not read again while it and that key are unchanged.
-    public var skipped: String?
+    package var skipped: String?
 
-    public init(
+    package init(
         folder: String, name: String, identity: String, sha256: [UInt8], keyID: [UInt8]?, holds: SeqRanges, published: Bool,
         skipped: String? = nil
     ) {
@@ -41,7 +46,7 @@ public struct FolderFile: Hashable, Sendable {
 
 extension ConcordStore {
     /// The files of `folder` this store has imported or published, by name.
-    public func folderFiles(in folder: String) throws(StoreError) -> [String: FolderFile] {
+    package func folderFiles(in folder: String) throws(StoreError) -> [String: FolderFile] {
         try guarded {
             try writer.read { db in
                 var files: [String: FolderFile] = [:]
@@ -64,7 +69,7 @@ extension ConcordStore {
     }
 
     /// Records files of their folders, replacing what was recorded under the same names.
-    public func recordFolderFiles(_ files: [FolderFile]) throws(StoreError) {
+    package func recordFolderFiles(_ files: [FolderFile]) throws(StoreError) {
         guard !files.isEmpty else { return }
         try guarded {
             try writer.write { db in
@@ -87,7 +92,7 @@ extension ConcordStore {
     /// Forgets files that are gone from their folder, or whose contents are no longer those
     /// recorded: each only if it is still recorded with the same hash, so that what another
     /// process of this replica has recorded since is kept.
-    public func forgetFolderFiles(_ files: [FolderFile]) throws(StoreError) {
+    package func forgetFolderFiles(_ files: [FolderFile]) throws(StoreError) {
         guard !files.isEmpty else { return }
         try guarded {
             try writer.write { db in
@@ -104,7 +109,7 @@ extension ConcordStore {
     /// The highest serial this replica has published, or taken for a file it was about to
     /// publish, in `folder` (0 if none). Kept per replica id, so a store forked (`init --fork`)
     /// starts its new id's serials afresh.
-    public func lastPublishedSerial(in folder: String) throws(StoreError) -> Int {
+    package func lastPublishedSerial(in folder: String) throws(StoreError) -> Int {
         try guarded {
             try writer.read { db in
                 try Int.fetchOne(
@@ -117,7 +122,7 @@ extension ConcordStore {
     /// it took before that is not in `taken` (names someone else holds), recorded before the file
     /// is written, so that no two processes of this replica, and no crash, ever give two files
     /// one name (SPEC.md §14). Nil if it would exceed `maximum`.
-    public func takeSerial(in folder: String, passing taken: Set<Int>, maximum: Int) throws(StoreError) -> Int? {
+    package func takeSerial(in folder: String, passing taken: Set<Int>, maximum: Int) throws(StoreError) -> Int? {
         try guarded {
             try writer.write { db in
                 try prepareWrite(db)
