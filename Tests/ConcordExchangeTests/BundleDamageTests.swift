@@ -94,7 +94,7 @@ import Testing
         }
     }
 
-    /// Merged into a store through `merge { ingest in … }`, no damaged variant changes the store's
+    /// Merged into a store through `merge(reading:)`, no damaged variant changes the store's
     /// dump or version vector, and the error is an invalid-input store error.
     @Test func damagedBundlesLeaveTheStoreUnchanged() throws {
         let (bytes, _) = try Self.smallBundle()
