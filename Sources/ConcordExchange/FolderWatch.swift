@@ -7,7 +7,8 @@ import Logging
 ///
 /// Every `interval` it takes a cheap look at both sides (the folder's listing and the store's
 /// version vector) and syncs when either changed since the last sync. It yields each sync that
-/// moved something or warned, and each that failed (the next look tries again). Cancelling the
+/// moved something or warned, each that failed (the next look tries again), and, as its last
+/// event, a store that another process made another replica. Cancelling the
 /// iterating task ends it: the sync under way finishes first, so the store and the folder stay
 /// consistent.
 ///
@@ -23,8 +24,9 @@ import Logging
 ///
 /// It logs to `logger` (by default nowhere): each sync that moved something at `info` (its
 /// `summary`), each file skipped and each failed sync at `warning`, each sync that found nothing
-/// to do at `debug`. The syncs, which block while they read and write, run on threads of their own,
-/// not on those that the process's tasks share.
+/// to do at `debug`, a store forked at `notice`. The syncs, which block while they read and write,
+/// run on threads of their own (on macOS 15, iOS 18 and later, and Linux), not on those that the
+/// process's tasks share.
 public struct FolderWatch: AsyncSequence {
     public typealias Element = FolderWatchEvent
 

@@ -80,7 +80,8 @@ extension ConcordStore {
     /// Applies to their records the operations a merge logged and has not applied yet (one a
     /// crash or a failure interrupted, or one under way in another process): in record order, in
     /// batches of at most `environment.mergeBatch.records` records, each its own transaction.
-    /// Opening a store and every merge do this first. Returns at once when nothing waits.
+    /// Every merge does this first; so does opening a store for writing, unless a running process
+    /// is applying it (`finishAbandonedMerge`). Returns at once when nothing waits.
     /// - Returns: how many operations it applied.
     @discardableResult
     public func finishPendingMerge() throws(StoreError) -> Int {

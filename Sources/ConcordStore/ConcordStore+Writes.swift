@@ -69,9 +69,11 @@ extension ConcordStore {
     }
 
     /// Merges the operations `read` passes to its argument: input of any size, read once. `read`
-    /// throws if the input is damaged or cannot be read; then nothing is applied, and its error is
-    /// passed on as a `StoreError` (of code `invalidInput` for an `InvalidInputError`). Every operation is checked and kept, sorted by record, before anything
-    /// is written; then they are logged and applied in batches (`StoreEnvironment.mergeBatch`),
+    /// throws if the input is damaged or cannot be read; then nothing of it is applied (what an
+    /// earlier merge left pending may have been finished first), and its error is passed on as a
+    /// `StoreError` (of code `invalidInput` for an `InvalidInputError`). Every operation is checked
+    /// and kept, sorted by record, before anything of it is written; then they are logged and
+    /// applied in batches (`StoreEnvironment.mergeBatch`),
     /// each its own transaction, so that other writers get the store between them and a merge
     /// interrupted halfway keeps every committed batch (SPEC.md §5.6). The records' observers hear
     /// of each batch as it commits; the report leaves `touchedRecords` empty.

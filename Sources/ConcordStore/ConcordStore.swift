@@ -215,7 +215,8 @@ public final class ConcordStore: Sendable {
     /// Opens the existing store at `path`. A missing file, a file that is not a Concord store, or a
     /// store of a newer schema is refused before anything is written. Opened for writing, the
     /// store first applies what a merge logged and did not apply to its records (one a crash
-    /// interrupted, SPEC.md §5.6), so that reads miss nothing the log holds.
+    /// interrupted, SPEC.md §5.6), so that reads miss nothing the log holds: unless a running
+    /// process is applying it (`merging PID`, §9), or the store is a copy (which refuses writes).
     public static func open(at path: String, readOnly: Bool = false, environment: StoreEnvironment = .live) throws(StoreError) -> ConcordStore {
         let store = try openWithoutFinishing(at: path, readOnly: readOnly, environment: environment)
         // A copy refuses writes: it is told so at its first write, as ever.

@@ -3,7 +3,7 @@ import Foundation
 /// Chunks of values passed from a thread that makes them to one that uses them, through a bounded
 /// queue: the giver waits while `depth` chunks wait, the taker while none does. It is the one
 /// hand-off between threads in Concord: a large merge folds its sorted operations into record
-/// states on one thread while another writes them (`Prefetch`, SPEC.md §5.6), and a peer session
+/// states on one thread while another writes them (`Prefetch`, Benchmarks/README.md), and a peer session
 /// reads the operations to send on one thread while its connection seals and sends them
 /// (`ConcordNet`'s `OperationFeed`). Memory stays bounded by a few chunks.
 ///

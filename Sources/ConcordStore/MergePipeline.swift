@@ -3,20 +3,22 @@ import Foundation
 import GRDB
 
 /// The one way operations from elsewhere enter a store: bundles, other stores, peer batches,
-/// shared folders and operations in memory all come through `merge(bounds:checking:reading:)`
+/// shared folders and operations in memory all come through
+/// `merge(bounds:checking:afterEachBatch:reading:)`
 /// (SPEC.md §5.6). Its stages:
 ///
 /// 1. **Read and validate**: every operation of the input is checked (§4.3) and kept, before
 ///    anything is written; so invalid or unreadable input applies nothing.
-/// 2. **Sort by record**: the operations the version vector does not cover are also kept in record
-///    order (`OperationSorter`: in memory, or in a temporary file beside the store).
+/// 2. **Sort by record**: those the store does not hold (neither covered by its version vector nor
+///    held above a gap of it) are also kept in record order (`OperationSorter`: in memory, or in a
+///    temporary file beside the store).
 /// 3. **Log**: the operations are appended to the log in the order they came, in transactions of
 ///    at most `MergeBatch.operations` operations, each listing the log rows it writes as pending.
 /// 4. **Apply**: the sorted operations, folded into one state per record (`FoldedRecords`), are
 ///    joined with their records' rows in record order, in transactions of at most
 ///    `MergeBatch.records` records. A merge that fits in one logging batch applies its first
-///    records in that batch's transaction, so a small merge is one transaction; the last one
-///    deletes the pending rows.
+///    records in that batch's transaction (unless an operation turned out held after all), so a
+///    small merge is one transaction; the last one deletes the pending rows.
 ///
 /// A merge in one transaction is the same pipeline with `MergeBatch.unbounded`.
 extension ConcordStore {
