@@ -121,42 +121,48 @@ import Testing
     /// A merge that finds operations it did not count as held (by the version vector it read
     /// first) held after all, because another process logged them meanwhile and has not applied
     /// them yet, leaves them to that process: it does not apply them to their records, small (one
-    /// transaction) or large (batches), so `verify` stays sound meanwhile.
+    /// transaction) or large (batches), so `verify` stays sound meanwhile. It applies those it
+    /// logged itself: the other process logged all of the operations, or the first half (the
+    /// first three notes).
     @Test(arguments: [1_000, 5], [0, 20_000])
     func operationsAnotherProcessLoggedMeanwhileAreLeftToIt(mergeBatch: Int, foldThreadFrom: Int) throws {
         let clock = ManualClock(baseMillis)
         let (source, operations) = try Self.sixNotes(clock)
-        let directory = try TemporaryDirectory()
-        var settings = environment(clock: clock, seed: 2)
-        settings.mergeBatch = MergeBatch(operations: mergeBatch, records: 2)
-        settings.mergeBatch.foldThreadFrom = foldThreadFrom
-        let target = try ConcordStore.create(at: directory.file("target.db"), environment: settings)
-        let other = try ConcordStore.open(at: target.path, environment: environment(clock: clock, seed: 3))
+        for otherLogs in [operations.count, operations.count / 2] {
+            let directory = try TemporaryDirectory()
+            var settings = environment(clock: clock, seed: 2)
+            settings.mergeBatch = MergeBatch(operations: mergeBatch, records: 2)
+            settings.mergeBatch.foldThreadFrom = foldThreadFrom
+            let target = try ConcordStore.create(at: directory.file("target.db"), environment: settings)
+            let other = try ConcordStore.open(at: target.path, environment: environment(clock: clock, seed: 3))
 
-        struct Stop: Error {}
-        var pendingMeanwhile = 0
-        let report = try target.merge { each in
-            for operation in operations { try each(operation) }
-            // After this merge read the version vector, another process merges the same
-            // operations and stops after its first batch, which logged them all and applied
-            // the first record.
-            #expect(throws: Stop.self) {
-                try other.merge(bounds: MergeBatch(operations: 1_000, records: 1), afterEachBatch: { throw Stop() }) { each in
-                    try operations.forEach(each)
+            struct Stop: Error {}
+            var pendingMeanwhile = 0
+            let report = try target.merge { each in
+                for operation in operations { try each(operation) }
+                // After this merge read what the store holds, another process merges the same
+                // operations (or the first half) and stops after its first batch, which logged
+                // them all and applied the first record.
+                #expect(throws: Stop.self) {
+                    try other.merge(bounds: MergeBatch(operations: 1_000, records: 1), afterEachBatch: { throw Stop() }) { each in
+                        try operations.prefix(otherLogs).forEach(each)
+                    }
                 }
+                pendingMeanwhile = try other.pendingOperationCount()
             }
-            pendingMeanwhile = try other.pendingOperationCount()
-        }
-        #expect(pendingMeanwhile == operations.count - 3)
-        #expect(report.newOperationCount == 0 && report.duplicates == operations.count)
-        let meanwhile = try target.verify()
-        #expect(meanwhile.problems == [] && meanwhile.pendingOperations == pendingMeanwhile)
-        #expect(try target.notes().count == 1)
+            let context = "batch \(mergeBatch), the other logging \(otherLogs)"
+            #expect(pendingMeanwhile == otherLogs - 3, "\(context)")
+            #expect(report.newOperationCount == operations.count - otherLogs && report.duplicates == otherLogs, "\(context)")
+            let meanwhile = try target.verify()
+            #expect(meanwhile.problems == [] && meanwhile.pendingOperations == pendingMeanwhile, "\(context)")
+            // The other's first note, and the notes this merge logged.
+            #expect(try target.notes().count == 1 + (operations.count - otherLogs) / 3, "\(context)")
 
-        // The other process applies them.
-        try other.finishPendingMerge()
-        #expect(try target.dump() == source.dump())
-        #expect(try target.verify().problems == [])
+            // The other process applies them.
+            try other.finishPendingMerge()
+            #expect(try target.dump() == source.dump(), "\(context)")
+            #expect(try target.verify().problems == [], "\(context)")
+        }
     }
 }
 
