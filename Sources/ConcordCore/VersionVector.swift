@@ -59,8 +59,8 @@ public struct MergeReport: Hashable, Sendable {
     public var duplicates: Int = 0
     /// The greatest remote timestamp that was more than a day ahead of the local wall clock, if any.
     public var farFutureTimestamp: Timestamp?
-    /// The records whose state the merge touched (empty for a merge in batches: each batch's
-    /// records reach the store's observers as the batch commits).
+    /// The records whose state the merge touched: by `Replica.merge`. A store's merges leave it
+    /// empty: each batch's records reach the store's observers as the batch commits.
     public var touchedRecords: Set<RecordRef> = []
 
     public init() {}

@@ -70,22 +70,12 @@ extension ConcordStore {
 
     /// Records files of their folders, replacing what was recorded under the same names.
     package func recordFolderFiles(_ files: [FolderFile]) throws(StoreError) {
-        guard !files.isEmpty else { return }
-        try guarded {
-            try writer.write { db in
-                try prepareWrite(db)
-                for file in files {
-                    try db.execute(
-                        sql: """
-                            INSERT OR REPLACE INTO folder_files (folder, name, identity, sha256, key_id, holds, published, skipped)
-                            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-                            """,
-                        arguments: [
-                            file.folder, file.name, file.identity, Data(file.sha256), file.keyID.map { Data($0) }, file.holds.description,
-                            file.published, file.skipped,
-                        ])
-                }
-            }
+        try write(files, sql: """
+            INSERT OR REPLACE INTO folder_files (folder, name, identity, sha256, key_id, holds, published, skipped)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+            """
+        ) { file in
+            [file.folder, file.name, file.identity, Data(file.sha256), file.keyID.map { Data($0) }, file.holds.description, file.published, file.skipped]
         }
     }
 
@@ -93,15 +83,19 @@ extension ConcordStore {
     /// recorded: each only if it is still recorded with the same hash, so that what another
     /// process of this replica has recorded since is kept.
     package func forgetFolderFiles(_ files: [FolderFile]) throws(StoreError) {
+        try write(files, sql: "DELETE FROM folder_files WHERE folder = ? AND name = ? AND sha256 = ?") { file in
+            [file.folder, file.name, Data(file.sha256)]
+        }
+    }
+
+    /// Runs `sql` once per file, with the arguments `arguments` gives, in one transaction.
+    private func write(_ files: [FolderFile], sql: String, arguments: (FolderFile) -> StatementArguments) throws(StoreError) {
         guard !files.isEmpty else { return }
         try guarded {
             try writer.write { db in
                 try prepareWrite(db)
-                for file in files {
-                    try db.execute(
-                        sql: "DELETE FROM folder_files WHERE folder = ? AND name = ? AND sha256 = ?",
-                        arguments: [file.folder, file.name, Data(file.sha256)])
-                }
+                let statement = try db.cachedStatement(sql: sql)
+                for file in files { try statement.execute(arguments: arguments(file)) }
             }
         }
     }

@@ -73,9 +73,9 @@ extension ConcordStore {
     /// earlier merge left pending may have been finished first), and its error is passed on as a
     /// `StoreError` (of code `invalidInput` for an `InvalidInputError`). Every operation is checked
     /// and kept, sorted by record, before anything of it is written; then they are logged and
-    /// applied in batches (`StoreEnvironment.mergeBatch`),
-    /// each its own transaction, so that other writers get the store between them and a merge
-    /// interrupted halfway keeps every committed batch (SPEC.md §5.6). The records' observers hear
+    /// applied in batches (`StoreEnvironment.mergeBatch`), each its own transaction, so that other
+    /// writers get the store between them and a merge interrupted halfway keeps every committed
+    /// batch (SPEC.md §5.6). The records' observers hear
     /// of each batch as it commits; the report leaves `touchedRecords` empty.
     @discardableResult
     public func merge(reading read: (_ each: (Op) throws -> Void) throws -> Void) throws(StoreError) -> MergeReport {
