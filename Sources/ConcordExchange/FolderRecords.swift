@@ -48,7 +48,7 @@ extension ConcordStore {
     /// The files of `folder` this store has imported or published, by name.
     package func folderFiles(in folder: String) throws(StoreError) -> [String: FolderFile] {
         try guarded {
-            try writer.read { db in
+            try reader.read { db in
                 var files: [String: FolderFile] = [:]
                 let rows = try Row.fetchCursor(
                     db, sql: "SELECT name, identity, sha256, key_id, holds, published, skipped FROM folder_files WHERE folder = ?", arguments: [folder])
@@ -92,7 +92,7 @@ extension ConcordStore {
     private func write(_ files: [FolderFile], sql: String, arguments: (FolderFile) -> StatementArguments) throws(StoreError) {
         guard !files.isEmpty else { return }
         try guarded {
-            try writer.write { db in
+            try write { db in
                 try prepareWrite(db)
                 let statement = try db.cachedStatement(sql: sql)
                 for file in files { try statement.execute(arguments: arguments(file)) }
@@ -105,7 +105,7 @@ extension ConcordStore {
     /// starts its new id's serials afresh.
     package func lastPublishedSerial(in folder: String) throws(StoreError) -> Int {
         try guarded {
-            try writer.read { db in
+            try reader.read { db in
                 try Int.fetchOne(
                     db, sql: "SELECT last FROM folder_serials WHERE folder = ? AND replica = ?", arguments: [folder, Data(replicaID.bytes)]) ?? 0
             }
@@ -118,7 +118,7 @@ extension ConcordStore {
     /// one name (SPEC.md §14). Nil if it would exceed `maximum`.
     package func takeSerial(in folder: String, passing taken: Set<Int>, maximum: Int) throws(StoreError) -> Int? {
         try guarded {
-            try writer.write { db in
+            try write { db in
                 try prepareWrite(db)
                 let replica = Data(replicaID.bytes)
                 var serial = try Int.fetchOne(

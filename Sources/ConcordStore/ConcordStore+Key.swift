@@ -10,7 +10,7 @@ extension ConcordStore {
     /// when the store has none. `ConcordExchange` wraps this as `syncKey()`.
     public func syncKeyBytes() throws(StoreError) -> [UInt8]? {
         try guarded {
-            try writer.read { db in
+            try connection.read { db in
                 guard let data = try Data.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'sync_key'") else { return nil }
                 guard data.count == Self.syncKeyByteCount else {
                     throw StoreError(.corrupt, "the store at \(path) holds a sync key of \(data.count) bytes, not \(Self.syncKeyByteCount)")
@@ -60,7 +60,7 @@ extension ConcordStore {
     public func setSyncKeyBytes(_ bytes: [UInt8], replacing: Bool = false) throws(StoreError) -> Bool {
         precondition(bytes.count == Self.syncKeyByteCount, "a sync key has \(Self.syncKeyByteCount) bytes")
         let outcome: KeyWrite = try guarded {
-            try writer.writeWithoutTransaction { db in
+            try writeWithoutTransaction { db in
                 try db.execute(sql: "PRAGMA secure_delete = ON")
                 defer { try? db.execute(sql: "PRAGMA secure_delete = OFF") }
                 var outcome = KeyWrite.unchanged

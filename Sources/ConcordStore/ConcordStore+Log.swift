@@ -7,7 +7,7 @@ extension ConcordStore {
     /// author in sequence order. Chunks are decoded one at a time, so memory stays flat.
     public func forEachOperation(since: VersionVector = VersionVector(), _ body: (Op) throws -> Void) throws(StoreError) {
         try guarded {
-            try writer.read { db in
+            try connection.read { db in
                 let directory = try ReplicaDirectory(db)
                 let rows = try Row.fetchCursor(db, sql: "SELECT replica, first_seq, last_seq, ops FROM log ORDER BY replica, first_seq")
                 while let row = try rows.next() {
@@ -28,7 +28,7 @@ extension ConcordStore {
     /// The operation held under `id`, if the log has it.
     public func operation(_ id: OperationID) throws(StoreError) -> Op? {
         try guarded {
-            try writer.read { db in
+            try connection.read { db in
                 let directory = try ReplicaDirectory(db)
                 guard let index = directory.indexByID[id.replica], id.seq <= UInt64(Int64.max) else { return nil }
                 guard let row = try Row.fetchOne(
@@ -61,7 +61,7 @@ extension ConcordStore {
     public func recentOperations(limit: Int) throws(StoreError) -> [Op] {
         guard limit > 0 else { return [] }
         return try guarded {
-            try writer.read { db in
+            try connection.read { db in
                 let directory = try ReplicaDirectory(db)
                 let rows = try Row.fetchCursor(db, sql: "SELECT replica, first_seq, last_seq, max_ts, ops FROM log ORDER BY max_ts DESC")
                 var collected: [Op] = []

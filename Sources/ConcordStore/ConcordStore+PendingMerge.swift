@@ -69,7 +69,7 @@ extension ConcordStore {
     /// under way, or of one a crash interrupted, which the next merge finishes (SPEC.md §5.6).
     public func pendingOperationCount() throws(StoreError) -> Int {
         try guarded {
-            try writer.read { db in
+            try connection.read { db in
                 var count = 0
                 try forEachPendingOperation(in: try PendingRow.fetchAll(db), db) { _ in count += 1 }
                 return count
@@ -93,12 +93,12 @@ extension ConcordStore {
     /// pending rows that no longer run.
     func finishAbandonedMerge() throws(StoreError) {
         let (pending, appliers) = try guarded {
-            try writer.read { db in (try !PendingRow.fetchAll(db).isEmpty, try PendingRow.appliers(db)) }
+            try connection.read { db in (try !PendingRow.fetchAll(db).isEmpty, try PendingRow.appliers(db)) }
         }
         let stopped = appliers.filter { !$0.isRunning }
         if !stopped.isEmpty {
             try guarded {
-                try writer.write { db in
+                try write { db in
                     for process in stopped { try db.execute(sql: "DELETE FROM meta WHERE key = ?", arguments: [process.key]) }
                 }
             }
@@ -110,7 +110,7 @@ extension ConcordStore {
     /// there, or stop the merge by throwing).
     @discardableResult
     func finishPendingMerge(afterEachBatch: () throws -> Void) throws -> Int {
-        let rows = try guarded { try writer.read { db in try PendingRow.fetchAll(db) } }
+        let rows = try guarded { try connection.read { db in try PendingRow.fetchAll(db) } }
         return try applyPending(rows, bounds: environment.mergeBatch, afterEachBatch: afterEachBatch)
     }
 
@@ -124,7 +124,7 @@ extension ConcordStore {
         guard !rows.isEmpty else { return 0 }
         var sorter = OperationSorter(spillPath: spillPath(), runOperations: bounds.sortRun)
         try guarded {
-            try writer.read { db in
+            try connection.read { db in
                 try forEachPendingOperation(in: rows, db) { operation in try sorter.add(operation) }
             }
         }

@@ -37,7 +37,7 @@ extension ConcordStore {
 
     private func fetchReminders(where condition: String, _ arguments: StatementArguments = []) throws(StoreError) -> [Reminder] {
         try guarded {
-            try writer.read { db in
+            try connection.read { db in
                 let rows = try Row.fetchCursor(db, sql: """
                     SELECT id, CAST(title AS BLOB), CAST(notes AS BLOB), due, priority, completed, snoozed_until,
                         CAST(repeat AS BLOB), tags, deleted
@@ -61,7 +61,7 @@ extension ConcordStore {
 
     private func fetchNotes(where condition: String, _ arguments: StatementArguments = []) throws(StoreError) -> [Note] {
         try guarded {
-            try writer.read { db in
+            try connection.read { db in
                 let rows = try Row.fetchCursor(db, sql: """
                     SELECT id, CAST(title AS BLOB), CAST(body AS BLOB), pinned, tags, deleted FROM notes WHERE \(condition)
                     ORDER BY pinned DESC, id
@@ -112,7 +112,7 @@ extension ConcordStore {
         let matching = "(id BETWEEN ? AND ? OR substr(hex(id), ?) = ?)"
         let arguments: StatementArguments = [Data(low.bytes), Data(high.bytes), 33 - digits.count, digits.uppercased()]
         let (matches, total): ([RecordRef], Int) = try guarded {
-            try writer.read { db in
+            try connection.read { db in
                 var refs: [RecordRef] = []
                 var total = 0
                 for table in RecordTable.known where kind == nil || kind == table.kind {
@@ -152,14 +152,14 @@ extension ConcordStore {
     /// The full replicated state of a record, merge metadata included.
     public func state(of ref: RecordRef) throws(StoreError) -> RecordState? {
         try guarded {
-            try writer.read { db in try RecordRows.load(ref, db, try ReplicaDirectory(db)) }
+            try connection.read { db in try RecordRows.load(ref, db, try ReplicaDirectory(db)) }
         }
     }
 
     /// Every record's state in `RecordRef` order, one at a time.
     public func forEachRecord(_ body: (RecordState) throws -> Void) throws(StoreError) {
         try guarded {
-            try writer.read { db in
+            try connection.read { db in
                 let directory = try ReplicaDirectory(db)
                 var sources: [(kind: RecordKind?, table: RecordTable?, cursor: RowCursor)] = []
                 for table in RecordTable.known {
@@ -195,12 +195,12 @@ extension ConcordStore {
     // MARK: Replica
 
     public func versionVector() throws(StoreError) -> VersionVector {
-        try guarded { try writer.read { db in try ReplicaDirectory(db).versionVector } }
+        try guarded { try connection.read { db in try ReplicaDirectory(db).versionVector } }
     }
 
     public func status() throws(StoreError) -> StoreStatus {
         try guarded {
-            try writer.read { db in
+            try connection.read { db in
                 let count = { (sql: String) in try Int.fetchOne(db, sql: sql) ?? 0 }
                 return StoreStatus(
                     replicaID: replicaID,

@@ -9,7 +9,7 @@ extension ConcordStore {
     public func perform(_ changes: [(RecordRef, Change)]) throws(StoreError) -> [Op] {
         let now = environment.wallClock()
         let (operations, touched) = try guarded {
-            try writer.write { db in
+            try write { db in
                 try prepareWrite(db)
                 var context = try WriteContext(db, localReplica: replicaID)
                 var made: [Op] = []

@@ -14,7 +14,11 @@ public final class ConcordStore: Sendable {
     public let path: String
     /// This replica's id, made once when the store was created.
     public let replicaID: ReplicaID
-    package let writer: any DatabaseWriter
+    /// The store's one connection. Reads go through it directly; writes go through `write(_:)`,
+    /// which waits for this writer's turn first (`WriterTurns`).
+    let connection: any DatabaseWriter
+    /// The turns of the store's writers; nil in memory and read-only.
+    private let turns: WriterTurns?
     /// Where the store gets time and randomness.
     public let environment: StoreEnvironment
     let observers = LockedState<(next: Int, continuations: [Int: AsyncStream<StoreChange>.Continuation])>((0, [:]))
@@ -24,12 +28,13 @@ public final class ConcordStore: Sendable {
     /// The file's location to record with the next write, until it is recorded.
     private let unrecordedLocation: LockedState<FileLocation?>
 
-    private init(path: String, writer: any DatabaseWriter, environment: StoreEnvironment, readOnly: Bool = false) throws {
+    private init(path: String, connection: any DatabaseWriter, environment: StoreEnvironment, readOnly: Bool = false) throws {
         self.path = path
-        self.writer = writer
+        self.connection = connection
+        turns = path == ":memory:" || readOnly ? nil : WriterTurns(store: path)
         self.environment = environment
         let (id, recorded) = try Self.guarded(path) {
-            try writer.read { db in
+            try connection.read { db in
                 guard let data = try Data.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'replica_id'"),
                       let id = ReplicaID(bytes: data)
                 else { throw StoreError(.corrupt, "the store at \(path) has no replica id") }
@@ -64,7 +69,7 @@ public final class ConcordStore: Sendable {
     public func ensureNotCopied() throws(StoreError) {
         // The replica first: a copy forked since this object opened it is `forked` (the object is
         // stale), not `copied` (the file now knows where it is).
-        try guarded { try writer.read { db in try ensureSameReplica(db) } }
+        try guarded { try connection.read { db in try ensureSameReplica(db) } }
         try ensureNotCopiedSinceOpening()
     }
 
@@ -137,7 +142,7 @@ public final class ConcordStore: Sendable {
         }
         let store = try open(at: path, environment: environment)
         // Record where the file is at once: a copy made before the first write is a copy too.
-        try store.guarded { try store.writer.write { db in try store.prepareWrite(db) } }
+        try store.guarded { try store.write { db in try store.prepareWrite(db) } }
         return store
     }
 
@@ -176,7 +181,7 @@ public final class ConcordStore: Sendable {
         let former = store.replicaID
         let id: ReplicaID = environment.makeID()
         try store.guarded {
-            try store.writer.write { db in
+            try store.write { db in
                 try db.execute(sql: "UPDATE meta SET value = ? WHERE key = 'replica_id'", arguments: [Data(id.bytes)])
                 try db.execute(sql: "INSERT INTO replicas (id) VALUES (?)", arguments: [Data(id.bytes)])
                 try db.execute(
@@ -193,7 +198,7 @@ public final class ConcordStore: Sendable {
     public static func adoptLocation(at path: String, environment: StoreEnvironment = .live) throws(StoreError) -> ConcordStore {
         let store = try open(at: path, environment: environment)
         try store.guarded {
-            try store.writer.write { db in
+            try store.write { db in
                 try db.execute(
                     sql: "INSERT OR REPLACE INTO meta (key, value) VALUES ('location', ?)",
                     arguments: [FileLocation(of: path)?.recorded ?? ""])
@@ -208,7 +213,7 @@ public final class ConcordStore: Sendable {
     /// handed out to be copied, such as the store `syncctl bench merge --keep` leaves.
     package static func forgetLocation(at path: String) throws(StoreError) {
         let store = try open(at: path)
-        try store.guarded { try store.writer.write { db in try db.execute(sql: "DELETE FROM meta WHERE key = 'location'") } }
+        try store.guarded { try store.write { db in try db.execute(sql: "DELETE FROM meta WHERE key = 'location'") } }
         try store.close()
     }
 
@@ -236,7 +241,7 @@ public final class ConcordStore: Sendable {
             let queue = try DatabaseQueue(path: path, configuration: configuration(readOnly: readOnly))
             try queue.read { db in try checkIdentity(db, path: path) }
             if !readOnly { try StoreSchema.migrator.migrate(queue) }
-            return try ConcordStore(path: path, writer: queue, environment: environment, readOnly: readOnly)
+            return try ConcordStore(path: path, connection: queue, environment: environment, readOnly: readOnly)
         }
     }
 
@@ -259,25 +264,17 @@ public final class ConcordStore: Sendable {
         try guarded(":memory:") {
             let queue = try DatabaseQueue(configuration: configuration(readOnly: false))
             try initialize(queue, name: name, environment: environment)
-            return try ConcordStore(path: ":memory:", writer: queue, environment: environment)
+            return try ConcordStore(path: ":memory:", connection: queue, environment: environment)
         }
     }
-
-    /// How long a writer waits for another before it gives up: 30 s, in polls of 1 ms.
-    static let busyPollMicroseconds = 1_000
-    static let busyPolls = 30_000
 
     static func configuration(readOnly: Bool) -> Configuration {
         var configuration = Configuration()
         configuration.readonly = readOnly
-        // Writers wait for each other up to 30 s, looking every millisecond (SQLite's own timeout
-        // sleeps up to 100 ms between looks, and would rarely catch the short pause a long merge
-        // makes between its batches).
-        configuration.busyMode = .callback { tries in
-            guard tries < busyPolls else { return false }
-            usleep(UInt32(busyPollMicroseconds))
-            return true
-        }
+        // Writers of this build wait for their turn (`WriterTurns`) before SQLite sees them; this
+        // timeout orders them with writers that take no turns (another program, a file system
+        // without locks), and a checkpoint with the readers it waits for.
+        configuration.busyMode = .timeout(TimeInterval(WriterTurns.defaultPatience.components.seconds))
         configuration.label = "Concord"
         if !readOnly {
             configuration.prepareDatabase { db in
@@ -294,13 +291,13 @@ public final class ConcordStore: Sendable {
         return configuration
     }
 
-    private static func initialize(_ writer: any DatabaseWriter, name: String?, environment: StoreEnvironment) throws {
-        try writer.writeWithoutTransaction { db in
+    private static func initialize(_ database: any DatabaseWriter, name: String?, environment: StoreEnvironment) throws {
+        try database.writeWithoutTransaction { db in
             try db.execute(sql: "PRAGMA application_id = \(StoreSchema.applicationID)")
         }
-        try StoreSchema.migrator.migrate(writer)
+        try StoreSchema.migrator.migrate(database)
         let id: ReplicaID = environment.makeID()
-        try writer.write { db in
+        try database.write { db in
             try db.execute(sql: "INSERT INTO meta (key, value) VALUES ('replica_id', ?)", arguments: [Data(id.bytes)])
             try db.execute(sql: "INSERT INTO meta (key, value) VALUES ('name', ?)", arguments: [name ?? ""])
             try db.execute(sql: "INSERT INTO meta (key, value) VALUES ('clock', 0)")
@@ -362,9 +359,27 @@ public final class ConcordStore: Sendable {
         try Self.guarded(path, body)
     }
 
+    /// Runs `updates` in a write transaction, in this writer's turn (SPEC.md §9).
+    package func write<T>(_ updates: (Database) throws -> T) throws -> T {
+        try withTurn { try connection.write(updates) }
+    }
+
+    /// Runs `updates` outside a transaction (they open their own), in this writer's turn.
+    func writeWithoutTransaction<T>(_ updates: (Database) throws -> T) throws -> T {
+        try withTurn { try connection.writeWithoutTransaction(updates) }
+    }
+
+    private func withTurn<T>(_ body: () throws -> T) throws -> T {
+        guard let turns else { return try body() }
+        return try turns.withTurn(body)
+    }
+
+    /// The store's connection, for reading.
+    package var reader: any DatabaseReader { connection }
+
     /// Closes the store's connections. Later calls fail.
     public func close() throws(StoreError) {
-        try guarded { try writer.close() }
+        try guarded { try connection.close() }
     }
 
     // MARK: Observing

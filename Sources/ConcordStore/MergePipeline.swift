@@ -37,7 +37,7 @@ extension ConcordStore {
             return try mergeRead(bounds: bounds, checking: check, afterEachBatch: afterEachBatch, reading: read)
         } catch {
             // What this merge committed stays pending, for whoever opens or merges next.
-            try? writer.write { db in try PendingRow.forgetApplier(db) }
+            try? write { db in try PendingRow.forgetApplier(db) }
             throw error
         }
     }
@@ -82,7 +82,6 @@ extension ConcordStore {
                 try Self.settle(rows, through: last, finished: next == nil, context.db)
             })
             try afterEachBatch()
-            if waiting > 0 { Self.pauseBetweenBatches() }
         } while waiting > 0
         if heldAfterAll {
             // Leave what the other process logged to it (its records must not show operations
@@ -93,7 +92,6 @@ extension ConcordStore {
         }
         if !fitsInOneBatch, !rows.isEmpty { next = try states.next() }
         if next != nil {
-            Self.pauseBetweenBatches()
             try applyInRecordOrder(states, from: next, rows: rows, bounds: bounds, checking: check, afterEachBatch: afterEachBatch)
         }
         return report
@@ -102,7 +100,7 @@ extension ConcordStore {
     /// Stages 1 and 2: reads and checks every operation, keeping them all in the order read and
     /// those the store does not hold in record order too.
     private func readAndSort(_ read: (_ each: (Op) throws -> Void) throws -> Void, sortRun: Int) throws -> OperationSorter.Finished {
-        let (held, aboveGaps) = try guarded { try writer.read { db in try (ReplicaDirectory(db).versionVector, Self.heldAboveGaps(db)) } }
+        let (held, aboveGaps) = try guarded { try connection.read { db in try (ReplicaDirectory(db).versionVector, Self.heldAboveGaps(db)) } }
         var sorter = OperationSorter(spillPath: spillPath(), runOperations: sortRun)
         // Operations come in runs of one author: look its seq up once per run.
         var author: (id: ReplicaID, held: UInt64, aboveGaps: [ClosedRange<UInt64>])?
@@ -172,7 +170,6 @@ extension ConcordStore {
                 try Self.settle(rows, through: last, finished: next == nil, context.db)
             }
             try afterEachBatch()
-            if next != nil { Self.pauseBetweenBatches() }
         }
     }
 
@@ -221,7 +218,7 @@ extension ConcordStore {
         _ check: (Database) throws -> Void, _ body: (inout WriteContext, inout MergeReport) throws -> Void
     ) throws -> MergeReport {
         let (report, touched) = try guarded {
-            try writer.write { db in
+            try write { db in
                 try prepareWrite(db)
                 try check(db)
                 var context = try WriteContext(db, localReplica: replicaID)
@@ -246,12 +243,6 @@ extension ConcordStore {
             .clash,
             "replica \(id.replica) has two different operations with seq \(id.seq), here and in what is being merged: one of the two stores is a copy of the other; run 'syncctl init --fork' on the copy (nothing of this batch was merged)",
             underlying: OperationClash(id: id))
-    }
-
-    /// The pause between two batches of a merge: long enough for a writer of another process,
-    /// polling every millisecond, to take the store (SPEC.md §5.6).
-    static func pauseBetweenBatches() {
-        usleep(UInt32(3 * busyPollMicroseconds))
     }
 }
 

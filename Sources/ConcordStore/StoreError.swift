@@ -91,6 +91,8 @@ public struct StoreError: Error, Hashable, CustomStringConvertible {
             return StoreError(.invalidInput, error.description, underlying: error)
         case let error as any InvalidInputError:
             return StoreError(.invalidInput, error.description, underlying: error)
+        case let error as TurnTimedOut:
+            return StoreError(.io, "the store at \(path) stayed locked by another process; try again", underlying: error)
         case let error as ClockError:
             return StoreError(.invalidChange, error.description, underlying: error)
         case let error as DatabaseError:

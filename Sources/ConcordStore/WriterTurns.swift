@@ -1,0 +1,162 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The turns that the writers of one store take, whichever process they are in (SPEC.md §9,
+/// "Writers take turns"): two locks on the store's side file `STORE-lock`, a door (byte 0) and the
+/// store itself (byte 1).
+///
+/// A writer takes the door, then the store, and lets go of the door; it lets go of the store once
+/// its transaction has ended. A writer that waits for the store therefore holds the door, so the
+/// writer that had the store cannot take it again before the waiting one has had it: a long merge,
+/// which takes a turn for each of its batches, lets every writer that waits in between two of its
+/// batches, by construction and without pausing. Writers that wait for the door take it in no
+/// particular order, but each of them waits for at most one batch of each other writer before it.
+///
+/// The locks are open file description locks (`F_OFD_SETLKW`), so they exclude each other between
+/// threads and store objects of one process as between processes, and the system lets go of them
+/// when a process dies. Where the platform or the file system has no such locks, or the side file
+/// cannot be opened for writing, there are no turns: writers then wait for each other in SQLite's
+/// busy handler, without the guarantee of order.
+struct WriterTurns: Sendable {
+    /// `STORE-lock`.
+    let path: String
+    /// The permissions the side file is created with: the store file's.
+    let mode: mode_t
+    /// How long a writer waits for its turn before it gives up.
+    let patience: Duration
+
+    /// How long a writer waits for another before it gives up (SQLite's busy timeout, too).
+    static let defaultPatience = Duration.seconds(30)
+
+    init(store path: String, patience: Duration = Self.defaultPatience) {
+        self.path = path + "-lock"
+        var status = stat()
+        mode = stat(path, &status) == 0 ? status.st_mode & 0o666 : 0o644
+        self.patience = patience
+    }
+
+    /// Runs `body` in this writer's turn.
+    /// - Throws: `TurnTimedOut` when another writer kept the store for longer than `patience`.
+    func withTurn<T>(_ body: () throws -> T) throws -> T {
+        let descriptor = try take()
+        defer { if let descriptor { close(descriptor) } }
+        return try body()
+    }
+
+    /// Waits for a turn. Returns the descriptor that holds it (closing it ends the turn), or nil
+    /// when there are no turns here.
+    private func take() throws -> Int32? {
+        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, mode)
+        guard descriptor >= 0 else { return nil }
+        let deadline = ContinuousClock.now + patience
+        for (byte, lock) in [(Self.door, true), (Self.store, true), (Self.door, false)] {
+            switch Self.set(lock, byte: byte, on: descriptor, waitingUntil: deadline) {
+            case .done:
+                continue
+            case .unsupported:
+                close(descriptor)
+                return nil
+            case .timedOut:
+                // The descriptor now belongs to the wait that goes on (`waitInBackground`).
+                throw TurnTimedOut()
+            }
+        }
+        return descriptor
+    }
+
+    /// Whether a writer holds the door: it waits for the store, and goes next. Only a glance (the
+    /// answer may change at once), for tests and diagnostics.
+    func isWriterWaiting() -> Bool {
+        guard let commands = OpenFileDescriptionLocks.commands else { return false }
+        let descriptor = open(path, O_RDWR | O_CLOEXEC)
+        guard descriptor >= 0 else { return false }
+        defer { close(descriptor) }
+        var probe = flock()
+        probe.l_type = Int16(F_WRLCK)
+        probe.l_whence = Int16(SEEK_SET)
+        probe.l_start = off_t(Self.door)
+        probe.l_len = 1
+        return fcntl(descriptor, commands.get, &probe) == 0 && probe.l_type != Int16(F_UNLCK)
+    }
+
+    private static let door: Int64 = 0
+    private static let store: Int64 = 1
+
+    private enum Outcome { case done, unsupported, timedOut }
+
+    /// Takes (or lets go of) the lock on `byte`, waiting until `deadline` at most.
+    private static func set(_ lock: Bool, byte: Int64, on descriptor: Int32, waitingUntil deadline: ContinuousClock.Instant) -> Outcome {
+        guard let commands = OpenFileDescriptionLocks.commands else { return .unsupported }
+        switch request(commands.set, lock: lock, byte: byte, descriptor) {
+        case 0:
+            return .done
+        case EAGAIN, EACCES:
+            return waitInBackground(commands.setWaiting, byte: byte, descriptor, until: deadline)
+        default:
+            // EINVAL or ENOLCK: the file system keeps no such locks (some network file systems).
+            return .unsupported
+        }
+    }
+
+    /// Waits for the lock on a thread of its own, so that the wait can end at `deadline`. A wait
+    /// given up keeps the descriptor and closes it once the lock comes or fails, letting it go.
+    private static func waitInBackground(_ command: Int32, byte: Int64, _ descriptor: Int32, until deadline: ContinuousClock.Instant) -> Outcome {
+        enum State { case waiting, done(Outcome), abandoned }
+        let state = LockedState(State.waiting)
+        let finished = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            var result: Int32
+            repeat { result = request(command, lock: true, byte: byte, descriptor) } while result == EINTR
+            let outcome: Outcome = result == 0 ? .done : .unsupported
+            let abandoned = state.withLock { state in
+                if case .abandoned = state { return true }
+                state = .done(outcome)
+                return false
+            }
+            if abandoned { close(descriptor) }
+            finished.signal()
+        }
+        let remaining = ContinuousClock.now.duration(to: deadline)
+        let nanoseconds = max(0, remaining.components.seconds * 1_000_000_000 + remaining.components.attoseconds / 1_000_000_000)
+        _ = finished.wait(timeout: .now() + .nanoseconds(Int(clamping: nanoseconds)))
+        return state.withLock { state in
+            if case .done(let outcome) = state { return outcome }
+            state = .abandoned
+            return .timedOut
+        }
+    }
+
+    /// One `fcntl` lock request on one byte of `descriptor`: 0, or the `errno` it failed with.
+    private static func request(_ command: Int32, lock: Bool, byte: Int64, _ descriptor: Int32) -> Int32 {
+        var request = flock()
+        request.l_type = Int16(lock ? F_WRLCK : F_UNLCK)
+        request.l_whence = Int16(SEEK_SET)
+        request.l_start = off_t(byte)
+        request.l_len = 1
+        request.l_pid = 0  // required of open file description locks
+        return fcntl(descriptor, command, &request) == 0 ? 0 : errno
+    }
+}
+
+/// A writer waited for its turn at the store for longer than `WriterTurns.patience`.
+struct TurnTimedOut: Error {}
+
+/// The `fcntl` commands of open file description locks, where the platform has them (Linux
+/// since 3.15; Apple platforms, where libsqlite3 uses them too). The C headers define them as
+/// macros that Swift does not import.
+private enum OpenFileDescriptionLocks {
+    static var commands: (get: Int32, set: Int32, setWaiting: Int32)? {
+        #if os(Linux)
+        (get: 36, set: 37, setWaiting: 38)
+        #elseif canImport(Darwin)
+        (get: 92, set: 90, setWaiting: 91)
+        #else
+        nil
+        #endif
+    }
+}
