@@ -64,6 +64,11 @@ final class PeerConnection: @unchecked Sendable {
     private let lock = NSLock()
     private var outboundPending = 0
     private var inboundPending = 0
+    /// Bytes received and not yet handed to the session, and whether the worker will take them.
+    /// The worker takes all that came while it was busy (applying a batch) at once, so that the
+    /// session may apply the batches among them together (`batchesPerApply`).
+    private var inbox: [UInt8] = []
+    private var inboxTaken = true
     private var pumpWaitsForWrites = false
     /// Whether the channel has stopped reading (set on the event loop, read by the worker).
     private var readingPausedShared = false
@@ -125,7 +130,9 @@ final class PeerConnection: @unchecked Sendable {
                 return
             }
             self.key = key
-            session = PeerSession(role: role, key: key, localReplica: store.replicaID, localVersions: versions)
+            session = PeerSession(
+                role: role, key: key, localReplica: store.replicaID, localVersions: versions,
+                batchesPerApply: configuration.batchesPerApply)
             perform(session!.start())
         }
     }
@@ -149,16 +156,30 @@ final class PeerConnection: @unchecked Sendable {
     /// Bytes arrived. On the event loop.
     func received(_ buffer: ByteBuffer) {
         lastActivity = clock.now()
-        let bytes = Array(buffer.readableBytesView)
-        lock.withLock { inboundPending += bytes.count }
-        worker.async { [self] in
-            if !ended { perform(session?.receive(bytes) ?? []) }
-            let resume = lock.withLock {
-                inboundPending -= bytes.count
-                return readingPausedShared && !channelGone && inboundPending <= configuration.inboundBufferBytes / 2
-            }
-            if resume { channel.eventLoop.execute { self.updateReading() } }
+        let wakeWorker = lock.withLock {
+            inbox.append(contentsOf: buffer.readableBytesView)
+            inboundPending += buffer.readableBytes
+            let wake = inboxTaken
+            inboxTaken = false
+            return wake
         }
+        if wakeWorker { worker.async { self.takeInbox() } }
+    }
+
+    /// Hands the session everything received so far. On the worker.
+    private func takeInbox() {
+        let bytes = lock.withLock {
+            inboxTaken = true
+            let bytes = inbox
+            inbox = []
+            return bytes
+        }
+        if !ended, !bytes.isEmpty { perform(session?.receive(bytes) ?? []) }
+        let resume = lock.withLock {
+            inboundPending -= bytes.count
+            return readingPausedShared && !channelGone && inboundPending <= configuration.inboundBufferBytes / 2
+        }
+        if resume { channel.eventLoop.execute { self.updateReading() } }
     }
 
     /// Stops reading while too much waits for the worker; reads again once it has caught up.

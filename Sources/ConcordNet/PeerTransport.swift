@@ -23,6 +23,10 @@ public struct PeerTransportConfiguration: Sendable {
     /// Bytes received and not yet handled before the connection stops reading (inbound flow
     /// control): a peer that sends faster than batches are applied waits.
     public var inboundBufferBytes = 4 << 20
+    /// How many batches that have arrived together are applied as one merge (one transaction, one
+    /// sync to disk): while a merge runs the next batches arrive, and applying them together
+    /// spares a commit each. Eight batches are at most 131,072 operations in memory at once.
+    public var batchesPerApply = 8
     /// Once a session has ended, how long a side waits for what it wrote to be taken before it
     /// closes anyway (a peer that stopped reading gets no longer); and after a failure, how long it
     /// keeps reading (and dropping) what the peer still sends, so that its last words (an `error`)
@@ -33,7 +37,7 @@ public struct PeerTransportConfiguration: Sendable {
     public var clock: any PeerClock = LivePeerClock()
 
     /// Test hook: the side closes its connection, as if killed, once it has applied this many
-    /// batches (sending nothing more: no `error`, no `ack`).
+    /// times (sending nothing more: no `error`, no `ack`).
     var dropConnectionAfterAppliedBatches: Int?
 
     public init() {}

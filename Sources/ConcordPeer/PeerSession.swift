@@ -46,7 +46,7 @@ public enum PeerAction: Hashable, Sendable {
     case send([UInt8])
     /// Merge these operations, authenticated and valid (SPEC.md §4.3), into the store as one
     /// merge of their own (its own transaction), then call `batchApplied()` and carry out what it
-    /// returns. If the merge fails, call `abort(_:)` instead and carry out what that returns.
+    /// returns. They are one batch, or several received one after the other (`batchesPerApply`). If the merge fails, call `abort(_:)` instead and carry out what that returns.
     /// Until then the session reads nothing further of what arrived: nothing after a batch is
     /// acted on, and no frame (an `ack`) is sealed, before the batch has committed, so the
     /// `error` that a failed merge sends is sealed with the next counter and the peer can read it.
@@ -140,8 +140,16 @@ public struct PeerSession: Sendable {
     private var sending: Sending = .waitingForPeerVersions
     private var ackReceived = false
     /// An `.apply` has been handed out and not yet confirmed by `batchApplied()`: what arrived
-    /// after its batch waits in the decoder.
+    /// after its batches waits in the decoder (or in `heldMessage`).
     private var awaitingApply = false
+    /// How many batches received one after the other one `.apply` may carry.
+    private let batchesPerApply: Int
+    /// The operations of the batches received for the next `.apply`, and how many batches.
+    private var collected: [Op] = []
+    private var collectedBatches = 0
+    /// A message opened after batches that are still to be applied: it is handled once they have
+    /// committed, as if it were still in the decoder.
+    private var heldMessage: [UInt8]?
     /// A `.needOperations` to return at the end of the current `receive`.
     private var pendingNeed: (since: VersionVector, lastShared: [OperationID])?
     /// The last shared operations (SPEC.md §15.6): this side's not yet sent, and the peer's not yet
@@ -179,12 +187,18 @@ public struct PeerSession: Sendable {
     ///   - key: the store's sync key; the peer must hold the same.
     ///   - localReplica: the store's replica id (a peer with the same one is refused).
     ///   - localVersions: the store's version vector now; the peer sends what it does not cover.
+    ///   - batchesPerApply: how many batches one `.apply` may carry, when they have arrived one
+    ///     after the other (in what one `receive` or `batchApplied()` finds). Each `.apply` is a
+    ///     transaction and a sync to disk: a transport that receives faster than its store
+    ///     commits applies fewer, larger ones. One by default.
     ///   - random: where the handshake's nonce comes from: the system CSPRNG, unless a test
     ///     injects a seeded source.
     public init(
         role: PeerRole, key: SyncKey, localReplica: ReplicaID, localVersions: VersionVector,
-        random: RandomBytes = .system
+        batchesPerApply: Int = 1, random: RandomBytes = .system
     ) {
+        precondition(batchesPerApply >= 1, "an .apply carries at least one batch")
+        self.batchesPerApply = batchesPerApply
         self.role = role
         self.key = key
         self.localReplica = localReplica
@@ -268,11 +282,17 @@ public struct PeerSession: Sendable {
         return handleReceived()
     }
 
-    /// Handles the frames waiting in the decoder, up to the first batch (which waits for
-    /// `batchApplied()`).
+    /// Handles the frames waiting in the decoder, up to the first `.apply` (which waits for
+    /// `batchApplied()`): its batches end at `batchesPerApply`, at a message of another kind, or
+    /// where the decoder holds no further whole frame.
     private mutating func handleReceived() -> [PeerAction] {
         var actions: [PeerAction] = []
         while isActive, !awaitingApply {
+            if let message = heldMessage {
+                heldMessage = nil
+                handleOpened(message, into: &actions)
+                continue
+            }
             let frame: [UInt8]
             do {
                 guard let next = try decoder.next() else { break }
@@ -292,6 +312,7 @@ public struct PeerSession: Sendable {
             }
             handle(frame, into: &actions)
         }
+        if isActive, !awaitingApply { applyCollected(into: &actions) }
         // Last, so that a driver that streams operations while carrying out this action writes
         // their frames after every frame sealed in this call (an ack among them).
         if let need = pendingNeed {
@@ -495,7 +516,26 @@ public struct PeerSession: Sendable {
             return
         }
         self.opener = opener
+        if !collected.isEmpty, PeerMessage.kind(of: message) != PeerMessage.Kind.batch.rawValue {
+            // Whatever follows batches waits until they have committed (an ack among them).
+            heldMessage = message
+            applyCollected(into: &actions)
+            return
+        }
+        handleOpened(message, into: &actions)
+    }
 
+    /// Hands out the batches collected as one `.apply`, if there are any.
+    private mutating func applyCollected(into actions: inout [PeerAction]) {
+        guard !collected.isEmpty else { return }
+        actions.append(.apply(collected))
+        collected = []
+        collectedBatches = 0
+        awaitingApply = true
+    }
+
+    /// Handles an opened message of the encrypted phase.
+    private mutating func handleOpened(_ message: [UInt8], into actions: inout [PeerAction]) {
         // The order is checked before the body is decoded.
         let type = PeerMessage.kind(of: message).flatMap(PeerMessage.Kind.init(rawValue:))
         let outOfOrder: String? =
@@ -546,8 +586,9 @@ public struct PeerSession: Sendable {
             summary.operationsReceived += operations.count - lastShared
             summary.lastSharedReceived += lastShared
             operationsInBatchesReceived += operations.count
-            actions.append(.apply(operations))
-            awaitingApply = true
+            collected += operations
+            collectedBatches += 1
+            if collectedBatches == batchesPerApply { applyCollected(into: &actions) }
         case .done:
             receiving = .done
             // The transport carries out actions in order, so this ack goes out once every batch

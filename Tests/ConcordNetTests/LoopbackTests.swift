@@ -92,7 +92,9 @@ import Testing
         #expect(try c.store.notes().contains { $0.title == "from A" })
     }
 
-    @Test func aSessionKilledMidTransferResumesWithoutResending() throws {
+    /// Killed after its first applies, whether each applies one batch or two that arrived together.
+    @Test(arguments: [(batchesPerApply: 1, dropAfter: 2), (batchesPerApply: 2, dropAfter: 1)])
+    func aSessionKilledMidTransferResumesWithoutResending(batchesPerApply: Int, dropAfter: Int) throws {
         let directory = try TemporaryDirectory()
         let key = SyncKey.generate()
         let a = try Node(in: directory, "a", seed: 1, key: key)
@@ -105,7 +107,8 @@ import Testing
         defer { server.stop() }
 
         var dropping = quickConfiguration(idle: .seconds(10))
-        dropping.dropConnectionAfterAppliedBatches = 2
+        dropping.batchesPerApply = batchesPerApply
+        dropping.dropConnectionAfterAppliedBatches = dropAfter
         let cut = try sync(b, with: server.address, configuration: dropping)
         #expect(!cut.finished)
         let kept = b.operationCount

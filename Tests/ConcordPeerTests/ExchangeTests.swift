@@ -10,10 +10,12 @@ import Testing
     @discardableResult
     static func sync(
         client clientOperations: [Op], server serverOperations: [Op], chunk: Int = .max, driverChunk: Int = 1000,
-        seeds: (UInt64, UInt64) = (10, 20)
+        batchesPerApply: Int = 1, seeds: (UInt64, UInt64) = (10, 20)
     ) -> (client: TestPeer, server: TestPeer) {
-        var client = TestPeer(role: .client, replica: replicaA, operations: clientOperations, random: seeded(seeds.0))
-        var server = TestPeer(role: .server, replica: replicaB, operations: serverOperations, random: seeded(seeds.1))
+        var client = TestPeer(
+            role: .client, replica: replicaA, operations: clientOperations, batchesPerApply: batchesPerApply, random: seeded(seeds.0))
+        var server = TestPeer(
+            role: .server, replica: replicaB, operations: serverOperations, batchesPerApply: batchesPerApply, random: seeded(seeds.1))
         client.chunk = driverChunk
         server.chunk = driverChunk
         run(&client, &server, chunk: chunk)
@@ -135,6 +137,41 @@ import Testing
         #expect(client.appliedBatches.map(\.count) == [5000])
         // Each author's operations arrive in seq order, batch after batch.
         #expect(server.appliedBatches.joined().map(\.id.seq) == Array(1...40_000))
+    }
+
+    /// Batches that arrive together are applied together, up to `batchesPerApply` of them (fewer,
+    /// larger transactions for a transport that receives faster than it commits); bytes that come
+    /// a piece at a time still apply batch by batch. The peer's `done`, which follows the last
+    /// batch, is acknowledged only once that batch has been applied.
+    @Test(arguments: [
+        (1, Int.max, [16_384, 16_384, 7232]), (2, Int.max, [32_768, 7232]), (8, Int.max, [40_000]), (8, 4096, [16_384, 16_384, 7232]),
+    ])
+    func batchesThatArriveTogetherAreAppliedTogether(batchesPerApply: Int, chunk: Int, applies: [Int]) {
+        let (_, server) = Self.sync(
+            client: operations(by: replicaA, seqs: 1...40_000), server: [], chunk: chunk, batchesPerApply: batchesPerApply)
+        #expect(server.finished?.batchesReceived == 3)
+        #expect(server.appliedBatches.map(\.count) == applies)
+        #expect(server.appliedBatches.joined().map(\.id.seq) == Array(1...40_000))
+        // The server's ack of the client's batches is the last frame it sends.
+        let lastApply = server.log.lastIndex { if case .apply = $0 { true } else { false } }
+        let lastSend = server.log.lastIndex { if case .send = $0 { true } else { false } }
+        #expect(lastApply != nil && lastSend != nil && lastApply! < lastSend!)
+    }
+
+    /// An `.apply` of several batches that the store refuses applies none of them, and the peer is
+    /// told; nothing is acknowledged.
+    @Test func aRefusedApplyOfSeveralBatchesAcknowledgesNone() {
+        var client = TestPeer(role: .client, replica: replicaA, operations: operations(by: replicaA, seqs: 1...40_000), random: seeded(10))
+        var server = TestPeer(role: .server, replica: replicaB, batchesPerApply: 8, random: seeded(20))
+        server.refuseBatch = { batch in
+            #expect(batch.count == 40_000)
+            return PeerFailure(.local, "the disk is full")
+        }
+        run(&client, &server)
+        #expect(server.appliedBatches.isEmpty)
+        #expect(server.failure?.message == "the disk is full")
+        #expect(client.failure?.code == .peerError)
+        #expect(client.finished == nil)
     }
 
     /// A batch closes at about 1 MiB raw: an operation that would take it past that starts a new

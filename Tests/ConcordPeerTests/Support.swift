@@ -118,6 +118,7 @@ struct TestPeer {
     var outbox: [UInt8] = []
     /// Every byte this end has sent.
     var sent: [UInt8] = []
+    /// The operations of each `.apply`, in order: one batch each, or several (`batchesPerApply`).
     var appliedBatches: [[Op]] = []
     var needOperationsCalls: [VersionVector] = []
     var finished: PeerSummary?
@@ -129,10 +130,11 @@ struct TestPeer {
     /// Makes applying a batch fail with this failure, as a store's merge may.
     var refuseBatch: (([Op]) -> PeerFailure?)?
 
-    init(role: PeerRole, key: SyncKey = keyA, replica: ReplicaID, operations: [Op] = [], random: RandomBytes) {
+    init(role: PeerRole, key: SyncKey = keyA, replica: ReplicaID, operations: [Op] = [], batchesPerApply: Int = 1, random: RandomBytes) {
         let store = OperationSet(operations)
         self.store = store
-        session = PeerSession(role: role, key: key, localReplica: replica, localVersions: store.versions, random: random)
+        session = PeerSession(
+            role: role, key: key, localReplica: replica, localVersions: store.versions, batchesPerApply: batchesPerApply, random: random)
     }
 
     var hasEnded: Bool { finished != nil || failure != nil }
