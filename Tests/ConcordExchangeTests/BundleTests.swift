@@ -160,7 +160,7 @@ import Testing
         let clockB = ManualClock(baseMillis + 3)
         let b = try ConcordStore.inMemory(environment: environment(clock: clockB, seed: 32))
         try populate(b, clock: clockB, label: "B")
-        try a.merge(try b.allOperations())
+        try await a.merge(try b.allOperations())
         let all = try a.allOperations()
         let top = try a.versionVector()
         let dump = try a.dump()
@@ -235,7 +235,7 @@ import Testing
         let clockB = ManualClock(baseMillis + 1)
         let b = try ConcordStore.inMemory(environment: environment(clock: clockB, seed: 52))
         try populate(b, clock: clockB, label: "B")
-        try a.merge(try b.allOperations())
+        try await a.merge(try b.allOperations())
         let all = try a.allOperations()
         let dump = try a.dump()
 

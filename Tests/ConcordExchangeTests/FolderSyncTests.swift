@@ -765,7 +765,7 @@ import Testing
         let folder = try directory.directory("shared")
         let a = try Replica(in: directory, "a", seed: 91)
         let b = try Replica(in: directory, "b", seed: 92)
-        try a.store.addReminder(ReminderDraft(title: "from the watcher"))
+        try await a.store.addReminder(ReminderDraft(title: "from the watcher"))
         let state = WatchState()
         let watcher = Self.watching(a.store, folder, state)
         defer { watcher.cancel() }
@@ -773,28 +773,28 @@ import Testing
         // The watcher's first sync publishes A's reminder.
         #expect(await Self.eventually { state.syncReports.contains { $0.publishedFile != nil } })
         try b.sync(folder)  // imports, writes nothing
-        #expect(try b.store.reminders().map(\.title) == ["from the watcher"])
+        #expect(try await b.store.reminders().map(\.title) == ["from the watcher"])
 
         // An edit on B, published by B's sync, reaches A through the watcher. B syncs with a
         // folder of its own whose file a sync tool then delivers whole into the shared folder:
         // the watcher sees one change only (B's temporary file showing up while the watcher syncs
         // could hit the bug `watchImportsAFileThatArrivesAsASyncEnds` shows).
-        let id = try b.store.addReminder(ReminderDraft(title: "from B"))
+        let id = try await b.store.addReminder(ReminderDraft(title: "from B"))
         let outbox = try directory.directory("outbox")
         let published = try #require(try b.sync(outbox).publishedFile)
         #expect(rename(outbox + "/concord-v1/" + published, folder + "/concord-v1/" + published) == 0)
         #expect(await Self.eventually { state.syncReports.contains { $0.importedFiles == 1 } }, "the watcher did not import B's file")
-        #expect(try a.store.reminder(id)?.title == "from B")
+        #expect(try await a.store.reminder(id)?.title == "from B")
         #expect(try a.dump() == (try b.dump()))
 
         // A local edit on A is published by the watcher too. (Give the watcher a moment to note
         // the state after its sync: a change in between is missed, the bug shown by
         // `watchPublishesALocalEditMadeAsASyncEnds`.)
         try await Task.sleep(for: .milliseconds(300))
-        let local = try a.store.addNote(NoteDraft(title: "local"))
+        let local = try await a.store.addNote(NoteDraft(title: "local"))
         #expect(await Self.eventually { state.syncReports.filter { $0.publishedFile != nil }.count == 2 }, "the watcher did not publish A's edit")
         try b.sync(folder)
-        #expect(try b.store.note(local)?.title == "local")
+        #expect(try await b.store.note(local)?.title == "local")
         #expect(try a.dump() == (try b.dump()))
 
         watcher.cancel()
@@ -807,7 +807,7 @@ import Testing
         let directory = try TemporaryDirectory()
         let folder = directory.file("later")
         let a = try Replica(in: directory, "a", seed: 97)
-        try a.store.addReminder(ReminderDraft(title: "waiting for the folder"))
+        try await a.store.addReminder(ReminderDraft(title: "waiting for the folder"))
         let state = WatchState()
         let watcher = Self.watching(a.store, folder, state)
         defer { watcher.cancel() }
@@ -826,8 +826,8 @@ import Testing
         let folder = try directory.directory("shared")
         let a = try Replica(in: directory, "a", seed: 93)
         let b = try Replica(in: directory, "b", seed: 94)
-        try a.store.addReminder(ReminderDraft(title: "from the watcher"))
-        let id = try b.store.addReminder(ReminderDraft(title: "from B"))
+        try await a.store.addReminder(ReminderDraft(title: "from the watcher"))
+        let id = try await b.store.addReminder(ReminderDraft(title: "from B"))
         let state = WatchState()
         let storeB = b.store
         let watcher = Self.watching(a.store, folder, state) { _ in
@@ -854,7 +854,7 @@ import Testing
         let folder = try directory.directory("shared")
         let a = try Replica(in: directory, "a", seed: 95)
         let b = try Replica(in: directory, "b", seed: 96)
-        try a.store.addReminder(ReminderDraft(title: "from the watcher"))
+        try await a.store.addReminder(ReminderDraft(title: "from the watcher"))
         let state = WatchState()
         let storeA = a.store
         let watcher = Self.watching(storeA, folder, state) { _ in

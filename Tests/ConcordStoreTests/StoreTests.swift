@@ -282,8 +282,8 @@ import Testing
     @Test func changesAreObserved() async throws {
         let store = try makeStore()
         let stream = store.changes()
-        let id = try store.addNote(NoteDraft(title: "watch me"))
-        try store.merge([
+        let id = try await store.addNote(NoteDraft(title: "watch me"))
+        try await store.merge([
             Op(id: OperationID(replica: ReplicaID(high: 6, low: 6), seq: 1), timestamp: Timestamp(physicalMillis: baseMillis, logical: 0),
                record: .note(id), action: .assign(.pinned, .bool(true))),
         ])
