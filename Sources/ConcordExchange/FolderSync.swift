@@ -151,7 +151,7 @@ public final class FolderSync: Sendable {
                 guard file.size > 0 else { throw Skipped.empty }
                 try importFile(file, &state, &report)
                 continue
-            } catch let error as StoreError where error.code != .invalidInput {
+            } catch let error as ConcordError where error.code != .invalidInput {
                 throw error  // the store failed (disk full, read-only, locked): stop, nothing half-done
             } catch {
                 // A file removed as it was about to be read was coalesced away by its publisher
@@ -180,7 +180,7 @@ public final class FolderSync: Sendable {
         var skipping: [ReplicaID: UInt64] = [:]
         while true {
             do {
-                let (merge, summary) = try store.mergeBundle(at: path(of: file), requireEncrypted: state.key != nil, skipping: skipping)
+                let (merge, summary) = try store.mergeBundle(telling: path(of: file), requireEncrypted: state.key != nil, skipping: skipping)
                 var holds = summary.holds
                 for (replica, seq) in skipping { holds.remove(of: replica, from: seq) }
                 // Recorded after the merge: a crash between the two means the file is read again
@@ -198,10 +198,14 @@ public final class FolderSync: Sendable {
                         "skipping what \(file.name) holds of replica \(replica) from seq \(seq): another operation than this store holds under that seq (two stores share that replica id: one is a copy of the other, see 'syncctl init --fork'; or the file was forged); this store keeps its own")
                 }
                 return
-            } catch let error as StoreError where error.code == .clash {
+            } catch {
+                // A file that cannot be read or merged is skipped, and a store that failed stops the
+                // sync (`importNewFiles`); a clash is merged again without what clashed.
+                guard case BundleMergeFailure.store(let error) = error else { throw error }
+                guard error.code == .clash else { throw error }
                 // Each retry leaves out more (a lower seq, or another replica), so this ends.
-                guard let id = (error.underlying as? OperationClash)?.id, id.seq < skipping[id.replica] ?? .max else {
-                    throw ExchangeError(.invalidInput, error.message)
+                guard let id = (error.cause as? OperationClash)?.id, id.seq < skipping[id.replica] ?? .max else {
+                    throw BundleMergeFailure.file(ConcordError(.invalidInput, error.message, cause: error))
                 }
                 skipping[id.replica] = id.seq
             }
@@ -252,7 +256,7 @@ public final class FolderSync: Sendable {
         while true {
             guard let serial = try store.takeSerial(in: folder, passing: taken, maximum: Self.maxSerial) else {
                 // Unreachable in practice: a serial grows by one per file this replica publishes.
-                throw ExchangeError(.folder, "replica \(store.replicaID) has used every serial of the shared folder \(folder); sync through a new folder")
+                throw ConcordError(.folder, "replica \(store.replicaID) has used every serial of the shared folder \(folder); sync through a new folder")
             }
             let name = Self.name(of: store.replicaID, serial: serial)
             do {
@@ -268,7 +272,7 @@ public final class FolderSync: Sendable {
                 state.recorded[name] = file
                 state.listing.add(ListedFile(name: name, size: Int64(summary.bytes), identity: "", publisher: store.replicaID, serial: serial))
                 return (name, summary)
-            } catch let error as ExchangeError where error.code == .exists {
+            } catch let error as ConcordError where error.code == .exists {
                 // Someone put a file under that name since the listing: never replaced, passed over.
                 taken.insert(serial)
             }
@@ -359,7 +363,7 @@ public final class FolderSync: Sendable {
     private func prepareDirectory(_ report: inout FolderSyncReport) throws {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: folder, isDirectory: &isDirectory), isDirectory.boolValue else {
-            throw ExchangeError(.folder, "the shared folder \(folder) does not exist or is not a directory (is it mounted?)")
+            throw ConcordError(.folder, "the shared folder \(folder) does not exist or is not a directory (is it mounted?)")
         }
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []
         let layouts = entries.compactMap { name -> Int? in
@@ -368,17 +372,17 @@ public final class FolderSync: Sendable {
         }
         if let newest = layouts.max(), newest > Self.layoutVersion {
             guard layouts.contains(Self.layoutVersion) else {
-                throw ExchangeError(.folder, "the shared folder \(folder) uses layout version \(newest), newer than this build supports (\(Self.layoutVersion)); upgrade Concord")
+                throw ConcordError(.folder, "the shared folder \(folder) uses layout version \(newest), newer than this build supports (\(Self.layoutVersion)); upgrade Concord")
             }
             report.warn("the shared folder also holds layout version \(newest), which this build ignores; upgrade Concord")
         }
         if !FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory) {
             // mkdir(2), for the system's reason: SPEC.md §12's "cannot write in DIR (REASON)".
             guard mkdir(directory, 0o777) == 0 || errno == EEXIST else {
-                throw ExchangeError(.folder, "cannot write in \(folder) (\(String(cString: strerror(errno))))")
+                throw ConcordError(.folder, "cannot write in \(folder) (\(String(cString: strerror(errno))))")
             }
         } else if !isDirectory.boolValue {
-            throw ExchangeError(.folder, "\(directory) is not a directory")
+            throw ConcordError(.folder, "\(directory) is not a directory")
         }
     }
 
@@ -387,7 +391,7 @@ public final class FolderSync: Sendable {
         do {
             names = try FileManager.default.contentsOfDirectory(atPath: directory)
         } catch {
-            throw ExchangeError(.folder, "cannot list the shared folder \(directory): \(error.localizedDescription)")
+            throw ConcordError(.folder, "cannot list the shared folder \(directory): \(error.localizedDescription)")
         }
         var listing = Listing()
         listing.names = Set(names)
@@ -478,8 +482,8 @@ public final class FolderSync: Sendable {
         switch error {
         case Skipped.empty: return "empty file (still being written?)"
         case BundleError.truncated: return "incomplete (still being written?); it is imported once whole"
-        case let error as ExchangeError: text = error.message
-        case let error as StoreError: text = error.message
+        case BundleMergeFailure.file(let error): return reason(error, path: path)
+        case let error as ConcordError: text = error.message
         default: text = "\(error)"
         }
         if text.hasSuffix(BundleError.truncated.description) { return "incomplete (still being written?); it is imported once whole" }

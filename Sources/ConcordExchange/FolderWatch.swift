@@ -104,7 +104,7 @@ public struct FolderWatch: AsyncSequence {
                     logger.debug("\(report.summary)", metadata: metadata)
                 }
                 return Look(event: report.movedSomething || !report.warnings.isEmpty ? .synced(report) : nil, state: state)
-            } catch let error as StoreError where error.code == .forked {
+            } catch let error as ConcordError where error.code == .forked {
                 // No retry can go on under the old id: the watch ends, and the caller opens the
                 // store again.
                 logger.notice("\(error.message)", metadata: ["folder": "\(sync.folder)"])

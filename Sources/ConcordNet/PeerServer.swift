@@ -97,7 +97,7 @@ public final class PeerServer: @unchecked Sendable {
         return bootstrap.bind(host: host, port: port)
             .flatMapErrorThrowing { error in
                 let reason = (error as? IOError).map { String(cString: strerror($0.errnoCode)).lowercased() } ?? "\(error)"
-                throw PeerFailure(.local, "cannot listen on \(PeerAddress(host: host, port: port)): \(reason)")
+                throw ConcordError(.local, "cannot listen on \(PeerAddress(host: host, port: port)): \(reason)")
             }
             .map { [self] channel in
                 lock.withLock { listener = channel }
@@ -117,10 +117,10 @@ public final class PeerServer: @unchecked Sendable {
         }
         guard admitted else {
             // Too many at once (or shutting down): this one is refused before its handshake.
-            connection.abort(PeerFailure(.local, "the server is busy with \(configuration.maxSessions) sessions"))
+            connection.abort(ConcordError(.local, "the server is busy with \(configuration.maxSessions) sessions"))
             connection.result.whenComplete { [self] result in
                 if case .success(var record) = result {
-                    record.failure = PeerFailure(.local, "refused: \(configuration.maxSessions) sessions are under way")
+                    record.failure = ConcordError(.local, "refused: \(configuration.maxSessions) sessions are under way")
                     log(record)
                     onSession(record)
                 }
@@ -182,7 +182,7 @@ public final class PeerServer: @unchecked Sendable {
         }
         guard !alreadyStopped else { return }
         try? listener?.close().wait()
-        for connection in running { connection.abort(PeerFailure(.local, "the server is shutting down")) }
+        for connection in running { connection.abort(ConcordError(.local, "the server is shutting down")) }
         if !running.isEmpty {
             let (seconds, attoseconds) = grace.components
             _ = drained.wait(timeout: .now() + .nanoseconds(Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)))
@@ -197,7 +197,7 @@ public enum PeerClient {
     /// Connects to `address`, syncs with the sync key the store holds, and returns how it went. A
     /// session that fails is returned with its `failure` set (nothing after the failure was
     /// applied; batches applied before it stay); a connection that cannot be made throws
-    /// `PeerFailure` (`.closed`), a store without a sync key `PeerFailure` (`.local`).
+    /// a `ConcordError` of code `closed`, a store without a sync key one of code `local`.
     public static func sync(
         store: ConcordStore, address: PeerAddress,
         configuration: PeerTransportConfiguration = PeerTransportConfiguration(),
@@ -232,7 +232,7 @@ public enum PeerClient {
     ) throws -> EventLoopFuture<PeerSessionRecord> {
         let versions = try store.versionVector()
         guard let key = try store.syncKey() else {
-            throw PeerFailure(.local, "the store at \(store.path) has no sync key; run 'syncctl key generate', or 'syncctl key import KEY' with the key of another store")
+            throw ConcordError(.local, "the store at \(store.path) has no sync key; run 'syncctl key generate', or 'syncctl key import KEY' with the key of another store")
         }
         let box = ConnectionBox()
         let bootstrap = ClientBootstrap(group: group)
@@ -250,7 +250,7 @@ public enum PeerClient {
                 }
             }
         return bootstrap.connect(host: address.host, port: address.port)
-            .flatMapErrorThrowing { error in throw PeerFailure(.closed, describeConnectError(error, to: address)) }
+            .flatMapErrorThrowing { error in throw ConcordError(.closed, describeConnectError(error, to: address)) }
             .flatMap { channel in
                 // `channelActive` runs on the loop right after `connect` succeeds: a task
                 // submitted now runs after it.
@@ -258,7 +258,7 @@ public enum PeerClient {
             }
             .flatMap { connection in
                 guard let connection else {
-                    return group.next().makeFailedFuture(PeerFailure(.closed, "cannot connect to \(address): the connection closed at once"))
+                    return group.next().makeFailedFuture(ConcordError(.closed, "cannot connect to \(address): the connection closed at once"))
                 }
                 return connection.result
             }

@@ -86,7 +86,7 @@ public struct PeerSessionRecord: Sendable {
     /// What the session did each way (counts, bytes on the wire); complete when it finished.
     public var summary: PeerSummary
     /// Why it failed, or `nil` when it finished.
-    public var failure: PeerFailure?
+    public var failure: ConcordError?
     /// From the connection's start to its end.
     public var duration: Duration
     /// Operations the store did not hold before, of those received (some may have arrived

@@ -62,7 +62,7 @@ public enum PeerAction: Hashable, Sendable {
     case finished(PeerSummary)
     /// The session has ended in failure: flush what was sent (an `error` for the peer may be
     /// among it), then close the connection. Nothing more is to be applied.
-    case failed(PeerFailure)
+    case failed(ConcordError)
 }
 
 /// One peer-to-peer sync session (SPEC.md §15) as a state machine with no I/O: its methods take
@@ -78,7 +78,7 @@ public enum PeerAction: Hashable, Sendable {
 /// perform(session.start())                        // the client's hello; nothing for a server
 /// // whenever bytes arrive:   perform(session.receive(bytes))
 /// // when the peer closes:    perform(session.connectionClosed())
-/// // on a timeout (§15.7):    perform(session.abort(PeerFailure(.timedOut, "the session was idle for 60 s")))
+/// // on a timeout (§15.7):    perform(session.abort(ConcordError(.timedOut, "the session was idle for 60 s")))
 ///
 /// func perform(_ actions: [PeerAction]) {
 ///     for action in actions {
@@ -86,7 +86,7 @@ public enum PeerAction: Hashable, Sendable {
 ///         case .send(let bytes): write(bytes)
 ///         case .apply(let operations):
 ///             do { try store.merge(operations) }
-///             catch { perform(session.abort(PeerFailure(.local, "cannot apply a batch: \(error)"))); return }
+///             catch { perform(session.abort(ConcordError(.local, "cannot apply a batch: \(error)"))); return }
 ///             perform(session.batchApplied())
 ///         case .needOperations(let since, let lastShared):
 ///             perform(session.send(operations: try lastShared.compactMap(store.operation)))
@@ -168,7 +168,7 @@ public struct PeerSession: Sendable {
         case serverAwaitingProof(keys: Handshake.Keys, transcript: [UInt8])
         case established
         case finished
-        case failed(PeerFailure)
+        case failed(ConcordError)
     }
 
     private enum Receiving: Sendable { case versions, batches, done }
@@ -219,7 +219,7 @@ public struct PeerSession: Sendable {
     }
 
     /// Why the session failed, if it did.
-    public var failure: PeerFailure? {
+    public var failure: ConcordError? {
         if case .failed(let failure) = phase { return failure }
         return nil
     }
@@ -281,9 +281,9 @@ public struct PeerSession: Sendable {
                 guard case let .tooLarge(length, _) = error else { break }
                 switch phase {
                 case .serverAwaitingClientHello, .clientAwaitingServerHello:
-                    fail(PeerFailure(.notAPeer, "the peer does not speak the Concord peer protocol"), into: &actions)
+                    fail(ConcordError(.notAPeer, "the peer does not speak the Concord peer protocol"), into: &actions)
                 case .established:
-                    fail(PeerFailure(.frameTooLarge, "the peer sent a frame of \(length) bytes, over the \(PeerProtocol.maxFrameBytes)-byte limit"),
+                    fail(ConcordError(.frameTooLarge, "the peer sent a frame of \(length) bytes, over the \(PeerProtocol.maxFrameBytes)-byte limit"),
                          tellingPeer: "it received a frame over the \(PeerProtocol.maxFrameBytes)-byte limit", into: &actions)
                 default:
                     fail(.violation("a handshake frame of \(length) bytes"), into: &actions)
@@ -307,11 +307,11 @@ public struct PeerSession: Sendable {
         guard isActive else { return [] }
         var actions: [PeerAction] = []
         if decoder.isInsideFrame {
-            fail(PeerFailure(.truncated, "the connection ended in the middle of a frame"), into: &actions)
+            fail(ConcordError(.truncated, "the connection ended in the middle of a frame"), into: &actions)
         } else if isHandshakeComplete {
-            fail(PeerFailure(.closed, "the connection closed before the session finished"), into: &actions)
+            fail(ConcordError(.closed, "the connection closed before the session finished"), into: &actions)
         } else {
-            fail(PeerFailure(.closed, "the connection closed during the handshake"), into: &actions)
+            fail(ConcordError(.closed, "the connection closed during the handshake"), into: &actions)
         }
         return actions
     }
@@ -321,7 +321,7 @@ public struct PeerSession: Sendable {
     /// `failure.message` (it shows it after "the peer ended the session: "): give `reason` when
     /// the failure's words are this side's and would mislead the peer. Does nothing once the
     /// session has ended.
-    public mutating func abort(_ failure: PeerFailure, tellingPeer reason: String? = nil) -> [PeerAction] {
+    public mutating func abort(_ failure: ConcordError, tellingPeer reason: String? = nil) -> [PeerAction] {
         guard !hasEnded else { return [] }
         var actions: [PeerAction] = []
         fail(failure, tellingPeer: reason ?? failure.message, into: &actions)
@@ -383,7 +383,7 @@ public struct PeerSession: Sendable {
     /// frame to go on with, or `nil` once the session has failed.
     private mutating func handshakeKind(_ frame: [UInt8], first: Bool, into actions: inout [PeerAction]) -> UInt8? {
         guard let parsed = Handshake.parse(frame) else {
-            fail(first ? PeerFailure(.notAPeer, "the peer does not speak the Concord peer protocol") : .violation("a handshake frame without the magic"),
+            fail(first ? ConcordError(.notAPeer, "the peer does not speak the Concord peer protocol") : .violation("a handshake frame without the magic"),
                  into: &actions)
             return nil
         }
@@ -405,7 +405,7 @@ public struct PeerSession: Sendable {
                 return nil
             }
             switch Handshake.RefusalReason(rawValue: frame[Handshake.headerBytes]) {
-            case .wrongKey?: fail(PeerFailure(.wrongKey, PeerFailure.wrongKeyMessage), into: &actions)
+            case .wrongKey?: fail(ConcordError(.wrongKey, ConcordError.wrongKeyMessage), into: &actions)
             case .version?: fail(.violation("a refusal of protocol version \(PeerProtocol.version), which it speaks"), into: &actions)
             case nil: fail(.violation("a refusal for an unknown reason (\(frame[Handshake.headerBytes]))"), into: &actions)
             }
@@ -445,7 +445,7 @@ public struct PeerSession: Sendable {
         guard keys.verify(frame[proofStart...], label: Handshake.serverLabel, transcript: transcript) else {
             // The server does not hold the key: refuse, and never send a proof of our own.
             emit(Frame.encode(Handshake.header(.refusal) + [Handshake.RefusalReason.wrongKey.rawValue]), into: &actions)
-            fail(PeerFailure(.wrongKey, PeerFailure.wrongKeyMessage), into: &actions)
+            fail(ConcordError(.wrongKey, ConcordError.wrongKeyMessage), into: &actions)
             return
         }
         let proof = keys.proof(label: Handshake.clientLabel, transcript: transcript)
@@ -463,7 +463,7 @@ public struct PeerSession: Sendable {
         }
         guard keys.verify(frame[Handshake.headerBytes...], label: Handshake.clientLabel, transcript: transcript) else {
             // Send nothing further.
-            fail(PeerFailure(.wrongKey, PeerFailure.wrongKeyMessage), into: &actions)
+            fail(ConcordError(.wrongKey, ConcordError.wrongKeyMessage), into: &actions)
             return
         }
         establish(sealing: keys.serverToClient, opening: keys.clientToServer, into: &actions)
@@ -487,11 +487,11 @@ public struct PeerSession: Sendable {
         do {
             message = try opener.open(frame)
         } catch .authentication {
-            fail(PeerFailure(.authenticationFailed, "a frame failed authentication"),
+            fail(ConcordError(.authenticationFailed, "a frame failed authentication"),
                  tellingPeer: "it received a frame that failed authentication", into: &actions)
             return
         } catch {
-            fail(PeerFailure(.counterExhausted, "the session has used all its frame counters"), into: &actions)
+            fail(ConcordError(.counterExhausted, "the session has used all its frame counters"), into: &actions)
             return
         }
         self.opener = opener
@@ -525,7 +525,7 @@ public struct PeerSession: Sendable {
         case let .versions(replica, versions):
             guard replica != localReplica else {
                 let message = "both stores have replica id \(replica.hex); one is a copy of the other: run 'syncctl init --fork' on one"
-                fail(PeerFailure(.sameReplica, message), tellingPeer: message, into: &actions)
+                fail(ConcordError(.sameReplica, message), tellingPeer: message, into: &actions)
                 return
             }
             summary.peerReplica = replica
@@ -563,7 +563,7 @@ public struct PeerSession: Sendable {
             ackReceived = true
             checkFinished(into: &actions)
         case let .error(reason):
-            fail(PeerFailure(.peerError, "the peer ended the session: \(PeerMessage.sanitized(reason))"), into: &actions)
+            fail(ConcordError(.peerError, "the peer ended the session: \(PeerMessage.sanitized(reason))"), into: &actions)
         }
     }
 
@@ -586,7 +586,7 @@ public struct PeerSession: Sendable {
             let what = count == 1
                 ? "operation \(first) is too large to send to a peer (\(raw.count) bytes)"
                 : "a batch of \(count) operations from \(first) is too large to send to a peer (\(raw.count) bytes)"
-            fail(PeerFailure(.operationTooLarge, what), tellingPeer: what, into: &actions)
+            fail(ConcordError(.operationTooLarge, what), tellingPeer: what, into: &actions)
             return false
         }
         guard sendMessage(message, into: &actions) else { return false }
@@ -601,7 +601,7 @@ public struct PeerSession: Sendable {
     /// Seals a message into a frame and sends it. `false` once the session has failed.
     private mutating func sendMessage(_ message: [UInt8], into actions: inout [PeerAction]) -> Bool {
         guard var sealer, let sealed = sealer.seal(message) else {
-            fail(PeerFailure(.counterExhausted, "the session has used all its frame counters"), into: &actions)
+            fail(ConcordError(.counterExhausted, "the session has used all its frame counters"), into: &actions)
             return false
         }
         self.sealer = sealer
@@ -616,7 +616,7 @@ public struct PeerSession: Sendable {
     /// not decode, a `versions` with this side's replica id, an `ack` of another count
     /// (`handleMessage`); an operation too large to send (`flushBatch`); and `abort(_:tellingPeer:)`.
     /// `ErrorDeliveryTests` has a test of each, from either side.
-    private mutating func fail(_ failure: PeerFailure, tellingPeer reason: String? = nil, into actions: inout [PeerAction]) {
+    private mutating func fail(_ failure: ConcordError, tellingPeer reason: String? = nil, into actions: inout [PeerAction]) {
         if let reason, case .established = phase, var sealer, let sealed = sealer.seal(PeerMessage.encodeError(reason)) {
             self.sealer = sealer
             emit(Frame.encode(sealed), into: &actions)

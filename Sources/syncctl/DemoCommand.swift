@@ -21,7 +21,7 @@ struct Demo: ParsableCommand {
         let directory = try dir ?? Self.temporaryDirectory()
         // Refuse before creating anything, so a failed demo leaves the directory as it was.
         for name in ["laptop-a.db", "laptop-b.db"] where FileManager.default.fileExists(atPath: directory + "/" + name) {
-            throw StoreError(.exists, "a store already exists at \(directory)/\(name)")
+            throw ConcordError(.exists, "a store already exists at \(directory)/\(name)")
         }
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let a = try ConcordStore.create(at: directory + "/laptop-a.db", name: "laptop-a")

@@ -31,9 +31,9 @@ struct Export: ParsableCommand {
                 var status = stat()
                 // A FIFO would block the read forever (SPEC.md §12).
                 guard stat(since, &status) == 0, status.st_mode & S_IFMT == S_IFREG else {
-                    throw ExchangeError(.invalidInput, "\(since) is not a regular file")
+                    throw ConcordError(.invalidInput, "\(since) is not a regular file")
                 }
-                guard let contents = FileManager.default.contents(atPath: since) else { throw ExchangeError(.io, "cannot read \(since)") }
+                guard let contents = FileManager.default.contents(atPath: since) else { throw ConcordError(.io, "cannot read \(since)") }
                 text = String(decoding: contents, as: UTF8.self)
             } else {
                 text = since

@@ -392,7 +392,7 @@ import Testing
         for (index, variant) in damaged.enumerated() {
             #expect(throws: BundleError.self, "variant \(index)") { try readBundle(variant) }
             var applied = 0
-            #expect(throws: StoreError.self, "variant \(index)") {
+            #expect(throws: ConcordError.self, "variant \(index)") {
                 try target.merge { ingest in
                     var reader = BundleReader(MemorySource(variant))
                     try reader.forEachOperation { operation in

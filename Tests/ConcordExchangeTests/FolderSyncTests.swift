@@ -428,7 +428,7 @@ import Testing
         do {
             try a.sync(folder)
             Issue.record("a folder of layout 2 was synced")
-        } catch let error as ExchangeError {
+        } catch let error as ConcordError {
             #expect(error.code == .folder)
             #expect(error.message.contains("uses layout version 2, newer than this build supports (1)"), "\(error.message)")
         }
@@ -445,14 +445,14 @@ import Testing
         do {
             try a.sync(missing)
             Issue.record("a missing folder was synced")
-        } catch let error as ExchangeError {
+        } catch let error as ConcordError {
             #expect(error.code == .folder)
             #expect(error.message == "the shared folder \(missing) does not exist or is not a directory (is it mounted?)")
         }
         #expect(!FileManager.default.fileExists(atPath: missing))
         // A file in its place is no folder either.
         try writeBytes([1, 2, 3], to: missing)
-        #expect(throws: ExchangeError.self) { try a.sync(missing) }
+        #expect(throws: ConcordError.self) { try a.sync(missing) }
     }
 
     @Test func aFolderOfBothLayoutsSyncsLayoutOneWithAWarning() throws {
@@ -551,7 +551,7 @@ import Testing
         do {
             try FolderSync(store: readOnly, folder: folder).sync()
             Issue.record("a read-only store synced")
-        } catch let error as StoreError {
+        } catch let error as ConcordError {
             #expect(error.code == .readOnly, "\(error.code): \(error)")
         }
         #expect(try listing(folder) == before)
@@ -571,7 +571,7 @@ import Testing
         do {
             try a.store.exportBundle(to: missingDirectory)
             Issue.record("exported into a missing directory")
-        } catch let error as ExchangeError {
+        } catch let error as ConcordError {
             #expect(error.code == .io)
         }
         #expect(!FileManager.default.fileExists(atPath: directory.file("no")))
@@ -685,7 +685,7 @@ import Testing
         do {
             try a.store.exportBundle(to: b.store.path)
             Issue.record("a bundle was written over a store")
-        } catch let error as ExchangeError {
+        } catch let error as ConcordError {
             #expect(error.code == .invalidInput)
         }
         #expect(try readBytes(b.store.path) == storeBytes)
@@ -696,7 +696,7 @@ import Testing
         do {
             try a.store.exportBundle(to: path, exclusive: true)
             Issue.record("an exclusive export replaced a file")
-        } catch let error as ExchangeError {
+        } catch let error as ConcordError {
             #expect(error.code == .exists)
         }
         #expect(try readBytes(path) == [1, 2, 3])

@@ -28,7 +28,7 @@ import Testing
         }
         // Another key is refused unless replacing, and the store keeps its key.
         let other = SyncKey.generate()
-        #expect(throws: StoreError.self) { try store.setSyncKey(other) }
+        #expect(throws: ConcordError.self) { try store.setSyncKey(other) }
         #expect(try store.syncKey() == key)
         #expect(try store.setSyncKey(other, replacing: true))
         #expect(try store.syncKey() == other)
@@ -205,7 +205,7 @@ import Testing
         let summary = try a.store.exportBundle(to: path, encryptingWith: key)
         #expect(summary.bytes == (try readBytes(path)).count)
         let b = try Replica(in: directory, "b", seed: 2)
-        #expect(throws: ExchangeError.self) { try b.store.mergeBundle(at: path) }
+        #expect(throws: ConcordError.self) { try b.store.mergeBundle(at: path) }
         try b.store.setSyncKey(key)
         let (report, _) = try b.store.mergeBundle(at: path)
         #expect(report.newOperationCount == summary.operations)

@@ -37,7 +37,7 @@ import Testing
             peers[side] = TestPeer(role: side, replica: replicas[side]!, operations: ops[side]!, random: seeded(side == .client ? 10 : 20))
         }
         if path == .applyFailsBeforeDone || path == .applyFailsAfterDone {
-            peers[role]!.refuseBatch = { _ in PeerFailure(.local, Self.clash) }
+            peers[role]!.refuseBatch = { _ in ConcordError(.local, Self.clash) }
         }
 
         // The handshake and the first messages, one delivery at a time.
@@ -82,7 +82,7 @@ import Testing
             expected = "operation \(replicas[role]!.hex):5 is too large to send to a peer (4200058 bytes)"
         case .abort:
             var side = peers[role]!
-            side.perform(side.session.abort(PeerFailure(.timedOut, "the session was idle for 60 s")))
+            side.perform(side.session.abort(ConcordError(.timedOut, "the session was idle for 60 s")))
             peers[role] = side
             expected = "the session was idle for 60 s"
         case .applyFailsBeforeDone, .applyFailsAfterDone:
@@ -109,13 +109,13 @@ import Testing
         // (both hold one replica id) reports that, in the same words.
         let peer = peers[other]!
         if path == .sameReplica {
-            #expect(peer.failure == PeerFailure(.sameReplica, expected))
+            #expect(peer.failure == ConcordError(.sameReplica, expected))
         } else if path != .wrongAck || role == .server {
-            #expect(peer.failure == PeerFailure(.peerError, "the peer ended the session: \(expected)"))
+            #expect(peer.failure == ConcordError(.peerError, "the peer ended the session: \(expected)"))
         }
         if path == .applyFailsBeforeDone || path == .applyFailsAfterDone {
             #expect(failing.appliedBatches.isEmpty)
-            #expect(failing.failure == PeerFailure(.local, Self.clash))
+            #expect(failing.failure == ConcordError(.local, Self.clash))
         }
     }
 

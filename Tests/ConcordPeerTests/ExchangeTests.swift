@@ -167,8 +167,8 @@ import Testing
         var server = TestPeer(role: .server, replica: replicaB, random: seeded(20))
         run(&client, &server)
         let message = "operation \(replicaA.hex):2 is too large to send to a peer (4200058 bytes)"
-        #expect(client.failure == PeerFailure(.operationTooLarge, message))
-        #expect(server.failure == PeerFailure(.peerError, "the peer ended the session: \(message)"))
+        #expect(client.failure == ConcordError(.operationTooLarge, message))
+        #expect(server.failure == ConcordError(.peerError, "the peer ended the session: \(message)"))
         // The operation before it went out in its own batch and was applied.
         #expect(server.appliedBatches.map(\.count) == [1])
     }
@@ -195,8 +195,8 @@ import Testing
         }
         server.perform(server.session.connectionClosed())
         client.perform(client.session.connectionClosed())
-        #expect(server.failure == PeerFailure(.truncated, "the connection ended in the middle of a frame"))
-        #expect(client.failure == PeerFailure(.closed, "the connection closed before the session finished"))
+        #expect(server.failure == ConcordError(.truncated, "the connection ended in the middle of a frame"))
+        #expect(client.failure == ConcordError(.closed, "the connection closed before the session finished"))
         #expect(server.store.operations.count == 16_384)
         #expect(server.store.versions == VersionVector([replicaA: 16_384]))
 
