@@ -179,8 +179,8 @@ let package = Package(
         .testTarget(
             name: "SyncctlTests",
             // The library modules build the large stores and bundles that the kill and
-            // concurrency tests feed to the binary.
-            dependencies: ["ConcordCore", "ConcordStore", "ConcordExchange", "ConcordWorkload", "syncctl"]
+            // concurrency tests feed to the binary, and the errors whose advice syncctl adds.
+            dependencies: ["ConcordCore", "ConcordStore", "ConcordExchange", "ConcordKeys", "ConcordPeer", "ConcordWorkload", "syncctl"]
         ),
     ]
 )

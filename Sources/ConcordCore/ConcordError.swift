@@ -78,6 +78,15 @@ public struct ConcordError: Error, Hashable, Sendable, CustomStringConvertible {
         /// A shared folder is missing, not a directory, of a newer layout, or cannot be written
         /// or listed.
         public static let folder = Code("folder")
+        /// A bundle is encrypted (SPEC.md §13.1), and the store has no sync key to open it: the
+        /// store needs the key the bundle was sealed with.
+        public static let encryptedBundle = Code("encryptedBundle")
+        /// The store has no sync key, and what was asked needs one (a peer session, an encrypted
+        /// export).
+        public static let noSyncKey = Code("noSyncKey")
+        /// Text given as a version vector (`VersionVector(json:)`) is not a JSON object from
+        /// replica id to sequence number.
+        public static let notAVersionVector = Code("notAVersionVector")
         /// A sync key's text does not start with `concord-key-`.
         public static let wrongPrefix = Code("wrongPrefix")
         /// A sync key's text is of another format than 1 (`concord-key-2-…`).
@@ -125,7 +134,7 @@ public struct ConcordError: Error, Hashable, Sendable, CustomStringConvertible {
         package static let all: [Code] = [
             .missing, .exists, .notAStore, .newerSchema, .corrupt, .readOnly, .invalidChange, .invalidInput, .notFound,
             .ambiguous, .io, .copied, .forked, .clash, .keyReplaced,
-            .folder,
+            .folder, .encryptedBundle, .noSyncKey, .notAVersionVector,
             .wrongPrefix, .unsupportedFormat, .badCharacter, .wrongLength, .checksumMismatch,
             .notAPeer, .versionMismatch, .wrongKey, .frameTooLarge, .authenticationFailed, .protocolViolation, .sameReplica,
             .peerError, .truncated, .closed, .operationTooLarge, .counterExhausted, .timedOut, .local,

@@ -154,7 +154,12 @@ extension ConcordStore {
             }
             return BundleReader(source)
         } catch let error as BundleError {
-            throw ConcordError(.invalidInput, "\(path): \(error)", cause: error)
+            let code: ConcordError.Code =
+                switch error {
+                case .encrypted: .encryptedBundle
+                default: .invalidInput
+                }
+            throw ConcordError(code, "\(path): \(error)", cause: error)
         }
     }
 }
@@ -167,15 +172,15 @@ enum BundleMergeFailure: Error {
 }
 
 extension VersionVector {
-    /// A version vector given on the command line: a JSON object from replica id to seq, or the
-    /// whole output of `syncctl status --json` (its `versionVector`).
+    /// A version vector given as text: a JSON object from replica id to seq, or an object that
+    /// holds one under `versionVector` (the whole output of `syncctl status --json`).
     public init(json text: String) throws(ConcordError) {
         struct Status: Decodable { var versionVector: [String: UInt64] }
         let data = Data(text.utf8)
         guard let entries = (try? JSONDecoder().decode([String: UInt64].self, from: data))
             ?? (try? JSONDecoder().decode(Status.self, from: data).versionVector)
         else {
-            throw ConcordError(.invalidInput, "a version vector is a JSON object from replica id to sequence number, as 'syncctl status --json' prints")
+            throw ConcordError(.notAVersionVector, "a version vector is a JSON object from replica id to sequence number")
         }
         var vector: [ReplicaID: UInt64] = [:]
         for (key, value) in entries {

@@ -20,3 +20,10 @@ extension ConcordStore {
         try setSyncKeyBytes(key.bytes, replacing: replacing)
     }
 }
+
+extension ConcordError {
+    /// The error of a store at `path` without a sync key, where one is needed.
+    package static func noSyncKey(at path: String) -> ConcordError {
+        ConcordError(.noSyncKey, "the store at \(path) has no sync key")
+    }
+}

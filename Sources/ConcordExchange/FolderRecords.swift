@@ -26,7 +26,8 @@ package struct FolderFile: Hashable, Sendable {
     /// Whether this replica wrote the file (and so may coalesce it away).
     package var published: Bool
     /// Why the file was skipped, if it was (then it holds nothing, and `keyID` is the store's
-    /// key's when it was skipped): it is not read again while it and that key are unchanged.
+    /// key's when it was skipped): it is not read again while it and that key are unchanged. The
+    /// reason of its warning, after the warning's code (`FolderSync.skippedRecord`).
     package var skipped: String?
 
     package init(

@@ -115,17 +115,18 @@ final class PeerConnection: @unchecked Sendable {
             let versions: VersionVector
             do {
                 guard let held = try initialKey ?? store.syncKey() else {
-                    end(ConcordError(.local, "the store at \(store.path) has no sync key; run 'syncctl key generate', or 'syncctl key import KEY' with the key of another store"))
+                    end(ConcordError.noSyncKey(at: store.path))
                     return
                 }
                 key = held
                 versions = try initialVersions ?? store.versionVector()
             } catch {
-                end(ConcordError(.local, "this side cannot read its store: \(error)"))
+                end(ConcordError(.local, "this side cannot read its store: \(error)", cause: error))
                 return
             }
             self.key = key
-            session = PeerSession(role: role, key: key, localReplica: store.replicaID, localVersions: versions)
+            session = PeerSession(
+                role: role, key: key, localReplica: store.replicaID, localVersions: versions, describeError: configuration.describeError)
             perform(session!.start())
         }
     }
@@ -219,7 +220,7 @@ final class PeerConnection: @unchecked Sendable {
         do {
             held = try store.syncKeyBytes() == key?.bytes
         } catch {
-            abortOnWorker(ConcordError(.local, "this side cannot read its store: \(error)"))
+            abortOnWorker(ConcordError(.local, "this side cannot read its store: \(error)", cause: error))
             return false
         }
         if !held { abortOnWorker(Self.keyReplaced, tellingPeer: Self.keyReplacedForPeer) }
@@ -258,10 +259,10 @@ final class PeerConnection: @unchecked Sendable {
                 } catch let error as ConcordError where error.code == .clash {
                     // Two stores that share a replica id (SPEC.md §9.1): the line of §9.1 itself,
                     // on this side and, in the error, on the peer's.
-                    abortOnWorker(ConcordError(.local, error.message))
+                    abortOnWorker(error)
                     return
                 } catch {
-                    abortOnWorker(ConcordError(.local, "this side cannot apply a batch: \(error)"))
+                    abortOnWorker(ConcordError(.local, "this side cannot apply a batch: \(error)", cause: error))
                     return
                 }
                 appliedBatches += 1
@@ -337,7 +338,7 @@ final class PeerConnection: @unchecked Sendable {
             case .failed(let error):
                 streaming = false
                 self.feed = nil
-                abortOnWorker(ConcordError(.local, "this side cannot read its store: \(error)"))
+                abortOnWorker(ConcordError(.local, "this side cannot read its store: \(error)", cause: error))
                 return
             }
             if ended { return }

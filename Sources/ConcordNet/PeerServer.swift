@@ -43,7 +43,8 @@ public final class PeerServer: @unchecked Sendable {
 
     /// - Parameters:
     ///   - logger: where the server logs (SPEC.md §15.9): each session's end at `info` (`notice`
-    ///     when it failed), each connection accepted at `debug`. By default it logs nothing.
+    ///     when it failed, the failure worded by the configuration's `describeError`), each
+    ///     connection accepted at `debug`. By default it logs nothing.
     ///   - onSession: called once per session when it ends (finished or failed), from any thread.
     ///   - onProgress: called as sessions move operations, from any thread.
     public convenience init(
@@ -150,10 +151,11 @@ public final class PeerServer: @unchecked Sendable {
             "bytes_received": "\(record.summary.bytesReceived)", "bytes_sent": "\(record.summary.bytesSent)",
             "seconds": "\(String(format: "%.3f", record.duration.seconds))",
         ]
+        let describe = configuration.describeError
         if let failure = record.failure {
-            metadata["failure"] = "\(failure.message)"
+            metadata["failure"] = "\(describe(failure))"
             // `notice`, not `warning`: a peer's session failed, the server did not.
-            logger.notice("\(record.logLine)", metadata: metadata)
+            logger.notice("\(record.logLine(describingFailure: describe))", metadata: metadata)
         } else {
             logger.info("\(record.logLine)", metadata: metadata)
         }
@@ -197,7 +199,7 @@ public enum PeerClient {
     /// Connects to `address`, syncs with the sync key the store holds, and returns how it went. A
     /// session that fails is returned with its `failure` set (nothing after the failure was
     /// applied; batches applied before it stay); a connection that cannot be made throws
-    /// a `ConcordError` of code `closed`, a store without a sync key one of code `local`.
+    /// a `ConcordError` of code `closed`, a store without a sync key one of code `noSyncKey`.
     public static func sync(
         store: ConcordStore, address: PeerAddress,
         configuration: PeerTransportConfiguration = PeerTransportConfiguration(),
@@ -232,7 +234,7 @@ public enum PeerClient {
     ) throws -> EventLoopFuture<PeerSessionRecord> {
         let versions = try store.versionVector()
         guard let key = try store.syncKey() else {
-            throw ConcordError(.local, "the store at \(store.path) has no sync key; run 'syncctl key generate', or 'syncctl key import KEY' with the key of another store")
+            throw ConcordError.noSyncKey(at: store.path)
         }
         let box = ConnectionBox()
         let bootstrap = ClientBootstrap(group: group)

@@ -31,6 +31,10 @@ public struct PeerTransportConfiguration: Sendable {
     /// Where the handshake and idle timeouts take the time from and how they wait: the system's
     /// monotonic clock and the event loop's timers, unless a test passes a clock it moves by hand.
     public var clock: any PeerClock = LivePeerClock()
+    /// How this side words a failure: in what it tells its peer when it ends a session itself
+    /// (SPEC.md §15.8) and in a server's log. By default the failure's `message`; an app may add
+    /// its own advice from the failure's code, as `syncctl` names its commands.
+    public var describeError: @Sendable (ConcordError) -> String = { $0.message }
 
     /// Test hook: the side closes its connection, as if killed, once it has applied this many
     /// batches (sending nothing more: no `error`, no `ack`).
@@ -98,12 +102,15 @@ public struct PeerSessionRecord: Sendable {
     public var finished: Bool { failure == nil }
 
     /// One line: the peer, operations and bytes each way, the duration, or why it failed.
-    public var logLine: String {
+    public var logLine: String { logLine(describingFailure: { $0.message }) }
+
+    /// `logLine`, with the failure worded by `describe`.
+    package func logLine(describingFailure describe: (ConcordError) -> String) -> String {
         let seconds = String(format: "%.2f", duration.seconds)
         let counts = "received \(summary.operationsReceived) operation\(summary.operationsReceived == 1 ? "" : "s") (\(summary.bytesReceived) bytes), "
             + "sent \(summary.operationsSent) (\(summary.bytesSent) bytes)"
         if let failure {
-            return "peer \(peer): failed after \(seconds) s: \(failure.message) [\(counts)]"
+            return "peer \(peer): failed after \(seconds) s: \(describe(failure)) [\(counts)]"
         }
         return "peer \(peer): \(counts) in \(seconds) s"
     }

@@ -131,6 +131,8 @@ public struct PeerSession: Sendable {
     public let localVersions: VersionVector
     private let key: SyncKey
     private let random: RandomBytes
+    /// How this side words a failure for its peer, when it tells the peer why it ends.
+    private let describeError: @Sendable (ConcordError) -> String
 
     private var phase: Phase = .notStarted
     private var decoder = FrameDecoder(maxPayloadBytes: PeerProtocol.maxHandshakeFrameBytes)
@@ -181,15 +183,19 @@ public struct PeerSession: Sendable {
     ///   - localVersions: the store's version vector now; the peer sends what it does not cover.
     ///   - random: where the handshake's nonce comes from: the system CSPRNG, unless a test
     ///     injects a seeded source.
+    ///   - describeError: how this side words the reason it sends in its `error` when it ends
+    ///     the session itself (same replica id, a failed batch; SPEC.md §15.6, §15.8): by default
+    ///     the failure's `message`; an app may add its own advice (`syncctl` names its commands).
     public init(
         role: PeerRole, key: SyncKey, localReplica: ReplicaID, localVersions: VersionVector,
-        random: RandomBytes = .system
+        random: RandomBytes = .system, describeError: @escaping @Sendable (ConcordError) -> String = { $0.message }
     ) {
         self.role = role
         self.key = key
         self.localReplica = localReplica
         self.localVersions = localVersions
         self.random = random
+        self.describeError = describeError
         summary = PeerSummary(role: role)
     }
 
@@ -318,13 +324,13 @@ public struct PeerSession: Sendable {
 
     /// Ends the session from this side: a timeout, a store that failed to apply a batch, a
     /// shutdown. Past the handshake the peer is sent an `error` whose reason is `reason`, or else
-    /// `failure.message` (it shows it after "the peer ended the session: "): give `reason` when
-    /// the failure's words are this side's and would mislead the peer. Does nothing once the
-    /// session has ended.
+    /// the failure as `describeError` words it (the peer shows it after "the peer ended the
+    /// session: "): give `reason` when the failure's words are this side's and would mislead the
+    /// peer. Does nothing once the session has ended.
     public mutating func abort(_ failure: ConcordError, tellingPeer reason: String? = nil) -> [PeerAction] {
         guard !hasEnded else { return [] }
         var actions: [PeerAction] = []
-        fail(failure, tellingPeer: reason ?? failure.message, into: &actions)
+        fail(failure, tellingPeer: reason ?? describeError(failure), into: &actions)
         return actions
     }
 
@@ -524,8 +530,8 @@ public struct PeerSession: Sendable {
         switch decoded {
         case let .versions(replica, versions):
             guard replica != localReplica else {
-                let message = "both stores have replica id \(replica.hex); one is a copy of the other: run 'syncctl init --fork' on one"
-                fail(ConcordError(.sameReplica, message), tellingPeer: message, into: &actions)
+                let failure = ConcordError(.sameReplica, "both stores have replica id \(replica.hex); one is a copy of the other")
+                fail(failure, tellingPeer: describeError(failure), into: &actions)
                 return
             }
             summary.peerReplica = replica

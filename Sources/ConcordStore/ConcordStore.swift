@@ -70,7 +70,7 @@ public final class ConcordStore: Sendable {
 
     private func ensureNotCopiedSinceOpening() throws(ConcordError) {
         if let copiedFrom {
-            throw ConcordError(.copied, "\(path) is a copy of the store at \(copiedFrom) (another file): run 'syncctl init --fork' to make it a replica of its own, or 'syncctl init --moved' if it was moved and the original is no longer used")
+            throw ConcordError(.copied, "\(path) is a copy of the store at \(copiedFrom) (another file)")
         }
     }
 
@@ -80,7 +80,7 @@ public final class ConcordStore: Sendable {
         let current = try Data.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'replica_id'")
         guard let current, current != Data(replicaID.bytes) else { return }
         let now = ReplicaID(bytes: current)?.hex ?? "another id"
-        throw ConcordError(.forked, "the store at \(path) is now replica \(now) (another process ran 'syncctl init --fork' on it); this process opened it as replica \(replicaID.hex): open it again")
+        throw ConcordError(.forked, "the store at \(path) is now replica \(now) (another process forked it); this process opened it as replica \(replicaID.hex): open it again")
     }
 
     /// Checks that the store may be written, and records its location in the same transaction
@@ -317,7 +317,7 @@ public final class ConcordStore: Sendable {
             header = try StoreFile.head(of: path, count: 100)
         } catch {
             switch error {
-            case .missing: throw ConcordError(.missing, "no store at \(path); run 'syncctl init' to create one")
+            case .missing: throw ConcordError(.missing, "no store at \(path)")
             case .directory: throw ConcordError(.notAStore, "\(path) is a directory, not a Concord store")
             case .notRegular: throw ConcordError(.notAStore, "\(path) is not a regular file")
             case .sideFile(let owner): throw ConcordError(.notAStore, "\(path) is SQLite's side file of the store at \(owner), not a store")

@@ -244,7 +244,7 @@ extension ConcordStore {
     static func clash(_ id: OperationID) -> ConcordError {
         ConcordError(
             .clash,
-            "replica \(id.replica) has two different operations with seq \(id.seq), here and in what is being merged: one of the two stores is a copy of the other; run 'syncctl init --fork' on the copy (nothing of this batch was merged)",
+            "replica \(id.replica) has two different operations with seq \(id.seq), here and in what is being merged: one of the two stores is a copy of the other (nothing of this batch was merged)",
             cause: OperationClash(id: id))
     }
 

@@ -95,7 +95,7 @@ struct Demo: ParsableCommand {
         var received = (toB: 0, toA: 0)
         for (side, sync) in [(0, a), (1, b), (0, a)] {
             let report = try sync.sync()
-            for line in report.warnings { warn("warning: \(line)") }
+            for warning in report.warnings { warn("warning: \(Advice.line(for: warning))") }
             if side == 0 { received.toA += report.importedOperations } else { received.toB += report.importedOperations }
         }
         return received

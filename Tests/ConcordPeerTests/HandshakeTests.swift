@@ -305,7 +305,7 @@ import Testing
         var client = TestPeer(role: .client, replica: replicaA, operations: operations(by: replicaA, seqs: 1...5), random: seeded(10))
         var server = TestPeer(role: .server, replica: replicaA, operations: operations(by: replicaA, seqs: 1...7), random: seeded(20))
         run(&client, &server)
-        let message = "both stores have replica id \(replicaA.hex); one is a copy of the other: run 'syncctl init --fork' on one"
+        let message = "both stores have replica id \(replicaA.hex); one is a copy of the other"
         #expect(client.failure == ConcordError(.sameReplica, message))
         #expect(server.failure == ConcordError(.sameReplica, message))
         #expect(client.appliedBatches.isEmpty && server.appliedBatches.isEmpty)
