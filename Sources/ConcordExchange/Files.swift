@@ -204,15 +204,16 @@ func syncDirectory(of path: String) {
 
 extension BundleError: InvalidInputError {}
 
-/// A damaged or foreign file met in a merge, named by its path.
-public struct FileInputError: InvalidInputError, Hashable {
-    public var path: String
-    public var reason: String
+/// A damaged or foreign file met in a merge, named by its path (`syncctl merge`'s bundles): a
+/// merge reports it as a `ConcordError` of code `invalidInput`, its `cause`.
+package struct FileInputError: InvalidInputError, Hashable {
+    package var path: String
+    package var reason: String
 
-    public init(path: String, reason: String) {
+    package init(path: String, reason: String) {
         self.path = path
         self.reason = reason
     }
 
-    public var description: String { "\(path): \(reason)" }
+    package var description: String { "\(path): \(reason)" }
 }

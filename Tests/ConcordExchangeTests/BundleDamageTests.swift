@@ -157,8 +157,6 @@ import Testing
             } catch let error as ConcordError {
                 if error.code != .invalidInput { failures.append("\(label): code \(error.code)") }
                 if !error.message.hasPrefix(path + ": ") { failures.append("\(label): message \(error.message)") }
-            } catch let error as ConcordError {
-                if error.code != .invalidInput { failures.append("\(label): store error \(error.code) \(error)") }
             } catch {
                 if !(error is FileInputError) { failures.append("\(label): \(type(of: error)) \(error)") }
             }

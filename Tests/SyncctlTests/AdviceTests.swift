@@ -25,6 +25,29 @@ import Testing
         }
     }
 
+    /// Every code of SPEC.md §12.1's table, in its order, and nothing else; the row of each code
+    /// with advice shows syncctl's words.
+    @Test func theSpecListsEveryCodeAndTheAdvice() throws {
+        let spec = try String(contentsOf: packageRoot.appendingPathComponent("SPEC.md"), encoding: .utf8)
+        let section = try #require(spec.components(separatedBy: "\n## 12. Errors\n").dropFirst().first?.components(separatedBy: "\n## 13.").first)
+        var rows: [(String, Substring)] = []
+        for line in section.split(separator: "\n") {
+            if let match = line.firstMatch(of: /^\| `([a-zA-Z]+)` \|/) { rows.append((String(match.1), line)) }
+        }
+        #expect(rows.map(\.0) == ConcordError.Code.all.map(\.description))
+        for (code, edits) in Advice.edits {
+            let row = rows.first { $0.0 == code.description }?.1 ?? ""
+            for edit in edits {
+                let words: String
+                switch edit {
+                case .append(let advice), .insert(let advice, _): words = advice
+                case .replace(_, let replacement): words = replacement
+                }
+                #expect(row.contains("`\(words.trimmingCharacters(in: .whitespaces))`"), "\(code): \(words)")
+            }
+        }
+    }
+
     /// No string in the library's sources names syncctl: only comments may (they say which
     /// command of syncctl does what the code does).
     @Test func noLibrarySourceNamesSyncctl() throws {
