@@ -70,7 +70,7 @@ let package = Package(
         // protocol so that the exchange layer can encrypt folder bundles with them.
         .target(
             name: "ConcordKeys",
-            dependencies: [.product(name: "Crypto", package: "swift-crypto")]
+            dependencies: ["ConcordCore", .product(name: "Crypto", package: "swift-crypto")]
         ),
         // The peer-to-peer protocol (SPEC.md §15) as a state machine: framing, handshake,
         // encrypted messages, the exchange. No I/O and no store: a transport carries its bytes.
@@ -179,8 +179,8 @@ let package = Package(
         .testTarget(
             name: "SyncctlTests",
             // The library modules build the large stores and bundles that the kill and
-            // concurrency tests feed to the binary.
-            dependencies: ["ConcordCore", "ConcordStore", "ConcordExchange", "ConcordWorkload", "syncctl"]
+            // concurrency tests feed to the binary, and the errors whose advice syncctl adds.
+            dependencies: ["ConcordCore", "ConcordStore", "ConcordExchange", "ConcordKeys", "ConcordPeer", "ConcordWorkload", "syncctl"]
         ),
     ]
 )

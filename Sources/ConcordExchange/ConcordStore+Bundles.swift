@@ -11,7 +11,7 @@ extension ConcordStore {
     /// - Parameter contiguousOnly: leave out operations held above a gap (delivered out of order);
     ///   they follow once the gap is filled. Shared-folder sync uses this so that a file's `top`
     ///   says exactly what it covers.
-    /// - Parameter exclusive: fail with `ExchangeError.Code.exists` rather than replace a file at `path`.
+    /// - Parameter exclusive: fail with `ConcordError.Code.exists` rather than replace a file at `path`.
     /// - Parameter key: encrypt the bundle with this sync key (SPEC.md §13.1); the summary's
     ///   `bytes` is then the encrypted file's size.
     @discardableResult
@@ -22,22 +22,30 @@ extension ConcordStore {
         let top = try versionVector()
         let manifest = BundleManifest(publisher: replicaID, createdMillis: environment.wallClock(), base: since, top: top)
         if FileKind.of(path: path) == .store {
-            throw ExchangeError(.invalidInput, "\(path) is a Concord store; a bundle is never written over one")
+            throw ConcordError(.invalidInput, "\(path) is a Concord store; a bundle is never written over one")
         }
         var status = stat()
         if stat(path, &status) == 0, status.st_mode & S_IFMT != S_IFREG {
-            throw ExchangeError(.invalidInput, "\(path) is not a regular file")
+            throw ConcordError(.invalidInput, "\(path) is not a regular file")
         }
         if let owner = StoreFile.sideFileOwner(of: path) {
-            throw ExchangeError(.invalidInput, "\(path) is SQLite's side file of the store at \(owner); a bundle is never written over one")
+            throw ConcordError(.invalidInput, "\(path) is SQLite's side file of the store at \(owner); a bundle is never written over one")
         }
         let name = temporaryName ?? ".\((path as NSString).lastPathComponent).tmp-\(String(environment.random() & 0xFFFF_FFFF, radix: 16))"
         let file = try AtomicFile(path: path, temporaryName: name)
+        // A write of the file that failed, inside the store's read or not: it says what failed.
+        var writeFailure: ConcordError?
+        var summary: BundleSummary
         do {
             var hasher = SHA256()
-            let write = { (bytes: ArraySlice<UInt8>) in
+            let write = { (bytes: ArraySlice<UInt8>) throws(ConcordError) in
                 hasher.update(data: bytes)
-                try file.write(bytes)
+                do throws(ConcordError) {
+                    try file.write(bytes)
+                } catch {
+                    writeFailure = error
+                    throw error
+                }
             }
             let sealer = try key.map { key in try BundleSealer(key: key, sink: write) }
             var writer = try BundleWriter(manifest: manifest) { bytes in
@@ -46,20 +54,19 @@ extension ConcordStore {
             try forEachOperation(since: since) { operation in
                 if !contiguousOnly || operation.id.seq <= top[operation.id.replica] { try writer.append(operation) }
             }
-            var summary = try writer.finish()
+            summary = try writer.finish()
             if let sealer {
                 try sealer.finish()
                 summary.bytes = sealer.bytesWritten
             }
             summary.sha256 = Array(hasher.finalize())
-            try file.commit(exclusive: exclusive)
-            return summary
         } catch {
             file.abandon()
-            // A write of the file that failed inside the store's read comes back wrapped.
-            if let error = error as? ExchangeError ?? (error as? StoreError)?.underlying as? ExchangeError { throw error }
-            throw ExchangeError(.io, "cannot export to \(path): \(error)")
+            if let writeFailure { throw writeFailure }
+            throw ConcordError(.io, "cannot export to \(path): \(error)", cause: error)
         }
+        try file.commit(exclusive: exclusive)
+        return summary
     }
 
     /// Merges the bundle at `path`, plain or encrypted (SPEC.md §13). The bundle is first read
@@ -80,11 +87,37 @@ extension ConcordStore {
     public func mergeBundle(
         at path: String, requireEncrypted: Bool = false, skipping: [ReplicaID: UInt64] = [:]
     ) throws -> (MergeReport, BundleSummary) {
-        let key = try syncKey()
-        let file = try FileSource(path: path, hashing: true)
-        var reader = try Self.bundleReader(file, path: path, key: key, requireEncrypted: requireEncrypted)
+        do {
+            return try mergeBundle(telling: path, requireEncrypted: requireEncrypted, skipping: skipping)
+        } catch {
+            switch error {
+            case .file(let error): throw error
+            case .store(let error): throw error
+            }
+        }
+    }
+
+    /// `mergeBundle(at:requireEncrypted:skipping:)`, telling a file that cannot be read or merged
+    /// (a shared folder skips it) from a store that failed (a sync stops).
+    func mergeBundle(
+        telling path: String, requireEncrypted: Bool, skipping: [ReplicaID: UInt64]
+    ) throws(BundleMergeFailure) -> (MergeReport, BundleSummary) {
+        let key: SyncKey?
+        do throws(ConcordError) {
+            key = try syncKey()
+        } catch {
+            throw .store(error)
+        }
+        let file: FileSource
+        var reader: BundleReader<BundleSource<FileSource>>
+        do {
+            file = try FileSource(path: path, hashing: true)
+            reader = try Self.bundleReader(file, path: path, key: key, requireEncrypted: requireEncrypted)
+        } catch {
+            throw .file(error)
+        }
         var summary: BundleSummary?
-        let result = Result { () throws(StoreError) in
+        let result = Result { () throws(ConcordError) in
             try merge { each in
                 guard !skipping.isEmpty else { return summary = try reader.forEachOperation(each) }
                 summary = try reader.forEachOperation { operation in
@@ -93,11 +126,15 @@ extension ConcordStore {
                 }
             }
         }
-        if case .failure(let error) = result, error.code == .invalidInput {
-            throw ExchangeError(.invalidInput, "\(path): \(error.message)")
+        switch result {
+        case .failure(let error) where error.code == .invalidInput:
+            throw .file(ConcordError(.invalidInput, "\(path): \(error.message)", cause: error))
+        case .failure(let error):
+            throw .store(error)
+        case .success(let report):
+            summary?.sha256 = file.sha256
+            return (report, summary!)
         }
-        summary?.sha256 = file.sha256
-        return (try result.get(), summary!)
     }
 
     /// A reader of the bundle file at `path`, plain or encrypted (opened with `key`).
@@ -113,30 +150,42 @@ extension ConcordStore {
         do {
             let source = try BundleSource(file, key: key)
             if requireEncrypted, !source.isEncrypted {
-                throw ExchangeError(.invalidInput, "\(path): a plain bundle; this store has a sync key, and takes only bundles encrypted with it from a shared folder")
+                throw ConcordError(.invalidInput, "\(path): a plain bundle; this store has a sync key, and takes only bundles encrypted with it from a shared folder")
             }
             return BundleReader(source)
         } catch let error as BundleError {
-            throw ExchangeError(.invalidInput, "\(path): \(error)")
+            let code: ConcordError.Code =
+                switch error {
+                case .encrypted: .encryptedBundle
+                default: .invalidInput
+                }
+            throw ConcordError(code, "\(path): \(error)", cause: error)
         }
     }
 }
 
+/// Why the merge of a bundle file failed: the file (it cannot be read, or is not a bundle the
+/// store takes), or the store.
+enum BundleMergeFailure: Error {
+    case file(any Error)
+    case store(ConcordError)
+}
+
 extension VersionVector {
-    /// A version vector given on the command line: a JSON object from replica id to seq, or the
-    /// whole output of `syncctl status --json` (its `versionVector`).
-    public init(json text: String) throws(ExchangeError) {
+    /// A version vector given as text: a JSON object from replica id to seq, or an object that
+    /// holds one under `versionVector` (the whole output of `syncctl status --json`).
+    public init(json text: String) throws(ConcordError) {
         struct Status: Decodable { var versionVector: [String: UInt64] }
         let data = Data(text.utf8)
         guard let entries = (try? JSONDecoder().decode([String: UInt64].self, from: data))
             ?? (try? JSONDecoder().decode(Status.self, from: data).versionVector)
         else {
-            throw ExchangeError(.invalidInput, "a version vector is a JSON object from replica id to sequence number, as 'syncctl status --json' prints")
+            throw ConcordError(.notAVersionVector, "a version vector is a JSON object from replica id to sequence number")
         }
         var vector: [ReplicaID: UInt64] = [:]
         for (key, value) in entries {
             guard let replica = ReplicaID(hex: key) else {
-                throw ExchangeError(.invalidInput, "'\(key)' in the version vector is not a replica id")
+                throw ConcordError(.invalidInput, "'\(key)' in the version vector is not a replica id")
             }
             vector[replica] = value
         }

@@ -19,17 +19,17 @@ public enum FileKind: Sendable {
 
     /// What the file to read at `path` holds, or the error of SPEC.md §12 that says why it cannot
     /// be read: missing, a directory, not a regular file (a FIFO would block forever), unreadable.
-    public static func input(at path: String) throws(ExchangeError) -> FileKind {
+    public static func input(at path: String) throws(ConcordError) -> FileKind {
         let head: [UInt8]
         do {
             head = try StoreFile.head(of: path, count: 16)
         } catch {
             switch error {
-            case .missing: throw ExchangeError(.io, "no store or bundle at \(path)")
-            case .directory: throw ExchangeError(.invalidInput, "\(path) is a directory, not a Concord store or bundle")
-            case .notRegular: throw ExchangeError(.invalidInput, "\(path) is not a regular file")
-            case .sideFile(let owner): throw ExchangeError(.invalidInput, "\(path) is SQLite's side file of the store at \(owner), not a Concord store or bundle")
-            case .unreadable(let reason): throw ExchangeError(.io, "cannot read \(path) (\(reason))")
+            case .missing: throw ConcordError(.io, "no store or bundle at \(path)")
+            case .directory: throw ConcordError(.invalidInput, "\(path) is a directory, not a Concord store or bundle")
+            case .notRegular: throw ConcordError(.invalidInput, "\(path) is not a regular file")
+            case .sideFile(let owner): throw ConcordError(.invalidInput, "\(path) is SQLite's side file of the store at \(owner), not a Concord store or bundle")
+            case .unreadable(let reason): throw ConcordError(.io, "cannot read \(path) (\(reason))")
             }
         }
         if head.starts(with: BundleFormat.magic) { return .bundle }
@@ -48,12 +48,12 @@ public final class FileSource: ByteSource {
     /// file of one, given as a bundle is refused before this opens it, since this process may have
     /// it open; so is anything but a regular file (a FIFO would block the read forever).
     /// - Parameter hashing: keep a SHA-256 of the bytes read, for `sha256`.
-    public init(path: String, hashing: Bool = false) throws(ExchangeError) {
+    public init(path: String, hashing: Bool = false) throws(ConcordError) {
         if try FileKind.input(at: path) == .store {
-            throw ExchangeError(.invalidInput, "\(path) is a Concord store, not a bundle")
+            throw ConcordError(.invalidInput, "\(path) is a Concord store, not a bundle")
         }
         guard let handle = FileHandle(forReadingAtPath: path) else {
-            throw ExchangeError(.io, "cannot read \(path)")
+            throw ConcordError(.io, "cannot read \(path)")
         }
         self.handle = handle
         hasher = hashing ? SHA256() : nil
@@ -119,7 +119,7 @@ struct AtomicFile {
     let temporaryPath: String
     private let handle: FileHandle
 
-    init(path: String, temporaryName: String) throws(ExchangeError) {
+    init(path: String, temporaryName: String) throws(ConcordError) {
         self.path = path
         let directory = (path as NSString).deletingLastPathComponent
         temporaryPath = (directory as NSString).appendingPathComponent(temporaryName)
@@ -128,16 +128,16 @@ struct AtomicFile {
         // shared folder at that moment would see (and a sync tool might carry to other machines).
         let descriptor = open(temporaryPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else {
-            throw ExchangeError(.io, "cannot write in \(directory.isEmpty ? "." : directory) (\(String(cString: strerror(errno))))")
+            throw ConcordError(.io, "cannot write in \(directory.isEmpty ? "." : directory) (\(String(cString: strerror(errno))))")
         }
         handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
     }
 
-    func write(_ bytes: ArraySlice<UInt8>) throws {
+    func write(_ bytes: ArraySlice<UInt8>) throws(ConcordError) {
         do {
             try handle.write(contentsOf: Data(bytes))
         } catch {
-            throw ExchangeError(.io, Self.failure(writing: path, error))
+            throw ConcordError(.io, Self.failure(writing: path, error))
         }
     }
 
@@ -160,27 +160,27 @@ struct AtomicFile {
 
     /// Makes the file durable and moves it into place. With `exclusive`, an existing file at the
     /// path is never replaced: the commit fails with `.exists` instead.
-    func commit(exclusive: Bool = false) throws(ExchangeError) {
+    func commit(exclusive: Bool = false) throws(ConcordError) {
         do {
             try handle.synchronize()
             try handle.close()
         } catch {
             abandon()
-            throw ExchangeError(.io, Self.failure(writing: path, error))
+            throw ConcordError(.io, Self.failure(writing: path, error))
         }
         if exclusive {
             guard link(temporaryPath, path) == 0 else {
                 let clash = errno == EEXIST
                 let reason = String(cString: strerror(errno))
                 abandon()
-                throw clash ? ExchangeError(.exists, "\(path) already exists") : ExchangeError(.io, "cannot create \(path): \(reason)")
+                throw clash ? ConcordError(.exists, "\(path) already exists") : ConcordError(.io, "cannot create \(path): \(reason)")
             }
             unlink(temporaryPath)
         } else {
             guard rename(temporaryPath, path) == 0 else {
                 let reason = String(cString: strerror(errno))
                 abandon()
-                throw ExchangeError(.io, "cannot move \(temporaryPath) to \(path): \(reason)")
+                throw ConcordError(.io, "cannot move \(temporaryPath) to \(path): \(reason)")
             }
         }
         syncDirectory(of: path)
@@ -202,42 +202,18 @@ func syncDirectory(of path: String) {
     close(descriptor)
 }
 
-/// An error of the exchange layer, with a message for the user.
-public struct ExchangeError: Error, Hashable, CustomStringConvertible {
-    public struct Code: Hashable, Sendable {
-        fileprivate let name: String
-        /// A file could not be read or written.
-        public static let io = Code(name: "io")
-        /// A file or argument is not what it must be (not a bundle, a damaged bundle, a bad version vector).
-        public static let invalidInput = Code(name: "invalidInput")
-        /// The shared folder is missing, or of a newer layout.
-        public static let folder = Code(name: "folder")
-        /// A file that must be new exists already.
-        public static let exists = Code(name: "exists")
-    }
-
-    public var code: Code
-    public var message: String
-
-    public init(_ code: Code, _ message: String) {
-        self.code = code
-        self.message = message
-    }
-
-    public var description: String { message }
-}
-
 extension BundleError: InvalidInputError {}
 
-/// A damaged or foreign file met in a merge, named by its path.
-public struct FileInputError: InvalidInputError, Hashable {
-    public var path: String
-    public var reason: String
+/// A damaged or foreign file met in a merge, named by its path (`syncctl merge`'s bundles): a
+/// merge reports it as a `ConcordError` of code `invalidInput`, its `cause`.
+package struct FileInputError: InvalidInputError, Hashable {
+    package var path: String
+    package var reason: String
 
-    public init(path: String, reason: String) {
+    package init(path: String, reason: String) {
         self.path = path
         self.reason = reason
     }
 
-    public var description: String { "\(path): \(reason)" }
+    package var description: String { "\(path): \(reason)" }
 }

@@ -26,7 +26,8 @@ package struct FolderFile: Hashable, Sendable {
     /// Whether this replica wrote the file (and so may coalesce it away).
     package var published: Bool
     /// Why the file was skipped, if it was (then it holds nothing, and `keyID` is the store's
-    /// key's when it was skipped): it is not read again while it and that key are unchanged.
+    /// key's when it was skipped): it is not read again while it and that key are unchanged. The
+    /// reason of its warning, after the warning's code (`FolderSync.skippedRecord`).
     package var skipped: String?
 
     package init(
@@ -46,7 +47,7 @@ package struct FolderFile: Hashable, Sendable {
 
 extension ConcordStore {
     /// The files of `folder` this store has imported or published, by name.
-    package func folderFiles(in folder: String) throws(StoreError) -> [String: FolderFile] {
+    package func folderFiles(in folder: String) throws(ConcordError) -> [String: FolderFile] {
         try guarded {
             try reader.read { db in
                 var files: [String: FolderFile] = [:]
@@ -57,7 +58,7 @@ extension ConcordStore {
                     let hash: Data = try row.column(2)
                     let keyID: Data? = try row.column(3)
                     guard let holds = SeqRanges(try row.column(4) as String) else {
-                        throw StoreError(.corrupt, "the record of shared-folder file \(name) is damaged")
+                        throw ConcordError(.corrupt, "the record of shared-folder file \(name) is damaged")
                     }
                     files[name] = FolderFile(
                         folder: folder, name: name, identity: try row.column(1), sha256: [UInt8](hash), keyID: keyID.map { [UInt8]($0) },
@@ -69,7 +70,7 @@ extension ConcordStore {
     }
 
     /// Records files of their folders, replacing what was recorded under the same names.
-    package func recordFolderFiles(_ files: [FolderFile]) throws(StoreError) {
+    package func recordFolderFiles(_ files: [FolderFile]) throws(ConcordError) {
         try write(files, sql: """
             INSERT OR REPLACE INTO folder_files (folder, name, identity, sha256, key_id, holds, published, skipped)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?)
@@ -82,14 +83,14 @@ extension ConcordStore {
     /// Forgets files that are gone from their folder, or whose contents are no longer those
     /// recorded: each only if it is still recorded with the same hash, so that what another
     /// process of this replica has recorded since is kept.
-    package func forgetFolderFiles(_ files: [FolderFile]) throws(StoreError) {
+    package func forgetFolderFiles(_ files: [FolderFile]) throws(ConcordError) {
         try write(files, sql: "DELETE FROM folder_files WHERE folder = ? AND name = ? AND sha256 = ?") { file in
             [file.folder, file.name, Data(file.sha256)]
         }
     }
 
     /// Runs `sql` once per file, with the arguments `arguments` gives, in one transaction.
-    private func write(_ files: [FolderFile], sql: String, arguments: (FolderFile) -> StatementArguments) throws(StoreError) {
+    private func write(_ files: [FolderFile], sql: String, arguments: (FolderFile) -> StatementArguments) throws(ConcordError) {
         guard !files.isEmpty else { return }
         try guarded {
             try write { db in
@@ -103,7 +104,7 @@ extension ConcordStore {
     /// The highest serial this replica has published, or taken for a file it was about to
     /// publish, in `folder` (0 if none). Kept per replica id, so a store forked (`init --fork`)
     /// starts its new id's serials afresh.
-    package func lastPublishedSerial(in folder: String) throws(StoreError) -> Int {
+    package func lastPublishedSerial(in folder: String) throws(ConcordError) -> Int {
         try guarded {
             try reader.read { db in
                 try Int.fetchOne(
@@ -116,7 +117,7 @@ extension ConcordStore {
     /// it took before that is not in `taken` (names someone else holds), recorded before the file
     /// is written, so that no two processes of this replica, and no crash, ever give two files
     /// one name (SPEC.md §14). Nil if it would exceed `maximum`.
-    package func takeSerial(in folder: String, passing taken: Set<Int>, maximum: Int) throws(StoreError) -> Int? {
+    package func takeSerial(in folder: String, passing taken: Set<Int>, maximum: Int) throws(ConcordError) -> Int? {
         try guarded {
             try write { db in
                 try prepareWrite(db)

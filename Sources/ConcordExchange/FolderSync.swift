@@ -134,7 +134,10 @@ public final class FolderSync: Sendable {
                 pending.append(file)
                 continue
             }
-            if let reason = known.skipped { report.warn("skipping \(file.name): \(reason)") }
+            if let skipped = known.skipped {
+                let (code, reason) = Self.parseSkipped(skipped)
+                report.warn(code, "skipping \(file.name): \(reason)")
+            }
             if known.identity != file.identity {
                 known.identity = file.identity
                 state.recorded[file.name] = known
@@ -146,25 +149,25 @@ public final class FolderSync: Sendable {
         for (index, file) in pending.enumerated() {
             progress?(.importing(file: index + 1, of: pending.count, name: file.name))
             let path = path(of: file)
-            let reason: String
+            let (code, reason): (ConcordError.Code, String)
             do {
                 guard file.size > 0 else { throw Skipped.empty }
                 try importFile(file, &state, &report)
                 continue
-            } catch let error as StoreError where error.code != .invalidInput {
+            } catch let error as ConcordError where error.code != .invalidInput {
                 throw error  // the store failed (disk full, read-only, locked): stop, nothing half-done
             } catch {
                 // A file removed as it was about to be read was coalesced away by its publisher
                 // (SPEC.md §14): what it held is in that replica's newer file. Nothing to say.
                 if !FileManager.default.fileExists(atPath: path) { continue }
-                reason = Self.reason(error, path: path)
+                (code, reason) = Self.reason(error, path: path)
             }
-            report.warn("skipping \(file.name): \(reason)")
+            report.warn(code, "skipping \(file.name): \(reason)")
             // Recorded, so that it is not read again while it stays as it is.
             if let hash = try? FileSource.sha256(of: path) {
                 let skipped = FolderFile(
                     folder: folder, name: file.name, identity: file.identity, sha256: hash, keyID: state.keyID, holds: SeqRanges(),
-                    published: false, skipped: reason)
+                    published: false, skipped: Self.skippedRecord(code, reason))
                 try store.recordFolderFiles([skipped])
                 state.recorded[file.name] = skipped
             }
@@ -180,7 +183,7 @@ public final class FolderSync: Sendable {
         var skipping: [ReplicaID: UInt64] = [:]
         while true {
             do {
-                let (merge, summary) = try store.mergeBundle(at: path(of: file), requireEncrypted: state.key != nil, skipping: skipping)
+                let (merge, summary) = try store.mergeBundle(telling: path(of: file), requireEncrypted: state.key != nil, skipping: skipping)
                 var holds = summary.holds
                 for (replica, seq) in skipping { holds.remove(of: replica, from: seq) }
                 // Recorded after the merge: a crash between the two means the file is read again
@@ -195,13 +198,18 @@ public final class FolderSync: Sendable {
                 report.farFutureTimestamp = merge.farFutureTimestamp ?? report.farFutureTimestamp
                 for (replica, seq) in skipping.sorted(by: { $0.key < $1.key }) {
                     report.warn(
-                        "skipping what \(file.name) holds of replica \(replica) from seq \(seq): another operation than this store holds under that seq (two stores share that replica id: one is a copy of the other, see 'syncctl init --fork'; or the file was forged); this store keeps its own")
+                        .clash,
+                        "skipping what \(file.name) holds of replica \(replica) from seq \(seq): another operation than this store holds under that seq (two stores share that replica id: one is a copy of the other; or the file was forged); this store keeps its own")
                 }
                 return
-            } catch let error as StoreError where error.code == .clash {
+            } catch {
+                // A file that cannot be read or merged is skipped, and a store that failed stops the
+                // sync (`importNewFiles`); a clash is merged again without what clashed.
+                guard case BundleMergeFailure.store(let error) = error else { throw error }
+                guard error.code == .clash else { throw error }
                 // Each retry leaves out more (a lower seq, or another replica), so this ends.
-                guard let id = (error.underlying as? OperationClash)?.id, id.seq < skipping[id.replica] ?? .max else {
-                    throw ExchangeError(.invalidInput, error.message)
+                guard let id = (error.cause as? OperationClash)?.id, id.seq < skipping[id.replica] ?? .max else {
+                    throw BundleMergeFailure.file(error)
                 }
                 skipping[id.replica] = id.seq
             }
@@ -252,7 +260,7 @@ public final class FolderSync: Sendable {
         while true {
             guard let serial = try store.takeSerial(in: folder, passing: taken, maximum: Self.maxSerial) else {
                 // Unreachable in practice: a serial grows by one per file this replica publishes.
-                throw ExchangeError(.folder, "replica \(store.replicaID) has used every serial of the shared folder \(folder); sync through a new folder")
+                throw ConcordError(.folder, "replica \(store.replicaID) has used every serial of the shared folder \(folder); sync through a new folder")
             }
             let name = Self.name(of: store.replicaID, serial: serial)
             do {
@@ -268,7 +276,7 @@ public final class FolderSync: Sendable {
                 state.recorded[name] = file
                 state.listing.add(ListedFile(name: name, size: Int64(summary.bytes), identity: "", publisher: store.replicaID, serial: serial))
                 return (name, summary)
-            } catch let error as ExchangeError where error.code == .exists {
+            } catch let error as ConcordError where error.code == .exists {
                 // Someone put a file under that name since the listing: never replaced, passed over.
                 taken.insert(serial)
             }
@@ -295,7 +303,7 @@ public final class FolderSync: Sendable {
                 report.coalescedFiles += 1
             } else {
                 // Counted no more among its own files, so that no sync coalesces again for it.
-                report.warn("cannot remove \(old.name), merged into \(name) (\(String(cString: strerror(errno)))); it stays")
+                report.warn(.io, "cannot remove \(old.name), merged into \(name) (\(String(cString: strerror(errno)))); it stays")
                 old.published = false
                 state.recorded[old.name] = old
                 kept.append(old)
@@ -308,8 +316,13 @@ public final class FolderSync: Sendable {
     /// Syncs now and then every `interval`, whenever the store or the folder changed, for as long
     /// as the task that iterates the sequence runs: cancelling it ends the watch, after the sync
     /// under way. See `FolderWatch`.
-    public func watch(every interval: Duration, logger: Logger = .silent) -> FolderWatch {
-        FolderWatch(sync: self, interval: interval, logger: logger)
+    ///
+    /// - Parameter describeError: how the log words a warning or a failure: by default its
+    ///   `message`; an app may add its own advice from the code, as `syncctl` names its commands.
+    public func watch(
+        every interval: Duration, logger: Logger = .silent, describeError: @escaping @Sendable (ConcordError) -> String = { $0.message }
+    ) -> FolderWatch {
+        FolderWatch(sync: self, interval: interval, logger: logger, describeError: describeError)
     }
 
     /// A summary of the folder's listing and the store's version vector: when it is unchanged,
@@ -359,7 +372,7 @@ public final class FolderSync: Sendable {
     private func prepareDirectory(_ report: inout FolderSyncReport) throws {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: folder, isDirectory: &isDirectory), isDirectory.boolValue else {
-            throw ExchangeError(.folder, "the shared folder \(folder) does not exist or is not a directory (is it mounted?)")
+            throw ConcordError(.folder, "the shared folder \(folder) does not exist or is not a directory (is it mounted?)")
         }
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []
         let layouts = entries.compactMap { name -> Int? in
@@ -368,17 +381,17 @@ public final class FolderSync: Sendable {
         }
         if let newest = layouts.max(), newest > Self.layoutVersion {
             guard layouts.contains(Self.layoutVersion) else {
-                throw ExchangeError(.folder, "the shared folder \(folder) uses layout version \(newest), newer than this build supports (\(Self.layoutVersion)); upgrade Concord")
+                throw ConcordError(.folder, "the shared folder \(folder) uses layout version \(newest), newer than this build supports (\(Self.layoutVersion)); upgrade Concord")
             }
-            report.warn("the shared folder also holds layout version \(newest), which this build ignores; upgrade Concord")
+            report.warn(.folder, "the shared folder also holds layout version \(newest), which this build ignores; upgrade Concord")
         }
         if !FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory) {
             // mkdir(2), for the system's reason: SPEC.md §12's "cannot write in DIR (REASON)".
             guard mkdir(directory, 0o777) == 0 || errno == EEXIST else {
-                throw ExchangeError(.folder, "cannot write in \(folder) (\(String(cString: strerror(errno))))")
+                throw ConcordError(.folder, "cannot write in \(folder) (\(String(cString: strerror(errno))))")
             }
         } else if !isDirectory.boolValue {
-            throw ExchangeError(.folder, "\(directory) is not a directory")
+            throw ConcordError(.folder, "\(directory) is not a directory")
         }
     }
 
@@ -387,7 +400,7 @@ public final class FolderSync: Sendable {
         do {
             names = try FileManager.default.contentsOfDirectory(atPath: directory)
         } catch {
-            throw ExchangeError(.folder, "cannot list the shared folder \(directory): \(error.localizedDescription)")
+            throw ConcordError(.folder, "cannot list the shared folder \(directory): \(error.localizedDescription)")
         }
         var listing = Listing()
         listing.names = Set(names)
@@ -402,26 +415,26 @@ public final class FolderSync: Sendable {
                 guard Date().timeIntervalSince(modified) > Self.staleTemporaryAge else { continue }
                 if writer == store.replicaID {
                     unlink(path)
-                    report.warn("removed \(Self.shown(name)), a half-written file of an interrupted sync")
+                    report.warn(.io, "removed \(Self.shown(name)), a half-written file of an interrupted sync")
                 } else {
-                    report.warn("skipping \(Self.shown(name)): a half-written file of replica \(writer.hex)'s interrupted sync (that replica removes it)")
+                    report.warn(.invalidInput, "skipping \(Self.shown(name)): a half-written file of replica \(writer.hex)'s interrupted sync (that replica removes it)")
                 }
                 continue
             }
             guard let (publisher, serial) = Self.parse(name) else {
-                report.warn("skipping \(Self.shown(name)): not a bundle of this folder (a sync tool's temporary file or conflict copy?)")
+                report.warn(.invalidInput, "skipping \(Self.shown(name)): not a bundle of this folder (a sync tool's temporary file or conflict copy?)")
                 continue
             }
             var isDirectory: ObjCBool = false
             // Gone since the folder was listed: its publisher coalesced it away (SPEC.md §14).
             guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else { continue }
             guard !isDirectory.boolValue else {
-                report.warn("skipping \(Self.shown(name)): a directory, not a file")
+                report.warn(.invalidInput, "skipping \(Self.shown(name)): a directory, not a file")
                 continue
             }
             guard let identity = FileIdentity(of: path, now: now()) else { continue }
             guard access(path, R_OK) == 0 else {
-                report.warn("skipping \(Self.shown(name)): cannot read it (\(String(cString: strerror(errno))))")
+                report.warn(.io, "skipping \(Self.shown(name)): cannot read it (\(String(cString: strerror(errno))))")
                 continue
             }
             listing.bundles.append(ListedFile(
@@ -472,18 +485,36 @@ public final class FolderSync: Sendable {
         ".\(name.dropLast(Self.fileExtension.count)).tmp-\(String(store.environment.random() & 0xFFFF_FFFF, radix: 16))"
     }
 
-    /// Why a file was skipped, in a few words.
-    private static func reason(_ error: any Error, path: String) -> String {
+    /// Why a file was skipped, in a few words, and the code of its warning.
+    private static func reason(_ error: any Error, path: String) -> (ConcordError.Code, String) {
+        let incomplete = "incomplete (still being written?); it is imported once whole"
+        let code: ConcordError.Code
         let text: String
         switch error {
-        case Skipped.empty: return "empty file (still being written?)"
-        case BundleError.truncated: return "incomplete (still being written?); it is imported once whole"
-        case let error as ExchangeError: text = error.message
-        case let error as StoreError: text = error.message
-        default: text = "\(error)"
+        case Skipped.empty: return (.invalidInput, "empty file (still being written?)")
+        case BundleError.truncated: return (.invalidInput, incomplete)
+        case BundleMergeFailure.file(let error): return reason(error, path: path)
+        case let error as ConcordError: (code, text) = (error.code, error.message)
+        default: (code, text) = (.io, "\(error)")
         }
-        if text.hasSuffix(BundleError.truncated.description) { return "incomplete (still being written?); it is imported once whole" }
-        return text.hasPrefix(path + ": ") ? String(text.dropFirst(path.count + 2)) : text
+        if text.hasSuffix(BundleError.truncated.description) { return (.invalidInput, incomplete) }
+        return (code, text.hasPrefix(path + ": ") ? String(text.dropFirst(path.count + 2)) : text)
+    }
+
+    /// What the store records of a skipped file (SPEC.md §9, `folder_files.skipped`): the reason,
+    /// after the code of its warning and `: ` unless that is `invalidInput`, so that the warning
+    /// given again on later syncs has its code too.
+    package static func skippedRecord(_ code: ConcordError.Code, _ reason: String) -> String {
+        code == .invalidInput ? reason : "\(code): \(reason)"
+    }
+
+    /// The code and reason of a skipped file's record; a record without a code is `invalidInput`
+    /// (as every one an older build wrote).
+    package static func parseSkipped(_ record: String) -> (ConcordError.Code, String) {
+        guard let colon = record.range(of: ": "), let code = ConcordError.Code(name: String(record[..<colon.lowerBound])) else {
+            return (.invalidInput, record)
+        }
+        return (code, String(record[colon.upperBound...]))
     }
 }
 
@@ -504,8 +535,9 @@ public struct FolderSyncReport: Hashable, Sendable {
     /// longer does: its files were lost, restored to older versions, replaced or skipped.
     public var republishedOperations = 0
     public var coalescedFiles = 0
-    /// One line per file skipped or cleaned up.
-    public var warnings: [String] = []
+    /// One per file skipped or cleaned up: a line to show (its `message`) and the code of what
+    /// went wrong (`clash` for a file whose clashing operations were left out, SPEC.md §14).
+    public var warnings: [ConcordError] = []
     public var farFutureTimestamp: Timestamp?
 
     public init() {}
@@ -526,8 +558,8 @@ public struct FolderSyncReport: Hashable, Sendable {
         return parts.isEmpty ? "up to date" : parts.joined(separator: "; ")
     }
 
-    mutating func warn(_ line: String) {
-        warnings.append(line)
+    mutating func warn(_ code: ConcordError.Code, _ line: String) {
+        warnings.append(ConcordError(code, line))
     }
 }
 

@@ -24,15 +24,16 @@ import Logging
 ///
 /// It logs to `logger` (by default nowhere): each sync that moved something at `info` (its
 /// `summary`), each file skipped and each failed sync at `warning`, each sync that found nothing
-/// to do at `debug`, a store forked at `notice`. The syncs, which block while they read and write,
-/// run on threads of their own (on macOS 15, iOS 18 and later, and Linux), not on those that the
-/// process's tasks share.
+/// to do at `debug`, a store forked at `notice`; a warning or an error worded by `describeError`.
+/// The syncs, which block while they read and write, run on threads of their own (on macOS 15,
+/// iOS 18 and later, and Linux), not on those that the process's tasks share.
 public struct FolderWatch: AsyncSequence {
     public typealias Element = FolderWatchEvent
 
     let sync: FolderSync
     let interval: Duration
     let logger: Logger
+    let describeError: @Sendable (ConcordError) -> String
 
     public func makeAsyncIterator() -> Iterator {
         Iterator(watch: self)
@@ -60,12 +61,12 @@ public struct FolderWatch: AsyncSequence {
                 }
                 looked = true
                 guard !Task.isCancelled else { return nil }
-                let (sync, logger, seen) = (watch.sync, watch.logger, lastState)
+                let (sync, logger, describe, seen) = (watch.sync, watch.logger, watch.describeError, lastState)
                 let look: Look
                 if #available(macOS 15, iOS 18, tvOS 18, watchOS 11, *) {
-                    look = await withTaskExecutorPreference(BlockingWork.executor) { Self.look(sync, logger, seen) }
+                    look = await withTaskExecutorPreference(BlockingWork.executor) { Self.look(sync, logger, describe, seen) }
                 } else {
-                    look = Self.look(sync, logger, seen)
+                    look = Self.look(sync, logger, describe, seen)
                 }
                 lastState = look.state
                 ended = look.ends
@@ -83,7 +84,9 @@ public struct FolderWatch: AsyncSequence {
         }
 
         /// One look, and a sync when something changed since `lastState`.
-        private static func look(_ sync: FolderSync, _ logger: Logger, _ lastState: String?) -> Look {
+        private static func look(
+            _ sync: FolderSync, _ logger: Logger, _ describe: (ConcordError) -> String, _ lastState: String?
+        ) -> Look {
             do {
                 let state = try sync.changeToken()
                 guard state != lastState else { return Look(state: lastState) }
@@ -97,21 +100,22 @@ public struct FolderWatch: AsyncSequence {
                     "files_imported": "\(report.importedFiles)", "operations_published": "\(report.publishedOperations)",
                     "seconds": "\(String(format: "%.3f", (ContinuousClock.now - started) / .seconds(1)))",
                 ]
-                for warning in report.warnings { logger.warning("\(warning)", metadata: ["folder": "\(sync.folder)"]) }
+                for warning in report.warnings { logger.warning("\(describe(warning))", metadata: ["folder": "\(sync.folder)"]) }
                 if report.movedSomething {
                     logger.info("\(report.summary)", metadata: metadata)
                 } else {
                     logger.debug("\(report.summary)", metadata: metadata)
                 }
                 return Look(event: report.movedSomething || !report.warnings.isEmpty ? .synced(report) : nil, state: state)
-            } catch let error as StoreError where error.code == .forked {
+            } catch let error as ConcordError where error.code == .forked {
                 // No retry can go on under the old id: the watch ends, and the caller opens the
                 // store again.
-                logger.notice("\(error.message)", metadata: ["folder": "\(sync.folder)"])
-                return Look(event: .forked(error.message), state: nil, ends: true)
+                logger.notice("\(describe(error))", metadata: ["folder": "\(sync.folder)"])
+                return Look(event: .forked(error), state: nil, ends: true)
             } catch {
-                logger.warning("\(error); retrying", metadata: ["folder": "\(sync.folder)"])
-                return Look(event: .failed("\(error)"), state: nil)
+                let error = error as? ConcordError ?? ConcordError(.io, "\(error)", cause: error)
+                logger.warning("\(describe(error)); retrying", metadata: ["folder": "\(sync.folder)"])
+                return Look(event: .failed(error), state: nil)
             }
         }
     }
@@ -136,11 +140,11 @@ package final class BlockingWork: TaskExecutor {
 public enum FolderWatchEvent: Hashable, Sendable {
     /// A sync that moved operations, or warned about a file it skipped.
     case synced(FolderSyncReport)
-    /// A sync that failed (the folder vanished, the disk is full), with the error's message; the
-    /// next look tries again.
-    case failed(String)
-    /// Another process made the store another replica (`syncctl init --fork`, SPEC.md §9.1): the
-    /// watch has ended, since nothing may go on under the old id. Open the store again, and watch
-    /// anew.
-    case forked(String)
+    /// A sync that failed (the folder vanished, the disk is full), with its error; the next look
+    /// tries again.
+    case failed(ConcordError)
+    /// Another process made the store another replica (`ConcordStore.fork(at:)`, SPEC.md §9.1),
+    /// with the error of code `forked` that says so: the watch has ended, since nothing may go on
+    /// under the old id. Open the store again, and watch anew.
+    case forked(ConcordError)
 }

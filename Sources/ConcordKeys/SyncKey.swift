@@ -1,3 +1,4 @@
+import ConcordCore
 import Crypto
 import Foundation
 
@@ -97,7 +98,7 @@ public struct SyncKey: Sendable, Equatable, CustomStringConvertible, CustomDebug
     /// Parses a key's text form. White space and dashes anywhere, and upper case, are accepted, so
     /// a key split over lines or grouped for reading still parses; every other deviation is
     /// refused with an error that says what is wrong.
-    public init(text: String) throws(SyncKeyError) {
+    public init(text: String) throws(ConcordError) {
         // Keep everything but white space and dashes, with ASCII letters in lower case.
         var scalars: [Unicode.Scalar] = []
         for scalar in text.unicodeScalars {
@@ -110,17 +111,17 @@ public struct SyncKey: Sendable, Equatable, CustomStringConvertible, CustomDebug
         }
         let prefix = Array("concordkey".unicodeScalars)
         guard scalars.starts(with: prefix) else {
-            throw SyncKeyError(.wrongPrefix, "a sync key starts with '\(Self.textPrefix)'")
+            throw ConcordError(.wrongPrefix, "a sync key starts with '\(Self.textPrefix)'")
         }
         var body = scalars[prefix.count...]
         guard let format = body.first else {
-            throw SyncKeyError(.wrongLength, "the sync key is cut short: nothing follows '\(Self.textPrefix)'")
+            throw ConcordError(.wrongLength, "the sync key is cut short: nothing follows '\(Self.textPrefix)'")
         }
         guard format == "1" else {
             if ("0"..."9").contains(format) {
-                throw SyncKeyError(.unsupportedFormat, "the sync key is of format \(format), and this build reads format 1; upgrade Concord")
+                throw ConcordError(.unsupportedFormat, "the sync key is of format \(format), and this build reads format 1; upgrade Concord")
             }
-            throw SyncKeyError(.wrongPrefix, "a sync key starts with '\(Self.textPrefix)'")
+            throw ConcordError(.wrongPrefix, "a sync key starts with '\(Self.textPrefix)'")
         }
         body = body.dropFirst()
         var values: [UInt8] = []
@@ -136,12 +137,12 @@ public struct SyncKey: Sendable, Equatable, CustomStringConvertible, CustomDebug
                 case "8": hint = " (the letter b?)"
                 default: break
                 }
-                throw SyncKeyError(.badCharacter, "the sync key has \(shown) at character \(position + 1) after '\(Self.textPrefix)'\(hint); a key holds only the letters a to z and the digits 2 to 7")
+                throw ConcordError(.badCharacter, "the sync key has \(shown) at character \(position + 1) after '\(Self.textPrefix)'\(hint); a key holds only the letters a to z and the digits 2 to 7")
             }
             values.append(UInt8(value))
         }
         guard values.count == Self.textBodyLength else {
-            throw SyncKeyError(.wrongLength, "the sync key has \(values.count) characters after '\(Self.textPrefix)', not \(Self.textBodyLength); part of it is missing or repeated")
+            throw ConcordError(.wrongLength, "the sync key has \(values.count) characters after '\(Self.textPrefix)', not \(Self.textBodyLength); part of it is missing or repeated")
         }
         var decoded: [UInt8] = []
         decoded.reserveCapacity(Self.byteCount + Self.checksumByteCount)
@@ -157,7 +158,7 @@ public struct SyncKey: Sendable, Equatable, CustomStringConvertible, CustomDebug
         }
         let key = Array(decoded[..<Self.byteCount])
         guard Array(decoded[Self.byteCount...]) == Self.checksum(key) else {
-            throw SyncKeyError(.checksumMismatch, "the sync key has a typo: its checksum does not match")
+            throw ConcordError(.checksumMismatch, "the sync key has a typo: its checksum does not match")
         }
         bytes = key
     }
@@ -170,37 +171,6 @@ public struct SyncKey: Sendable, Equatable, CustomStringConvertible, CustomDebug
     static func isDash(_ scalar: Unicode.Scalar) -> Bool {
         scalar == "-" || (0x2010...0x2015).contains(scalar.value) || scalar.value == 0x2212
     }
-}
-
-/// Why a key's text was refused.
-public struct SyncKeyError: Error, Hashable, CustomStringConvertible {
-    /// What kind of mistake it is; new codes may be added.
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
-        private let name: String
-        private init(_ name: String) { self.name = name }
-        /// The text does not start with `concord-key-`.
-        public static let wrongPrefix = Code("wrongPrefix")
-        /// A key text of another format than 1 (`concord-key-2-…`).
-        public static let unsupportedFormat = Code("unsupportedFormat")
-        /// A character outside the base32 alphabet.
-        public static let badCharacter = Code("badCharacter")
-        /// Too few or too many characters.
-        public static let wrongLength = Code("wrongLength")
-        /// The characters are all valid but the checksum does not match: a typo.
-        public static let checksumMismatch = Code("checksumMismatch")
-        public var description: String { name }
-    }
-
-    public let code: Code
-    /// One line that says what is wrong.
-    public let message: String
-
-    public init(_ code: Code, _ message: String) {
-        self.code = code
-        self.message = message
-    }
-
-    public var description: String { message }
 }
 
 /// A source of random bytes: the system's CSPRNG, or a seeded source that a test injects.

@@ -110,7 +110,7 @@ final class PeerConnection: @unchecked Sendable {
     func activate() {
         lastActivity = clock.now()
         handshakeTimer = clock.schedule(at: started + TimeAmount(configuration.handshakeTimeout), on: channel.eventLoop) { [self] in
-            timeOut(PeerFailure(.timedOut, "the handshake took over \(configuration.handshakeTimeout.shown)"), handshakeOnly: true)
+            timeOut(ConcordError(.timedOut, "the handshake took over \(configuration.handshakeTimeout.shown)"), handshakeOnly: true)
         }
         armIdleTimer()
         // A connection refused at once (a full server) has ended before it started.
@@ -120,19 +120,19 @@ final class PeerConnection: @unchecked Sendable {
             let versions: VersionVector
             do {
                 guard let held = try initialKey ?? store.syncKey() else {
-                    end(PeerFailure(.local, "the store at \(store.path) has no sync key; run 'syncctl key generate', or 'syncctl key import KEY' with the key of another store"))
+                    end(ConcordError.noSyncKey(at: store.path))
                     return
                 }
                 key = held
                 versions = try initialVersions ?? store.versionVector()
             } catch {
-                end(PeerFailure(.local, "this side cannot read its store: \(error)"))
+                end(ConcordError(.local, "this side cannot read its store: \(error)", cause: error))
                 return
             }
             self.key = key
             session = PeerSession(
                 role: role, key: key, localReplica: store.replicaID, localVersions: versions,
-                batchesPerApply: configuration.batchesPerApply)
+                batchesPerApply: configuration.batchesPerApply, describeError: configuration.describeError)
             perform(session!.start())
         }
     }
@@ -146,7 +146,7 @@ final class PeerConnection: @unchecked Sendable {
         idleTimer = clock.schedule(at: lastActivity + idle, on: channel.eventLoop) { [self] in
             guard !closing, idleTimer != nil else { return }
             if clock.now() - lastActivity >= idle {
-                timeOut(PeerFailure(.timedOut, "the session was idle for \(configuration.idleTimeout.shown)"), handshakeOnly: false)
+                timeOut(ConcordError(.timedOut, "the session was idle for \(configuration.idleTimeout.shown)"), handshakeOnly: false)
             } else {
                 armIdleTimer()
             }
@@ -209,7 +209,7 @@ final class PeerConnection: @unchecked Sendable {
         }
     }
 
-    private func timeOut(_ failure: PeerFailure, handshakeOnly: Bool) {
+    private func timeOut(_ failure: ConcordError, handshakeOnly: Bool) {
         worker.async { [self] in
             guard !ended, !handshakeOnly || session?.isHandshakeComplete != true else { return }
             abortOnWorker(failure)
@@ -217,13 +217,13 @@ final class PeerConnection: @unchecked Sendable {
     }
 
     /// Ends the session from this side (a server shutting down). From any thread.
-    func abort(_ failure: PeerFailure) {
+    func abort(_ failure: ConcordError) {
         worker.async { [self] in abortOnWorker(failure) }
     }
 
     /// Ends the session, telling the peer why once past the handshake (`tellingPeer`, or the
     /// failure's own message). A connection ended before its session started just closes.
-    private func abortOnWorker(_ failure: PeerFailure, tellingPeer reason: String? = nil) {
+    private func abortOnWorker(_ failure: ConcordError, tellingPeer reason: String? = nil) {
         guard !ended else { return }
         guard session != nil else {
             end(failure)
@@ -240,14 +240,14 @@ final class PeerConnection: @unchecked Sendable {
         do {
             held = try store.syncKeyBytes() == key?.bytes
         } catch {
-            abortOnWorker(PeerFailure(.local, "this side cannot read its store: \(error)"))
+            abortOnWorker(ConcordError(.local, "this side cannot read its store: \(error)", cause: error))
             return false
         }
         if !held { abortOnWorker(Self.keyReplaced, tellingPeer: Self.keyReplacedForPeer) }
         return held
     }
 
-    static let keyReplaced = PeerFailure(.keyReplaced, "this store's sync key was replaced during the session; peers need the new key")
+    static let keyReplaced = ConcordError(.keyReplaced, "this store's sync key was replaced during the session; peers need the new key")
     static let keyReplacedForPeer = "its sync key was replaced during the session; this side needs the new key"
 
     // MARK: Worker side
@@ -273,23 +273,23 @@ final class PeerConnection: @unchecked Sendable {
                     let report = try store.merge(operations, ifSyncKeyIs: key?.bytes ?? [])
                     newOperations += report.newOperationCount
                     if let far = report.farFutureTimestamp { farFuture = max(farFuture ?? far, far) }
-                } catch let error as StoreError where error.code == .keyReplaced {
+                } catch let error as ConcordError where error.code == .keyReplaced {
                     abortOnWorker(Self.keyReplaced, tellingPeer: Self.keyReplacedForPeer)
                     return
-                } catch let error as StoreError where error.code == .clash {
+                } catch let error as ConcordError where error.code == .clash {
                     // Two stores that share a replica id (SPEC.md §9.1): the line of §9.1 itself,
                     // on this side and, in the error, on the peer's.
-                    abortOnWorker(PeerFailure(.local, error.message))
+                    abortOnWorker(error)
                     return
                 } catch {
-                    abortOnWorker(PeerFailure(.local, "this side cannot apply a batch: \(error)"))
+                    abortOnWorker(ConcordError(.local, "this side cannot apply a batch: \(error)", cause: error))
                     return
                 }
                 appliedBatches += 1
                 reportProgress()
                 if let drop = configuration.dropConnectionAfterAppliedBatches, appliedBatches >= drop {
                     // As if the process were killed: no error, no ack, the connection just goes.
-                    end(PeerFailure(.local, "dropped the connection after \(appliedBatches) batches (test)"), flush: false)
+                    end(ConcordError(.local, "dropped the connection after \(appliedBatches) batches (test)"), flush: false)
                     return
                 }
                 // The batch has committed: the session reads on (an ack may follow).
@@ -358,7 +358,7 @@ final class PeerConnection: @unchecked Sendable {
             case .failed(let error):
                 streaming = false
                 self.feed = nil
-                abortOnWorker(PeerFailure(.local, "this side cannot read its store: \(error)"))
+                abortOnWorker(ConcordError(.local, "this side cannot read its store: \(error)", cause: error))
                 return
             }
             if ended { return }
@@ -374,7 +374,7 @@ final class PeerConnection: @unchecked Sendable {
     }
 
     /// The session has ended: report it, and close once what was written is flushed.
-    private func end(_ failure: PeerFailure?, summary: PeerSummary? = nil, flush: Bool = true) {
+    private func end(_ failure: ConcordError?, summary: PeerSummary? = nil, flush: Bool = true) {
         guard !ended else { return }
         ended = true
         streaming = false

@@ -43,7 +43,8 @@ public final class PeerServer: @unchecked Sendable {
 
     /// - Parameters:
     ///   - logger: where the server logs (SPEC.md §15.9): each session's end at `info` (`notice`
-    ///     when it failed), each connection accepted at `debug`. By default it logs nothing.
+    ///     when it failed, the failure worded by the configuration's `describeError`), each
+    ///     connection accepted at `debug`. By default it logs nothing.
     ///   - onSession: called once per session when it ends (finished or failed), from any thread.
     ///   - onProgress: called as sessions move operations, from any thread.
     public convenience init(
@@ -97,7 +98,7 @@ public final class PeerServer: @unchecked Sendable {
         return bootstrap.bind(host: host, port: port)
             .flatMapErrorThrowing { error in
                 let reason = (error as? IOError).map { String(cString: strerror($0.errnoCode)).lowercased() } ?? "\(error)"
-                throw PeerFailure(.local, "cannot listen on \(PeerAddress(host: host, port: port)): \(reason)")
+                throw ConcordError(.local, "cannot listen on \(PeerAddress(host: host, port: port)): \(reason)")
             }
             .map { [self] channel in
                 lock.withLock { listener = channel }
@@ -117,10 +118,10 @@ public final class PeerServer: @unchecked Sendable {
         }
         guard admitted else {
             // Too many at once (or shutting down): this one is refused before its handshake.
-            connection.abort(PeerFailure(.local, "the server is busy with \(configuration.maxSessions) sessions"))
+            connection.abort(ConcordError(.local, "the server is busy with \(configuration.maxSessions) sessions"))
             connection.result.whenComplete { [self] result in
                 if case .success(var record) = result {
-                    record.failure = PeerFailure(.local, "refused: \(configuration.maxSessions) sessions are under way")
+                    record.failure = ConcordError(.local, "refused: \(configuration.maxSessions) sessions are under way")
                     log(record)
                     onSession(record)
                 }
@@ -150,10 +151,11 @@ public final class PeerServer: @unchecked Sendable {
             "bytes_received": "\(record.summary.bytesReceived)", "bytes_sent": "\(record.summary.bytesSent)",
             "seconds": "\(String(format: "%.3f", record.duration.seconds))",
         ]
+        let describe = configuration.describeError
         if let failure = record.failure {
-            metadata["failure"] = "\(failure.message)"
+            metadata["failure"] = "\(describe(failure))"
             // `notice`, not `warning`: a peer's session failed, the server did not.
-            logger.notice("\(record.logLine)", metadata: metadata)
+            logger.notice("\(record.logLine(describingFailure: describe))", metadata: metadata)
         } else {
             logger.info("\(record.logLine)", metadata: metadata)
         }
@@ -182,7 +184,7 @@ public final class PeerServer: @unchecked Sendable {
         }
         guard !alreadyStopped else { return }
         try? listener?.close().wait()
-        for connection in running { connection.abort(PeerFailure(.local, "the server is shutting down")) }
+        for connection in running { connection.abort(ConcordError(.local, "the server is shutting down")) }
         if !running.isEmpty {
             let (seconds, attoseconds) = grace.components
             _ = drained.wait(timeout: .now() + .nanoseconds(Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)))
@@ -197,7 +199,7 @@ public enum PeerClient {
     /// Connects to `address`, syncs with the sync key the store holds, and returns how it went. A
     /// session that fails is returned with its `failure` set (nothing after the failure was
     /// applied; batches applied before it stay); a connection that cannot be made throws
-    /// `PeerFailure` (`.closed`), a store without a sync key `PeerFailure` (`.local`).
+    /// a `ConcordError` of code `closed`, a store without a sync key one of code `noSyncKey`.
     public static func sync(
         store: ConcordStore, address: PeerAddress,
         configuration: PeerTransportConfiguration = PeerTransportConfiguration(),
@@ -232,7 +234,7 @@ public enum PeerClient {
     ) throws -> EventLoopFuture<PeerSessionRecord> {
         let versions = try store.versionVector()
         guard let key = try store.syncKey() else {
-            throw PeerFailure(.local, "the store at \(store.path) has no sync key; run 'syncctl key generate', or 'syncctl key import KEY' with the key of another store")
+            throw ConcordError.noSyncKey(at: store.path)
         }
         let box = ConnectionBox()
         let bootstrap = ClientBootstrap(group: group)
@@ -250,7 +252,7 @@ public enum PeerClient {
                 }
             }
         return bootstrap.connect(host: address.host, port: address.port)
-            .flatMapErrorThrowing { error in throw PeerFailure(.closed, describeConnectError(error, to: address)) }
+            .flatMapErrorThrowing { error in throw ConcordError(.closed, describeConnectError(error, to: address)) }
             .flatMap { channel in
                 // `channelActive` runs on the loop right after `connect` succeeds: a task
                 // submitted now runs after it.
@@ -258,7 +260,7 @@ public enum PeerClient {
             }
             .flatMap { connection in
                 guard let connection else {
-                    return group.next().makeFailedFuture(PeerFailure(.closed, "cannot connect to \(address): the connection closed at once"))
+                    return group.next().makeFailedFuture(ConcordError(.closed, "cannot connect to \(address): the connection closed at once"))
                 }
                 return connection.result
             }

@@ -25,7 +25,8 @@ public struct PeerTransportConfiguration: Sendable {
     public var inboundBufferBytes = 4 << 20
     /// How many batches that have arrived together are applied as one merge (one transaction, one
     /// sync to disk): while a merge runs the next batches arrive, and applying them together
-    /// spares a commit each. Eight batches are at most 131,072 operations in memory at once.
+    /// spares a commit each. Eight batches are at most 131,072 operations in memory at once, and
+    /// a merge never takes more than 4 MiB of batch messages (one largest batch).
     public var batchesPerApply = 8
     /// Once a session has ended, how long a side waits for what it wrote to be taken before it
     /// closes anyway (a peer that stopped reading gets no longer); and after a failure, how long it
@@ -35,6 +36,10 @@ public struct PeerTransportConfiguration: Sendable {
     /// Where the handshake and idle timeouts take the time from and how they wait: the system's
     /// monotonic clock and the event loop's timers, unless a test passes a clock it moves by hand.
     public var clock: any PeerClock = LivePeerClock()
+    /// How this side words a failure: in what it tells its peer when it ends a session itself
+    /// (SPEC.md §15.8) and in a server's log. By default the failure's `message`; an app may add
+    /// its own advice from the failure's code, as `syncctl` names its commands.
+    public var describeError: @Sendable (ConcordError) -> String = { $0.message }
 
     /// Test hook: the side closes its connection, as if killed, once it has applied this many
     /// times (sending nothing more: no `error`, no `ack`).
@@ -90,7 +95,7 @@ public struct PeerSessionRecord: Sendable {
     /// What the session did each way (counts, bytes on the wire); complete when it finished.
     public var summary: PeerSummary
     /// Why it failed, or `nil` when it finished.
-    public var failure: PeerFailure?
+    public var failure: ConcordError?
     /// From the connection's start to its end.
     public var duration: Duration
     /// Operations the store did not hold before, of those received (some may have arrived
@@ -102,12 +107,15 @@ public struct PeerSessionRecord: Sendable {
     public var finished: Bool { failure == nil }
 
     /// One line: the peer, operations and bytes each way, the duration, or why it failed.
-    public var logLine: String {
+    public var logLine: String { logLine(describingFailure: { $0.message }) }
+
+    /// `logLine`, with the failure worded by `describe`.
+    package func logLine(describingFailure describe: (ConcordError) -> String) -> String {
         let seconds = String(format: "%.2f", duration.seconds)
         let counts = "received \(summary.operationsReceived) operation\(summary.operationsReceived == 1 ? "" : "s") (\(summary.bytesReceived) bytes), "
             + "sent \(summary.operationsSent) (\(summary.bytesSent) bytes)"
         if let failure {
-            return "peer \(peer): failed after \(seconds) s: \(failure.message) [\(counts)]"
+            return "peer \(peer): failed after \(seconds) s: \(describe(failure)) [\(counts)]"
         }
         return "peer \(peer): \(counts) in \(seconds) s"
     }

@@ -62,7 +62,7 @@ public enum PeerAction: Hashable, Sendable {
     case finished(PeerSummary)
     /// The session has ended in failure: flush what was sent (an `error` for the peer may be
     /// among it), then close the connection. Nothing more is to be applied.
-    case failed(PeerFailure)
+    case failed(ConcordError)
 }
 
 /// One peer-to-peer sync session (SPEC.md §15) as a state machine with no I/O: its methods take
@@ -78,7 +78,7 @@ public enum PeerAction: Hashable, Sendable {
 /// perform(session.start())                        // the client's hello; nothing for a server
 /// // whenever bytes arrive:   perform(session.receive(bytes))
 /// // when the peer closes:    perform(session.connectionClosed())
-/// // on a timeout (§15.7):    perform(session.abort(PeerFailure(.timedOut, "the session was idle for 60 s")))
+/// // on a timeout (§15.7):    perform(session.abort(ConcordError(.timedOut, "the session was idle for 60 s")))
 ///
 /// func perform(_ actions: [PeerAction]) {
 ///     for action in actions {
@@ -86,7 +86,7 @@ public enum PeerAction: Hashable, Sendable {
 ///         case .send(let bytes): write(bytes)
 ///         case .apply(let operations):
 ///             do { try store.merge(operations) }
-///             catch { perform(session.abort(PeerFailure(.local, "cannot apply a batch: \(error)"))); return }
+///             catch { perform(session.abort(ConcordError(.local, "cannot apply a batch: \(error)"))); return }
 ///             perform(session.batchApplied())
 ///         case .needOperations(let since, let lastShared):
 ///             perform(session.send(operations: try lastShared.compactMap(store.operation)))
@@ -131,6 +131,8 @@ public struct PeerSession: Sendable {
     public let localVersions: VersionVector
     private let key: SyncKey
     private let random: RandomBytes
+    /// How this side words a failure for its peer, when it tells the peer why it ends.
+    private let describeError: @Sendable (ConcordError) -> String
 
     private var phase: Phase = .notStarted
     private var decoder = FrameDecoder(maxPayloadBytes: PeerProtocol.maxHandshakeFrameBytes)
@@ -144,9 +146,12 @@ public struct PeerSession: Sendable {
     private var awaitingApply = false
     /// How many batches received one after the other one `.apply` may carry.
     private let batchesPerApply: Int
-    /// The operations of the batches received for the next `.apply`, and how many batches.
+    /// The operations of the batches received for the next `.apply`, how many batches, and the
+    /// bytes of their messages: at most those of one batch of the largest size (4 MiB), so that
+    /// no `.apply` is more work than the largest single batch.
     private var collected: [Op] = []
     private var collectedBatches = 0
+    private var collectedBytes = 0
     /// A message opened after batches that are still to be applied: it is handled once they have
     /// committed, as if it were still in the decoder.
     private var heldMessage: [UInt8]?
@@ -176,7 +181,7 @@ public struct PeerSession: Sendable {
         case serverAwaitingProof(keys: Handshake.Keys, transcript: [UInt8])
         case established
         case finished
-        case failed(PeerFailure)
+        case failed(ConcordError)
     }
 
     private enum Receiving: Sendable { case versions, batches, done }
@@ -188,14 +193,19 @@ public struct PeerSession: Sendable {
     ///   - localReplica: the store's replica id (a peer with the same one is refused).
     ///   - localVersions: the store's version vector now; the peer sends what it does not cover.
     ///   - batchesPerApply: how many batches one `.apply` may carry, when they have arrived one
-    ///     after the other (in what one `receive` or `batchApplied()` finds). Each `.apply` is a
+    ///     after the other (in what one `receive` or `batchApplied()` finds), and while their
+    ///     messages total at most 4 MiB (the largest single batch). Each `.apply` is a
     ///     transaction and a sync to disk: a transport that receives faster than its store
     ///     commits applies fewer, larger ones. One by default.
     ///   - random: where the handshake's nonce comes from: the system CSPRNG, unless a test
     ///     injects a seeded source.
+    ///   - describeError: how this side words the reason it sends in its `error` when it ends
+    ///     the session itself (same replica id, a failed batch; SPEC.md §15.6, §15.8): by default
+    ///     the failure's `message`; an app may add its own advice (`syncctl` names its commands).
     public init(
         role: PeerRole, key: SyncKey, localReplica: ReplicaID, localVersions: VersionVector,
-        batchesPerApply: Int = 1, random: RandomBytes = .system
+        batchesPerApply: Int = 1, random: RandomBytes = .system,
+        describeError: @escaping @Sendable (ConcordError) -> String = { $0.message }
     ) {
         precondition(batchesPerApply >= 1, "an .apply carries at least one batch")
         self.batchesPerApply = batchesPerApply
@@ -204,6 +214,7 @@ public struct PeerSession: Sendable {
         self.localReplica = localReplica
         self.localVersions = localVersions
         self.random = random
+        self.describeError = describeError
         summary = PeerSummary(role: role)
     }
 
@@ -233,7 +244,7 @@ public struct PeerSession: Sendable {
     }
 
     /// Why the session failed, if it did.
-    public var failure: PeerFailure? {
+    public var failure: ConcordError? {
         if case .failed(let failure) = phase { return failure }
         return nil
     }
@@ -301,9 +312,9 @@ public struct PeerSession: Sendable {
                 guard case let .tooLarge(length, _) = error else { break }
                 switch phase {
                 case .serverAwaitingClientHello, .clientAwaitingServerHello:
-                    fail(PeerFailure(.notAPeer, "the peer does not speak the Concord peer protocol"), into: &actions)
+                    fail(ConcordError(.notAPeer, "the peer does not speak the Concord peer protocol"), into: &actions)
                 case .established:
-                    fail(PeerFailure(.frameTooLarge, "the peer sent a frame of \(length) bytes, over the \(PeerProtocol.maxFrameBytes)-byte limit"),
+                    fail(ConcordError(.frameTooLarge, "the peer sent a frame of \(length) bytes, over the \(PeerProtocol.maxFrameBytes)-byte limit"),
                          tellingPeer: "it received a frame over the \(PeerProtocol.maxFrameBytes)-byte limit", into: &actions)
                 default:
                     fail(.violation("a handshake frame of \(length) bytes"), into: &actions)
@@ -328,24 +339,24 @@ public struct PeerSession: Sendable {
         guard isActive else { return [] }
         var actions: [PeerAction] = []
         if decoder.isInsideFrame {
-            fail(PeerFailure(.truncated, "the connection ended in the middle of a frame"), into: &actions)
+            fail(ConcordError(.truncated, "the connection ended in the middle of a frame"), into: &actions)
         } else if isHandshakeComplete {
-            fail(PeerFailure(.closed, "the connection closed before the session finished"), into: &actions)
+            fail(ConcordError(.closed, "the connection closed before the session finished"), into: &actions)
         } else {
-            fail(PeerFailure(.closed, "the connection closed during the handshake"), into: &actions)
+            fail(ConcordError(.closed, "the connection closed during the handshake"), into: &actions)
         }
         return actions
     }
 
     /// Ends the session from this side: a timeout, a store that failed to apply a batch, a
     /// shutdown. Past the handshake the peer is sent an `error` whose reason is `reason`, or else
-    /// `failure.message` (it shows it after "the peer ended the session: "): give `reason` when
-    /// the failure's words are this side's and would mislead the peer. Does nothing once the
-    /// session has ended.
-    public mutating func abort(_ failure: PeerFailure, tellingPeer reason: String? = nil) -> [PeerAction] {
+    /// the failure as `describeError` words it (the peer shows it after "the peer ended the
+    /// session: "): give `reason` when the failure's words are this side's and would mislead the
+    /// peer. Does nothing once the session has ended.
+    public mutating func abort(_ failure: ConcordError, tellingPeer reason: String? = nil) -> [PeerAction] {
         guard !hasEnded else { return [] }
         var actions: [PeerAction] = []
-        fail(failure, tellingPeer: reason ?? failure.message, into: &actions)
+        fail(failure, tellingPeer: reason ?? describeError(failure), into: &actions)
         return actions
     }
 
@@ -404,7 +415,7 @@ public struct PeerSession: Sendable {
     /// frame to go on with, or `nil` once the session has failed.
     private mutating func handshakeKind(_ frame: [UInt8], first: Bool, into actions: inout [PeerAction]) -> UInt8? {
         guard let parsed = Handshake.parse(frame) else {
-            fail(first ? PeerFailure(.notAPeer, "the peer does not speak the Concord peer protocol") : .violation("a handshake frame without the magic"),
+            fail(first ? ConcordError(.notAPeer, "the peer does not speak the Concord peer protocol") : .violation("a handshake frame without the magic"),
                  into: &actions)
             return nil
         }
@@ -426,7 +437,7 @@ public struct PeerSession: Sendable {
                 return nil
             }
             switch Handshake.RefusalReason(rawValue: frame[Handshake.headerBytes]) {
-            case .wrongKey?: fail(PeerFailure(.wrongKey, PeerFailure.wrongKeyMessage), into: &actions)
+            case .wrongKey?: fail(ConcordError(.wrongKey, ConcordError.wrongKeyMessage), into: &actions)
             case .version?: fail(.violation("a refusal of protocol version \(PeerProtocol.version), which it speaks"), into: &actions)
             case nil: fail(.violation("a refusal for an unknown reason (\(frame[Handshake.headerBytes]))"), into: &actions)
             }
@@ -466,7 +477,7 @@ public struct PeerSession: Sendable {
         guard keys.verify(frame[proofStart...], label: Handshake.serverLabel, transcript: transcript) else {
             // The server does not hold the key: refuse, and never send a proof of our own.
             emit(Frame.encode(Handshake.header(.refusal) + [Handshake.RefusalReason.wrongKey.rawValue]), into: &actions)
-            fail(PeerFailure(.wrongKey, PeerFailure.wrongKeyMessage), into: &actions)
+            fail(ConcordError(.wrongKey, ConcordError.wrongKeyMessage), into: &actions)
             return
         }
         let proof = keys.proof(label: Handshake.clientLabel, transcript: transcript)
@@ -484,7 +495,7 @@ public struct PeerSession: Sendable {
         }
         guard keys.verify(frame[Handshake.headerBytes...], label: Handshake.clientLabel, transcript: transcript) else {
             // Send nothing further.
-            fail(PeerFailure(.wrongKey, PeerFailure.wrongKeyMessage), into: &actions)
+            fail(ConcordError(.wrongKey, ConcordError.wrongKeyMessage), into: &actions)
             return
         }
         establish(sealing: keys.serverToClient, opening: keys.clientToServer, into: &actions)
@@ -508,16 +519,19 @@ public struct PeerSession: Sendable {
         do {
             message = try opener.open(frame)
         } catch .authentication {
-            fail(PeerFailure(.authenticationFailed, "a frame failed authentication"),
+            fail(ConcordError(.authenticationFailed, "a frame failed authentication"),
                  tellingPeer: "it received a frame that failed authentication", into: &actions)
             return
         } catch {
-            fail(PeerFailure(.counterExhausted, "the session has used all its frame counters"), into: &actions)
+            fail(ConcordError(.counterExhausted, "the session has used all its frame counters"), into: &actions)
             return
         }
         self.opener = opener
-        if !collected.isEmpty, PeerMessage.kind(of: message) != PeerMessage.Kind.batch.rawValue {
-            // Whatever follows batches waits until they have committed (an ack among them).
+        if !collected.isEmpty,
+           PeerMessage.kind(of: message) != PeerMessage.Kind.batch.rawValue || collectedBytes + message.count > PeerProtocol.maxBatchBytes
+        {
+            // Whatever follows batches waits until they have committed (an ack among them), and
+            // so does a batch that would make them more than the largest batch.
             heldMessage = message
             applyCollected(into: &actions)
             return
@@ -531,6 +545,7 @@ public struct PeerSession: Sendable {
         actions.append(.apply(collected))
         collected = []
         collectedBatches = 0
+        collectedBytes = 0
         awaitingApply = true
     }
 
@@ -564,8 +579,8 @@ public struct PeerSession: Sendable {
         switch decoded {
         case let .versions(replica, versions):
             guard replica != localReplica else {
-                let message = "both stores have replica id \(replica.hex); one is a copy of the other: run 'syncctl init --fork' on one"
-                fail(PeerFailure(.sameReplica, message), tellingPeer: message, into: &actions)
+                let failure = ConcordError(.sameReplica, "both stores have replica id \(replica.hex); one is a copy of the other")
+                fail(failure, tellingPeer: describeError(failure), into: &actions)
                 return
             }
             summary.peerReplica = replica
@@ -588,6 +603,7 @@ public struct PeerSession: Sendable {
             operationsInBatchesReceived += operations.count
             collected += operations
             collectedBatches += 1
+            collectedBytes += message.count
             if collectedBatches == batchesPerApply { applyCollected(into: &actions) }
         case .done:
             receiving = .done
@@ -604,7 +620,7 @@ public struct PeerSession: Sendable {
             ackReceived = true
             checkFinished(into: &actions)
         case let .error(reason):
-            fail(PeerFailure(.peerError, "the peer ended the session: \(PeerMessage.sanitized(reason))"), into: &actions)
+            fail(ConcordError(.peerError, "the peer ended the session: \(PeerMessage.sanitized(reason))"), into: &actions)
         }
     }
 
@@ -627,7 +643,7 @@ public struct PeerSession: Sendable {
             let what = count == 1
                 ? "operation \(first) is too large to send to a peer (\(raw.count) bytes)"
                 : "a batch of \(count) operations from \(first) is too large to send to a peer (\(raw.count) bytes)"
-            fail(PeerFailure(.operationTooLarge, what), tellingPeer: what, into: &actions)
+            fail(ConcordError(.operationTooLarge, what), tellingPeer: what, into: &actions)
             return false
         }
         guard sendMessage(message, into: &actions) else { return false }
@@ -642,7 +658,7 @@ public struct PeerSession: Sendable {
     /// Seals a message into a frame and sends it. `false` once the session has failed.
     private mutating func sendMessage(_ message: [UInt8], into actions: inout [PeerAction]) -> Bool {
         guard var sealer, let sealed = sealer.seal(message) else {
-            fail(PeerFailure(.counterExhausted, "the session has used all its frame counters"), into: &actions)
+            fail(ConcordError(.counterExhausted, "the session has used all its frame counters"), into: &actions)
             return false
         }
         self.sealer = sealer
@@ -657,7 +673,7 @@ public struct PeerSession: Sendable {
     /// not decode, a `versions` with this side's replica id, an `ack` of another count
     /// (`handleMessage`); an operation too large to send (`flushBatch`); and `abort(_:tellingPeer:)`.
     /// `ErrorDeliveryTests` has a test of each, from either side.
-    private mutating func fail(_ failure: PeerFailure, tellingPeer reason: String? = nil, into actions: inout [PeerAction]) {
+    private mutating func fail(_ failure: ConcordError, tellingPeer reason: String? = nil, into actions: inout [PeerAction]) {
         if let reason, case .established = phase, var sealer, let sealed = sealer.seal(PeerMessage.encodeError(reason)) {
             self.sealer = sealer
             emit(Frame.encode(sealed), into: &actions)

@@ -25,125 +25,125 @@ extension ConcordStore {
     // MARK: Opening
 
     /// Opens the existing store at `path`; the async form of `open(at:readOnly:environment:)`.
-    public static func open(at path: String, readOnly: Bool = false, environment: StoreEnvironment = .live) async throws(StoreError) -> ConcordStore {
-        try await offload { () throws(StoreError) in try open(at: path, readOnly: readOnly, environment: environment) }
+    public static func open(at path: String, readOnly: Bool = false, environment: StoreEnvironment = .live) async throws(ConcordError) -> ConcordStore {
+        try await offload { () throws(ConcordError) in try open(at: path, readOnly: readOnly, environment: environment) }
     }
 
     /// Creates a new store at `path`; the async form of `create(at:name:environment:)`.
-    public static func create(at path: String, name: String? = nil, environment: StoreEnvironment = .live) async throws(StoreError) -> ConcordStore {
-        try await offload { () throws(StoreError) in try create(at: path, name: name, environment: environment) }
+    public static func create(at path: String, name: String? = nil, environment: StoreEnvironment = .live) async throws(ConcordError) -> ConcordStore {
+        try await offload { () throws(ConcordError) in try create(at: path, name: name, environment: environment) }
     }
 
     // MARK: Reads
 
     /// The async form of `reminders(includeCompleted:includeDeleted:)`.
-    public func reminders(includeCompleted: Bool = false, includeDeleted: Bool = false) async throws(StoreError) -> [Reminder] {
-        try await Self.offload { () throws(StoreError) in try self.reminders(includeCompleted: includeCompleted, includeDeleted: includeDeleted) }
+    public func reminders(includeCompleted: Bool = false, includeDeleted: Bool = false) async throws(ConcordError) -> [Reminder] {
+        try await Self.offload { () throws(ConcordError) in try self.reminders(includeCompleted: includeCompleted, includeDeleted: includeDeleted) }
     }
 
     /// The async form of `reminder(_:)`.
-    public func reminder(_ id: RecordID) async throws(StoreError) -> Reminder? {
-        try await Self.offload { () throws(StoreError) in try self.reminder(id) }
+    public func reminder(_ id: RecordID) async throws(ConcordError) -> Reminder? {
+        try await Self.offload { () throws(ConcordError) in try self.reminder(id) }
     }
 
     /// The async form of `dueReminders(at:)`.
-    public func dueReminders(at instant: Date) async throws(StoreError) -> [Reminder] {
-        try await Self.offload { () throws(StoreError) in try self.dueReminders(at: instant) }
+    public func dueReminders(at instant: Date) async throws(ConcordError) -> [Reminder] {
+        try await Self.offload { () throws(ConcordError) in try self.dueReminders(at: instant) }
     }
 
     /// The async form of `notes(includeDeleted:)`.
-    public func notes(includeDeleted: Bool = false) async throws(StoreError) -> [Note] {
-        try await Self.offload { () throws(StoreError) in try self.notes(includeDeleted: includeDeleted) }
+    public func notes(includeDeleted: Bool = false) async throws(ConcordError) -> [Note] {
+        try await Self.offload { () throws(ConcordError) in try self.notes(includeDeleted: includeDeleted) }
     }
 
     /// The async form of `note(_:)`.
-    public func note(_ id: RecordID) async throws(StoreError) -> Note? {
-        try await Self.offload { () throws(StoreError) in try self.note(id) }
+    public func note(_ id: RecordID) async throws(ConcordError) -> Note? {
+        try await Self.offload { () throws(ConcordError) in try self.note(id) }
     }
 
     // MARK: Writes
 
     /// The async form of `perform(_:)`: the changes in one transaction, all or none.
     @discardableResult
-    public func perform(_ changes: [(RecordRef, Change)]) async throws(StoreError) -> [Op] {
-        try await Self.offload { () throws(StoreError) in try self.perform(changes) }
+    public func perform(_ changes: [(RecordRef, Change)]) async throws(ConcordError) -> [Op] {
+        try await Self.offload { () throws(ConcordError) in try self.perform(changes) }
     }
 
     /// The async form of `perform(_:on:)`.
     @discardableResult
-    public func perform(_ change: Change, on ref: RecordRef) async throws(StoreError) -> [Op] {
-        try await Self.offload { () throws(StoreError) in try self.perform(change, on: ref) }
+    public func perform(_ change: Change, on ref: RecordRef) async throws(ConcordError) -> [Op] {
+        try await Self.offload { () throws(ConcordError) in try self.perform(change, on: ref) }
     }
 
     /// The async form of `addReminder(_:)`.
     @discardableResult
-    public func addReminder(_ draft: ReminderDraft) async throws(StoreError) -> RecordID {
-        try await Self.offload { () throws(StoreError) in try self.addReminder(draft) }
+    public func addReminder(_ draft: ReminderDraft) async throws(ConcordError) -> RecordID {
+        try await Self.offload { () throws(ConcordError) in try self.addReminder(draft) }
     }
 
     /// The async form of `editReminder(_:_:)`.
-    public func editReminder(_ id: RecordID, _ patch: ReminderPatch) async throws(StoreError) {
-        try await Self.offload { () throws(StoreError) in try self.editReminder(id, patch) }
+    public func editReminder(_ id: RecordID, _ patch: ReminderPatch) async throws(ConcordError) {
+        try await Self.offload { () throws(ConcordError) in try self.editReminder(id, patch) }
     }
 
     /// The async form of `completeReminder(_:)`.
-    public func completeReminder(_ id: RecordID) async throws(StoreError) {
-        try await Self.offload { () throws(StoreError) in try self.completeReminder(id) }
+    public func completeReminder(_ id: RecordID) async throws(ConcordError) {
+        try await Self.offload { () throws(ConcordError) in try self.completeReminder(id) }
     }
 
     /// The async form of `reopenReminder(_:)`.
-    public func reopenReminder(_ id: RecordID) async throws(StoreError) {
-        try await Self.offload { () throws(StoreError) in try self.reopenReminder(id) }
+    public func reopenReminder(_ id: RecordID) async throws(ConcordError) {
+        try await Self.offload { () throws(ConcordError) in try self.reopenReminder(id) }
     }
 
     /// The async form of `snoozeReminder(_:until:)`.
-    public func snoozeReminder(_ id: RecordID, until: Date) async throws(StoreError) {
-        try await Self.offload { () throws(StoreError) in try self.snoozeReminder(id, until: until) }
+    public func snoozeReminder(_ id: RecordID, until: Date) async throws(ConcordError) {
+        try await Self.offload { () throws(ConcordError) in try self.snoozeReminder(id, until: until) }
     }
 
     /// The async form of `addNote(_:)`.
     @discardableResult
-    public func addNote(_ draft: NoteDraft) async throws(StoreError) -> RecordID {
-        try await Self.offload { () throws(StoreError) in try self.addNote(draft) }
+    public func addNote(_ draft: NoteDraft) async throws(ConcordError) -> RecordID {
+        try await Self.offload { () throws(ConcordError) in try self.addNote(draft) }
     }
 
     /// The async form of `editNote(_:_:)`.
-    public func editNote(_ id: RecordID, _ patch: NotePatch) async throws(StoreError) {
-        try await Self.offload { () throws(StoreError) in try self.editNote(id, patch) }
+    public func editNote(_ id: RecordID, _ patch: NotePatch) async throws(ConcordError) {
+        try await Self.offload { () throws(ConcordError) in try self.editNote(id, patch) }
     }
 
     /// The async form of `tag(_:add:remove:)`.
-    public func tag(_ ref: RecordRef, add: [String] = [], remove: [String] = []) async throws(StoreError) {
-        try await Self.offload { () throws(StoreError) in try self.tag(ref, add: add, remove: remove) }
+    public func tag(_ ref: RecordRef, add: [String] = [], remove: [String] = []) async throws(ConcordError) {
+        try await Self.offload { () throws(ConcordError) in try self.tag(ref, add: add, remove: remove) }
     }
 
     /// The async form of `delete(_:)`.
-    public func delete(_ ref: RecordRef) async throws(StoreError) {
-        try await Self.offload { () throws(StoreError) in try self.delete(ref) }
+    public func delete(_ ref: RecordRef) async throws(ConcordError) {
+        try await Self.offload { () throws(ConcordError) in try self.delete(ref) }
     }
 
     /// The async form of `restore(_:)`.
-    public func restore(_ ref: RecordRef) async throws(StoreError) {
-        try await Self.offload { () throws(StoreError) in try self.restore(ref) }
+    public func restore(_ ref: RecordRef) async throws(ConcordError) {
+        try await Self.offload { () throws(ConcordError) in try self.restore(ref) }
     }
 
     // MARK: Merges
 
     /// The async form of `merge(_:)`: the operations in one transaction.
     @discardableResult
-    public func merge(_ operations: [Op]) async throws(StoreError) -> MergeReport {
-        try await Self.offload { () throws(StoreError) in try self.merge(operations) }
+    public func merge(_ operations: [Op]) async throws(ConcordError) -> MergeReport {
+        try await Self.offload { () throws(ConcordError) in try self.merge(operations) }
     }
 
     /// The async form of `merge(storeAt:)`.
     @discardableResult
-    public func merge(storeAt otherPath: String) async throws(StoreError) -> MergeReport {
-        try await Self.offload { () throws(StoreError) in try self.merge(storeAt: otherPath) }
+    public func merge(storeAt otherPath: String) async throws(ConcordError) -> MergeReport {
+        try await Self.offload { () throws(ConcordError) in try self.merge(storeAt: otherPath) }
     }
 
     /// The async form of `merge(storesAt:)`.
     @discardableResult
-    public func merge(storesAt paths: [String]) async throws(StoreError) -> MergeReport {
-        try await Self.offload { () throws(StoreError) in try self.merge(storesAt: paths) }
+    public func merge(storesAt paths: [String]) async throws(ConcordError) -> MergeReport {
+        try await Self.offload { () throws(ConcordError) in try self.merge(storesAt: paths) }
     }
 }

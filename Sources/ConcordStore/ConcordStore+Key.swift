@@ -8,12 +8,12 @@ extension ConcordStore {
 
     /// The sync key's 32 bytes as stored in the store's `meta` table (SPEC.md §9, §15.1), or `nil`
     /// when the store has none. `ConcordExchange` wraps this as `syncKey()`.
-    public func syncKeyBytes() throws(StoreError) -> [UInt8]? {
+    public func syncKeyBytes() throws(ConcordError) -> [UInt8]? {
         try guarded {
             try connection.read { db in
                 guard let data = try Data.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'sync_key'") else { return nil }
                 guard data.count == Self.syncKeyByteCount else {
-                    throw StoreError(.corrupt, "the store at \(path) holds a sync key of \(data.count) bytes, not \(Self.syncKeyByteCount)")
+                    throw ConcordError(.corrupt, "the store at \(path) holds a sync key of \(data.count) bytes, not \(Self.syncKeyByteCount)")
                 }
                 return [UInt8](data)
             }
@@ -25,13 +25,13 @@ extension ConcordStore {
     /// that key sent, and a key replaced meanwhile (by any process) must stop that peer at once
     /// (SPEC.md §15.1). Otherwise nothing is written and the merge fails with `.keyReplaced`.
     @discardableResult
-    public func merge(_ operations: some Sequence<Op>, ifSyncKeyIs keyBytes: [UInt8]) throws(StoreError) -> MergeReport {
+    public func merge(_ operations: some Sequence<Op>, ifSyncKeyIs keyBytes: [UInt8]) throws(ConcordError) -> MergeReport {
         try guarded {
             try merge(
                 bounds: environment.mergeBatch.unbounded(holding: operations.underestimatedCount),
                 checking: { db in
                     guard try Self.syncKeyBytes(db) == keyBytes else {
-                        throw StoreError(.keyReplaced, "the sync key of the store at \(path) was replaced")
+                        throw ConcordError(.keyReplaced, "the sync key of the store at \(path) was replaced")
                     }
                 },
                 reading: { each in for operation in operations { try each(operation) } })
@@ -53,11 +53,11 @@ extension ConcordStore {
     /// checkpointed and truncated, so that its bytes are in no file (SPEC.md §15.1).
     ///
     /// - Parameter replacing: replace a key the store already holds. Without it, a store that holds
-    ///   another key is left unchanged and the call fails with `StoreError.Code.exists`; storing
+    ///   another key is left unchanged and the call fails with `ConcordError.Code.exists`; storing
     ///   the key the store already holds changes nothing.
     /// - Returns: whether the store changed (it held no key, or another one).
     @discardableResult
-    public func setSyncKeyBytes(_ bytes: [UInt8], replacing: Bool = false) throws(StoreError) -> Bool {
+    public func setSyncKeyBytes(_ bytes: [UInt8], replacing: Bool = false) throws(ConcordError) -> Bool {
         precondition(bytes.count == Self.syncKeyByteCount, "a sync key has \(Self.syncKeyByteCount) bytes")
         let outcome: KeyWrite = try guarded {
             try writeWithoutTransaction { db in
@@ -69,7 +69,7 @@ extension ConcordStore {
                     if let old {
                         if [UInt8](old) == bytes { return .commit }
                         guard replacing else {
-                            throw StoreError(.exists, "the store at \(path) already holds another sync key")
+                            throw ConcordError(.exists, "the store at \(path) already holds another sync key")
                         }
                     }
                     // Narrowed while this transaction holds the store, and put back before it lets
@@ -123,14 +123,14 @@ private struct FileModes {
     private var original: [(path: String, mode: mode_t)] = []
 
     /// Clears the group and other permission bits of each file that exists.
-    mutating func makePrivate(_ paths: [String]) throws(StoreError) {
+    mutating func makePrivate(_ paths: [String]) throws(ConcordError) {
         for path in paths {
             var status = stat()
             guard stat(path, &status) == 0 else { continue }
             let mode = status.st_mode & 0o7777
             guard mode & 0o077 != 0 else { continue }
             guard chmod(path, mode & 0o700) == 0 else {
-                throw StoreError(.io, "cannot make \(path) private (chmod): \(String(cString: strerror(errno)))")
+                throw ConcordError(.io, "cannot make \(path) private (chmod): \(String(cString: strerror(errno)))")
             }
             original.append((path, mode))
         }

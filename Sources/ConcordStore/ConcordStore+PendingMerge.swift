@@ -58,7 +58,7 @@ extension RecordRef {
     init(appliedThrough data: Data) throws {
         var reader = ByteReader([UInt8](data))
         guard data.count == 17, let id: RecordID = try? reader.identifier(), let kind = try? reader.byte(), kind != 0 else {
-            throw StoreError(.corrupt, "pending_merge holds a damaged record reference")
+            throw ConcordError(.corrupt, "pending_merge holds a damaged record reference")
         }
         self.init(kind: RecordKind(rawValue: kind), id: id)
     }
@@ -67,7 +67,7 @@ extension RecordRef {
 extension ConcordStore {
     /// How many logged operations wait to be applied to their records: those of a batched merge
     /// under way, or of one a crash interrupted, which the next merge finishes (SPEC.md §5.6).
-    public func pendingOperationCount() throws(StoreError) -> Int {
+    public func pendingOperationCount() throws(ConcordError) -> Int {
         try guarded {
             try connection.read { db in
                 var count = 0
@@ -84,14 +84,14 @@ extension ConcordStore {
     /// is applying it (`finishAbandonedMerge`). Returns at once when nothing waits.
     /// - Returns: how many operations it applied.
     @discardableResult
-    public func finishPendingMerge() throws(StoreError) -> Int {
+    public func finishPendingMerge() throws(ConcordError) -> Int {
         try guarded { try finishPendingMerge(afterEachBatch: {}) }
     }
 
     /// Applies what a merge left pending, unless a running process is applying it (SPEC.md §5.6):
     /// what a store opened for writing does first. Forgets the processes recorded as applying
     /// pending rows that no longer run.
-    func finishAbandonedMerge() throws(StoreError) {
+    func finishAbandonedMerge() throws(ConcordError) {
         let (pending, appliers) = try guarded {
             try connection.read { db in (try !PendingRow.fetchAll(db).isEmpty, try PendingRow.appliers(db)) }
         }
@@ -145,7 +145,7 @@ extension ConcordStore {
             guard let chunk = try Row.fetchOne(
                 db, sql: "SELECT last_seq, ops FROM log WHERE replica = ? AND first_seq = ?", arguments: [row.replica, row.firstSeq])
             else {
-                throw StoreError(.corrupt, "pending_merge lists a log row (replica \(row.replica), seq \(row.firstSeq)) that the log lacks")
+                throw ConcordError(.corrupt, "pending_merge lists a log row (replica \(row.replica), seq \(row.firstSeq)) that the log lacks")
             }
             let operations = try Self.decodeChunk(
                 try chunk.column(1), author: try directory.id(at: row.replica),

@@ -6,20 +6,20 @@ extension ConcordStore {
     // MARK: Reminders and notes
 
     /// Reminders ordered by due date (undated last), then id. By default only open, live ones.
-    public func reminders(includeCompleted: Bool = false, includeDeleted: Bool = false) throws(StoreError) -> [Reminder] {
+    public func reminders(includeCompleted: Bool = false, includeDeleted: Bool = false) throws(ConcordError) -> [Reminder] {
         var conditions: [String] = []
         if !includeCompleted { conditions.append("completed IS NULL") }
         if !includeDeleted { conditions.append("deleted = 0") }
         return try fetchReminders(where: conditions.isEmpty ? "1" : conditions.joined(separator: " AND "))
     }
 
-    public func reminder(_ id: RecordID) throws(StoreError) -> Reminder? {
+    public func reminder(_ id: RecordID) throws(ConcordError) -> Reminder? {
         try fetchReminders(where: "id = ?", [Data(id.bytes)]).first
     }
 
     /// The reminders that should alert at `instant`: due at or before it, open, not deleted, and
     /// not snoozed past it.
-    public func dueReminders(at instant: Date) throws(StoreError) -> [Reminder] {
+    public func dueReminders(at instant: Date) throws(ConcordError) -> [Reminder] {
         let millis = instant.millisecondsSince1970
         return try fetchReminders(
             where: "due <= ? AND completed IS NULL AND deleted = 0 AND (snoozed_until IS NULL OR snoozed_until <= ?)",
@@ -27,15 +27,15 @@ extension ConcordStore {
     }
 
     /// Notes, pinned first, then by id. By default only live ones.
-    public func notes(includeDeleted: Bool = false) throws(StoreError) -> [Note] {
+    public func notes(includeDeleted: Bool = false) throws(ConcordError) -> [Note] {
         try fetchNotes(where: includeDeleted ? "1" : "deleted = 0")
     }
 
-    public func note(_ id: RecordID) throws(StoreError) -> Note? {
+    public func note(_ id: RecordID) throws(ConcordError) -> Note? {
         try fetchNotes(where: "id = ?", [Data(id.bytes)]).first
     }
 
-    private func fetchReminders(where condition: String, _ arguments: StatementArguments = []) throws(StoreError) -> [Reminder] {
+    private func fetchReminders(where condition: String, _ arguments: StatementArguments = []) throws(ConcordError) -> [Reminder] {
         try guarded {
             try connection.read { db in
                 let rows = try Row.fetchCursor(db, sql: """
@@ -59,7 +59,7 @@ extension ConcordStore {
         }
     }
 
-    private func fetchNotes(where condition: String, _ arguments: StatementArguments = []) throws(StoreError) -> [Note] {
+    private func fetchNotes(where condition: String, _ arguments: StatementArguments = []) throws(ConcordError) -> [Note] {
         try guarded {
             try connection.read { db in
                 let rows = try Row.fetchCursor(db, sql: """
@@ -78,12 +78,12 @@ extension ConcordStore {
     }
 
     static func recordID(_ data: Data?) throws -> RecordID {
-        guard let data, let id = RecordID(bytes: data) else { throw StoreError(.corrupt, "a record has a malformed id") }
+        guard let data, let id = RecordID(bytes: data) else { throw ConcordError(.corrupt, "a record has a malformed id") }
         return id
     }
 
     static func kind(_ raw: Int64) throws -> RecordKind {
-        guard let byte = UInt8(exactly: raw), byte != 0 else { throw StoreError(.corrupt, "a record has a malformed kind") }
+        guard let byte = UInt8(exactly: raw), byte != 0 else { throw ConcordError(.corrupt, "a record has a malformed kind") }
         return RecordKind(rawValue: byte)
     }
 
@@ -92,7 +92,7 @@ extension ConcordStore {
         do {
             return try JSONDecoder().decode([String].self, from: Data(json.utf8))
         } catch {
-            throw StoreError(.corrupt, "a record's tags column is damaged")
+            throw ConcordError(.corrupt, "a record's tags column is damaged")
         }
     }
 
@@ -101,10 +101,10 @@ extension ConcordStore {
     /// Finds the record whose id is `text`, starts with it or ends with it (at least 4 hex
     /// digits). Ids are time-ordered (SPEC.md §2): records made close together share their first
     /// digits, and their last digits tell them apart.
-    public func resolve(_ text: String, kind: RecordKind? = nil) throws(StoreError) -> RecordRef {
+    public func resolve(_ text: String, kind: RecordKind? = nil) throws(ConcordError) -> RecordRef {
         let digits = text.lowercased()
         guard digits.count >= 4, digits.count <= 32, digits.allSatisfy(\.isHexDigit) else {
-            throw StoreError(.notFound, "'\(text)' is not a record id (ids are 32 hex digits; a unique prefix or suffix of at least 4 will do)")
+            throw ConcordError(.notFound, "'\(text)' is not a record id (ids are 32 hex digits; a unique prefix or suffix of at least 4 will do)")
         }
         let low = RecordID(hex: digits.padding(toLength: 32, withPad: "0", startingAt: 0))!
         let high = RecordID(hex: digits.padding(toLength: 32, withPad: "f", startingAt: 0))!
@@ -140,24 +140,24 @@ extension ConcordStore {
             }
         }
         switch matches.count {
-        case 0: throw StoreError(.notFound, "no \(kind?.name ?? "record") with id \(text)")
+        case 0: throw ConcordError(.notFound, "no \(kind?.name ?? "record") with id \(text)")
         case 1: return matches[0]
         default:
             let shown = matches.prefix(10).map(\.id.hex).joined(separator: ", ")
             let more = total > 10 ? " and \(total - 10) more" : ""
-            throw StoreError(.ambiguous, "id \(text) is ambiguous: it matches \(shown)\(more)")
+            throw ConcordError(.ambiguous, "id \(text) is ambiguous: it matches \(shown)\(more)")
         }
     }
 
     /// The full replicated state of a record, merge metadata included.
-    public func state(of ref: RecordRef) throws(StoreError) -> RecordState? {
+    public func state(of ref: RecordRef) throws(ConcordError) -> RecordState? {
         try guarded {
             try connection.read { db in try RecordRows.load(ref, db, try ReplicaDirectory(db)) }
         }
     }
 
     /// Every record's state in `RecordRef` order, one at a time.
-    public func forEachRecord(_ body: (RecordState) throws -> Void) throws(StoreError) {
+    public func forEachRecord(_ body: (RecordState) throws -> Void) throws(ConcordError) {
         try guarded {
             try connection.read { db in
                 let directory = try ReplicaDirectory(db)
@@ -186,7 +186,7 @@ extension ConcordStore {
 
     /// The canonical JSON of the replicated state (SPEC.md, "Dump"): byte-identical on replicas
     /// that hold the same operations.
-    public func dump() throws(StoreError) -> String {
+    public func dump() throws(ConcordError) -> String {
         var states: [RecordState] = []
         try forEachRecord { states.append($0) }
         return Dump.canonical(states)
@@ -194,11 +194,11 @@ extension ConcordStore {
 
     // MARK: Replica
 
-    public func versionVector() throws(StoreError) -> VersionVector {
+    public func versionVector() throws(ConcordError) -> VersionVector {
         try guarded { try connection.read { db in try ReplicaDirectory(db).versionVector } }
     }
 
-    public func status() throws(StoreError) -> StoreStatus {
+    public func status() throws(ConcordError) -> StoreStatus {
         try guarded {
             try connection.read { db in
                 let count = { (sql: String) in try Int.fetchOne(db, sql: sql) ?? 0 }

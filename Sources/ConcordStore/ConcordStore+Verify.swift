@@ -33,7 +33,7 @@ extension ConcordStore {
     /// merge has logged and not yet applied, SPEC.md §5.6); the tags column lists the present tags.
     ///
     /// - Complexity: reads the whole store; holds one state per record in memory.
-    public func verify() throws(StoreError) -> VerifyReport {
+    public func verify() throws(ConcordError) -> VerifyReport {
         try guarded {
             try connection.read { db in
                 var report = VerifyReport()
@@ -50,7 +50,7 @@ extension ConcordStore {
                 var pending: [Pair: PendingRow] = [:]
                 do {
                     for row in try PendingRow.fetchAll(db) { pending[Pair(row.replica, row.firstSeq)] = row }
-                } catch let error as StoreError {
+                } catch let error as ConcordError {
                     problem("pending_merge: \(error.message)")
                 }
                 var replayed: [RecordRef: RecordState] = [:]

@@ -6,7 +6,7 @@ extension ConcordStore {
     /// Carries out changes in one transaction: all of them or, if one is refused, none.
     /// - Returns: the operations they appended to the log.
     @discardableResult
-    public func perform(_ changes: [(RecordRef, Change)]) throws(StoreError) -> [Op] {
+    public func perform(_ changes: [(RecordRef, Change)]) throws(ConcordError) -> [Op] {
         let now = environment.wallClock()
         let (operations, touched) = try guarded {
             try write { db in
@@ -32,14 +32,14 @@ extension ConcordStore {
     }
 
     @discardableResult
-    public func perform(_ change: Change, on ref: RecordRef) throws(StoreError) -> [Op] {
+    public func perform(_ change: Change, on ref: RecordRef) throws(ConcordError) -> [Op] {
         try perform([(ref, change)])
     }
 
     /// Merges operations from anywhere, in one transaction: all of them or, if one is invalid or
     /// clashes with one held (SPEC.md §9.1), none. Operations already held are skipped.
     @discardableResult
-    public func merge(_ operations: some Sequence<Op>) throws(StoreError) -> MergeReport {
+    public func merge(_ operations: some Sequence<Op>) throws(ConcordError) -> MergeReport {
         try guarded {
             try merge(bounds: environment.mergeBatch.unbounded(holding: operations.underestimatedCount)) { each in
                 for operation in operations { try each(operation) }
@@ -50,14 +50,14 @@ extension ConcordStore {
     /// Merges every operation of the store at `path` that this one lacks. The other store is
     /// opened read-only and never modified; merging a store into itself changes nothing.
     @discardableResult
-    public func merge(storeAt otherPath: String) throws(StoreError) -> MergeReport {
+    public func merge(storeAt otherPath: String) throws(ConcordError) -> MergeReport {
         try merge(storesAt: [otherPath])
     }
 
     /// Merges several stores: each is opened read-only and read whole before anything is written,
     /// so if one cannot be read, nothing is merged.
     @discardableResult
-    public func merge(storesAt paths: [String]) throws(StoreError) -> MergeReport {
+    public func merge(storesAt paths: [String]) throws(ConcordError) -> MergeReport {
         var others: [ConcordStore] = []
         defer { for other in others { try? other.close() } }
         for path in paths { others.append(try ConcordStore.open(at: path, readOnly: true, environment: environment)) }
@@ -71,14 +71,14 @@ extension ConcordStore {
     /// Merges the operations `read` passes to its argument: input of any size, read once. `read`
     /// throws if the input is damaged or cannot be read; then nothing of it is applied (what an
     /// earlier merge left pending may have been finished first), and its error is passed on as a
-    /// `StoreError` (of code `invalidInput` for an `InvalidInputError`). Every operation is checked
+    /// `ConcordError` (of code `invalidInput` for an `InvalidInputError`). Every operation is checked
     /// and kept, sorted by record, before anything of it is written; then they are logged and
     /// applied in batches (`StoreEnvironment.mergeBatch`), each its own transaction, so that other
     /// writers get the store between them and a merge interrupted halfway keeps every committed
     /// batch (SPEC.md §5.6). The records' observers hear
     /// of each batch as it commits; the report leaves `touchedRecords` empty.
     @discardableResult
-    public func merge(reading read: (_ each: (Op) throws -> Void) throws -> Void) throws(StoreError) -> MergeReport {
+    public func merge(reading read: (_ each: (Op) throws -> Void) throws -> Void) throws(ConcordError) -> MergeReport {
         try guarded { try merge(bounds: environment.mergeBatch, reading: read) }
     }
 
@@ -95,49 +95,49 @@ extension ConcordStore {
 
     /// Adds a reminder and returns its new id.
     @discardableResult
-    public func addReminder(_ draft: ReminderDraft) throws(StoreError) -> RecordID {
+    public func addReminder(_ draft: ReminderDraft) throws(ConcordError) -> RecordID {
         let id = environment.makeRecordID()
         try perform(.createReminder(draft), on: .reminder(id))
         return id
     }
 
-    public func editReminder(_ id: RecordID, _ patch: ReminderPatch) throws(StoreError) {
+    public func editReminder(_ id: RecordID, _ patch: ReminderPatch) throws(ConcordError) {
         try perform(.editReminder(patch), on: .reminder(id))
     }
 
     /// Completes ("dismisses") a reminder; a repeating one moves to its next occurrence instead.
-    public func completeReminder(_ id: RecordID) throws(StoreError) {
+    public func completeReminder(_ id: RecordID) throws(ConcordError) {
         try perform(.complete, on: .reminder(id))
     }
 
-    public func reopenReminder(_ id: RecordID) throws(StoreError) {
+    public func reopenReminder(_ id: RecordID) throws(ConcordError) {
         try perform(.reopen, on: .reminder(id))
     }
 
-    public func snoozeReminder(_ id: RecordID, until: Date) throws(StoreError) {
+    public func snoozeReminder(_ id: RecordID, until: Date) throws(ConcordError) {
         try perform(.snooze(until: until), on: .reminder(id))
     }
 
     @discardableResult
-    public func addNote(_ draft: NoteDraft) throws(StoreError) -> RecordID {
+    public func addNote(_ draft: NoteDraft) throws(ConcordError) -> RecordID {
         let id = environment.makeRecordID()
         try perform(.createNote(draft), on: .note(id))
         return id
     }
 
-    public func editNote(_ id: RecordID, _ patch: NotePatch) throws(StoreError) {
+    public func editNote(_ id: RecordID, _ patch: NotePatch) throws(ConcordError) {
         try perform(.editNote(patch), on: .note(id))
     }
 
-    public func tag(_ ref: RecordRef, add: [String] = [], remove: [String] = []) throws(StoreError) {
+    public func tag(_ ref: RecordRef, add: [String] = [], remove: [String] = []) throws(ConcordError) {
         try perform(.tag(add: add, remove: remove), on: ref)
     }
 
-    public func delete(_ ref: RecordRef) throws(StoreError) {
+    public func delete(_ ref: RecordRef) throws(ConcordError) {
         try perform(.delete, on: ref)
     }
 
-    public func restore(_ ref: RecordRef) throws(StoreError) {
+    public func restore(_ ref: RecordRef) throws(ConcordError) {
         try perform(.restore, on: ref)
     }
 }

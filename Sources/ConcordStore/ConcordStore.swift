@@ -37,7 +37,7 @@ public final class ConcordStore: Sendable {
             try connection.read { db in
                 guard let data = try Data.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'replica_id'"),
                       let id = ReplicaID(bytes: data)
-                else { throw StoreError(.corrupt, "the store at \(path) has no replica id") }
+                else { throw ConcordError(.corrupt, "the store at \(path) has no replica id") }
                 let location = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'location'")
                 return (id, location.flatMap(FileLocation.init(recorded:)))
             }
@@ -66,16 +66,16 @@ public final class ConcordStore: Sendable {
     /// `forked` if another process made it another replica (`init --fork`) since this object
     /// opened it. Every write of a store checks both in its transaction; a sync calls this before
     /// it publishes anything under the store's replica id.
-    public func ensureNotCopied() throws(StoreError) {
+    public func ensureNotCopied() throws(ConcordError) {
         // The replica first: a copy forked since this object opened it is `forked` (the object is
         // stale), not `copied` (the file now knows where it is).
         try guarded { try connection.read { db in try ensureSameReplica(db) } }
         try ensureNotCopiedSinceOpening()
     }
 
-    private func ensureNotCopiedSinceOpening() throws(StoreError) {
+    private func ensureNotCopiedSinceOpening() throws(ConcordError) {
         if let copiedFrom {
-            throw StoreError(.copied, "\(path) is a copy of the store at \(copiedFrom) (another file): run 'syncctl init --fork' to make it a replica of its own, or 'syncctl init --moved' if it was moved and the original is no longer used")
+            throw ConcordError(.copied, "\(path) is a copy of the store at \(copiedFrom) (another file)")
         }
     }
 
@@ -85,7 +85,7 @@ public final class ConcordStore: Sendable {
         let current = try Data.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'replica_id'")
         guard let current, current != Data(replicaID.bytes) else { return }
         let now = ReplicaID(bytes: current)?.hex ?? "another id"
-        throw StoreError(.forked, "the store at \(path) is now replica \(now) (another process ran 'syncctl init --fork' on it); this process opened it as replica \(replicaID.hex): open it again")
+        throw ConcordError(.forked, "the store at \(path) is now replica \(now) (another process forked it); this process opened it as replica \(replicaID.hex): open it again")
     }
 
     /// Checks that the store may be written, and records its location in the same transaction
@@ -107,18 +107,18 @@ public final class ConcordStore: Sendable {
 
     /// Creates a new store at `path` with a new random replica id. The file appears whole or not
     /// at all: it is built under a temporary name and linked into place.
-    public static func create(at path: String, name: String? = nil, environment: StoreEnvironment = .live) throws(StoreError) -> ConcordStore {
+    public static func create(at path: String, name: String? = nil, environment: StoreEnvironment = .live) throws(ConcordError) -> ConcordStore {
         let fileManager = FileManager.default
         removeAbandonedTemporaries(of: path)
         guard !fileManager.fileExists(atPath: path) else {
-            throw StoreError(.exists, "a store already exists at \(path)")
+            throw ConcordError(.exists, "a store already exists at \(path)")
         }
         let directory = (path as NSString).deletingLastPathComponent
         if !directory.isEmpty {
             do {
                 try fileManager.createDirectory(atPath: directory, withIntermediateDirectories: true)
             } catch {
-                throw StoreError(.io, "cannot create the directory \(directory): \(error.localizedDescription)")
+                throw ConcordError(.io, "cannot create the directory \(directory): \(error.localizedDescription)")
             }
         }
         // Named after this process, so that a later `create` can tell it was abandoned.
@@ -130,7 +130,7 @@ public final class ConcordStore: Sendable {
             let queue = try DatabaseQueue(path: temporary, configuration: configuration(readOnly: false))
             try queue.writeWithoutTransaction { db in
                 guard try String.fetchOne(db, sql: "PRAGMA journal_mode = WAL") == "wal" else {
-                    throw StoreError(.io, "cannot put \(path) in WAL mode")
+                    throw ConcordError(.io, "cannot put \(path) in WAL mode")
                 }
             }
             try initialize(queue, name: name, environment: environment)
@@ -138,7 +138,7 @@ public final class ConcordStore: Sendable {
         }
         guard link(temporary, path) == 0 else {
             let reason = errno == EEXIST ? "a store already exists at \(path)" : "cannot create \(path): \(String(cString: strerror(errno)))"
-            throw StoreError(errno == EEXIST ? .exists : .io, reason)
+            throw ConcordError(errno == EEXIST ? .exists : .io, reason)
         }
         let store = try open(at: path, environment: environment)
         // Record where the file is at once: a copy made before the first write is a copy too.
@@ -176,7 +176,7 @@ public final class ConcordStore: Sendable {
     /// record kept (those of the old id stay the old replica's). The fix for a copied store
     /// (SPEC.md §9.1); it works on any store.
     /// - Returns: the store, and the replica id it had.
-    public static func fork(at path: String, environment: StoreEnvironment = .live) throws(StoreError) -> (ConcordStore, formerID: ReplicaID) {
+    public static func fork(at path: String, environment: StoreEnvironment = .live) throws(ConcordError) -> (ConcordStore, formerID: ReplicaID) {
         let store = try open(at: path, environment: environment)
         let former = store.replicaID
         let id: ReplicaID = environment.makeID()
@@ -195,7 +195,7 @@ public final class ConcordStore: Sendable {
 
     /// Declares that the store at `path` was moved, not copied: it keeps its replica id and records
     /// where it is now. Only for a store whose original is no longer used (SPEC.md §9.1).
-    public static func adoptLocation(at path: String, environment: StoreEnvironment = .live) throws(StoreError) -> ConcordStore {
+    public static func adoptLocation(at path: String, environment: StoreEnvironment = .live) throws(ConcordError) -> ConcordStore {
         let store = try open(at: path, environment: environment)
         try store.guarded {
             try store.write { db in
@@ -211,7 +211,7 @@ public final class ConcordStore: Sendable {
     /// Makes the store at `path` forget where it lives, as if it had never been written: the next
     /// write of it, or of any copy of it, records that file's location (SPEC.md §9.1). For a file
     /// handed out to be copied, such as the store `syncctl bench merge --keep` leaves.
-    package static func forgetLocation(at path: String) throws(StoreError) {
+    package static func forgetLocation(at path: String) throws(ConcordError) {
         let store = try open(at: path)
         try store.guarded { try store.write { db in try db.execute(sql: "DELETE FROM meta WHERE key = 'location'") } }
         try store.close()
@@ -222,14 +222,14 @@ public final class ConcordStore: Sendable {
     /// store first applies what a merge logged and did not apply to its records (one a crash
     /// interrupted, SPEC.md §5.6), so that reads miss nothing the log holds: unless a running
     /// process is applying it (`merging PID`, §9), or the store is a copy (which refuses writes).
-    public static func open(at path: String, readOnly: Bool = false, environment: StoreEnvironment = .live) throws(StoreError) -> ConcordStore {
+    public static func open(at path: String, readOnly: Bool = false, environment: StoreEnvironment = .live) throws(ConcordError) -> ConcordStore {
         let store = try openWithoutFinishing(at: path, readOnly: readOnly, environment: environment)
         // A copy refuses writes: it is told so at its first write, as ever.
         if !readOnly, store.copiedFrom == nil { try store.finishAbandonedMerge() }
         return store
     }
 
-    private static func openWithoutFinishing(at path: String, readOnly: Bool, environment: StoreEnvironment) throws(StoreError) -> ConcordStore {
+    private static func openWithoutFinishing(at path: String, readOnly: Bool, environment: StoreEnvironment) throws(ConcordError) -> ConcordStore {
         // Identify the file from its header before SQLite opens it: opening a file, even
         // read-only, may create files beside it, and a refused file must stay untouched.
         try checkHeader(path)
@@ -260,7 +260,7 @@ public final class ConcordStore: Sendable {
     }
 
     /// A store that lives in memory only, for tests and previews.
-    public static func inMemory(name: String? = nil, environment: StoreEnvironment = .live) throws(StoreError) -> ConcordStore {
+    public static func inMemory(name: String? = nil, environment: StoreEnvironment = .live) throws(ConcordError) -> ConcordStore {
         try guarded(":memory:") {
             let queue = try DatabaseQueue(configuration: configuration(readOnly: false))
             try initialize(queue, name: name, environment: environment)
@@ -308,22 +308,22 @@ public final class ConcordStore: Sendable {
     /// Checks the SQLite header (SPEC.md §9): the magic, the application id at offset 68 and the
     /// schema version (user_version) at offset 60, both big-endian. Read through `StoreFile`, since
     /// this process may already have the store open.
-    private static func checkHeader(_ path: String) throws(StoreError) {
+    private static func checkHeader(_ path: String) throws(ConcordError) {
         let header: [UInt8]
         do {
             header = try StoreFile.head(of: path, count: 100)
         } catch {
             switch error {
-            case .missing: throw StoreError(.missing, "no store at \(path); run 'syncctl init' to create one")
-            case .directory: throw StoreError(.notAStore, "\(path) is a directory, not a Concord store")
-            case .notRegular: throw StoreError(.notAStore, "\(path) is not a regular file")
-            case .sideFile(let owner): throw StoreError(.notAStore, "\(path) is SQLite's side file of the store at \(owner), not a store")
-            case .unreadable(let reason): throw StoreError(.io, "cannot read \(path) (\(reason))")
+            case .missing: throw ConcordError(.missing, "no store at \(path)")
+            case .directory: throw ConcordError(.notAStore, "\(path) is a directory, not a Concord store")
+            case .notRegular: throw ConcordError(.notAStore, "\(path) is not a regular file")
+            case .sideFile(let owner): throw ConcordError(.notAStore, "\(path) is SQLite's side file of the store at \(owner), not a store")
+            case .unreadable(let reason): throw ConcordError(.io, "cannot read \(path) (\(reason))")
             }
         }
         let magic = Array("SQLite format 3\0".utf8)
         guard header.count == 100, Array(header[0..<16]) == magic else {
-            throw StoreError(.notAStore, "\(path) is not a Concord store")
+            throw ConcordError(.notAStore, "\(path) is not a Concord store")
         }
         func bigEndian(at offset: Int) -> Int32 {
             Int32(bitPattern: header[offset..<offset + 4].reduce(0) { $0 << 8 | UInt32($1) })
@@ -337,25 +337,25 @@ public final class ConcordStore: Sendable {
             version: try Int.fetchOne(db, sql: "PRAGMA user_version") ?? 0, path: path)
     }
 
-    private static func checkIdentity(applicationID: Int32, version: Int, path: String) throws(StoreError) {
+    private static func checkIdentity(applicationID: Int32, version: Int, path: String) throws(ConcordError) {
         guard applicationID == StoreSchema.applicationID else {
-            throw StoreError(.notAStore, "\(path) is not a Concord store")
+            throw ConcordError(.notAStore, "\(path) is not a Concord store")
         }
         guard version <= StoreSchema.version else {
-            throw StoreError(.newerSchema, "the store at \(path) has schema version \(version), newer than this build supports (\(StoreSchema.version)); upgrade Concord")
+            throw ConcordError(.newerSchema, "the store at \(path) has schema version \(version), newer than this build supports (\(StoreSchema.version)); upgrade Concord")
         }
     }
 
-    /// Runs `body`, turning whatever it throws into a `StoreError` that names `path`.
-    static func guarded<T>(_ path: String, _ body: () throws -> T) throws(StoreError) -> T {
+    /// Runs `body`, turning whatever it throws into a `ConcordError` that names `path`.
+    static func guarded<T>(_ path: String, _ body: () throws -> T) throws(ConcordError) -> T {
         do {
             return try body()
         } catch {
-            throw StoreError.wrap(error, path: path)
+            throw ConcordError.wrap(error, path: path)
         }
     }
 
-    package func guarded<T>(_ body: () throws -> T) throws(StoreError) -> T {
+    package func guarded<T>(_ body: () throws -> T) throws(ConcordError) -> T {
         try Self.guarded(path, body)
     }
 
@@ -378,7 +378,7 @@ public final class ConcordStore: Sendable {
     package var reader: any DatabaseReader { connection }
 
     /// Closes the store's connections. Later calls fail.
-    public func close() throws(StoreError) {
+    public func close() throws(ConcordError) {
         try guarded { try connection.close() }
     }
 

@@ -108,7 +108,7 @@ extension ConcordStore {
             do {
                 try operation.validate()
             } catch {
-                throw StoreError.wrap(error, path: path)
+                throw ConcordError.wrap(error, path: path)
             }
             let id = operation.id
             if author?.id != id.replica { author = (id.replica, held[id.replica], aboveGaps[id.replica] ?? []) }
@@ -127,9 +127,9 @@ extension ConcordStore {
             WHERE log.last_seq > replicas.contiguous
             """)
         while let row = try rows.next() {
-            guard let id = ReplicaID(bytes: try row.column(0) as Data) else { throw StoreError(.corrupt, "a replica row has a malformed id") }
+            guard let id = ReplicaID(bytes: try row.column(0) as Data) else { throw ConcordError(.corrupt, "a replica row has a malformed id") }
             let (first, last) = (UInt64(clamping: try row.column(1) as Int64), UInt64(clamping: try row.column(2) as Int64))
-            guard first <= last else { throw StoreError(.corrupt, "a log row has an impossible range") }
+            guard first <= last else { throw ConcordError(.corrupt, "a log row has an impossible range") }
             ranges[id, default: []].append(first...last)
         }
         return ranges
@@ -238,11 +238,11 @@ extension ConcordStore {
         return report
     }
 
-    static func clash(_ id: OperationID) -> StoreError {
-        StoreError(
+    static func clash(_ id: OperationID) -> ConcordError {
+        ConcordError(
             .clash,
-            "replica \(id.replica) has two different operations with seq \(id.seq), here and in what is being merged: one of the two stores is a copy of the other; run 'syncctl init --fork' on the copy (nothing of this batch was merged)",
-            underlying: OperationClash(id: id))
+            "replica \(id.replica) has two different operations with seq \(id.seq), here and in what is being merged: one of the two stores is a copy of the other (nothing of this batch was merged)",
+            cause: OperationClash(id: id))
     }
 }
 

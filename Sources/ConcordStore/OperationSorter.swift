@@ -299,8 +299,8 @@ struct OperationSorter {
         }
     }
 
-    static func damaged(_ error: any Error) -> StoreError {
-        StoreError(.io, "the merge's sort file was damaged while it was read (\(error))")
+    static func damaged(_ error: any Error) -> ConcordError {
+        ConcordError(.io, "the merge's sort file was damaged while it was read (\(error))")
     }
 
     /// Reads one run from the file through a buffer.
@@ -332,7 +332,7 @@ struct OperationSorter {
                 // Not all of it is in the window: move what is left to the front and read on
                 // behind it, in the same storage (a new window each time would be a fresh
                 // allocation, its pages faulted in anew, for every 256 KiB of the run).
-                guard unread < end else { throw StoreError(.io, "the merge's sort file ends inside an operation") }
+                guard unread < end else { throw ConcordError(.io, "the merge's sort file ends inside an operation") }
                 let wanted = Int(min(end - unread, Int64(max(256 << 10, (window.count - position) * 2))))
                 window.removeSubrange(..<position)
                 try file.read(at: unread, count: wanted, appendingTo: &window)
@@ -363,7 +363,7 @@ final class SpillFile {
     init(path: String) throws {
         descriptor = open(path, O_RDWR | O_CREAT | O_EXCL, 0o600)
         guard descriptor >= 0 else {
-            throw StoreError(.io, "cannot create \(path) to sort a merge: \(String(cString: strerror(errno)))")
+            throw ConcordError(.io, "cannot create \(path) to sort a merge: \(String(cString: strerror(errno)))")
         }
         unlink(path)
     }
@@ -379,7 +379,7 @@ final class SpillFile {
                 let written = pwrite(descriptor, raw.baseAddress! + done, raw.count - done, off_t(start + Int64(done)))
                 guard written > 0 else {
                     if written < 0, errno == EINTR { continue }
-                    throw StoreError(.io, "cannot write the merge's sort file: \(String(cString: strerror(errno)))")
+                    throw ConcordError(.io, "cannot write the merge's sort file: \(String(cString: strerror(errno)))")
                 }
                 done += written
             }
@@ -399,7 +399,7 @@ final class SpillFile {
                 let read = pread(descriptor, raw.baseAddress! + done, count - done, off_t(offset + Int64(done)))
                 guard read > 0 else {
                     if read < 0, errno == EINTR { continue }
-                    throw StoreError(.io, "cannot read the merge's sort file: \(read == 0 ? "it ends early" : String(cString: strerror(errno)))")
+                    throw ConcordError(.io, "cannot read the merge's sort file: \(read == 0 ? "it ends early" : String(cString: strerror(errno)))")
                 }
                 done += read
             }

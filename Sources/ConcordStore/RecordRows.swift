@@ -182,7 +182,7 @@ enum RecordRows {
             guard reader.isAtEnd else { throw DecodeError.malformed("trailing bytes") }
             return RecordState(ref: ref, knownRegisters: known, unknown: unknown, tags: tags)
         } catch let error as DecodeError {
-            throw StoreError(.corrupt, "the merge metadata of \(ref) is damaged (\(error))")
+            throw ConcordError(.corrupt, "the merge metadata of \(ref) is damaged (\(error))")
         }
     }
 
@@ -322,7 +322,7 @@ enum RecordRows {
             }
             guard reader.isAtEnd else { throw DecodeError.malformed("trailing bytes") }
         } catch let error as DecodeError {
-            throw StoreError(.corrupt, "the merge metadata of \(state.ref) is damaged (\(error))")
+            throw ConcordError(.corrupt, "the merge metadata of \(state.ref) is damaged (\(error))")
         }
         guard wonSlots != 0 || !state.unknown.isEmpty || joinedTags != nil else { return true }
 
@@ -413,8 +413,8 @@ enum RecordRows {
         }
     }
 
-    static func wrongType(_ field: Field) -> StoreError {
-        StoreError(.corrupt, "column \(field.name) holds a value of the wrong type")
+    static func wrongType(_ field: Field) -> ConcordError {
+        ConcordError(.corrupt, "column \(field.name) holds a value of the wrong type")
     }
 
     private static func writeStamp(_ stamp: Stamp, _ writer: inout ByteWriter, _ db: Database, _ directory: inout ReplicaDirectory) throws {

@@ -16,7 +16,7 @@ struct ReplicaDirectory {
         let rows = try Row.fetchCursor(db, sql: "SELECT idx, id, contiguous FROM replicas")
         while let row = try rows.next() {
             let data: Data = try row.column(1)
-            guard let id = ReplicaID(bytes: data) else { throw StoreError(.corrupt, "a replica row has a malformed id") }
+            guard let id = ReplicaID(bytes: data) else { throw ConcordError(.corrupt, "a replica row has a malformed id") }
             let index: Int64 = try row.column(0)
             indexByID[id] = index
             setID(id, at: index)
@@ -42,7 +42,7 @@ struct ReplicaDirectory {
 
     func id(at index: Int64) throws -> ReplicaID {
         guard index >= 0, index < idByIndex.count, let id = idByIndex[Int(index)] else {
-            throw StoreError(.corrupt, "a record refers to unknown replica #\(index)")
+            throw ConcordError(.corrupt, "a record refers to unknown replica #\(index)")
         }
         return id
     }
@@ -68,18 +68,18 @@ extension Row {
         switch database.storage {
         case .null: return nil
         case .blob(let data): return String(decoding: data, as: UTF8.self)
-        default: throw StoreError(.corrupt, "a text column holds a value of another type")
+        default: throw ConcordError(.corrupt, "a text column holds a value of another type")
         }
     }
 
     /// The value of a column, or a `corrupt` error when the file holds something else there
     /// (a NULL where there must be a value, a value of the wrong type).
     package func column<Value: DatabaseValueConvertible>(_ index: Int) throws -> Value {
-        guard index < count else { throw StoreError(.corrupt, "a row of the store is missing columns") }
+        guard index < count else { throw ConcordError(.corrupt, "a row of the store is missing columns") }
         do {
             return try decode(atIndex: index)
         } catch {
-            throw StoreError(.corrupt, "a row of the store is damaged (column \(index): \(error))")
+            throw ConcordError(.corrupt, "a row of the store is damaged (column \(index): \(error))")
         }
     }
 }

@@ -178,7 +178,7 @@ struct WriteContext {
 
     private mutating func holds(_ id: OperationID, encodedAlone encoding: ArraySlice<UInt8>) throws -> Bool {
         guard let held = try heldOperation(id) else {
-            throw StoreError(.corrupt, "the log lacks operation \(id) that the version vector covers")
+            throw ConcordError(.corrupt, "the log lacks operation \(id) that the version vector covers")
         }
         return Self.encoded(held).elementsEqual(encoding)
     }
@@ -222,7 +222,7 @@ struct WriteContext {
         do {
             operations = try OperationCodec.decode(bytes, author: id.replica, firstSeq: first, count: Int(last - first + 1))
         } catch {
-            throw StoreError(.corrupt, "a log chunk of replica \(id.replica) is damaged (\(error))")
+            throw ConcordError(.corrupt, "a log chunk of replica \(id.replica) is damaged (\(error))")
         }
         comparedChunk = (id.replica, first, operations)
         return operations[Int(id.seq - first)]
@@ -312,7 +312,7 @@ struct WriteContext {
             let ranges = try rows.map { row in
                 let first = UInt64(clamping: try row.column(0) as Int64)
                 let last = UInt64(clamping: try row.column(1) as Int64)
-                guard first <= last else { throw StoreError(.corrupt, "a log row has an impossible range") }
+                guard first <= last else { throw ConcordError(.corrupt, "a log row has an impossible range") }
                 return first...last
             }
             sequence = HeldSequence(contiguous: contiguous, ranges: ranges)

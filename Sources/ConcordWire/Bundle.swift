@@ -86,7 +86,7 @@ public enum BundleError: Error, Hashable, CustomStringConvertible {
         case .truncated: "the bundle is truncated"
         case .corrupt(let why): "the bundle is corrupt: \(why)"
         case .encrypted(let keyID):
-            "the bundle is encrypted (with sync key \(keyID)), and this store has no sync key; run 'syncctl key import KEY'"
+            "the bundle is encrypted (with sync key \(keyID)), and this store has no sync key"
         case let .wrongKey(bundle, store):
             "the bundle is encrypted with sync key \(bundle), and this store holds sync key \(store)"
         case .authenticationFailed:

@@ -389,7 +389,7 @@ struct PeerBench: ParsableCommand {
                     }
                 })
                 peak = max(peak, Measure.peakMemoryBytes())
-                if let failure = record?.failure { throw ValidationError("the session failed: \(failure.message)") }
+                if let failure = record?.failure { throw ValidationError("the session failed: \(Advice.line(for: failure))") }
                 guard record?.summary.operationsReceived == operations, record?.newOperations == operations else {
                     throw ValidationError("the session brought \(record?.summary.operationsReceived ?? 0) operations, not \(operations)")
                 }

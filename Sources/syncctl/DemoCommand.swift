@@ -21,7 +21,7 @@ struct Demo: ParsableCommand {
         let directory = try dir ?? Self.temporaryDirectory()
         // Refuse before creating anything, so a failed demo leaves the directory as it was.
         for name in ["laptop-a.db", "laptop-b.db"] where FileManager.default.fileExists(atPath: directory + "/" + name) {
-            throw StoreError(.exists, "a store already exists at \(directory)/\(name)")
+            throw ConcordError(.exists, "a store already exists at \(directory)/\(name)")
         }
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let a = try ConcordStore.create(at: directory + "/laptop-a.db", name: "laptop-a")
@@ -95,7 +95,7 @@ struct Demo: ParsableCommand {
         var received = (toB: 0, toA: 0)
         for (side, sync) in [(0, a), (1, b), (0, a)] {
             let report = try sync.sync()
-            for line in report.warnings { warn("warning: \(line)") }
+            for warning in report.warnings { warn("warning: \(Advice.line(for: warning))") }
             if side == 0 { received.toA += report.importedOperations } else { received.toB += report.importedOperations }
         }
         return received

@@ -31,9 +31,9 @@ struct Export: ParsableCommand {
                 var status = stat()
                 // A FIFO would block the read forever (SPEC.md §12).
                 guard stat(since, &status) == 0, status.st_mode & S_IFMT == S_IFREG else {
-                    throw ExchangeError(.invalidInput, "\(since) is not a regular file")
+                    throw ConcordError(.invalidInput, "\(since) is not a regular file")
                 }
-                guard let contents = FileManager.default.contents(atPath: since) else { throw ExchangeError(.io, "cannot read \(since)") }
+                guard let contents = FileManager.default.contents(atPath: since) else { throw ConcordError(.io, "cannot read \(since)") }
                 text = String(decoding: contents, as: UTF8.self)
             } else {
                 text = since
@@ -43,7 +43,7 @@ struct Export: ParsableCommand {
         let store = try store.open()
         var key: SyncKey?
         if encrypt {
-            guard let stored = try store.syncKey() else { throw KeyCommandError.noKey(store.path) }
+            guard let stored = try store.syncKey() else { throw ConcordError.noSyncKey(at: store.path) }
             key = stored
         }
         let summary = try store.exportBundle(to: file, since: vector, encryptingWith: key)
@@ -99,7 +99,7 @@ struct Sync: ParsableCommand {
             // the watch ends, and is started again on the store opened again.
             let watched = sync
             let forked = stop.cancellingOnStop { () -> Bool in
-                for await event in watched.watch(every: every, logger: logger) {
+                for await event in watched.watch(every: every, logger: logger, describeError: { Advice.line(for: $0) }) {
                     switch event {
                     case .synced(let report):
                         if let far = report.farFutureTimestamp { logger.warning("\(farFutureMessage(far))") }
@@ -125,7 +125,7 @@ struct Sync: ParsableCommand {
     }
 
     static func print(_ report: FolderSyncReport) {
-        for line in report.warnings { warn("warning: \(line)") }
+        for warning in report.warnings { warn("warning: \(Advice.line(for: warning))") }
         if let far = report.farFutureTimestamp { warnFarFuture(far) }
         say(report.summary)
     }

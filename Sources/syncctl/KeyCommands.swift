@@ -74,7 +74,7 @@ struct KeyCommand: ParsableCommand {
 
         func run() throws {
             let store = try store.open()
-            guard let key = try store.syncKey() else { throw KeyCommandError.noKey(store.path) }
+            guard let key = try store.syncKey() else { throw ConcordError.noSyncKey(at: store.path) }
             if !id { say(key.text) }
             say(id ? key.id : "key id \(key.id)")
         }
@@ -82,13 +82,10 @@ struct KeyCommand: ParsableCommand {
 }
 
 enum KeyCommandError: Error, CustomStringConvertible {
-    case noKey(String)
     case exists(String, SyncKey, String)
 
     var description: String {
         switch self {
-        case .noKey(let path):
-            "the store at \(path) has no sync key; run 'syncctl key generate', or 'syncctl key import KEY' with the key of another store"
         case let .exists(path, key, command):
             "the store at \(path) already holds sync key \(key.id); 'syncctl key \(command) --force' replaces it, and every peer then needs the new key"
         }

@@ -28,7 +28,7 @@ struct Serve: ParsableCommand {
 
     func run() throws {
         var store = try self.store.open()
-        guard var key = try store.syncKey() else { throw KeyCommandError.noKey(store.path) }
+        guard var key = try store.syncKey() else { throw ConcordError.noSyncKey(at: store.path) }
         var address = PeerAddress(listen)!
         let stop = StopSignal()
         let progress = ServerProgress()
@@ -68,9 +68,9 @@ struct Serve: ParsableCommand {
     /// Starts a server of `store` on `address`, and sets `address` to the one it bound (its port
     /// when port 0 was asked for).
     private func start(_ store: ConcordStore, on address: inout PeerAddress, progress: ServerProgress, logger: Logger) throws -> PeerServer {
-        // The server logs each session's line itself.
+        // The server logs each session's line itself, with syncctl's advice.
         let server = PeerServer(
-            store: store, logger: logger, onProgress: progress.update,
+            store: store, configuration: .syncctl, logger: logger, onProgress: progress.update,
             onSession: { record in
                 progress.ended(record.peer)
                 if let far = record.farFutureTimestamp { logger.warning("\(farFutureMessage(far))", metadata: ["peer": "\(record.peer)"]) }
@@ -105,8 +105,8 @@ final class ServerProgress: @unchecked Sendable {
 /// `syncctl sync --peer HOST:PORT`.
 enum PeerSync {
     static func run(store: ConcordStore, address: PeerAddress) throws {
-        guard try store.syncKey() != nil else { throw KeyCommandError.noKey(store.path) }
-        let record = try PeerClient.sync(store: store, address: address) { progress in
+        guard try store.syncKey() != nil else { throw ConcordError.noSyncKey(at: store.path) }
+        let record = try PeerClient.sync(store: store, address: address, configuration: .syncctl) { progress in
             ProgressLine.shared.update {
                 "received \(progress.operationsReceived) operations (\(progress.bytesReceived / 1000) kB), sent \(progress.operationsSent) (\(progress.bytesSent / 1000) kB)"
             }
@@ -117,12 +117,22 @@ enum PeerSync {
         if let failure = record.failure {
             let kept = summary.operationsReceived > 0 && record.newOperations > 0
                 ? " (the \(record.newOperations) operations received before it are kept)" : ""
-            throw PeerCommandError(message: "sync with \(address) failed: \(failure.message)\(kept)")
+            throw PeerCommandError(message: "sync with \(address) failed: \(Advice.line(for: failure))\(kept)")
         }
         let moved = summary.operationsReceived == 0 && summary.operationsSent == 0
             ? "up to date"
             : "received \(summary.operationsReceived) operation\(summary.operationsReceived == 1 ? "" : "s"), sent \(summary.operationsSent)"
         say("synced with \(address): \(moved) (\(summary.bytesReceived) bytes in, \(summary.bytesSent) bytes out, \(String(format: "%.2f", record.duration.seconds)) s)")
+    }
+}
+
+extension PeerTransportConfiguration {
+    /// The defaults, with failures worded with syncctl's advice: in the server's log, and in
+    /// what a side tells its peer (SPEC.md §15.6, §15.8).
+    static var syncctl: PeerTransportConfiguration {
+        var configuration = PeerTransportConfiguration()
+        configuration.describeError = { Advice.line(for: $0) }
+        return configuration
     }
 }
 

@@ -49,13 +49,13 @@ struct Show: ParsableCommand {
         let ref = try store.resolve(id)
         switch ref.kind {
         case .reminder:
-            guard let reminder = try store.reminder(ref.id) else { throw StoreError(.notFound, "no reminder with id \(id)") }
+            guard let reminder = try store.reminder(ref.id) else { throw ConcordError(.notFound, "no reminder with id \(id)") }
             say(output.json ? reminder.json.canonical : Output.details(of: reminder))
         case .note:
-            guard let note = try store.note(ref.id) else { throw StoreError(.notFound, "no note with id \(id)") }
+            guard let note = try store.note(ref.id) else { throw ConcordError(.notFound, "no note with id \(id)") }
             say(output.json ? note.json.canonical : Output.details(of: note))
         default:
-            guard let state = try store.state(of: ref) else { throw StoreError(.notFound, "no record with id \(id)") }
+            guard let state = try store.state(of: ref) else { throw ConcordError(.notFound, "no record with id \(id)") }
             say(ConcordCore.Dump.json(of: state).canonical)
         }
     }
@@ -133,7 +133,7 @@ struct Merge: ParsableCommand {
                 key = try target.syncKey()
                 _ = try ConcordStore.bundleReader(at: path, key: key)
                 bundles.append(path)
-            case .other: throw ExchangeError(.invalidInput, "\(path) is not a Concord store or bundle")
+            case .other: throw ConcordError(.invalidInput, "\(path) is not a Concord store or bundle")
             }
         }
         // Everything is read and checked whole first, so a damaged file merges nothing, and kept
@@ -201,7 +201,7 @@ struct Verify: ParsableCommand {
             report.problems.forEach(say)
         }
         if !report.isSound {
-            throw StoreError(.corrupt, "the store at \(path) has \(report.problems.count) problem\(report.problems.count == 1 ? "" : "s")")
+            throw ConcordError(.corrupt, "the store at \(path) has \(report.problems.count) problem\(report.problems.count == 1 ? "" : "s")")
         }
     }
 }

@@ -1,5 +1,5 @@
 import ArgumentParser
-import ConcordStore
+import ConcordCore
 import Foundation
 
 // A write past the file size limit (`ulimit -f`) fails with EFBIG and is reported like any other
@@ -32,7 +32,7 @@ do {
         print(Syncctl.fullMessage(for: error))
         exit(0)
     }
-    let message = Syncctl.message(for: error).split(separator: "\n").first.map(String.init) ?? "\(error)"
-    warn(message)
+    // A library error with syncctl's advice (SPEC.md §12), or the argument parser's line.
+    warn(Advice.line(for: error))
     exit(code.rawValue)
 }

@@ -126,7 +126,7 @@ import Testing
         #expect(report.newOperationCount == (try Self.smallBundle()).operations.count)
     }
 
-    /// The same from files with `mergeBundle(at:)`: an `ExchangeError` of code `invalidInput` that
+    /// The same from files with `mergeBundle(at:)`: an `ConcordError` of code `invalidInput` that
     /// names the file, and no change. In each of the ways a merge of bundles runs (SPEC.md §5.6),
     /// all after a check of the whole bundle: one transaction; batches, as it holds more operations
     /// than a batch logs; one transaction that applies a batch of records, then batches that apply
@@ -154,11 +154,9 @@ import Testing
             do {
                 try store.mergeBundle(at: path)
                 failures.append("\(label): merged")
-            } catch let error as ExchangeError {
+            } catch let error as ConcordError {
                 if error.code != .invalidInput { failures.append("\(label): code \(error.code)") }
                 if !error.message.hasPrefix(path + ": ") { failures.append("\(label): message \(error.message)") }
-            } catch let error as StoreError {
-                if error.code != .invalidInput { failures.append("\(label): store error \(error.code) \(error)") }
             } catch {
                 if !(error is FileInputError) { failures.append("\(label): \(type(of: error)) \(error)") }
             }
@@ -236,7 +234,7 @@ import Testing
         do {
             try store.mergeBundle(at: directory.file("v2.cbundle"))
             Issue.record("a version 2 bundle was merged")
-        } catch let error as ExchangeError {
+        } catch let error as ConcordError {
             #expect(error.code == .invalidInput)
             #expect(error.message.contains("bundle format version 2 is newer than this build reads (1)"), "\(error.message)")
         }
@@ -265,16 +263,16 @@ import Testing
         do {
             try store.mergeBundle(at: directory.file("y"))
             Issue.record("text was merged as a bundle")
-        } catch let error as ExchangeError {
+        } catch let error as ConcordError {
             #expect(error.code == .invalidInput)
             #expect(error.message == directory.file("y") + ": not a Concord bundle", "\(error.message)")
         }
         // A file that is not there.
-        #expect(throws: ExchangeError.self) { try store.mergeBundle(at: directory.file("missing.cbundle")) }
+        #expect(throws: ConcordError.self) { try store.mergeBundle(at: directory.file("missing.cbundle")) }
         // A store, even this very one, given as a bundle: refused before it is opened outside
         // SQLite (SPEC.md §9), and its connection still works.
         let onDisk = try ConcordStore.create(at: directory.file("a.db"))
-        let refused = #expect(throws: ExchangeError.self) { try onDisk.mergeBundle(at: onDisk.path) }
+        let refused = #expect(throws: ConcordError.self) { try onDisk.mergeBundle(at: onDisk.path) }
         #expect(refused?.message == "\(onDisk.path) is a Concord store, not a bundle")
         _ = try onDisk.addNote(NoteDraft(title: "still written"))
         #expect(try ConcordStore.open(at: onDisk.path, readOnly: true).verify().isSound)
@@ -291,7 +289,7 @@ import Testing
                 continue
             }
             #expect(why.contains("after the end block"), "\(why)")
-            #expect(throws: StoreError.self) {
+            #expect(throws: ConcordError.self) {
                 try store.merge { ingest in
                     var reader = BundleReader(MemorySource(bytes + tail, chunk: 3))
                     try reader.forEachOperation(ingest)

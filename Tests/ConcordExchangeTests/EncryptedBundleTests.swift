@@ -83,7 +83,7 @@ import Testing
         let directory = try TemporaryDirectory()
         let path = fixturesDirectory.appendingPathComponent("encrypted-bundle-v1/basic.cbundle").path
         let store = try ConcordStore.create(at: directory.file("s.db"), environment: .deterministic(seed: 1))
-        #expect(throws: ExchangeError.self) { try store.mergeBundle(at: path) }
+        #expect(throws: ConcordError.self) { try store.mergeBundle(at: path) }
         #expect(try store.allOperations().isEmpty, "no key: nothing applied")
         try store.setSyncKey(Self.fixtureKey)
         try store.mergeBundle(at: path)

@@ -66,7 +66,7 @@ import Testing
             try b.store.addReminder(ReminderDraft(title: "b, round \(round)"))
             for replica in [a, b] {
                 let report = try replica.sync(folder)
-                #expect(report.warnings.isEmpty, "\(report.warnings)")
+                #expect(report.warningLines.isEmpty, "\(report.warningLines)")
                 republished += report.republishedOperations
             }
         }
@@ -76,7 +76,7 @@ import Testing
 
         let c = try Self.replicas(["c"], in: directory, key: key, seed: 300)[0]
         let report = try c.sync(folder)
-        #expect(report.warnings.isEmpty, "\(report.warnings)")
+        #expect(report.warningLines.isEmpty, "\(report.warningLines)")
         try a.sync(folder)
         #expect(try c.store.reminder(first)?.title == "only in a's first file")
         #expect(try c.dump() == (try a.dump()))
@@ -117,7 +117,7 @@ import Testing
         #expect(try listing(folder)[name] == size)
         let report = try b.sync(folder)
         #expect(report.importedFiles == 1, "b read the replaced file again")
-        #expect(report.warnings.isEmpty, "\(report.warnings)")
+        #expect(report.warningLines.isEmpty, "\(report.warningLines)")
         // b had a's first operations from the old file, and publishes them again for the others.
         #expect(report.publishedFile != nil)
         try a.sync(folder)
@@ -134,11 +134,11 @@ import Testing
         try writeBytes(Array(repeating: 0x5A, count: Int(victimSize)), to: Self.path(folder, victim))
         for replica in [a, b] {
             let report = try replica.sync(folder)
-            #expect(report.warnings.contains { $0.hasPrefix("skipping \(victim): ") }, "\(replica.name): \(report.warnings)")
+            #expect(report.warningLines.contains { $0.hasPrefix("skipping \(victim): ") }, "\(replica.name): \(report.warningLines)")
         }
         let d = try Self.replicas(["d"], in: directory, key: key, seed: 400)[0]
         let newcomer = try d.sync(folder)
-        #expect(newcomer.warnings.count == 1, "\(newcomer.warnings)")
+        #expect(newcomer.warningLines.count == 1, "\(newcomer.warningLines)")
         #expect(try d.dump() == (try a.dump()))
     }
 
@@ -165,10 +165,10 @@ import Testing
         let edited = try b.store.addReminder(ReminderDraft(title: "after the junk"))
         let report = try b.sync(folder)
         #expect(report.publishedFile == bundleName(b.hex, 4), "passes over the names taken, never jumps: \(report)")
-        #expect(Set(report.warnings.map { String($0.prefix(while: { $0 != ":" })) }) == Set(junk.map { "skipping \($0)" }), "\(report.warnings)")
+        #expect(Set(report.warningLines.map { String($0.prefix(while: { $0 != ":" })) }) == Set(junk.map { "skipping \($0)" }), "\(report.warningLines)")
         let imported = try a.sync(folder)
         #expect(try a.store.reminder(edited)?.title == "after the junk")
-        #expect(imported.warnings.count == 3, "\(imported.warnings)")
+        #expect(imported.warningLines.count == 3, "\(imported.warningLines)")
         // Nor do copies planted under b's name make b coalesce (or delete) them.
         b.coalesceThreshold = 2
         for serial in 100..<110 {
@@ -213,16 +213,16 @@ import Testing
         let copyReport = try copy.sync(folder: folder)
         #expect(copyReport.publishedFile != nil)
         // (Its file clashes with b's: the copy skips b's file with a warning too.)
-        #expect(copyReport.warnings.count == 1, "\(copyReport.warnings)")
+        #expect(copyReport.warningLines.count == 1, "\(copyReport.warningLines)")
 
         for (name, store) in [("a", a.store), ("b", b)] {
             clock.advance(1_000)
             try store.addReminder(ReminderDraft(title: "\(name) goes on"))
             let report = try store.sync(folder: folder)
-            #expect(report.warnings.count == 1, "\(name): \(report.warnings)")
-            let warning = report.warnings.first ?? ""
+            #expect(report.warningLines.count == 1, "\(name): \(report.warningLines)")
+            let warning = report.warningLines.first ?? ""
             #expect(warning.hasPrefix("skipping what \(copyReport.publishedFile!) holds of replica \(b.replicaID) from seq "), "\(warning)")
-            #expect(warning.contains("'syncctl init --fork'"))
+            #expect(report.warnings.first?.code == .clash)
             #expect(report.publishedFile != nil, "\(name) publishes as usual")
             #expect(try store.reminder(forged) == nil, "\(name) applied the clashing file")
         }
@@ -241,10 +241,10 @@ import Testing
         try FileManager.default.removeItem(atPath: Self.path(folder, bFile))
         try FileManager.default.moveItem(atPath: Self.path(folder, bFile) + ".new", toPath: Self.path(folder, bFile))
         let owner = try b.sync(folder: folder)
-        #expect(owner.warnings.count == 1 && owner.warnings[0].hasPrefix("skipping what \(bFile) holds of replica "), "\(owner.warnings)")
+        #expect(owner.warningLines.count == 1 && owner.warningLines[0].hasPrefix("skipping what \(bFile) holds of replica "), "\(owner.warningLines)")
         #expect(owner.publishedFile != nil, "b publishes what its rewritten file held")
         let reader = try a.sync(folder)
-        #expect(reader.warnings.count == 1 && reader.warnings[0].hasPrefix("skipping what \(bFile) holds of replica "), "\(reader.warnings)")
+        #expect(reader.warningLines.count == 1 && reader.warningLines[0].hasPrefix("skipping what \(bFile) holds of replica "), "\(reader.warningLines)")
         let c = try Self.replicas(["c"], in: directory, key: key, seed: 300)[0]
         try c.sync(folder)
         #expect(try c.store.reminder(later)?.title == "b, later")
@@ -279,11 +279,11 @@ import Testing
         // d meets no clash in it (it holds nothing of a's), so it counts it, and publishes
         // nothing again.
         let reportD = try d.sync(folder)
-        #expect(reportD.warnings.isEmpty && reportD.publishedFile == nil, "\(reportD)")
+        #expect(reportD.warningLines.isEmpty && reportD.publishedFile == nil, "\(reportD)")
 
         // a clashes with the copy's operations, and takes the rest: d's.
         let reportA = try a.sync(folder: folder)
-        #expect(reportA.warnings.count == 1, "\(reportA.warnings)")
+        #expect(reportA.warningLines.count == 1, "\(reportA.warningLines)")
         #expect(try a.reminder(fromD)?.title == "from d", "a got d's operations from the clashing file")
         for _ in 0..<2 {
             try d.sync(folder)
@@ -307,13 +307,13 @@ import Testing
         let name = bundleName(a.hex, 1)
         for _ in 0..<2 {
             let report = try b.sync(folder)
-            #expect(report.warnings.count == 1 && report.warnings[0].hasPrefix("skipping \(name): the bundle is encrypted"), "\(report.warnings)")
+            #expect(report.warningLines.count == 1 && report.warningLines[0].hasPrefix("skipping \(name): the bundle is encrypted"), "\(report.warningLines)")
             #expect(report.importedFiles == 0 && report.publishedFile == nil)
         }
-        #expect(try b.store.folderFiles(in: b.folderSync(folder).folder)[name]?.skipped?.hasPrefix("the bundle is encrypted") == true)
+        #expect(try b.store.folderFiles(in: b.folderSync(folder).folder)[name]?.skipped?.hasPrefix("encryptedBundle: the bundle is encrypted") == true)
         try b.store.setSyncKey(key)
         let report = try b.sync(folder)
-        #expect(report.warnings.isEmpty && report.importedFiles == 1, "\(report)")
+        #expect(report.warningLines.isEmpty && report.importedFiles == 1, "\(report)")
         #expect(try b.store.reminder(id)?.title == "sealed")
     }
 
@@ -343,11 +343,31 @@ import Testing
         }
         try FileManager.default.removeItem(atPath: folder + "/concord-v1")
         try FileManager.default.copyItem(atPath: backup, toPath: folder + "/concord-v1")
-        for replica in [a, b, a, b] { #expect(try replica.sync(folder).warnings.isEmpty) }
+        for replica in [a, b, a, b] { #expect(try replica.sync(folder).warningLines.isEmpty) }
         #expect(try a.dump() == (try b.dump()))
         let c = try Self.replicas(["c"], in: directory, key: key, seed: 300)[0]
         try c.sync(folder)
         #expect(try c.dump() == (try a.dump()))
         for replica in [a, b] { #expect(try Self.ownFiles(of: replica, in: folder).count <= 2) }
+    }
+
+    /// A skipped file's record keeps the code of its warning, so that the warning given again on
+    /// later syncs has it (`encryptedBundle`, for which an app names its command); one an older
+    /// build wrote, with no code, is `invalidInput` and shown as it was.
+    @Test func aSkippedFilesRecordKeepsItsWarningsCode() {
+        #expect(FolderSync.skippedRecord(.encryptedBundle, "the bundle is encrypted") == "encryptedBundle: the bundle is encrypted")
+        #expect(FolderSync.skippedRecord(.invalidInput, "not a Concord bundle") == "not a Concord bundle")
+        let reasons: [(ConcordError.Code, String)] = [
+            (.encryptedBundle, "the bundle is encrypted (with sync key 0123456789abcdef), and this store has no sync key"),
+            (.invalidInput, "bundle format version 2 is newer than this build reads (1); upgrade Concord"),
+            (.invalidInput, "invalid operation a:1: an empty tag"), (.clash, "replica a has two: x"), (.io, "cannot read it"),
+        ]
+        for (code, reason) in reasons {
+            let (parsedCode, parsedReason) = FolderSync.parseSkipped(FolderSync.skippedRecord(code, reason))
+            #expect(parsedCode == code && parsedReason == reason, "\(code) \(reason)")
+        }
+        let older = "the bundle is encrypted (with sync key 0123456789abcdef), and this store has no sync key; run 'syncctl key import KEY'"
+        let (code, reason) = FolderSync.parseSkipped(older)
+        #expect(code == .invalidInput && reason == older)
     }
 }

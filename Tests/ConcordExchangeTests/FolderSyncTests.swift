@@ -21,7 +21,7 @@ import Testing
         #expect(first.importedFiles == 0)
         #expect(first.publishedFile == bundleName(a.hex, 1))
         #expect(first.publishedOperations == (try a.store.allOperations()).count)
-        #expect(first.warnings.isEmpty)
+        #expect(first.warningLines.isEmpty)
         #expect(try listing(folder).keys.sorted() == [bundleName(a.hex, 1)])
 
         let second = try b.sync(folder)
@@ -180,17 +180,17 @@ import Testing
         let report = try a.sync(folder)
         #expect(report.importedFiles == 1 + (canRead ? 1 : 0))
         for name in hostile {
-            #expect(report.warnings.contains { $0.contains(name) }, "no warning for \(name): \(report.warnings)")
+            #expect(report.warningLines.contains { $0.contains(name) }, "no warning for \(name): \(report.warningLines)")
         }
         if !canRead {
-            #expect(report.warnings.contains { $0.contains(unreadable) }, "no warning for the unreadable file")
+            #expect(report.warningLines.contains { $0.contains(unreadable) }, "no warning for the unreadable file")
         }
-        #expect(report.warnings.count == hostile.count + (canRead ? 0 : 1), "\(report.warnings)")
-        let truncatedWarning = report.warnings.first { $0.contains(bundleName(c.hex, 1)) } ?? ""
+        #expect(report.warningLines.count == hostile.count + (canRead ? 0 : 1), "\(report.warningLines)")
+        let truncatedWarning = report.warningLines.first { $0.contains(bundleName(c.hex, 1)) } ?? ""
         #expect(truncatedWarning.contains("incomplete"), "\(truncatedWarning)")
-        let newerWarning = report.warnings.first { $0.contains(bundleName(d.hex, 1)) } ?? ""
+        let newerWarning = report.warningLines.first { $0.contains(bundleName(d.hex, 1)) } ?? ""
         #expect(newerWarning.contains("bundle format version 2 is newer"), "\(newerWarning)")
-        let emptyWarning = report.warnings.first { $0.contains(bundleName(x, 1)) } ?? ""
+        let emptyWarning = report.warningLines.first { $0.contains(bundleName(x, 1)) } ?? ""
         #expect(emptyWarning.contains("empty"), "\(emptyWarning)")
 
         // A holds B's operations (and E's if it could read them), and none of the others'.
@@ -209,10 +209,10 @@ import Testing
         #expect(later.importedFiles == 1)
         #expect(later.importedOperations == (try c.store.allOperations()).count)
         #expect(try a.store.versionVector()[c.store.replicaID] == (try c.store.versionVector())[c.store.replicaID])
-        #expect(!later.warnings.contains { $0.contains(bundleName(c.hex, 1)) })
+        #expect(!later.warningLines.contains { $0.contains(bundleName(c.hex, 1)) })
         // The others are still skipped, still with warnings, and still change nothing.
         for name in hostile where name != bundleName(c.hex, 1) {
-            #expect(later.warnings.contains { $0.contains(name) }, "no warning for \(name) the second time")
+            #expect(later.warningLines.contains { $0.contains(name) }, "no warning for \(name) the second time")
         }
         for replica in [d, f] { #expect(try a.store.versionVector()[replica.store.replicaID] == 0, "\(replica.name)") }
     }
@@ -236,8 +236,8 @@ import Testing
             try writeBytes(Array(whole[..<cut]), to: folder + "/concord-v1/" + name)
             let report = try a.sync(folder)
             #expect(report.importedFiles == 0, "cut \(cut)")
-            let warning = report.warnings.first { $0.contains(name) }
-            #expect(warning != nil, "cut \(cut): \(report.warnings)")
+            let warning = report.warningLines.first { $0.contains(name) }
+            #expect(warning != nil, "cut \(cut): \(report.warningLines)")
             if cut >= BundleFormat.magic.count {
                 #expect(warning?.contains("incomplete") == true, "cut \(cut): \(warning ?? "")")
             }
@@ -249,7 +249,7 @@ import Testing
         try writeBytes(whole, to: folder + "/concord-v1/" + name)
         let report = try a.sync(folder)
         #expect(report.importedFiles == 1)
-        #expect(report.warnings.isEmpty, "\(report.warnings)")
+        #expect(report.warningLines.isEmpty, "\(report.warningLines)")
         #expect(try a.dump() == (try b.dump()))
         // Recorded by the hash of its whole contents, and what it holds.
         let recorded = try a.store.folderFiles(in: folder)[name]
@@ -291,13 +291,13 @@ import Testing
 
         // B sees A's temporary file first: skipped, not imported, not removed.
         let seenByB = try b.sync(folder)
-        #expect(seenByB.warnings.contains { $0.contains(ownTemporary) && $0.contains("skipping") }, "\(seenByB.warnings)")
+        #expect(seenByB.warningLines.contains { $0.contains(ownTemporary) && $0.contains("skipping") }, "\(seenByB.warningLines)")
         #expect(FileManager.default.fileExists(atPath: v1 + "/" + ownTemporary))
         // B's own temporary file is B's to remove.
-        #expect(seenByB.warnings.contains { $0.contains(othersTemporary) && $0.contains("removed") }, "\(seenByB.warnings)")
+        #expect(seenByB.warningLines.contains { $0.contains(othersTemporary) && $0.contains("removed") }, "\(seenByB.warningLines)")
         #expect(!FileManager.default.fileExists(atPath: v1 + "/" + othersTemporary))
         #expect(FileManager.default.fileExists(atPath: v1 + "/" + othersFresh), "a fresh temporary file was removed")
-        #expect(!seenByB.warnings.contains { $0.contains(othersFresh) }, "\(seenByB.warnings)")
+        #expect(!seenByB.warningLines.contains { $0.contains(othersFresh) }, "\(seenByB.warningLines)")
         #expect(try b.store.versionVector()[g.store.replicaID] == 0)
         try FileManager.default.removeItem(atPath: v1 + "/" + othersFresh)
 
@@ -306,9 +306,9 @@ import Testing
         try placeStale(othersTemporary)
         try FileManager.default.copyItem(atPath: contents, toPath: v1 + "/" + othersFresh)
         let cleanup = try a.sync(folder)
-        #expect(cleanup.warnings.contains { $0.contains(ownTemporary) && $0.contains("removed") }, "\(cleanup.warnings)")
-        #expect(cleanup.warnings.contains { $0.contains(othersTemporary) && $0.contains("skipping") }, "\(cleanup.warnings)")
-        #expect(!cleanup.warnings.contains { $0.contains(othersFresh) }, "\(cleanup.warnings)")
+        #expect(cleanup.warningLines.contains { $0.contains(ownTemporary) && $0.contains("removed") }, "\(cleanup.warningLines)")
+        #expect(cleanup.warningLines.contains { $0.contains(othersTemporary) && $0.contains("skipping") }, "\(cleanup.warningLines)")
+        #expect(!cleanup.warningLines.contains { $0.contains(othersFresh) }, "\(cleanup.warningLines)")
         #expect(FileManager.default.fileExists(atPath: v1 + "/" + othersFresh))
         #expect(!FileManager.default.fileExists(atPath: v1 + "/" + ownTemporary))
         #expect(FileManager.default.fileExists(atPath: v1 + "/" + othersTemporary))
@@ -316,7 +316,7 @@ import Testing
         #expect(try a.store.versionVector()[g.store.replicaID] == 0)
 
         let after = try b.sync(folder)
-        #expect(!after.warnings.contains { $0.contains(ownTemporary) })
+        #expect(!after.warningLines.contains { $0.contains(ownTemporary) })
         for replica in [a, b] { #expect(try replica.store.versionVector()[g.store.replicaID] == 0) }
         #expect(try a.dump() == (try b.dump()))
     }
@@ -352,7 +352,7 @@ import Testing
             #expect(report.publishedOperations == 0)
             #expect(report.coalescedFiles == 0)
             #expect(!report.movedSomething)
-            #expect(report.warnings.isEmpty, "\(report.warnings)")
+            #expect(report.warningLines.isEmpty, "\(report.warningLines)")
             #expect(try listing(folder) == before)
         }
         #expect(try modificationDates() == dates)
@@ -428,7 +428,7 @@ import Testing
         do {
             try a.sync(folder)
             Issue.record("a folder of layout 2 was synced")
-        } catch let error as ExchangeError {
+        } catch let error as ConcordError {
             #expect(error.code == .folder)
             #expect(error.message.contains("uses layout version 2, newer than this build supports (1)"), "\(error.message)")
         }
@@ -445,14 +445,14 @@ import Testing
         do {
             try a.sync(missing)
             Issue.record("a missing folder was synced")
-        } catch let error as ExchangeError {
+        } catch let error as ConcordError {
             #expect(error.code == .folder)
             #expect(error.message == "the shared folder \(missing) does not exist or is not a directory (is it mounted?)")
         }
         #expect(!FileManager.default.fileExists(atPath: missing))
         // A file in its place is no folder either.
         try writeBytes([1, 2, 3], to: missing)
-        #expect(throws: ExchangeError.self) { try a.sync(missing) }
+        #expect(throws: ConcordError.self) { try a.sync(missing) }
     }
 
     @Test func aFolderOfBothLayoutsSyncsLayoutOneWithAWarning() throws {
@@ -465,8 +465,8 @@ import Testing
         try a.store.addReminder(ReminderDraft(title: "x"))
         let report = try a.sync(folder)
         #expect(report.publishedFile != nil)
-        #expect(report.warnings.count == 1)
-        #expect(report.warnings.first?.contains("layout version 2") == true, "\(report.warnings)")
+        #expect(report.warningLines.count == 1)
+        #expect(report.warningLines.first?.contains("layout version 2") == true, "\(report.warningLines)")
         let other = try b.sync(folder)
         #expect(other.importedFiles == 1)
         #expect(try a.dump() == (try b.dump()))
@@ -551,7 +551,7 @@ import Testing
         do {
             try FolderSync(store: readOnly, folder: folder).sync()
             Issue.record("a read-only store synced")
-        } catch let error as StoreError {
+        } catch let error as ConcordError {
             #expect(error.code == .readOnly, "\(error.code): \(error)")
         }
         #expect(try listing(folder) == before)
@@ -571,7 +571,7 @@ import Testing
         do {
             try a.store.exportBundle(to: missingDirectory)
             Issue.record("exported into a missing directory")
-        } catch let error as ExchangeError {
+        } catch let error as ConcordError {
             #expect(error.code == .io)
         }
         #expect(!FileManager.default.fileExists(atPath: directory.file("no")))
@@ -637,7 +637,7 @@ import Testing
         let hex = first.replicaID.hex
         #expect(secondReport?.publishedFile == bundleName(hex, 2))
         #expect(report.publishedFile == bundleName(hex, 3), "\(String(describing: report.publishedFile))")
-        #expect(report.warnings.isEmpty, "\(report.warnings)")
+        #expect(report.warningLines.isEmpty, "\(report.warningLines)")
         #expect(!secondFile.isEmpty)
         #expect(try readBytes(folder + "/concord-v1/" + bundleName(hex, 2)) == secondFile, "the other process's file was replaced")
         #expect(try listing(folder).keys.sorted() == [1, 2, 3].map { bundleName(hex, $0) })
@@ -669,7 +669,7 @@ import Testing
             hook.arm { secondReport = try? second.sync(folder: folder) }
         }
         #expect(secondReport != nil)
-        #expect(report.warnings.isEmpty, "the coalescing failed: \(report.warnings); the other process: \(secondReport?.warnings ?? [])")
+        #expect(report.warningLines.isEmpty, "the coalescing failed: \(report.warningLines); the other process: \(secondReport?.warningLines ?? [])")
         #expect(report.coalescedFiles == 2)
         let b = try Replica(in: directory, "b", seed: 144)
         try b.sync(folder)
@@ -685,7 +685,7 @@ import Testing
         do {
             try a.store.exportBundle(to: b.store.path)
             Issue.record("a bundle was written over a store")
-        } catch let error as ExchangeError {
+        } catch let error as ConcordError {
             #expect(error.code == .invalidInput)
         }
         #expect(try readBytes(b.store.path) == storeBytes)
@@ -696,7 +696,7 @@ import Testing
         do {
             try a.store.exportBundle(to: path, exclusive: true)
             Issue.record("an exclusive export replaced a file")
-        } catch let error as ExchangeError {
+        } catch let error as ConcordError {
             #expect(error.code == .exists)
         }
         #expect(try readBytes(path) == [1, 2, 3])
@@ -741,8 +741,8 @@ import Testing
                 case .synced(let report):
                     state.record(report)
                     afterSync(report)
-                case .failed(let message), .forked(let message):
-                    state.record(failure: message)
+                case .failed(let error), .forked(let error):
+                    state.record(failure: error.message)
                 }
             }
             state.hasReturned = true

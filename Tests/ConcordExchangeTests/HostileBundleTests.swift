@@ -50,11 +50,11 @@ import Testing
             do {
                 try store.mergeBundle(at: directory.file("huge-seq.cbundle"))
                 exit(2)
-            } catch let error as ExchangeError where error.code == .invalidInput {}
+            } catch let error as ConcordError where error.code == .invalidInput {}
             do {
                 try store.merge([HostileBundleTests.operation(seq: Op.maxSeq), last])
                 exit(3)
-            } catch let error as StoreError where error.code == .invalidInput {}
+            } catch let error as ConcordError where error.code == .invalidInput {}
             guard try store.dump() == dump, try store.verify().isSound else { exit(4) }
             // The largest valid seq is held like any other.
             try store.merge([HostileBundleTests.operation(seq: Op.maxSeq)])

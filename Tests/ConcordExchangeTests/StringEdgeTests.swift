@@ -87,12 +87,12 @@ import Testing
         let id = try store.addNote(NoteDraft(title: "keep"))
         let dump = try store.dump()
         for blank in ["", " ", "\t\n\r", "\u{3000}", "\u{2029}", "\u{85}"] {
-            #expect(throws: StoreError(.invalidChange, "the title is empty")) { try store.addNote(NoteDraft(title: blank)) }
-            #expect(throws: StoreError(.invalidChange, "the title is empty")) { try store.addReminder(ReminderDraft(title: blank)) }
-            #expect(throws: StoreError(.invalidChange, "the title is empty")) { try store.editNote(id, NotePatch(title: blank)) }
+            #expect(throws: ConcordError(.invalidChange, "the title is empty")) { try store.addNote(NoteDraft(title: blank)) }
+            #expect(throws: ConcordError(.invalidChange, "the title is empty")) { try store.addReminder(ReminderDraft(title: blank)) }
+            #expect(throws: ConcordError(.invalidChange, "the title is empty")) { try store.editNote(id, NotePatch(title: blank)) }
         }
         for tag in ["", "\u{0}", "a\u{0}b", "tab\there", "\u{7F}", "\u{85}", "line\nbreak"] {
-            let error = #expect(throws: StoreError.self) { try store.tag(.note(id), add: [tag]) }
+            let error = #expect(throws: ConcordError.self) { try store.tag(.note(id), add: [tag]) }
             #expect(error?.code == .invalidChange)
             #expect(error?.message == "invalid tag \(String(reflecting: tag)): tags are non-empty and have no control characters")
             #expect(error?.message.contains("\n") == false, "the message is one line")
@@ -248,7 +248,7 @@ import Testing
                 do {
                     try store.mergeBundle(at: path)
                     Issue.record("\(label): merged")
-                } catch let error as ExchangeError {
+                } catch let error as ConcordError {
                     #expect(error.code == .invalidInput)
                     #expect(error.message == "\(path): the bundle is corrupt: block 1: malformed data: string is not valid UTF-8")
                 }

@@ -146,3 +146,8 @@ func bundleName(_ hex: String, _ serial: Int) -> String {
 
 /// A replica id's hex that no store of the test has.
 func strangerHex(_ n: UInt64) -> String { ReplicaID(high: 0xDEAD_BEEF_0000_0000 | n, low: n &* 0x9E37_79B9).hex }
+
+extension FolderSyncReport {
+    /// The lines of the warnings, to compare with text.
+    var warningLines: [String] { warnings.map(\.message) }
+}

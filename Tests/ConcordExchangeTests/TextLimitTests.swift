@@ -21,7 +21,7 @@ import Testing
         let dump = try a.dump()
         // Bytes are counted, not characters: 4 Mi + 1 "é" are 8 MiB + 2 bytes.
         for text in [String(repeating: "a", count: limit + 1), String(repeating: "\u{E9}", count: limit / 2 + 1)] {
-            let tooLong = StoreError(.invalidChange, "the text is too long: \(text.utf8.count) bytes, at most \(limit) (8 MiB)")
+            let tooLong = ConcordError(.invalidChange, "the text is too long: \(text.utf8.count) bytes, at most \(limit) (8 MiB)")
             #expect(throws: tooLong) { try a.editNote(note, NotePatch(body: text)) }
             #expect(throws: tooLong) { try a.editNote(note, NotePatch(title: text)) }
             #expect(throws: tooLong) { try a.addNote(NoteDraft(title: "t", body: text)) }

@@ -12,8 +12,8 @@ import Testing
 /// each session, and a session under way applies no batch and sends no operations once the store
 /// holds another key.
 @Suite struct KeyRotationTests {
-    static let replaced = PeerFailure(.keyReplaced, "this store's sync key was replaced during the session; peers need the new key")
-    static let toldPeer = PeerFailure(.peerError, "the peer ended the session: its sync key was replaced during the session; this side needs the new key")
+    static let replaced = ConcordError(.keyReplaced, "this store's sync key was replaced during the session; peers need the new key")
+    static let toldPeer = ConcordError(.peerError, "the peer ended the session: its sync key was replaced during the session; this side needs the new key")
 
     /// Replaces the store's key the first time `onProgress` is called, while the session waits on
     /// its own thread: between two batches applied, or two chunks of operations sent.
@@ -56,7 +56,7 @@ import Testing
         try old.addReminders(3, label: "old")
         let (opsOld, opsA) = (old.operationCount, a.operationCount)
         let refused = try sync(old, with: server.address)
-        #expect(refused.failure == PeerFailure(.wrongKey, "the peer does not hold this store's sync key"))
+        #expect(refused.failure == ConcordError(.wrongKey, "the peer does not hold this store's sync key"))
         #expect(old.operationCount == opsOld && a.operationCount == opsA)
         #expect(!(try a.store.allOperations()).contains { $0.id.replica == old.store.replicaID })
         #expect(!(try old.store.allOperations()).contains { $0.id.replica == a.store.replicaID })

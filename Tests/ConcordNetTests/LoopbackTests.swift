@@ -244,7 +244,7 @@ import Testing
         #expect(Date().timeIntervalSince(started) < 4)
         // What the server sent: its versions, maybe batches, then an error naming the timeout.
         let actions = session.receiveApplying(bytes)
-        let failure = actions.compactMap { action -> PeerFailure? in if case .failed(let failure) = action { failure } else { nil } }.first
+        let failure = actions.compactMap { action -> ConcordError? in if case .failed(let failure) = action { failure } else { nil } }.first
         #expect(failure?.message == "the peer ended the session: the session was idle for 500 ms", "\(actions)")
         #expect(server.waitForRecords(1).first?.failure?.message == "the session was idle for 500 ms")
     }
@@ -326,7 +326,7 @@ import Testing
         do {
             _ = try sync(a, with: PeerAddress(host: "127.0.0.1", port: port))
             Issue.record("connected to a closed port")
-        } catch let failure as PeerFailure {
+        } catch let failure as ConcordError {
             #expect(failure.message == "cannot connect to 127.0.0.1:\(port): connection refused")
         }
     }
@@ -344,7 +344,7 @@ import Testing
         server.stop()
         let (bytes, closed) = raw.receiveUntilClosed(timeout: 5)
         #expect(closed)
-        let failure = session.receiveApplying(bytes).compactMap { action -> PeerFailure? in if case .failed(let failure) = action { failure } else { nil } }.first
+        let failure = session.receiveApplying(bytes).compactMap { action -> ConcordError? in if case .failed(let failure) = action { failure } else { nil } }.first
         #expect(failure?.message == "the peer ended the session: the server is shutting down")
     }
 }

@@ -55,7 +55,7 @@ import Testing
         expectStillRunning(server, sourceLocation: sourceLocation)
         clock.advance(.milliseconds(1))
         let record = try #require(server.waitForRecords(1).first, sourceLocation: sourceLocation)
-        #expect(record.failure == PeerFailure(.timedOut, failure), sourceLocation: sourceLocation)
+        #expect(record.failure == ConcordError(.timedOut, failure), sourceLocation: sourceLocation)
         #expect(abs(record.duration.seconds - total) < 0.001, "\(record.duration)", sourceLocation: sourceLocation)
     }
 
@@ -72,7 +72,7 @@ import Testing
         // The client reads why.
         let (bytes, closed) = raw.receiveUntilClosed(timeout: 5)
         #expect(closed)
-        #expect(session.receiveApplying(serverDone + bytes).last == .failed(PeerFailure(.peerError, "the peer ended the session: \(Self.idleFailure)")))
+        #expect(session.receiveApplying(serverDone + bytes).last == .failed(ConcordError(.peerError, "the peer ended the session: \(Self.idleFailure)")))
     }
 
     /// Activity moves the deadline: bytes received and sent 30 s in give the session until 90 s.
@@ -123,11 +123,11 @@ import Testing
         let deadline = Date().addingTimeInterval(5)
         while result.all.isEmpty, Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
         let record = try #require(result.all.first)
-        #expect(record.failure == PeerFailure(.timedOut, Self.idleFailure))
+        #expect(record.failure == ConcordError(.timedOut, Self.idleFailure))
         #expect(abs(record.duration.seconds - 60) < 0.001, "\(record.duration)")
         // The server reads why.
         let (bytes, _) = raw.receiveUntilClosed(timeout: 5)
-        #expect(session.receiveApplying(bytes).last == .failed(PeerFailure(.peerError, "the peer ended the session: \(Self.idleFailure)")))
+        #expect(session.receiveApplying(bytes).last == .failed(ConcordError(.peerError, "the peer ended the session: \(Self.idleFailure)")))
     }
 
     @Test func aSilentConnectionIsEndedAtTenSeconds() throws {

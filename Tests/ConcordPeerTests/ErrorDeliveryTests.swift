@@ -37,7 +37,7 @@ import Testing
             peers[side] = TestPeer(role: side, replica: replicas[side]!, operations: ops[side]!, random: seeded(side == .client ? 10 : 20))
         }
         if path == .applyFailsBeforeDone || path == .applyFailsAfterDone {
-            peers[role]!.refuseBatch = { _ in PeerFailure(.local, Self.clash) }
+            peers[role]!.refuseBatch = { _ in ConcordError(.local, Self.clash) }
         }
 
         // The handshake and the first messages, one delivery at a time.
@@ -72,7 +72,7 @@ import Testing
             peers[other]!.outbox += peers[other]!.session.sendUncheckedMessage([9]).sentBytes
             expected = "it received something the protocol does not allow: a message of unknown type 9"
         case .sameReplica:
-            expected = "both stores have replica id \(replicas[role]!.hex); one is a copy of the other: run 'syncctl init --fork' on one"
+            expected = "both stores have replica id \(replicas[role]!.hex); one is a copy of the other"
         case .wrongAck:
             // Once this side has sent its done, an ack may come: one of another count.
             if role == .client { deliver(from: .server) }
@@ -82,7 +82,7 @@ import Testing
             expected = "operation \(replicas[role]!.hex):5 is too large to send to a peer (4200058 bytes)"
         case .abort:
             var side = peers[role]!
-            side.perform(side.session.abort(PeerFailure(.timedOut, "the session was idle for 60 s")))
+            side.perform(side.session.abort(ConcordError(.timedOut, "the session was idle for 60 s")))
             peers[role] = side
             expected = "the session was idle for 60 s"
         case .applyFailsBeforeDone, .applyFailsAfterDone:
@@ -109,14 +109,42 @@ import Testing
         // (both hold one replica id) reports that, in the same words.
         let peer = peers[other]!
         if path == .sameReplica {
-            #expect(peer.failure == PeerFailure(.sameReplica, expected))
+            #expect(peer.failure == ConcordError(.sameReplica, expected))
         } else if path != .wrongAck || role == .server {
-            #expect(peer.failure == PeerFailure(.peerError, "the peer ended the session: \(expected)"))
+            #expect(peer.failure == ConcordError(.peerError, "the peer ended the session: \(expected)"))
         }
         if path == .applyFailsBeforeDone || path == .applyFailsAfterDone {
             #expect(failing.appliedBatches.isEmpty)
-            #expect(failing.failure == PeerFailure(.local, Self.clash))
+            #expect(failing.failure == ConcordError(.local, Self.clash))
         }
+    }
+
+    /// What a side tells its peer when it ends the session itself is the failure as the app words
+    /// it (`describeError`), so that an app's advice travels too (syncctl names its commands): a
+    /// store of the peer's replica id, and an abort.
+    @Test(arguments: [Path.sameReplica, .abort])
+    func theReasonIsWordedAsTheAppWordsIt(path: Path) throws {
+        let describe: @Sendable (ConcordError) -> String = { "\($0.message) [\($0.code)]" }
+        var client = TestPeer(role: .client, replica: replicaA, operations: operations(by: replicaA, seqs: 1...10), random: seeded(10))
+        let serverReplica = path == .sameReplica ? replicaA : replicaB
+        var server = TestPeer(role: .server, replica: serverReplica, random: seeded(20))
+        server.session = PeerSession(
+            role: .server, key: keyA, localReplica: serverReplica, localVersions: server.store.versions, random: seeded(20), describeError: describe)
+        server.start()
+        client.start()
+        server.receive(client.takeOutbox())  // hello
+        client.receive(server.takeOutbox())  // proof, versions
+        server.receive(client.takeOutbox())  // the server's versions and done, or its error
+        let expected: String
+        if path == .sameReplica {
+            expected = "both stores have replica id \(replicaA.hex); one is a copy of the other [sameReplica]"
+            #expect(server.failure == ConcordError(.sameReplica, "both stores have replica id \(replicaA.hex); one is a copy of the other"))
+        } else {
+            server.perform(server.session.abort(ConcordError(.timedOut, "the session was idle for 60 s")))
+            expected = "the session was idle for 60 s [timedOut]"
+        }
+        let messages = try Wire.messages(client: client.sent, server: server.sent, sentBy: .server)
+        #expect(messages.last == .error(expected))
     }
 
     /// The bug this suite was written for: a batch refused after the peer's `done` had arrived used

@@ -158,6 +158,22 @@ import Testing
         #expect(lastApply != nil && lastSend != nil && lastApply! < lastSend!)
     }
 
+    /// No `.apply` holds more than the largest single batch: batches of large operations that
+    /// compress little go two by two, though eight may go together.
+    @Test func batchesAppliedTogetherStayWithinOneLargestBatch() {
+        var generator = SplitMix64(seed: 5)
+        let printable = Array("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789!#$%&()*+,-./:;<=>?@[]^_{|}~")
+        var ops = operations(by: replicaA, seqs: 1...6)
+        for index in ops.indices {
+            // About 2 MB that compress to about 1.6 MB: a batch of its own each.
+            let text = String((0..<2_000_000).map { _ in printable[Int(generator.next() % UInt64(printable.count))] })
+            ops[index].action = .assign(.notes, .string(text))
+        }
+        let (_, server) = Self.sync(client: ops, server: [], batchesPerApply: 8)
+        #expect(server.finished?.batchesReceived == 6)
+        #expect(server.appliedBatches.map(\.count) == [2, 2, 2])
+    }
+
     /// An `.apply` of several batches that the store refuses applies none of them, and the peer is
     /// told; nothing is acknowledged.
     @Test func aRefusedApplyOfSeveralBatchesAcknowledgesNone() {
@@ -165,7 +181,7 @@ import Testing
         var server = TestPeer(role: .server, replica: replicaB, batchesPerApply: 8, random: seeded(20))
         server.refuseBatch = { batch in
             #expect(batch.count == 40_000)
-            return PeerFailure(.local, "the disk is full")
+            return ConcordError(.local, "the disk is full")
         }
         run(&client, &server)
         #expect(server.appliedBatches.isEmpty)
@@ -204,8 +220,8 @@ import Testing
         var server = TestPeer(role: .server, replica: replicaB, random: seeded(20))
         run(&client, &server)
         let message = "operation \(replicaA.hex):2 is too large to send to a peer (4200058 bytes)"
-        #expect(client.failure == PeerFailure(.operationTooLarge, message))
-        #expect(server.failure == PeerFailure(.peerError, "the peer ended the session: \(message)"))
+        #expect(client.failure == ConcordError(.operationTooLarge, message))
+        #expect(server.failure == ConcordError(.peerError, "the peer ended the session: \(message)"))
         // The operation before it went out in its own batch and was applied.
         #expect(server.appliedBatches.map(\.count) == [1])
     }
@@ -232,8 +248,8 @@ import Testing
         }
         server.perform(server.session.connectionClosed())
         client.perform(client.session.connectionClosed())
-        #expect(server.failure == PeerFailure(.truncated, "the connection ended in the middle of a frame"))
-        #expect(client.failure == PeerFailure(.closed, "the connection closed before the session finished"))
+        #expect(server.failure == ConcordError(.truncated, "the connection ended in the middle of a frame"))
+        #expect(client.failure == ConcordError(.closed, "the connection closed before the session finished"))
         #expect(server.store.operations.count == 16_384)
         #expect(server.store.versions == VersionVector([replicaA: 16_384]))
 

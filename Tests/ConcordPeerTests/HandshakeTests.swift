@@ -77,7 +77,7 @@ import Testing
         // Nothing after the end.
         #expect(client.session.receive([1, 2, 3]) == [])
         #expect(client.session.connectionClosed() == [])
-        #expect(client.session.abort(PeerFailure(.local, "late")) == [])
+        #expect(client.session.abort(ConcordError(.local, "late")) == [])
         #expect(client.session.send(operations: operations(by: replicaA, seqs: 1...3)) == [])
     }
 
@@ -100,8 +100,8 @@ import Testing
         var client = TestPeer(role: .client, key: keyA, replica: replicaA, operations: operations(by: replicaA, seqs: 1...10), random: seeded(10))
         var server = TestPeer(role: .server, key: keyB, replica: replicaB, operations: operations(by: replicaB, seqs: 1...10), random: seeded(20))
         run(&client, &server)
-        #expect(client.failure == PeerFailure(.wrongKey, "the peer does not hold this store's sync key"))
-        #expect(server.failure == PeerFailure(.wrongKey, "the peer does not hold this store's sync key"))
+        #expect(client.failure == ConcordError(.wrongKey, "the peer does not hold this store's sync key"))
+        #expect(server.failure == ConcordError(.wrongKey, "the peer does not hold this store's sync key"))
         for peer in [client, server] {
             #expect(peer.appliedBatches.isEmpty)
             #expect(peer.needOperationsCalls.isEmpty)
@@ -123,7 +123,7 @@ import Testing
         guard case .send(let hello)? = impostor.start().first else { return }
         #expect(server.receive(hello).count == 1)
         let forged = Frame.encode(Handshake.header(.clientProof) + [UInt8](repeating: 0x33, count: 32))
-        #expect(server.receive(forged + Frame.encode([1, 2, 3])) == [.failed(PeerFailure(.wrongKey, "the peer does not hold this store's sync key"))])
+        #expect(server.receive(forged + Frame.encode([1, 2, 3])) == [.failed(ConcordError(.wrongKey, "the peer does not hold this store's sync key"))])
         #expect(server.failure?.code == .wrongKey)
         #expect(!server.isHandshakeComplete)
     }
@@ -136,7 +136,7 @@ import Testing
         let actions = server.receive(Frame.encode(hello))
         #expect(actions == [
             .send(Self.vector("versionRefusalFrame")),
-            .failed(PeerFailure(.versionMismatch, "the peer speaks protocol version 2 and this build speaks 1; upgrade Concord on this side")),
+            .failed(ConcordError(.versionMismatch, "the peer speaks protocol version 2 and this build speaks 1; upgrade Concord on this side")),
         ])
     }
 
@@ -156,7 +156,7 @@ import Testing
         // The refusal of a server of that version.
         let refusal = PeerProtocol.magic + [UInt8(version >> 8), UInt8(version & 0xFF), 4, 1]
         #expect(client.receive(Frame.encode(refusal)) == [
-            .failed(PeerFailure(.versionMismatch, "the peer speaks protocol version \(version) and this build speaks 1; \(remedy)")),
+            .failed(ConcordError(.versionMismatch, "the peer speaks protocol version \(version) and this build speaks 1; \(remedy)")),
         ])
     }
 
@@ -164,7 +164,7 @@ import Testing
         var client = PeerSession(role: .client, key: keyA, localReplica: replicaA, localVersions: VersionVector(), random: seeded(10))
         _ = client.start()
         #expect(client.receive(Self.vector("versionRefusalFrame")) == [
-            .failed(PeerFailure(.protocolViolation, "the peer broke the protocol: a refusal of protocol version 1, which it speaks")),
+            .failed(ConcordError(.protocolViolation, "the peer broke the protocol: a refusal of protocol version 1, which it speaks")),
         ])
     }
 
@@ -195,7 +195,7 @@ import Testing
                     actions += copy.receive(bytes[start..<end])
                     start = end
                 }
-                #expect(actions == [.failed(PeerFailure(.notAPeer, "the peer does not speak the Concord peer protocol"))], "\(label), \(role), chunk \(chunk)")
+                #expect(actions == [.failed(ConcordError(.notAPeer, "the peer does not speak the Concord peer protocol"))], "\(label), \(role), chunk \(chunk)")
             }
         }
     }
@@ -215,7 +215,7 @@ import Testing
         for (role, frame, message) in cases {
             var session = PeerSession(role: role, key: keyA, localReplica: replicaA, localVersions: VersionVector(), random: seeded(1))
             _ = session.start()
-            #expect(session.receive(Frame.encode(frame)) == [.failed(PeerFailure(.protocolViolation, "the peer broke the protocol: \(message)"))])
+            #expect(session.receive(Frame.encode(frame)) == [.failed(ConcordError(.protocolViolation, "the peer broke the protocol: \(message)"))])
         }
     }
 
@@ -225,7 +225,7 @@ import Testing
         var client = PeerSession(role: .client, key: keyA, localReplica: replicaA, localVersions: VersionVector(), random: seeded(10))
         guard case .send(let hello)? = client.start().first else { return }
         _ = server.receive(hello)
-        #expect(server.receive([0, 0, 1, 1]) == [.failed(PeerFailure(.protocolViolation, "the peer broke the protocol: a handshake frame of 257 bytes"))])
+        #expect(server.receive([0, 0, 1, 1]) == [.failed(ConcordError(.protocolViolation, "the peer broke the protocol: a handshake frame of 257 bytes"))])
     }
 
     /// A stream that ends inside the first frame is truncated; one that ends between frames is a
@@ -237,12 +237,12 @@ import Testing
         guard case .send(let hello)? = client.start().first else { return }
         var truncated = server
         #expect(truncated.receive(hello.dropLast(5)) == [])
-        #expect(truncated.connectionClosed() == [.failed(PeerFailure(.truncated, "the connection ended in the middle of a frame"))])
+        #expect(truncated.connectionClosed() == [.failed(ConcordError(.truncated, "the connection ended in the middle of a frame"))])
         var closed = server
-        #expect(closed.connectionClosed() == [.failed(PeerFailure(.closed, "the connection closed during the handshake"))])
+        #expect(closed.connectionClosed() == [.failed(ConcordError(.closed, "the connection closed during the handshake"))])
         var afterHello = server
         #expect(afterHello.receive(hello).count == 1)
-        #expect(afterHello.connectionClosed() == [.failed(PeerFailure(.closed, "the connection closed during the handshake"))])
+        #expect(afterHello.connectionClosed() == [.failed(ConcordError(.closed, "the connection closed during the handshake"))])
     }
 
     /// Everything a client sent in one session, replayed to a server, is refused: the server's
@@ -258,7 +258,7 @@ import Testing
             var replayServer = TestPeer(role: .server, replica: replicaB, random: seeded(seed))
             replayServer.start()
             replayServer.receive(recorded, chunk: chunk)
-            #expect(replayServer.failure == PeerFailure(.wrongKey, "the peer does not hold this store's sync key"))
+            #expect(replayServer.failure == ConcordError(.wrongKey, "the peer does not hold this store's sync key"))
             #expect(replayServer.appliedBatches.isEmpty && replayServer.needOperationsCalls.isEmpty)
             #expect(try frames(replayServer.sent).count == 1, "the server hello only")
         }
@@ -281,7 +281,7 @@ import Testing
         var replayClient = TestPeer(role: .client, replica: replicaA, random: seeded(11))
         replayClient.start()
         replayClient.receive(server.sent)
-        #expect(replayClient.failure == PeerFailure(.wrongKey, "the peer does not hold this store's sync key"))
+        #expect(replayClient.failure == ConcordError(.wrongKey, "the peer does not hold this store's sync key"))
         #expect(replayClient.appliedBatches.isEmpty)
         #expect(try frames(replayClient.sent).map { $0[10] } == [1, 4], "a hello and a refusal")
     }
@@ -297,7 +297,7 @@ import Testing
         }
         let serverHello = try frames(serverHelloFrame)[0]
         let reflected = Handshake.header(.clientProof) + serverHello[43...]
-        #expect(server.receive(Frame.encode(reflected)) == [.failed(PeerFailure(.wrongKey, "the peer does not hold this store's sync key"))])
+        #expect(server.receive(Frame.encode(reflected)) == [.failed(ConcordError(.wrongKey, "the peer does not hold this store's sync key"))])
     }
 
     /// Both stores with one replica id: both sides refuse, each with the same clear reason.
@@ -305,9 +305,9 @@ import Testing
         var client = TestPeer(role: .client, replica: replicaA, operations: operations(by: replicaA, seqs: 1...5), random: seeded(10))
         var server = TestPeer(role: .server, replica: replicaA, operations: operations(by: replicaA, seqs: 1...7), random: seeded(20))
         run(&client, &server)
-        let message = "both stores have replica id \(replicaA.hex); one is a copy of the other: run 'syncctl init --fork' on one"
-        #expect(client.failure == PeerFailure(.sameReplica, message))
-        #expect(server.failure == PeerFailure(.sameReplica, message))
+        let message = "both stores have replica id \(replicaA.hex); one is a copy of the other"
+        #expect(client.failure == ConcordError(.sameReplica, message))
+        #expect(server.failure == ConcordError(.sameReplica, message))
         #expect(client.appliedBatches.isEmpty && server.appliedBatches.isEmpty)
         #expect(client.needOperationsCalls.isEmpty && server.needOperationsCalls.isEmpty)
     }

@@ -30,7 +30,7 @@ import Testing
         #expect(client.failure == nil)
     }
 
-    static let authenticationFailure = PeerFailure(.authenticationFailed, "a frame failed authentication")
+    static let authenticationFailure = ConcordError(.authenticationFailed, "a frame failed authentication")
 
     @Test func theServersFramesAreVersionsBatchesAndDone() throws {
         let (_, _, serverFrames) = try Self.established()
@@ -53,7 +53,7 @@ import Testing
                 #expect(client.appliedBatches.isEmpty)
                 // The client tells the server, which reports it.
                 server.receive(client.takeOutbox())
-                #expect(server.failure == PeerFailure(.peerError, "the peer ended the session: it received a frame that failed authentication"))
+                #expect(server.failure == ConcordError(.peerError, "the peer ended the session: it received a frame that failed authentication"))
             }
         }
     }
@@ -107,10 +107,10 @@ import Testing
         var (client, server, serverFrames) = try Self.established()
         Self.deliverFirstBatch(to: &client, serverFrames)
         client.receive([0x00, 0x40, 0x00, 0x01])
-        #expect(client.failure == PeerFailure(.frameTooLarge, "the peer sent a frame of 4194305 bytes, over the 4194304-byte limit"))
+        #expect(client.failure == ConcordError(.frameTooLarge, "the peer sent a frame of 4194305 bytes, over the 4194304-byte limit"))
         #expect(client.appliedBatches.count == 1)
         server.receive(client.takeOutbox())
-        #expect(server.failure == PeerFailure(.peerError, "the peer ended the session: it received a frame over the 4194304-byte limit"))
+        #expect(server.failure == ConcordError(.peerError, "the peer ended the session: it received a frame over the 4194304-byte limit"))
     }
 
     /// A frame of exactly 4 MiB is read (and then fails authentication, being noise).
@@ -143,7 +143,7 @@ import Testing
             Self.deliverFirstBatch(to: &client, serverFrames)
             client.receive(Array(second.prefix(cut)))
             client.perform(client.session.connectionClosed())
-            #expect(client.failure == PeerFailure(.truncated, "the connection ended in the middle of a frame"))
+            #expect(client.failure == ConcordError(.truncated, "the connection ended in the middle of a frame"))
             #expect(client.appliedBatches.count == 1)
         }
     }
@@ -152,7 +152,7 @@ import Testing
         var (client, _, serverFrames) = try Self.established()
         Self.deliverFirstBatch(to: &client, serverFrames)
         client.perform(client.session.connectionClosed())
-        #expect(client.failure == PeerFailure(.closed, "the connection closed before the session finished"))
+        #expect(client.failure == ConcordError(.closed, "the connection closed before the session finished"))
     }
 
     /// Without the peer's ack, a side that has sent everything and received the peer's done has
@@ -180,13 +180,13 @@ import Testing
         #expect(server.send(operations: operations(by: replicaB, seqs: 1...3)) == [])
         let last = server.finishSending()
         #expect(last.count == 2)
-        #expect(last.last == .failed(PeerFailure(.counterExhausted, "the session has used all its frame counters")))
+        #expect(last.last == .failed(ConcordError(.counterExhausted, "the session has used all its frame counters")))
         // The batch sealed with the last usable counter is read; nothing after it can be.
         let received = client.receive(bytes(last))
         #expect(received.count == 1 && received[0].isApply)
         #expect(client.batchApplied() == [])
         #expect(client.receive(Frame.encode([UInt8](repeating: 0, count: 40))) == [
-            .failed(PeerFailure(.counterExhausted, "the session has used all its frame counters")),
+            .failed(ConcordError(.counterExhausted, "the session has used all its frame counters")),
         ])
     }
 
@@ -260,7 +260,7 @@ import Testing
         var hostile = try HostileClient()
         #expect(try hostile.serverMessages().count == 1, "the server's versions")
         let actions = hostile.send(messages)
-        #expect(actions.last == .failed(PeerFailure(.protocolViolation, "the peer broke the protocol: \(reason)")), "\(label): \(actions.last.map { "\($0)" } ?? "nothing")")
+        #expect(actions.last == .failed(ConcordError(.protocolViolation, "the peer broke the protocol: \(reason)")), "\(label): \(actions.last.map { "\($0)" } ?? "nothing")")
         #expect(!actions.contains { $0.isApply }, "\(label)")
         // The server told the hostile peer why, and ignores anything after.
         let told = try #require(try hostile.serverMessages().last)
@@ -290,7 +290,7 @@ import Testing
     /// An error is accepted at any point, even before versions.
     @Test func anErrorBeforeVersionsEndsTheSession() throws {
         var hostile = try HostileClient()
-        #expect(hostile.send(PeerMessage.encodeError("shutting down")) == [.failed(PeerFailure(.peerError, "the peer ended the session: shutting down"))])
+        #expect(hostile.send(PeerMessage.encodeError("shutting down")) == [.failed(ConcordError(.peerError, "the peer ended the session: shutting down"))])
     }
 
     /// Batches before a bad message are applied; nothing in or after it is.
@@ -324,7 +324,7 @@ import Testing
         #expect(since == VersionVector() && lastShared.isEmpty)
         _ = hostile.server.send(operations: operations(by: replicaB, seqs: 1...10))
         _ = hostile.server.finishSending()
-        #expect(hostile.send([5, 9]).last == .failed(PeerFailure(.protocolViolation, "the peer broke the protocol: an ack message for 9 operations; this side sent 10")))
+        #expect(hostile.send([5, 9]).last == .failed(ConcordError(.protocolViolation, "the peer broke the protocol: an ack message for 9 operations; this side sent 10")))
     }
 
     /// A key-holding peer that claims the server's own replica id is refused as a copy.
@@ -338,11 +338,11 @@ import Testing
     /// Aborting past the handshake tells the peer; during it, sends nothing.
     @Test func abortTellsThePeerOncePastTheHandshake() throws {
         var (client, server, _) = try Self.established()
-        let failure = PeerFailure(.timedOut, "the session was idle for 60 s")
+        let failure = ConcordError(.timedOut, "the session was idle for 60 s")
         client.perform(client.session.abort(failure))
         #expect(client.failure == failure)
         server.receive(client.takeOutbox())
-        #expect(server.failure == PeerFailure(.peerError, "the peer ended the session: the session was idle for 60 s"))
+        #expect(server.failure == ConcordError(.peerError, "the peer ended the session: the session was idle for 60 s"))
 
         var early = PeerSession(role: .client, key: keyA, localReplica: replicaA, localVersions: VersionVector(), random: seeded(1))
         _ = early.start()

@@ -100,9 +100,9 @@ struct OperationSet {
 
     /// The refusal a store's merge gives a batch with an operation that differs from the one held
     /// under its id (SPEC.md §9.1).
-    func clash(_ batch: [Op]) -> PeerFailure? {
+    func clash(_ batch: [Op]) -> ConcordError? {
         guard let different = batch.first(where: { received in operations[received.id].map { $0 != received } ?? false }) else { return nil }
-        return PeerFailure(.local, "replica \(different.id.replica) has two different operations with seq \(different.id.seq), here and in what is being merged")
+        return ConcordError(.local, "replica \(different.id.replica) has two different operations with seq \(different.id.seq), here and in what is being merged")
     }
 
     mutating func apply(_ batch: [Op]) {
@@ -122,13 +122,13 @@ struct TestPeer {
     var appliedBatches: [[Op]] = []
     var needOperationsCalls: [VersionVector] = []
     var finished: PeerSummary?
-    var failure: PeerFailure?
+    var failure: ConcordError?
     /// How many operations the driver passes to `send(operations:)` at a time.
     var chunk = 1000
     /// Every action, in order.
     var log: [PeerAction] = []
     /// Makes applying a batch fail with this failure, as a store's merge may.
-    var refuseBatch: (([Op]) -> PeerFailure?)?
+    var refuseBatch: (([Op]) -> ConcordError?)?
 
     init(role: PeerRole, key: SyncKey = keyA, replica: ReplicaID, operations: [Op] = [], batchesPerApply: Int = 1, random: RandomBytes) {
         let store = OperationSet(operations)

@@ -1,3 +1,4 @@
+import ConcordCore
 import ConcordKeys
 import Foundation
 import Testing
@@ -90,20 +91,20 @@ import Testing
     }
 
     @Test(arguments: [
-        ("", SyncKeyError.Code.wrongPrefix, "a sync key starts with 'concord-key-1-'"),
+        ("", ConcordError.Code.wrongPrefix, "a sync key starts with 'concord-key-1-'"),
         ("hello", .wrongPrefix, "a sync key starts with 'concord-key-1-'"),
         ("concord-kee-1-aaaa", .wrongPrefix, "a sync key starts with 'concord-key-1-'"),
         ("key-1-aaaqeayeaudaocajbifqydiob4ibceqtcqkrmfyydenbwha5dypwgdon", .wrongPrefix, "a sync key starts with 'concord-key-1-'"),
         ("concord-key-x-aaaa", .wrongPrefix, "a sync key starts with 'concord-key-1-'"),
         ("concord-key-", .wrongLength, "the sync key is cut short: nothing follows 'concord-key-1-'"),
     ])
-    func aWrongPrefixIsRefused(text: String, code: SyncKeyError.Code, message: String) {
-        #expect(throws: SyncKeyError(code, message)) { try SyncKey(text: text) }
+    func aWrongPrefixIsRefused(text: String, code: ConcordError.Code, message: String) {
+        #expect(throws: ConcordError(code, message)) { try SyncKey(text: text) }
     }
 
     @Test func aKeyOfAnotherFormatIsRefusedAsSuch() {
         let body = String(SyncKey.generate(using: seeded(6)).text.dropFirst(14))
-        let error = #expect(throws: SyncKeyError.self) { try SyncKey(text: "concord-key-2-" + body) }
+        let error = #expect(throws: ConcordError.self) { try SyncKey(text: "concord-key-2-" + body) }
         #expect(error?.code == .unsupportedFormat)
         #expect(error?.message == "the sync key is of format 2, and this build reads format 1; upgrade Concord")
     }
@@ -118,7 +119,7 @@ import Testing
     func aCharacterOutsideTheAlphabetIsNamed(character: String, position: Int, expected: String) {
         var body = Array(SyncKey.generate(using: seeded(7)).text.dropFirst(14))
         body[position - 1] = Character(character)
-        let error = #expect(throws: SyncKeyError.self) { try SyncKey(text: "concord-key-1-" + String(body)) }
+        let error = #expect(throws: ConcordError.self) { try SyncKey(text: "concord-key-1-" + String(body)) }
         #expect(error?.code == .badCharacter)
         #expect(error?.message.contains(expected) == true, "\(error?.message ?? "")")
         #expect(error?.message.hasSuffix("a key holds only the letters a to z and the digits 2 to 7") == true)
@@ -127,7 +128,7 @@ import Testing
     @Test func aKeyWithACharacterMissingOrRepeatedIsRefused() {
         let text = SyncKey.generate(using: seeded(8)).text
         for (variant, count) in [(String(text.dropLast()), 55), (text + "a", 57), (String(text.prefix(40)), 26), ("concord-key-1-", 0)] {
-            let error = #expect(throws: SyncKeyError.self) { try SyncKey(text: variant) }
+            let error = #expect(throws: ConcordError.self) { try SyncKey(text: variant) }
             #expect(error?.code == .wrongLength)
             #expect(error?.message == "the sync key has \(count) characters after 'concord-key-1-', not 56; part of it is missing or repeated")
         }
@@ -162,7 +163,7 @@ import Testing
         var body = Array(text.dropFirst(14))
         for position in 0..<55 where body[position] != body[position + 1] {
             body.swapAt(position, position + 1)
-            #expect(throws: SyncKeyError.self) { try SyncKey(text: "concord-key-1-" + String(body)) }
+            #expect(throws: ConcordError.self) { try SyncKey(text: "concord-key-1-" + String(body)) }
             body.swapAt(position, position + 1)
         }
     }

@@ -54,7 +54,7 @@ import Testing
     @Test func errorsAreTheSynchronousFormsErrors() async throws {
         let directory = try TemporaryDirectory()
         let missing = directory.file("missing.db")
-        await #expect(throws: StoreError.self) { try await ConcordStore.open(at: missing) }
+        await #expect(throws: ConcordError.self) { try await ConcordStore.open(at: missing) }
         do {
             _ = try await ConcordStore.open(at: missing)
         } catch {
@@ -62,7 +62,7 @@ import Testing
         }
         let store = try await ConcordStore.create(at: directory.file("app.db"))
         let before = try store.dump()
-        await #expect(throws: StoreError.self) { try await store.addReminder(ReminderDraft(title: " ")) }
+        await #expect(throws: ConcordError.self) { try await store.addReminder(ReminderDraft(title: " ")) }
         #expect(try store.dump() == before)
     }
 }

@@ -19,14 +19,14 @@ import Testing
     }
 
     /// Every way of reading the log, on a store that may be damaged: each returns or throws a
-    /// `StoreError`; what the log yields is valid.
+    /// `ConcordError`; what the log yields is valid.
     static func readEverything(_ path: String) -> [String] {
         var outcomes: [String] = []
         func attempt(_ what: String, _ body: () throws -> Void) {
             do {
                 try body()
                 outcomes.append("\(what): ok")
-            } catch let error as StoreError {
+            } catch let error as ConcordError {
                 outcomes.append("\(what): \(error.code == .corrupt ? "corrupt" : "error \(error)")")
             } catch {
                 outcomes.append("\(what): unexpected \(type(of: error)) \(error)")
@@ -36,7 +36,7 @@ import Testing
             let store = try ConcordStore.open(at: path, readOnly: true)
             defer { try? store.close() }
             attempt("verify") {
-                if !(try store.verify().isSound) { throw StoreError(.corrupt, "verify reports problems") }
+                if !(try store.verify().isSound) { throw ConcordError(.corrupt, "verify reports problems") }
             }
             attempt("forEachOperation") {
                 try store.forEachOperation { operation in try operation.validate() }
@@ -47,7 +47,7 @@ import Testing
         attempt("merge it into another store") {
             let target = try ConcordStore.inMemory(environment: environment(clock: ManualClock(baseMillis), seed: 6))
             try target.merge(storeAt: path)
-            guard try target.verify().isSound else { throw StoreError(.corrupt, "merged into an unsound store") }
+            guard try target.verify().isSound else { throw ConcordError(.corrupt, "merged into an unsound store") }
         }
         return outcomes
     }
@@ -84,7 +84,7 @@ import Testing
     }
 
     /// Log rows with mutated run bytes and seq columns: verify reports or accepts, every reader
-    /// returns or throws a `StoreError`, nothing crashes.
+    /// returns or throws a `ConcordError`, nothing crashes.
     @Test func mutatedLogRowsNeverCrashAReader() throws {
         let directory = try TemporaryDirectory()
         let path = directory.file("store.db")

@@ -161,7 +161,7 @@ extension JoinedRowTests {
         }
         let before = try row()
         #expect { try damaged.merge { each in try edits.forEach(each) } } throws: { error in
-            (error as? StoreError)?.code == .corrupt && "\(error)".contains("merge metadata")
+            (error as? ConcordError)?.code == .corrupt && "\(error)".contains("merge metadata")
         }
         #expect(try damaged.allOperations().count == held)
         #expect(try damaged.pendingOperationCount() == 0)
@@ -171,7 +171,7 @@ extension JoinedRowTests {
         let new = edits.filter { $0.id.replica != damaged.replicaID }
         let heldAlready = edits.filter { $0.id.replica == damaged.replicaID }
         #expect { try damaged.merge(bounds: MergeBatch(operations: 1, records: 1)) { each in try (new + heldAlready).forEach(each) } } throws: { error in
-            (error as? StoreError)?.code == .corrupt
+            (error as? ConcordError)?.code == .corrupt
         }
         #expect(try damaged.allOperations().count == held + 2)
         #expect(try damaged.pendingOperationCount() == 2)

@@ -38,7 +38,7 @@ import Testing
         #expect(throws: StoreFile.Failure.notRegular) { try StoreFile.head(of: fifo, count: 100) }
         #expect(throws: StoreFile.Failure.directory) { try StoreFile.head(of: directory.path, count: 100) }
         #expect(throws: StoreFile.Failure.missing) { try StoreFile.head(of: directory.file("none"), count: 100) }
-        let error = #expect(throws: StoreError.self) { try ConcordStore.open(at: fifo) }
+        let error = #expect(throws: ConcordError.self) { try ConcordStore.open(at: fifo) }
         #expect(error?.message == "\(fifo) is not a regular file")
         let short = directory.file("short")
         #expect(FileManager.default.createFile(atPath: short, contents: Data([1, 2, 3])))

@@ -56,7 +56,7 @@ import Testing
         let leftovers = try FileManager.default.contentsOfDirectory(atPath: directory.file("nested/dir"))
             .filter { $0.contains(".init-") }
         #expect(leftovers.isEmpty)
-        #expect(throws: StoreError.self) { try ConcordStore.create(at: path) }
+        #expect(throws: ConcordError.self) { try ConcordStore.create(at: path) }
         do {
             _ = try ConcordStore.create(at: path)
         } catch {
@@ -66,7 +66,7 @@ import Testing
 
     @Test func openRefusesWhatIsNotAStore() throws {
         let directory = try TemporaryDirectory()
-        func code(_ path: String) -> StoreError.Code? {
+        func code(_ path: String) -> ConcordError.Code? {
             do {
                 _ = try ConcordStore.open(at: path)
                 return nil
@@ -172,7 +172,7 @@ import Testing
         var bad = good
         bad.id.seq = 2
         bad.action = .assign(.title, .int(5))
-        #expect(throws: StoreError.self) { try store.merge([good, bad]) }
+        #expect(throws: ConcordError.self) { try store.merge([good, bad]) }
         #expect(try store.dump() == dump)
         #expect(try store.versionVector() == vector)
     }
@@ -203,7 +203,7 @@ import Testing
         #expect(try b.reminder(id)?.title == "milk")
         #expect(try b.merge(storeAt: directory.file("a.db")).newOperationCount == 0)
         #expect(try b.merge(storeAt: directory.file("b.db")).newOperationCount == 0)
-        #expect(throws: StoreError.self) { try b.merge(storesAt: [directory.file("a.db"), directory.file("nope.db")]) }
+        #expect(throws: ConcordError.self) { try b.merge(storesAt: [directory.file("a.db"), directory.file("nope.db")]) }
     }
 
     /// SPEC.md §2: the records a store creates get time-ordered ids, increasing even when its
@@ -244,8 +244,8 @@ import Testing
             #expect(error.message.contains(twins[0].hex) && error.message.contains(twins[1].hex))
         }
         #expect(try store.resolve("abcd0000000000000000000000000002") == .note(twins[1]))
-        #expect(throws: StoreError.self) { try store.resolve("abc") }
-        #expect(throws: StoreError.self) { try store.resolve("ffffffff") }
+        #expect(throws: ConcordError.self) { try store.resolve("abc") }
+        #expect(throws: ConcordError.self) { try store.resolve("ffffffff") }
     }
 
     @Test func dueRemindersHonourSnoozeCompletionAndDeletion() throws {
@@ -262,7 +262,7 @@ import Testing
         #expect(try store.dueReminders(at: due).map(\.id) == [plain])
         #expect(Set(try store.dueReminders(at: due.addingTimeInterval(1800)).map(\.id)) == [plain, snoozed])
         #expect(Set(try store.dueReminders(at: due.addingTimeInterval(86_400)).map(\.id)) == [plain, snoozed, later])
-        #expect(throws: StoreError.self) { try store.snoozeReminder(plain, until: Date(millisecondsSince1970: Int64(baseMillis) - 1)) }
+        #expect(throws: ConcordError.self) { try store.snoozeReminder(plain, until: Date(millisecondsSince1970: Int64(baseMillis) - 1)) }
     }
 
     @Test func repeatingReminderAdvancesInsteadOfCompleting() throws {
@@ -296,16 +296,16 @@ import Testing
         let store = try makeStore()
         let id = try store.addReminder(ReminderDraft(title: "x"))
         let dump = try store.dump()
-        #expect(throws: StoreError.self) { try store.editReminder(id, ReminderPatch(title: "  ")) }
-        #expect(throws: StoreError.self) { try store.addReminder(ReminderDraft(title: "")) }
-        #expect(throws: StoreError.self) { try store.completeReminder(RecordID(high: 1, low: 1)) }
+        #expect(throws: ConcordError.self) { try store.editReminder(id, ReminderPatch(title: "  ")) }
+        #expect(throws: ConcordError.self) { try store.addReminder(ReminderDraft(title: "")) }
+        #expect(throws: ConcordError.self) { try store.completeReminder(RecordID(high: 1, low: 1)) }
         // All changes of one call, or none.
-        #expect(throws: StoreError.self) {
+        #expect(throws: ConcordError.self) {
             try store.perform([(.reminder(id), .complete), (.reminder(RecordID(high: 1, low: 1)), .complete)])
         }
         #expect(try store.dump() == dump)
         try store.delete(.reminder(id))
-        #expect(throws: StoreError.self) { try store.editReminder(id, ReminderPatch(title: "y")) }
+        #expect(throws: ConcordError.self) { try store.editReminder(id, ReminderPatch(title: "y")) }
     }
 
     /// A store that merges in batches of `operations` operations.
@@ -374,17 +374,17 @@ import Testing
         let store = try target(operations: 1_000, records: 1_000)
         let before = try store.dump()
         let own = try store.allOperations().count
-        let failed = try #require(throws: StoreError.self) {
+        let failed = try #require(throws: ConcordError.self) {
             try store.merge { each in
                 for operation in operations.prefix(25) { try each(operation) }
                 throw Damaged()
             }
         }
-        #expect(failed.underlying is Damaged)
+        #expect(failed.cause is Damaged)
         var invalid = operations[3]
         invalid.record = RecordRef(kind: .reminder, id: RecordID(high: 9, low: 9))
         invalid.action = .assign(.title, .int(4))
-        let error = try #require(throws: StoreError.self) {
+        let error = try #require(throws: ConcordError.self) {
             try store.merge { each in
                 for operation in operations { try each(operation) }
                 try each(invalid)

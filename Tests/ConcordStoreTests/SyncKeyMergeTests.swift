@@ -27,7 +27,7 @@ import Testing
         #expect {
             try store.merge(operations, ifSyncKeyIs: oldKey)
         } throws: { error in
-            (error as? StoreError)?.code == .keyReplaced
+            (error as? ConcordError)?.code == .keyReplaced
         }
         #expect(try store.dump() == before)
         #expect(try store.versionVector()[source.replicaID] == 0)

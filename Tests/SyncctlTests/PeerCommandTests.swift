@@ -141,6 +141,8 @@ extension Sandbox {
         #expect(result.succeeded, "\(result)")
         let sessions = result.stdoutLines.filter { $0.hasPrefix("peer 127.0.0.1:") }
         #expect(sessions.count == 1 && sessions[0].contains(": failed after ") && sessions[0].contains(clash), "\(result)")
+        // Its own clash, or the peer's (its reason cut at 200 characters), with syncctl's advice.
+        #expect(sessions.first?.contains("one of the two stores is a copy of the other; run 'syncctl init --fork' on the copy") == true, "\(result)")
         #expect(try serving.snapshot() == servingBefore, "nothing of the batch was applied")
     }
 

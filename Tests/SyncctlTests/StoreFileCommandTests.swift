@@ -155,6 +155,10 @@ import Testing
         let result = watcher.wait(timeout: 20)
         #expect(result.succeeded, "\(result)")
         #expect(result.stdout.contains("the store is now replica \(newID)"), "\(result)")
+        // The library's line, with syncctl's words for what the other process did (SPEC.md §9.1).
+        #expect(result.stdoutLines.contains(
+            "the store at \(b.path) is now replica \(newID) (another process ran 'syncctl init --fork' on it); this process opened it as replica \(oldID): open it again"),
+            "\(result)")
     }
 
     /// A watcher on a copied store refuses to publish; once another process runs the `init --fork`
@@ -169,6 +173,9 @@ import Testing
         let oldID = try original.replicaID()
         let watcher = try sandbox.start(["sync", "--folder", folder, "--watch", "--interval", "0.2", "--store", copy.path])
         #expect(eventually(timeout: 20) { watcher.stderr.contains("is a copy of the store at") }, "\(watcher.stdout) \(watcher.stderr)")
+        #expect(watcher.stderr.components(separatedBy: "\n").contains(
+            "syncctl: warning: \(copy.path) is a copy of the store at \(original.path) (another file): run 'syncctl init --fork' to make it a replica of its own, or 'syncctl init --moved' if it was moved and the original is no longer used; retrying"),
+            "\(watcher.stderr)")
         #expect(try copy.run("init", "--fork").succeeded)
         let newID = try copy.replicaID()
         let published = folder + "/concord-v1/\(newID)-0000000001.cbundle"

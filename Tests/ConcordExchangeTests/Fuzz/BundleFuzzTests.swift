@@ -557,7 +557,7 @@ final class FuzzMerger {
             merged = try store.mergeBundle(at: path)
         } catch {
             run.count("merge refused")
-            if let error = error as? StoreError, error.code == .clash, case let .decoded(_, operations, _) = outcome {
+            if let error = error as? ConcordError, error.code == .clash, case let .decoded(_, operations, _) = outcome {
                 // Two different operations under one id (SPEC.md §4.2, §9.1): the bundle holds
                 // both, or one differs from the operation the store holds. Refused, as it must be.
                 var seen = held
@@ -569,13 +569,13 @@ final class FuzzMerger {
             } else if case .decoded = outcome {
                 problems.append("a bundle the reader reads was refused: \(type(of: error)) \(error)")
             }
-            if let error = error as? StoreError, error.code == .clash {
-                // Not an ExchangeError: the store refused what the bundle holds, not its bytes.
-            } else if let error = error as? ExchangeError {
+            if let error = error as? ConcordError, error.code == .clash {
+                // Not an ConcordError: the store refused what the bundle holds, not its bytes.
+            } else if let error = error as? ConcordError {
                 if error.code != .invalidInput { problems.append("error code \(error.code), not invalidInput: \(error)") }
                 if !error.message.hasPrefix(path + ": ") || error.message.contains("\n") { problems.append("the message is not one line naming the file: \(String(reflecting: error.message))") }
             } else {
-                problems.append("an error that is not an ExchangeError: \(type(of: error)) \(error)")
+                problems.append("an error that is not an ConcordError: \(type(of: error)) \(error)")
             }
             do {
                 let after = try Self.snapshot(store)

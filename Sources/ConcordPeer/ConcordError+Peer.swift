@@ -1,0 +1,16 @@
+import ConcordCore
+
+/// The errors a peer session ends with (SPEC.md §15.8), each one line that says what happened, to
+/// show as it is.
+extension ConcordError {
+    static let wrongKeyMessage = "the peer does not hold this store's sync key"
+
+    static func versionMismatch(peer: UInt16) -> ConcordError {
+        let remedy = peer > PeerProtocol.version ? "upgrade Concord on this side" : "upgrade Concord on the peer"
+        return ConcordError(.versionMismatch, "the peer speaks protocol version \(peer) and this build speaks \(PeerProtocol.version); \(remedy)")
+    }
+
+    static func violation(_ what: String) -> ConcordError {
+        ConcordError(.protocolViolation, "the peer broke the protocol: \(what)")
+    }
+}
