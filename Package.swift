@@ -119,7 +119,7 @@ let package = Package(
         // Helpers shared by the test targets.
         .target(
             name: "ConcordTestSupport",
-            dependencies: ["ConcordCore", "ConcordStore"],
+            dependencies: ["ConcordCore", "ConcordStore", "ConcordExchange", "ConcordKeys", "ConcordNet"],
             path: "Tests/ConcordTestSupport"
         ),
         .testTarget(

@@ -10,9 +10,9 @@ import Testing
 /// Each case runs plain and with a sync key.
 @Suite struct FolderDamageTests {
     /// Replicas named `names` sharing one folder, all with `key` when there is one.
-    static func replicas(_ names: [String], in directory: TemporaryDirectory, key: SyncKey?, seed: UInt64 = 100) throws -> [Replica] {
+    static func replicas(_ names: [String], in directory: TemporaryDirectory, key: SyncKey?, seed: UInt64 = 100) throws -> [Node] {
         try names.enumerated().map { index, name in
-            let replica = try Replica(in: directory, name, seed: seed + UInt64(index))
+            let replica = try Node(in: directory, name, seed: seed + UInt64(index))
             if let key { try replica.store.setSyncKey(key) }
             return replica
         }
@@ -37,7 +37,7 @@ import Testing
         return (original, copy)
     }
 
-    static func ownFiles(of replica: Replica, in folder: String) throws -> [String] {
+    static func ownFiles(of replica: Node, in folder: String) throws -> [String] {
         try listing(folder).keys.filter { $0.hasPrefix(replica.hex) }.sorted()
     }
 

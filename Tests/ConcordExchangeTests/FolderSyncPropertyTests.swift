@@ -99,7 +99,7 @@ struct FolderScript: Sendable, CustomStringConvertible {
             let directory = try TemporaryDirectory()
             let folder = try directory.directory("shared")
             let replicas = try (0..<script.replicaCount).map { index in
-                let replica = try Replica(in: directory, "r\(index)", seed: UInt64(1000 + index))
+                let replica = try Node(in: directory, "r\(index)", seed: UInt64(1000 + index))
                 replica.coalesceThreshold = script.coalesceThreshold
                 return replica
             }
@@ -162,7 +162,7 @@ struct FolderScript: Sendable, CustomStringConvertible {
             #expect(try listing(folder) == listed, "a quiet round changed the folder\nscript: \(script)")
 
             // The folder alone holds everything.
-            let newcomer = try Replica(in: directory, "newcomer", seed: 2000)
+            let newcomer = try Node(in: directory, "newcomer", seed: 2000)
             try newcomer.sync(folder)
             #expect(try newcomer.dump() == dump, "a newcomer syncing the folder once differs\nscript: \(script)")
 
@@ -245,7 +245,7 @@ struct DamagedFolderScript: Sendable, CustomStringConvertible {
             let folder = try directory.directory("shared")
             let layout = folder + "/concord-v1"
             let replicas = try (0..<3).map { index in
-                let replica = try Replica(in: directory, "r\(index)", seed: UInt64(1000 + index))
+                let replica = try Node(in: directory, "r\(index)", seed: UInt64(1000 + index))
                 replica.coalesceThreshold = script.coalesceThreshold
                 if let key { try replica.store.setSyncKey(key) }
                 return replica
@@ -323,7 +323,7 @@ struct DamagedFolderScript: Sendable, CustomStringConvertible {
                 #expect(report.publishedFile == nil && report.coalescedFiles == 0, "r\(index) published in a quiet round: \(report)\nscript: \(script)")
             }
             // The folder alone holds everything.
-            let newcomer = try Replica(in: directory, "newcomer", seed: 2000)
+            let newcomer = try Node(in: directory, "newcomer", seed: 2000)
             if let key { try newcomer.store.setSyncKey(key) }
             try newcomer.sync(folder)
             #expect(try newcomer.dump() == dump, "a newcomer syncing the folder once differs\nscript: \(script)")

@@ -12,8 +12,8 @@ import Testing
     @Test func twoReplicasConvergeThroughOneFolder() throws {
         let directory = try TemporaryDirectory()
         let folder = try directory.directory("shared")
-        let a = try Replica(in: directory, "a", seed: 1)
-        let b = try Replica(in: directory, "b", seed: 2)
+        let a = try Node(in: directory, "a", seed: 1)
+        let b = try Node(in: directory, "b", seed: 2)
         let refsA = try populate(a.store, clock: a.clock, label: "A")
         try populate(b.store, clock: b.clock, label: "B")
 
@@ -54,7 +54,7 @@ import Testing
     @Test func threeReplicasConvergeThroughOneFolder() throws {
         let directory = try TemporaryDirectory()
         let folder = try directory.directory("shared")
-        let replicas = try (1...3).map { try Replica(in: directory, "r\($0)", seed: UInt64(10 + $0)) }
+        let replicas = try (1...3).map { try Node(in: directory, "r\($0)", seed: UInt64(10 + $0)) }
         let shared = RecordID(high: 42, low: 42)
         for (index, replica) in replicas.enumerated() {
             try populate(replica.store, clock: replica.clock, label: "\(index)")
@@ -90,9 +90,9 @@ import Testing
         let directory = try TemporaryDirectory()
         let f1 = try directory.directory("f1")
         let f2 = try directory.directory("f2")
-        let a = try Replica(in: directory, "a", seed: 21)
-        let b = try Replica(in: directory, "b", seed: 22)
-        let c = try Replica(in: directory, "c", seed: 23)
+        let a = try Node(in: directory, "a", seed: 21)
+        let b = try Node(in: directory, "b", seed: 22)
+        let c = try Node(in: directory, "c", seed: 23)
 
         let fromA = try a.store.addReminder(ReminderDraft(title: "from A"))
         try a.sync(f1)
@@ -134,18 +134,18 @@ import Testing
     @Test func hostileFilesAreSkippedWithAWarning() throws {
         let directory = try TemporaryDirectory()
         let folder = try directory.directory("shared")
-        let a = try Replica(in: directory, "a", seed: 31)
-        let b = try Replica(in: directory, "b", seed: 32)
+        let a = try Node(in: directory, "a", seed: 31)
+        let b = try Node(in: directory, "b", seed: 32)
         try populate(b.store, clock: b.clock, label: "B")
         try b.sync(folder)
 
         // Stores whose operations must not reach A through the hostile files.
-        let c = try Replica(in: directory, "c", seed: 33)  // truncated, later completed
-        let d = try Replica(in: directory, "d", seed: 34)  // a newer format
-        let e = try Replica(in: directory, "e", seed: 35)  // unreadable
-        let f = try Replica(in: directory, "f", seed: 36)  // behind names that are not bundles'
+        let c = try Node(in: directory, "c", seed: 33)  // truncated, later completed
+        let d = try Node(in: directory, "d", seed: 34)  // a newer format
+        let e = try Node(in: directory, "e", seed: 35)  // unreadable
+        let f = try Node(in: directory, "f", seed: 36)  // behind names that are not bundles'
         for replica in [c, d, e, f] { try replica.store.addReminder(ReminderDraft(title: "from \(replica.name)")) }
-        func bundle(of replica: Replica) throws -> [UInt8] {
+        func bundle(of replica: Node) throws -> [UInt8] {
             let path = directory.file("\(replica.name).cbundle")
             if !FileManager.default.fileExists(atPath: path) { try replica.store.exportBundle(to: path) }
             return try readBytes(path)
@@ -222,8 +222,8 @@ import Testing
     @Test func aFileStillBeingWrittenIsImportedOnceWhole() throws {
         let directory = try TemporaryDirectory()
         let folder = try directory.directory("shared")
-        let a = try Replica(in: directory, "a", seed: 41)
-        let b = try Replica(in: directory, "b", seed: 42)
+        let a = try Node(in: directory, "a", seed: 41)
+        let b = try Node(in: directory, "b", seed: 42)
         try populate(b.store, clock: b.clock)
         // B syncs into a folder of its own; its file then arrives piece by piece in A's folder.
         let staging = try directory.directory("staging")
@@ -263,15 +263,15 @@ import Testing
     @Test func interruptedSyncsLeaveTemporaryFilesThatAreCleanedUp() throws {
         let directory = try TemporaryDirectory()
         let folder = try directory.directory("shared")
-        let a = try Replica(in: directory, "a", seed: 51)
-        let b = try Replica(in: directory, "b", seed: 52)
+        let a = try Node(in: directory, "a", seed: 51)
+        let b = try Node(in: directory, "b", seed: 52)
         try a.store.addReminder(ReminderDraft(title: "a's"))
         try a.sync(folder)
         try b.sync(folder)
 
         // A's interrupted sync left a whole, valid bundle of operations no one else has under its
         // temporary name.
-        let g = try Replica(in: directory, "g", seed: 53)
+        let g = try Node(in: directory, "g", seed: 53)
         try g.store.addReminder(ReminderDraft(title: "never published"))
         let contents = directory.file("g.cbundle")
         try g.store.exportBundle(to: contents)
@@ -327,8 +327,8 @@ import Testing
     @Test func aSyncWithNothingNewImportsNothingAndWritesNothing() throws {
         let directory = try TemporaryDirectory()
         let folder = try directory.directory("shared")
-        let a = try Replica(in: directory, "a", seed: 61)
-        let b = try Replica(in: directory, "b", seed: 62)
+        let a = try Node(in: directory, "a", seed: 61)
+        let b = try Node(in: directory, "b", seed: 62)
         try populate(a.store, clock: a.clock, label: "A")
         try populate(b.store, clock: b.clock, label: "B")
         for replica in [a, b, a] { try replica.sync(folder) }
@@ -365,8 +365,8 @@ import Testing
     @Test func aReplicasOwnFilesAreCoalesced() throws {
         let directory = try TemporaryDirectory()
         let folder = try directory.directory("shared")
-        let a = try Replica(in: directory, "a", seed: 71)
-        let b = try Replica(in: directory, "b", seed: 72)
+        let a = try Node(in: directory, "a", seed: 71)
+        let b = try Node(in: directory, "b", seed: 72)
         a.coalesceThreshold = 3
         let id = try a.store.addReminder(ReminderDraft(title: "edit 0"))
         var coalescings = 0
@@ -412,7 +412,7 @@ import Testing
         try a.sync(folder)
         #expect(try b.dump() == (try a.dump()))
         // A newcomer gets everything from the coalesced folder.
-        let c = try Replica(in: directory, "c", seed: 73)
+        let c = try Node(in: directory, "c", seed: 73)
         try c.sync(folder)
         #expect(try c.dump() == (try a.dump()))
     }
@@ -423,7 +423,7 @@ import Testing
         let directory = try TemporaryDirectory()
         let folder = try directory.directory("shared")
         try FileManager.default.createDirectory(atPath: folder + "/concord-v2", withIntermediateDirectories: false)
-        let a = try Replica(in: directory, "a", seed: 81)
+        let a = try Node(in: directory, "a", seed: 81)
         try a.store.addReminder(ReminderDraft(title: "x"))
         do {
             try a.sync(folder)
@@ -439,7 +439,7 @@ import Testing
 
     @Test func aMissingFolderIsRefused() throws {
         let directory = try TemporaryDirectory()
-        let a = try Replica(in: directory, "a", seed: 82)
+        let a = try Node(in: directory, "a", seed: 82)
         try a.store.addReminder(ReminderDraft(title: "x"))
         let missing = directory.file("not-mounted")
         do {
@@ -460,8 +460,8 @@ import Testing
         let folder = try directory.directory("shared")
         try FileManager.default.createDirectory(atPath: folder + "/concord-v1", withIntermediateDirectories: false)
         try FileManager.default.createDirectory(atPath: folder + "/concord-v2", withIntermediateDirectories: false)
-        let a = try Replica(in: directory, "a", seed: 83)
-        let b = try Replica(in: directory, "b", seed: 84)
+        let a = try Node(in: directory, "a", seed: 83)
+        let b = try Node(in: directory, "b", seed: 84)
         try a.store.addReminder(ReminderDraft(title: "x"))
         let report = try a.sync(folder)
         #expect(report.publishedFile != nil)
@@ -480,9 +480,9 @@ import Testing
     @Test func operationsAboveAGapFollowOnceItIsFilled() throws {
         let directory = try TemporaryDirectory()
         let folder = try directory.directory("shared")
-        let a = try Replica(in: directory, "a", seed: 101)
-        let b = try Replica(in: directory, "b", seed: 102)
-        let c = try Replica(in: directory, "c", seed: 103)
+        let a = try Node(in: directory, "a", seed: 101)
+        let b = try Node(in: directory, "b", seed: 102)
+        let c = try Node(in: directory, "c", seed: 103)
         try populate(a.store, clock: a.clock, label: "A")
         let base = try a.store.versionVector()
         try a.store.exportBundle(to: directory.file("base.cbundle"))
@@ -518,8 +518,8 @@ import Testing
     @Test func farFutureTimestampsAreImportedAndReported() throws {
         let directory = try TemporaryDirectory()
         let folder = try directory.directory("shared")
-        let a = try Replica(in: directory, "a", seed: 111)
-        let b = try Replica(in: directory, "b", seed: 112)
+        let a = try Node(in: directory, "a", seed: 111)
+        let b = try Node(in: directory, "b", seed: 112)
         b.clock.now = a.clock.now + 3 * 86_400_000  // B's clock is three days ahead
         let id = try b.store.addReminder(ReminderDraft(title: "from the future"))
         try b.sync(folder)
@@ -542,8 +542,8 @@ import Testing
     @Test func aStoreThatCannotBeWrittenEndsTheSync() throws {
         let directory = try TemporaryDirectory()
         let folder = try directory.directory("shared")
-        let a = try Replica(in: directory, "a", seed: 121)
-        let b = try Replica(in: directory, "b", seed: 122)
+        let a = try Node(in: directory, "a", seed: 121)
+        let b = try Node(in: directory, "b", seed: 122)
         try a.store.addReminder(ReminderDraft(title: "x"))
         try a.sync(folder)
         let readOnly = try ConcordStore.open(at: b.store.path, readOnly: true)
@@ -565,7 +565,7 @@ import Testing
 
     @Test func exportIsWrittenWholeOrNotAtAll() throws {
         let directory = try TemporaryDirectory()
-        let a = try Replica(in: directory, "a", seed: 131)
+        let a = try Node(in: directory, "a", seed: 131)
         try a.store.addReminder(ReminderDraft(title: "x"))
         let missingDirectory = directory.file("no/such/dir/out.cbundle")
         do {
@@ -642,7 +642,7 @@ import Testing
         #expect(try readBytes(folder + "/concord-v1/" + bundleName(hex, 2)) == secondFile, "the other process's file was replaced")
         #expect(try listing(folder).keys.sorted() == [1, 2, 3].map { bundleName(hex, $0) })
 
-        let b = try Replica(in: directory, "b", seed: 143)
+        let b = try Node(in: directory, "b", seed: 143)
         let imported = try b.sync(folder)
         #expect(imported.importedFiles == 3)
         #expect(try b.dump() == (try first.dump()))
@@ -671,15 +671,15 @@ import Testing
         #expect(secondReport != nil)
         #expect(report.warningLines.isEmpty, "the coalescing failed: \(report.warningLines); the other process: \(secondReport?.warningLines ?? [])")
         #expect(report.coalescedFiles == 2)
-        let b = try Replica(in: directory, "b", seed: 144)
+        let b = try Node(in: directory, "b", seed: 144)
         try b.sync(folder)
         #expect(try b.dump() == (try first.dump()))
     }
 
     @Test func exportNeverReplacesAStoreAndExclusiveExportNeverReplacesAnything() throws {
         let directory = try TemporaryDirectory()
-        let a = try Replica(in: directory, "a", seed: 151)
-        let b = try Replica(in: directory, "b", seed: 152)
+        let a = try Node(in: directory, "a", seed: 151)
+        let b = try Node(in: directory, "b", seed: 152)
         try a.store.addReminder(ReminderDraft(title: "x"))
         let storeBytes = try readBytes(b.store.path)
         do {
@@ -763,8 +763,8 @@ import Testing
     @Test func watchImportsWhatAnotherReplicaPublishes() async throws {
         let directory = try TemporaryDirectory()
         let folder = try directory.directory("shared")
-        let a = try Replica(in: directory, "a", seed: 91)
-        let b = try Replica(in: directory, "b", seed: 92)
+        let a = try Node(in: directory, "a", seed: 91)
+        let b = try Node(in: directory, "b", seed: 92)
         try await a.store.addReminder(ReminderDraft(title: "from the watcher"))
         let state = WatchState()
         let watcher = Self.watching(a.store, folder, state)
@@ -806,7 +806,7 @@ import Testing
     @Test func watchReportsFailuresAndRetries() async throws {
         let directory = try TemporaryDirectory()
         let folder = directory.file("later")
-        let a = try Replica(in: directory, "a", seed: 97)
+        let a = try Node(in: directory, "a", seed: 97)
         try await a.store.addReminder(ReminderDraft(title: "waiting for the folder"))
         let state = WatchState()
         let watcher = Self.watching(a.store, folder, state)
@@ -824,8 +824,8 @@ import Testing
     @Test func watchImportsAFileThatArrivesAsASyncEnds() async throws {
         let directory = try TemporaryDirectory()
         let folder = try directory.directory("shared")
-        let a = try Replica(in: directory, "a", seed: 93)
-        let b = try Replica(in: directory, "b", seed: 94)
+        let a = try Node(in: directory, "a", seed: 93)
+        let b = try Node(in: directory, "b", seed: 94)
         try await a.store.addReminder(ReminderDraft(title: "from the watcher"))
         let id = try await b.store.addReminder(ReminderDraft(title: "from B"))
         let state = WatchState()
@@ -852,8 +852,8 @@ import Testing
     @Test func watchPublishesALocalEditMadeAsASyncEnds() async throws {
         let directory = try TemporaryDirectory()
         let folder = try directory.directory("shared")
-        let a = try Replica(in: directory, "a", seed: 95)
-        let b = try Replica(in: directory, "b", seed: 96)
+        let a = try Node(in: directory, "a", seed: 95)
+        let b = try Node(in: directory, "b", seed: 96)
         try await a.store.addReminder(ReminderDraft(title: "from the watcher"))
         let state = WatchState()
         let storeA = a.store

@@ -55,14 +55,14 @@ import Testing
         let old = try Node(in: directory, "old", seed: 2, key: key)
         try old.addReminders(3, label: "old")
         let (opsOld, opsA) = (old.operationCount, a.operationCount)
-        let refused = try sync(old, with: server.address)
+        let refused = try old.sync(with: server.address)
         #expect(refused.failure == ConcordError(.wrongKey, "the peer does not hold this store's sync key"))
         #expect(old.operationCount == opsOld && a.operationCount == opsA)
         #expect(!(try a.store.allOperations()).contains { $0.id.replica == old.store.replicaID })
         #expect(!(try old.store.allOperations()).contains { $0.id.replica == a.store.replicaID })
 
         let new = try Node(in: directory, "new", seed: 3, key: newKey)
-        #expect(try sync(new, with: server.address).finished)
+        #expect(try new.sync(with: server.address).finished)
         #expect(try new.dump() == (try a.dump()))
     }
 
@@ -76,7 +76,7 @@ import Testing
         let server = try TestServer(a, onProgress: rotation.onProgress)
         defer { server.stop() }
 
-        let record = try sync(b, with: server.address)
+        let record = try b.sync(with: server.address)
         #expect(record.failure == Self.toldPeer, "\(record.logLine)")
         let logged = try #require(server.waitForRecords(1).first)
         #expect(logged.failure == Self.replaced, "\(logged.logLine)")
@@ -98,7 +98,7 @@ import Testing
         let server = try TestServer(a, configuration: configuration, onProgress: rotation.onProgress)
         defer { server.stop() }
 
-        let record = try sync(b, with: server.address)
+        let record = try b.sync(with: server.address)
         #expect(record.failure == Self.toldPeer, "\(record.logLine)")
         #expect(server.waitForRecords(1).first?.failure == Self.replaced)
         // At most the first chunk, read before the key changed, went out.

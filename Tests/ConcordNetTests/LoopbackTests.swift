@@ -22,7 +22,7 @@ import Testing
         let server = try TestServer(a)
         defer { server.stop() }
 
-        let record = try sync(b, with: server.address)
+        let record = try b.sync(with: server.address)
         #expect(record.finished, "\(record.logLine)")
         #expect(record.summary.operationsReceived == opsA)
         #expect(record.summary.operationsSent == opsB)
@@ -41,7 +41,7 @@ import Testing
         #expect(logged.first?.logLine.hasPrefix("peer 127.0.0.1:") == true)
 
         // Nothing new: a second session moves nothing.
-        let again = try sync(b, with: server.address)
+        let again = try b.sync(with: server.address)
         #expect(again.finished)
         #expect(again.summary.operationsReceived == 0 && again.summary.operationsSent == 0)
     }
@@ -69,11 +69,11 @@ import Testing
         defer { server.stop() }
 
         // A–B by socket, B–C by folder, both ways, until nothing moves.
-        #expect(try sync(b, with: server.address).finished)
+        #expect(try b.sync(with: server.address).finished)
         try b.store.sync(folder: folder)
         try c.store.sync(folder: folder)
         try b.store.sync(folder: folder)
-        #expect(try sync(b, with: server.address).finished)
+        #expect(try b.sync(with: server.address).finished)
         #expect(try a.dump() == (try b.dump()))
         #expect(try b.dump() == (try c.dump()))
 
@@ -84,7 +84,7 @@ import Testing
         try a.store.addNote(NoteDraft(title: "from A"))
         try c.store.sync(folder: folder)
         try b.store.sync(folder: folder)
-        #expect(try sync(b, with: server.address).finished)
+        #expect(try b.sync(with: server.address).finished)
         try b.store.sync(folder: folder)
         try c.store.sync(folder: folder)
         #expect(try a.dump() == (try c.dump()))
@@ -109,7 +109,7 @@ import Testing
         var dropping = quickConfiguration(idle: .seconds(10))
         dropping.batchesPerApply = batchesPerApply
         dropping.dropConnectionAfterAppliedBatches = dropAfter
-        let cut = try sync(b, with: server.address, configuration: dropping)
+        let cut = try b.sync(with: server.address, configuration: dropping)
         #expect(!cut.finished)
         let kept = b.operationCount
         #expect(kept == cut.summary.operationsReceived, "every batch fully received is kept")
@@ -119,7 +119,7 @@ import Testing
         let logged = server.waitForRecords(1)
         #expect(logged.first?.failure?.code == .closed, "\(logged.map(\.logLine))")
 
-        let resumed = try sync(b, with: server.address)
+        let resumed = try b.sync(with: server.address)
         #expect(resumed.finished, "\(resumed.logLine)")
         #expect(resumed.summary.operationsReceived == total - kept, "nothing that arrived is sent again")
         #expect(server.waitForRecords(2).last?.summary.operationsSent == total - kept)
@@ -139,7 +139,7 @@ import Testing
         let results = RecordBox()
         let failures = FailureBox()
         DispatchQueue.concurrentPerform(iterations: clients.count) { index in
-            do { results.append(try sync(clients[index], with: server.address)) } catch { failures.add("\(error)") }
+            do { results.append(try clients[index].sync(with: server.address)) } catch { failures.add("\(error)") }
         }
         #expect(failures.all.isEmpty)
         #expect(results.all.count == clients.count)
@@ -147,7 +147,7 @@ import Testing
         #expect(server.waitForRecords(clients.count).allSatisfy { $0.finished })
         // A second round at once brings every client everything.
         DispatchQueue.concurrentPerform(iterations: clients.count) { index in
-            do { results.append(try sync(clients[index], with: server.address)) } catch { failures.add("\(error)") }
+            do { results.append(try clients[index].sync(with: server.address)) } catch { failures.add("\(error)") }
         }
         #expect(failures.all.isEmpty)
         let expected = try hub.dump()
@@ -169,7 +169,7 @@ import Testing
 
         let results = RecordBox()
         DispatchQueue.concurrentPerform(iterations: 2) { index in
-            if let record = try? sync(index == 0 ? good : bad, with: server.address) {
+            if let record = try? (index == 0 ? good : bad).sync(with: server.address) {
                 results.append(record)
             }
         }
@@ -205,7 +205,7 @@ import Testing
 
         // Meanwhile a good client is served.
         let good = try Node(in: directory, "good", seed: 2, key: key)
-        #expect(try sync(good, with: server.address).finished)
+        #expect(try good.sync(with: server.address).finished)
 
         for (client, name) in [(silent, "silent"), (http, "http"), (oversized, "oversized"), (half, "half")] {
             let (bytes, closed) = client.receiveUntilClosed(timeout: 5)
@@ -219,7 +219,7 @@ import Testing
         #expect(logged.filter(\.finished).count == 1)
         // And the server still serves.
         let later = try Node(in: directory, "later", seed: 3, key: key)
-        #expect(try sync(later, with: server.address).finished)
+        #expect(try later.sync(with: server.address).finished)
     }
 
     @Test func aPeerThatGoesSilentAfterTheHandshakeHitsTheIdleTimeout() throws {
@@ -262,11 +262,11 @@ import Testing
         let second = try RawClient(port: server.address.port)
         Thread.sleep(forTimeInterval: 0.2)
         let b = try Node(in: directory, "b", seed: 2, key: key)
-        let refused = try sync(b, with: server.address)
+        let refused = try b.sync(with: server.address)
         #expect(!refused.finished)
         #expect(server.waitForRecords(1).first?.failure?.message == "refused: 2 sessions are under way")
         for client in [first, second] { #expect(client.receiveUntilClosed(timeout: 5).closed) }
-        #expect(try sync(b, with: server.address).finished, "served once the places are free")
+        #expect(try b.sync(with: server.address).finished, "served once the places are free")
     }
 
     @Test func aPeerThatStopsReadingHoldsUpNoOneAndIsCutOff() throws {
@@ -289,7 +289,7 @@ import Testing
 
         // A good client is served meanwhile, in full.
         let good = try Node(in: directory, "good", seed: 2, key: key)
-        let served = try sync(good, with: server.address)
+        let served = try good.sync(with: server.address)
         #expect(served.finished, "\(served.logLine)")
         #expect(try good.dump() == (try a.dump()))
 
@@ -324,7 +324,7 @@ import Testing
         let port = server.address.port
         server.stop()
         do {
-            _ = try sync(a, with: PeerAddress(host: "127.0.0.1", port: port))
+            _ = try a.sync(with: PeerAddress(host: "127.0.0.1", port: port))
             Issue.record("connected to a closed port")
         } catch let failure as ConcordError {
             #expect(failure.message == "cannot connect to 127.0.0.1:\(port): connection refused")

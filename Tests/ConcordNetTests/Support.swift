@@ -1,8 +1,5 @@
 import ConcordCore
-import ConcordExchange
-import ConcordKeys
 import ConcordPeer
-import ConcordStore
 import Foundation
 import NIOCore
 import Testing
@@ -15,92 +12,6 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-
-/// Short timeouts, so that tests of them are quick.
-func quickConfiguration(handshake: Duration = .milliseconds(300), idle: Duration = .seconds(1)) -> PeerTransportConfiguration {
-    var configuration = PeerTransportConfiguration(handshakeTimeout: handshake, idleTimeout: idle)
-    configuration.lingerTimeout = .milliseconds(300)
-    return configuration
-}
-
-/// A file-backed store with a hand-set clock.
-final class Node: @unchecked Sendable {
-    let store: ConcordStore
-    let clock: ManualClock
-    let name: String
-
-    init(in directory: TemporaryDirectory, _ name: String, seed: UInt64, key: SyncKey?) throws {
-        self.name = name
-        clock = ManualClock(baseMillis + seed * 13)
-        store = try ConcordStore.create(at: directory.file("\(name).db"), name: name, environment: environment(clock: clock, seed: seed))
-        if let key { try store.setSyncKey(key) }
-    }
-
-    /// Adds `count` reminders in transactions of 1000, each with notes of about `textLength`
-    /// characters (random hex digits, which compress little, when `random`).
-    func addReminders(_ count: Int, label: String, textLength: Int = 20, random: Bool = false) throws {
-        var changes: [(RecordRef, Change)] = []
-        var generator = SplitMix64(seed: UInt64(count))
-        for index in 0..<count {
-            clock.advance(1)
-            let notes = random
-                ? (0..<max(1, textLength / 16)).map { _ in String(generator.next(), radix: 16) }.joined()
-                : String(repeating: "\(label)\(index) ", count: max(1, textLength / 8))
-            changes.append((.reminder(RecordID(high: UInt64(label.hashValue & 0xFFFF), low: UInt64(index))),
-                            .createReminder(ReminderDraft(title: "\(label) \(index)", notes: notes, tags: ["t\(index % 5)"]))))
-            if changes.count == 1000 {
-                try store.perform(changes)
-                changes.removeAll()
-            }
-        }
-        if !changes.isEmpty { try store.perform(changes) }
-    }
-
-    func dump() throws -> String { try store.dump() }
-    var operationCount: Int { (try? store.status().operations) ?? -1 }
-}
-
-/// A server on a free loopback port, and the sessions it has logged.
-final class TestServer: @unchecked Sendable {
-    let server: PeerServer
-    let address: PeerAddress
-
-    init(
-        _ node: Node, configuration: PeerTransportConfiguration = quickConfiguration(idle: .seconds(10)),
-        onProgress: (@Sendable (PeerProgress) -> Void)? = nil
-    ) throws {
-        let box = RecordBox()
-        server = PeerServer(store: node.store, configuration: configuration, onProgress: onProgress, onSession: { record in box.append(record) })
-        let bound = try server.start(host: "127.0.0.1", port: 0)
-        address = bound
-        recordsBox = box
-    }
-
-    private let recordsBox: RecordBox
-
-    var records: [PeerSessionRecord] { recordsBox.all }
-
-    /// Waits until the server has logged `count` sessions.
-    func waitForRecords(_ count: Int, timeout: TimeInterval = 10) -> [PeerSessionRecord] {
-        let deadline = Date().addingTimeInterval(timeout)
-        while recordsBox.all.count < count, Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
-        return recordsBox.all
-    }
-
-    func stop() { server.stop() }
-}
-
-final class RecordBox: @unchecked Sendable {
-    private let lock = NSLock()
-    private var records: [PeerSessionRecord] = []
-    func append(_ record: PeerSessionRecord) { lock.withLock { records.append(record) } }
-    var all: [PeerSessionRecord] { lock.withLock { records } }
-}
-
-/// One `sync --peer` session of `node` with `address`, with the key its store holds.
-func sync(_ node: Node, with address: PeerAddress, configuration: PeerTransportConfiguration = quickConfiguration(idle: .seconds(10))) throws -> PeerSessionRecord {
-    try PeerClient.sync(store: node.store, address: address, configuration: configuration)
-}
 
 extension PeerSession {
     /// Takes bytes as `receive` does, and confirms each batch at once, as a store that applies it

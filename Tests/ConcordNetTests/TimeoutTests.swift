@@ -103,7 +103,7 @@ import Testing
         let configuration = Self.configuration(clock)
         let address = PeerAddress(host: "127.0.0.1", port: listener.port)
         Thread.detachNewThread {
-            if let record = try? sync(b, with: address, configuration: configuration) {
+            if let record = try? b.sync(with: address, configuration: configuration) {
                 result.append(record)
             }
         }
