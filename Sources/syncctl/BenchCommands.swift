@@ -104,7 +104,10 @@ struct MergeBench: ParsableCommand {
                     try FileManager.default.copyItem(atPath: from, toPath: target)
                 }
                 // Handed out to be copied: no copy of it should be refused as one (SPEC.md §9.1).
-                try ConcordStore.forgetLocation(at: (keep as NSString).appendingPathComponent("a.db"))
+                // Its writers' lock file (§9) goes too, as no writer has it open.
+                let kept = (keep as NSString).appendingPathComponent("a.db")
+                try ConcordStore.forgetLocation(at: kept)
+                try? FileManager.default.removeItem(atPath: kept + "-lock")
             }
 
             var times: [Double] = []
@@ -395,7 +398,7 @@ struct PeerBench: ParsableCommand {
                 }
                 if let previous = last {
                     try previous.close()
-                    for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: previous.path + suffix) }
+                    for suffix in ["", "-wal", "-shm", "-lock"] { try? FileManager.default.removeItem(atPath: previous.path + suffix) }
                 }
                 last = target
             }

@@ -55,6 +55,7 @@ import Testing
         let kept = sandbox.path("kept")
         let result = try sandbox.run(["bench", "merge", "--records", "60", "--runs", "1", "--keep", kept, "--json"])
         let operations = try #require(number(try members(result)["operations"]))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: kept).sorted() == ["a.db", "b.cbundle"])
         for name in ["first.db", "second.db"] {
             try FileManager.default.copyItem(atPath: kept + "/a.db", toPath: sandbox.path(name))
             let copy = Store(sandbox: sandbox, path: sandbox.path(name))
