@@ -55,7 +55,7 @@ final class PeerConnection: @unchecked Sendable {
     private var feed: OperationFeed?
     private var streaming = false
     private var ended = false
-    private var appliedBatches = 0
+    private var applies = 0
     private var newOperations = 0
     private var farFuture: Timestamp?
     private var lastWrite: EventLoopFuture<Void>?
@@ -285,11 +285,11 @@ final class PeerConnection: @unchecked Sendable {
                     abortOnWorker(ConcordError(.local, "this side cannot apply a batch: \(error)", cause: error))
                     return
                 }
-                appliedBatches += 1
+                applies += 1
                 reportProgress()
-                if let drop = configuration.dropConnectionAfterAppliedBatches, appliedBatches >= drop {
+                if let drop = configuration.dropConnectionAfterApplies, applies >= drop {
                     // As if the process were killed: no error, no ack, the connection just goes.
-                    end(ConcordError(.local, "dropped the connection after \(appliedBatches) batches (test)"), flush: false)
+                    end(ConcordError(.local, "dropped the connection after \(applies) applies (test)"), flush: false)
                     return
                 }
                 // The batch has committed: the session reads on (an ack may follow).

@@ -26,7 +26,7 @@ public struct PeerTransportConfiguration: Sendable {
     /// How many batches that have arrived together are applied as one merge (one transaction, one
     /// sync to disk): while a merge runs the next batches arrive, and applying them together
     /// spares a commit each. Eight batches are at most 131,072 operations in memory at once, and
-    /// a merge never takes more than 4 MiB of batch messages (one largest batch).
+    /// a merge never takes more than 4 MiB of raw operations (what one batch may hold at most).
     public var batchesPerApply = 8
     /// Once a session has ended, how long a side waits for what it wrote to be taken before it
     /// closes anyway (a peer that stopped reading gets no longer); and after a failure, how long it
@@ -41,9 +41,9 @@ public struct PeerTransportConfiguration: Sendable {
     /// its own advice from the failure's code, as `syncctl` names its commands.
     public var describeError: @Sendable (ConcordError) -> String = { $0.message }
 
-    /// Test hook: the side closes its connection, as if killed, once it has applied this many
-    /// times (sending nothing more: no `error`, no `ack`).
-    var dropConnectionAfterAppliedBatches: Int?
+    /// Test hook: the side closes its connection, as if killed, once it has merged this many
+    /// `.apply`s (sending nothing more: no `error`, no `ack`).
+    var dropConnectionAfterApplies: Int?
 
     public init() {}
 

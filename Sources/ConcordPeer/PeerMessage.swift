@@ -79,6 +79,14 @@ enum PeerMessage: Hashable {
     /// The type of a message, or `nil` for an empty message.
     static func kind(of message: [UInt8]) -> UInt8? { message.first }
 
+    /// The raw length a batch message declares (before it is checked: `decode` checks it), or
+    /// nil if the message is not a batch or too short to declare one.
+    static func declaredRawLength(of message: [UInt8]) -> Int? {
+        guard kind(of: message) == Kind.batch.rawValue else { return nil }
+        var reader = ByteReader(message, offset: 1)
+        return (try? reader.varint()).map { Int(clamping: $0) }
+    }
+
     /// Decodes a whole message, checking every rule of SPEC.md §15.5 and §13.
     static func decode(_ message: [UInt8]) throws(Malformed) -> PeerMessage {
         guard let type = message.first else { throw Malformed("an empty message") }

@@ -46,10 +46,15 @@ public enum PeerAction: Hashable, Sendable {
     case send([UInt8])
     /// Merge these operations, authenticated and valid (SPEC.md §4.3), into the store as one
     /// merge of their own (its own transaction), then call `batchApplied()` and carry out what it
-    /// returns. They are one batch, or several received one after the other (`batchesPerApply`). If the merge fails, call `abort(_:)` instead and carry out what that returns.
-    /// Until then the session reads nothing further of what arrived: nothing after a batch is
-    /// acted on, and no frame (an `ack`) is sealed, before the batch has committed, so the
-    /// `error` that a failed merge sends is sealed with the next counter and the peer can read it.
+    /// returns. They are one batch, or several received one after the other (`batchesPerApply`).
+    /// If the merge fails, call `abort(_:)` instead and carry out what that returns. Until then
+    /// the session acts on nothing further of what arrived (it may have opened the one message
+    /// after the batches, to see that it is not one of them, and keeps it for later): no frame
+    /// (an `ack`) is sealed before the batches have committed, so the `error` that a failed merge
+    /// sends is sealed with the next counter and the peer can read it. A frame that fails (it
+    /// does not authenticate, or its batch is malformed) while batches wait to be handed out ends
+    /// the session without applying them: they were never acknowledged, and the next session
+    /// sends them again.
     case apply([Op])
     /// The peer's version vector has arrived: stream, through `send(operations:)`, first the
     /// operations `lastShared` names (the store holds each: `ConcordStore.operation(_:)`), then
@@ -147,11 +152,11 @@ public struct PeerSession: Sendable {
     /// How many batches received one after the other one `.apply` may carry.
     private let batchesPerApply: Int
     /// The operations of the batches received for the next `.apply`, how many batches, and the
-    /// bytes of their messages: at most those of one batch of the largest size (4 MiB), so that
-    /// no `.apply` is more work than the largest single batch.
+    /// raw bytes they declare: at most those of one batch of the largest size (4 MiB), so that no
+    /// `.apply` is more work than the largest single batch may be.
     private var collected: [Op] = []
     private var collectedBatches = 0
-    private var collectedBytes = 0
+    private var collectedRawBytes = 0
     /// A message opened after batches that are still to be applied: it is handled once they have
     /// committed, as if it were still in the decoder.
     private var heldMessage: [UInt8]?
@@ -193,8 +198,9 @@ public struct PeerSession: Sendable {
     ///   - localReplica: the store's replica id (a peer with the same one is refused).
     ///   - localVersions: the store's version vector now; the peer sends what it does not cover.
     ///   - batchesPerApply: how many batches one `.apply` may carry, when they have arrived one
-    ///     after the other (in what one `receive` or `batchApplied()` finds), and while their
-    ///     messages total at most 4 MiB (the largest single batch). Each `.apply` is a
+    ///     after the other (in what one `receive` or `batchApplied()` finds), and while their raw
+    ///     operations total at most 4 MiB (what the largest single batch may hold). A value below
+    ///     one counts as one. Each `.apply` is a
     ///     transaction and a sync to disk: a transport that receives faster than its store
     ///     commits applies fewer, larger ones. One by default.
     ///   - random: where the handshake's nonce comes from: the system CSPRNG, unless a test
@@ -207,8 +213,7 @@ public struct PeerSession: Sendable {
         batchesPerApply: Int = 1, random: RandomBytes = .system,
         describeError: @escaping @Sendable (ConcordError) -> String = { $0.message }
     ) {
-        precondition(batchesPerApply >= 1, "an .apply carries at least one batch")
-        self.batchesPerApply = batchesPerApply
+        self.batchesPerApply = max(1, batchesPerApply)
         self.role = role
         self.key = key
         self.localReplica = localReplica
@@ -528,7 +533,7 @@ public struct PeerSession: Sendable {
         }
         self.opener = opener
         if !collected.isEmpty,
-           PeerMessage.kind(of: message) != PeerMessage.Kind.batch.rawValue || collectedBytes + message.count > PeerProtocol.maxBatchBytes
+           collectedRawBytes + (PeerMessage.declaredRawLength(of: message) ?? .max / 2) > PeerProtocol.maxBatchBytes
         {
             // Whatever follows batches waits until they have committed (an ack among them), and
             // so does a batch that would make them more than the largest batch.
@@ -545,7 +550,7 @@ public struct PeerSession: Sendable {
         actions.append(.apply(collected))
         collected = []
         collectedBatches = 0
-        collectedBytes = 0
+        collectedRawBytes = 0
         awaitingApply = true
     }
 
@@ -603,7 +608,7 @@ public struct PeerSession: Sendable {
             operationsInBatchesReceived += operations.count
             collected += operations
             collectedBatches += 1
-            collectedBytes += message.count
+            collectedRawBytes += PeerMessage.declaredRawLength(of: message) ?? 0
             if collectedBatches == batchesPerApply { applyCollected(into: &actions) }
         case .done:
             receiving = .done

@@ -108,7 +108,7 @@ import Testing
 
         var dropping = quickConfiguration(idle: .seconds(10))
         dropping.batchesPerApply = batchesPerApply
-        dropping.dropConnectionAfterAppliedBatches = dropAfter
+        dropping.dropConnectionAfterApplies = dropAfter
         let cut = try b.sync(with: server.address, configuration: dropping)
         #expect(!cut.finished)
         let kept = b.operationCount

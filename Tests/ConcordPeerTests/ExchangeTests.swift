@@ -158,15 +158,19 @@ import Testing
         #expect(lastApply != nil && lastSend != nil && lastApply! < lastSend!)
     }
 
-    /// No `.apply` holds more than the largest single batch: batches of large operations that
-    /// compress little go two by two, though eight may go together.
-    @Test func batchesAppliedTogetherStayWithinOneLargestBatch() {
+    /// No `.apply` holds more raw operations than the largest single batch may (4 MiB): batches of
+    /// 2 MB operations go two by two, though eight may go together, whether they compress well
+    /// or hardly at all.
+    @Test(arguments: [true, false])
+    func batchesAppliedTogetherStayWithinOneLargestBatch(compressible: Bool) {
         var generator = SplitMix64(seed: 5)
         let printable = Array("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789!#$%&()*+,-./:;<=>?@[]^_{|}~")
         var ops = operations(by: replicaA, seqs: 1...6)
         for index in ops.indices {
-            // About 2 MB that compress to about 1.6 MB: a batch of its own each.
-            let text = String((0..<2_000_000).map { _ in printable[Int(generator.next() % UInt64(printable.count))] })
+            // About 2 MB each: a batch of its own each.
+            let text = compressible
+                ? String(repeating: "note \(index) ", count: 250_000)
+                : String((0..<2_000_000).map { _ in printable[Int(generator.next() % UInt64(printable.count))] })
             ops[index].action = .assign(.notes, .string(text))
         }
         let (_, server) = Self.sync(client: ops, server: [], batchesPerApply: 8)
