@@ -4,22 +4,30 @@ import Foundation
 /// The async forms of the store's reads, writes and merges: the same names, called with `await`
 /// (`try await store.reminders()`), as GRDB offers `read` and `write` in both forms.
 ///
-/// Each runs its synchronous form on a thread of the system's pool for blocking work, so that
-/// an app's tasks never hold one of the few threads they share while SQLite reads or writes: a
-/// write may wait for another process's turn (SPEC.md §9), and a merge may take seconds.
-/// Cancelling the calling task does not stop a call once it has started: a write or a merge ends
-/// as it would have, all of it committed or none.
+/// Each runs its synchronous form off the caller's thread, so that an app's tasks never hold one
+/// of the few threads they share while SQLite reads or writes: a write may wait for another
+/// process's turn (SPEC.md §9), and a merge may take seconds. A store's calls run one after the
+/// other on a queue of its own (its one connection serves them in turn anyway), so however many
+/// tasks call at once, one thread waits. Cancelling the calling task does not stop a call once it
+/// has started: a write or a merge ends as it would have, all of it committed or none.
 extension ConcordStore {
-    /// Runs `body` on a thread for blocking work and returns what it returns.
+    /// Runs `body` on `queue` and returns what it returns.
     package static func offload<T: Sendable, Failure: Error>(
-        _ body: @escaping @Sendable () throws(Failure) -> T
+        on queue: DispatchQueue = .global(), _ body: @escaping @Sendable () throws(Failure) -> T
     ) async throws(Failure) -> T {
         let result: Result<T, Failure> = await withCheckedContinuation { continuation in
-            DispatchQueue.global().async {
+            queue.async {
                 continuation.resume(returning: Result { () throws(Failure) -> T in try body() })
             }
         }
         return try result.get()
+    }
+
+    /// Runs `body` on this store's queue for async calls and returns what it returns.
+    package func offload<T: Sendable, Failure: Error>(
+        _ body: @escaping @Sendable () throws(Failure) -> T
+    ) async throws(Failure) -> T {
+        try await Self.offload(on: asyncCalls, body)
     }
 
     // MARK: Opening
@@ -38,27 +46,27 @@ extension ConcordStore {
 
     /// The async form of `reminders(includeCompleted:includeDeleted:)`.
     public func reminders(includeCompleted: Bool = false, includeDeleted: Bool = false) async throws(ConcordError) -> [Reminder] {
-        try await Self.offload { () throws(ConcordError) in try self.reminders(includeCompleted: includeCompleted, includeDeleted: includeDeleted) }
+        try await offload { () throws(ConcordError) in try self.reminders(includeCompleted: includeCompleted, includeDeleted: includeDeleted) }
     }
 
     /// The async form of `reminder(_:)`.
     public func reminder(_ id: RecordID) async throws(ConcordError) -> Reminder? {
-        try await Self.offload { () throws(ConcordError) in try self.reminder(id) }
+        try await offload { () throws(ConcordError) in try self.reminder(id) }
     }
 
     /// The async form of `dueReminders(at:)`.
     public func dueReminders(at instant: Date) async throws(ConcordError) -> [Reminder] {
-        try await Self.offload { () throws(ConcordError) in try self.dueReminders(at: instant) }
+        try await offload { () throws(ConcordError) in try self.dueReminders(at: instant) }
     }
 
     /// The async form of `notes(includeDeleted:)`.
     public func notes(includeDeleted: Bool = false) async throws(ConcordError) -> [Note] {
-        try await Self.offload { () throws(ConcordError) in try self.notes(includeDeleted: includeDeleted) }
+        try await offload { () throws(ConcordError) in try self.notes(includeDeleted: includeDeleted) }
     }
 
     /// The async form of `note(_:)`.
     public func note(_ id: RecordID) async throws(ConcordError) -> Note? {
-        try await Self.offload { () throws(ConcordError) in try self.note(id) }
+        try await offload { () throws(ConcordError) in try self.note(id) }
     }
 
     // MARK: Writes
@@ -66,65 +74,65 @@ extension ConcordStore {
     /// The async form of `perform(_:)`: the changes in one transaction, all or none.
     @discardableResult
     public func perform(_ changes: [(RecordRef, Change)]) async throws(ConcordError) -> [Op] {
-        try await Self.offload { () throws(ConcordError) in try self.perform(changes) }
+        try await offload { () throws(ConcordError) in try self.perform(changes) }
     }
 
     /// The async form of `perform(_:on:)`.
     @discardableResult
     public func perform(_ change: Change, on ref: RecordRef) async throws(ConcordError) -> [Op] {
-        try await Self.offload { () throws(ConcordError) in try self.perform(change, on: ref) }
+        try await offload { () throws(ConcordError) in try self.perform(change, on: ref) }
     }
 
     /// The async form of `addReminder(_:)`.
     @discardableResult
     public func addReminder(_ draft: ReminderDraft) async throws(ConcordError) -> RecordID {
-        try await Self.offload { () throws(ConcordError) in try self.addReminder(draft) }
+        try await offload { () throws(ConcordError) in try self.addReminder(draft) }
     }
 
     /// The async form of `editReminder(_:_:)`.
     public func editReminder(_ id: RecordID, _ patch: ReminderPatch) async throws(ConcordError) {
-        try await Self.offload { () throws(ConcordError) in try self.editReminder(id, patch) }
+        try await offload { () throws(ConcordError) in try self.editReminder(id, patch) }
     }
 
     /// The async form of `completeReminder(_:)`.
     public func completeReminder(_ id: RecordID) async throws(ConcordError) {
-        try await Self.offload { () throws(ConcordError) in try self.completeReminder(id) }
+        try await offload { () throws(ConcordError) in try self.completeReminder(id) }
     }
 
     /// The async form of `reopenReminder(_:)`.
     public func reopenReminder(_ id: RecordID) async throws(ConcordError) {
-        try await Self.offload { () throws(ConcordError) in try self.reopenReminder(id) }
+        try await offload { () throws(ConcordError) in try self.reopenReminder(id) }
     }
 
     /// The async form of `snoozeReminder(_:until:)`.
     public func snoozeReminder(_ id: RecordID, until: Date) async throws(ConcordError) {
-        try await Self.offload { () throws(ConcordError) in try self.snoozeReminder(id, until: until) }
+        try await offload { () throws(ConcordError) in try self.snoozeReminder(id, until: until) }
     }
 
     /// The async form of `addNote(_:)`.
     @discardableResult
     public func addNote(_ draft: NoteDraft) async throws(ConcordError) -> RecordID {
-        try await Self.offload { () throws(ConcordError) in try self.addNote(draft) }
+        try await offload { () throws(ConcordError) in try self.addNote(draft) }
     }
 
     /// The async form of `editNote(_:_:)`.
     public func editNote(_ id: RecordID, _ patch: NotePatch) async throws(ConcordError) {
-        try await Self.offload { () throws(ConcordError) in try self.editNote(id, patch) }
+        try await offload { () throws(ConcordError) in try self.editNote(id, patch) }
     }
 
     /// The async form of `tag(_:add:remove:)`.
     public func tag(_ ref: RecordRef, add: [String] = [], remove: [String] = []) async throws(ConcordError) {
-        try await Self.offload { () throws(ConcordError) in try self.tag(ref, add: add, remove: remove) }
+        try await offload { () throws(ConcordError) in try self.tag(ref, add: add, remove: remove) }
     }
 
     /// The async form of `delete(_:)`.
     public func delete(_ ref: RecordRef) async throws(ConcordError) {
-        try await Self.offload { () throws(ConcordError) in try self.delete(ref) }
+        try await offload { () throws(ConcordError) in try self.delete(ref) }
     }
 
     /// The async form of `restore(_:)`.
     public func restore(_ ref: RecordRef) async throws(ConcordError) {
-        try await Self.offload { () throws(ConcordError) in try self.restore(ref) }
+        try await offload { () throws(ConcordError) in try self.restore(ref) }
     }
 
     // MARK: Merges
@@ -132,18 +140,18 @@ extension ConcordStore {
     /// The async form of `merge(_:)`: the operations in one transaction.
     @discardableResult
     public func merge(_ operations: [Op]) async throws(ConcordError) -> MergeReport {
-        try await Self.offload { () throws(ConcordError) in try self.merge(operations) }
+        try await offload { () throws(ConcordError) in try self.merge(operations) }
     }
 
     /// The async form of `merge(storeAt:)`.
     @discardableResult
     public func merge(storeAt otherPath: String) async throws(ConcordError) -> MergeReport {
-        try await Self.offload { () throws(ConcordError) in try self.merge(storeAt: otherPath) }
+        try await offload { () throws(ConcordError) in try self.merge(storeAt: otherPath) }
     }
 
     /// The async form of `merge(storesAt:)`.
     @discardableResult
     public func merge(storesAt paths: [String]) async throws(ConcordError) -> MergeReport {
-        try await Self.offload { () throws(ConcordError) in try self.merge(storesAt: paths) }
+        try await offload { () throws(ConcordError) in try self.merge(storesAt: paths) }
     }
 }

@@ -21,6 +21,8 @@ public final class ConcordStore: Sendable {
     private let turns: WriterTurns?
     /// Where the store gets time and randomness.
     public let environment: StoreEnvironment
+    /// Where the async forms run this store's calls, one after the other (`ConcordStore+Async.swift`).
+    let asyncCalls = DispatchQueue(label: "concord.store")
     let observers = LockedState<(next: Int, continuations: [Int: AsyncStream<StoreChange>.Continuation])>((0, [:]))
     /// Where the file was when the store was last written, if that is not where it is now: the
     /// store was copied, and refuses writes (SPEC.md §9.1).
@@ -240,7 +242,8 @@ public final class ConcordStore: Sendable {
             // writes nothing when it opens and keeps `synchronous = FULL`.
             let queue = try DatabaseQueue(path: path, configuration: configuration(readOnly: readOnly))
             try queue.read { db in try checkIdentity(db, path: path) }
-            if !readOnly { try StoreSchema.migrator.migrate(queue) }
+            // Migrating writes: in a turn, as every write (§9).
+            if !readOnly { try WriterTurns(store: path).withTurn { try StoreSchema.migrator.migrate(queue) } }
             return try ConcordStore(path: path, connection: queue, environment: environment, readOnly: readOnly)
         }
     }

@@ -13,9 +13,9 @@ import Darwin
 /// A writer takes the door, then the store, and lets go of the door; it lets go of the store once
 /// its transaction has ended. A writer that waits for the store therefore holds the door, so the
 /// writer that had the store cannot take it again before the waiting one has had it: a long merge,
-/// which takes a turn for each of its batches, lets every writer that waits in between two of its
-/// batches, by construction and without pausing. Writers that wait for the door take it in no
-/// particular order, but each of them waits for at most one batch of each other writer before it.
+/// which takes a turn for each of its batches, never takes two in a row while a writer waits at
+/// the door, by construction and without pausing. Writers that wait for the door itself take it
+/// in no particular order (the system does not queue lock waits).
 ///
 /// The locks are open file description locks (`F_OFD_SETLKW`), so they exclude each other between
 /// threads and store objects of one process as between processes, and the system lets go of them
@@ -33,8 +33,14 @@ struct WriterTurns: Sendable {
     /// How long a writer waits for another before it gives up (SQLite's busy timeout, too).
     static let defaultPatience = Duration.seconds(30)
 
+    /// - Parameter path: the store's file. The side file is named after its resolved path, so
+    ///   that writers that name the store through a symbolic link share it.
     init(store path: String, patience: Duration = Self.defaultPatience) {
-        self.path = path + "-lock"
+        let resolved = realpath(path, nil).map { resolved in
+            defer { free(resolved) }
+            return String(cString: resolved)
+        }
+        self.path = (resolved ?? path) + "-lock"
         var status = stat()
         mode = stat(path, &status) == 0 ? status.st_mode & 0o666 : 0o644
         self.patience = patience
@@ -51,8 +57,7 @@ struct WriterTurns: Sendable {
     /// Waits for a turn. Returns the descriptor that holds it (closing it ends the turn), or nil
     /// when there are no turns here.
     private func take() throws -> Int32? {
-        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, mode)
-        guard descriptor >= 0 else { return nil }
+        guard let descriptor = openSideFile() else { return nil }
         let deadline = ContinuousClock.now + patience
         for (byte, lock) in [(Self.door, true), (Self.store, true), (Self.door, false)] {
             switch Self.set(lock, byte: byte, on: descriptor, waitingUntil: deadline) {
@@ -67,6 +72,30 @@ struct WriterTurns: Sendable {
             }
         }
         return descriptor
+    }
+
+    /// Opens the side file for writing, creating it with the store file's permissions (set with
+    /// `fchmod`, as the process's umask would narrow them) if it is not there. Nil if it cannot be
+    /// opened for writing.
+    private func openSideFile() -> Int32? {
+        while true {
+            let descriptor = open(path, O_RDWR | O_CLOEXEC)
+            if descriptor >= 0 { return descriptor }
+            switch errno {
+            case EINTR:
+                continue
+            case ENOENT:
+                let created = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode)
+                if created >= 0 {
+                    fchmod(created, mode)
+                    return created
+                }
+                if errno == EEXIST || errno == EINTR { continue }  // another writer made it first
+                return nil
+            default:
+                return nil
+            }
+        }
     }
 
     /// Whether a writer holds the door: it waits for the store, and goes next. Only a glance (the
@@ -103,13 +132,14 @@ struct WriterTurns: Sendable {
         }
     }
 
-    /// Waits for the lock on a thread of its own, so that the wait can end at `deadline`. A wait
-    /// given up keeps the descriptor and closes it once the lock comes or fails, letting it go.
+    /// Waits for the lock on a thread of its own (not one of a shared pool, which a stuck holder
+    /// could drain), so that the wait can end at `deadline`. A wait given up keeps the descriptor
+    /// and closes it once the lock comes or fails, letting go of all it holds (the door among it).
     private static func waitInBackground(_ command: Int32, byte: Int64, _ descriptor: Int32, until deadline: ContinuousClock.Instant) -> Outcome {
         enum State { case waiting, done(Outcome), abandoned }
         let state = LockedState(State.waiting)
         let finished = DispatchSemaphore(value: 0)
-        DispatchQueue.global().async {
+        Thread.detachNewThread {
             var result: Int32
             repeat { result = request(command, lock: true, byte: byte, descriptor) } while result == EINTR
             let outcome: Outcome = result == 0 ? .done : .unsupported

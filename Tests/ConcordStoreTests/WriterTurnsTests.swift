@@ -13,10 +13,12 @@ import Testing
         var all: [String] { events.withLock { $0 } }
     }
 
-    private func storePath() throws -> String {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("turns-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        return directory + "/store.db"
+    /// A store's path in a temporary directory (removed when the test ends).
+    private let directory: TemporaryDirectory
+    private var storePath: String { directory.file("store.db") }
+
+    init() throws {
+        directory = try TemporaryDirectory()
     }
 
     /// Polls `condition` every millisecond for up to 10 s.
@@ -29,7 +31,7 @@ import Testing
     }
 
     @Test func aWaitingWriterGoesBeforeTheHolderTakesItsNextTurn() throws {
-        let turns = WriterTurns(store: try storePath())
+        let turns = WriterTurns(store: storePath)
         let events = Events()
         let holding = DispatchSemaphore(value: 0)
         let release = DispatchSemaphore(value: 0)
@@ -54,7 +56,7 @@ import Testing
     }
 
     @Test func aWriterGivesUpAfterItsPatienceAndLeavesNoLockBehind() throws {
-        let path = try storePath()
+        let path = storePath
         let holder = WriterTurns(store: path)
         let impatient = WriterTurns(store: path, patience: .milliseconds(200))
         let holding = DispatchSemaphore(value: 0)
@@ -77,6 +79,41 @@ import Testing
         try WriterTurns(store: path, patience: .seconds(10)).withTurn { ran = true }
         #expect(ran)
         #expect(eventually { !holder.isWriterWaiting() })
+    }
+
+    @Test func aStoreWriteWaitsForTheTurnAnotherWriterHolds() throws {
+        let store = try ConcordStore.create(at: storePath)
+        let events = Events()
+        let holding = DispatchSemaphore(value: 0)
+        let done = DispatchGroup()
+        DispatchQueue.global().async(group: done) {
+            try? WriterTurns(store: storePath).withTurn {
+                holding.signal()
+                usleep(300_000)
+                events.record("the other writer let go")
+            }
+        }
+        holding.wait()
+        try store.addReminder(ReminderDraft(title: "waited"))
+        events.record("the store wrote")
+        #expect(done.wait(timeout: .now() + 30) == .success)
+        #expect(events.all == ["the other writer let go", "the store wrote"])
+    }
+
+    @Test func theSideFileHasTheStoresPermissionsAndItsResolvedName() throws {
+        let store = try ConcordStore.create(at: storePath)
+        try store.close()
+        chmod(storePath, 0o664)
+        unlink(storePath + "-lock")
+        let previous = umask(0o022)
+        defer { umask(previous) }
+        // Named through a symbolic link: the side file is the real store's.
+        symlink(storePath, directory.file("link.db"))
+        try WriterTurns(store: directory.file("link.db")).withTurn {}
+        var status = stat()
+        #expect(stat(storePath + "-lock", &status) == 0)
+        #expect(status.st_mode & 0o777 == 0o664)
+        #expect(access(directory.file("link.db-lock"), F_OK) != 0)
     }
 
     @Test func withoutALockFileWritersStillRun() throws {

@@ -13,12 +13,15 @@ public final class Node: @unchecked Sendable {
     public let store: ConcordStore
     public let clock: ManualClock
     public let name: String
+    /// Kept alive as long as the node: its store lives there.
+    public let directory: TemporaryDirectory
     /// How many of its own files a folder sync leaves before it merges them into one.
     public var coalesceThreshold = 32
 
     /// Creates `NAME.db` in `directory`, holding `key` if one is given.
     public init(in directory: TemporaryDirectory, _ name: String, seed: UInt64, key: SyncKey? = nil) throws {
         self.name = name
+        self.directory = directory
         clock = ManualClock(baseMillis + seed * 7)
         store = try ConcordStore.create(at: directory.file("\(name).db"), name: name, environment: environment(clock: clock, seed: seed))
         if let key { try store.setSyncKey(key) }
@@ -33,12 +36,14 @@ public final class Node: @unchecked Sendable {
     public func addReminders(_ count: Int, label: String, textLength: Int = 20, random: Bool = false) throws {
         var changes: [(RecordRef, Change)] = []
         var generator = SplitMix64(seed: UInt64(count))
+        // The same ids in every run (a String's hashValue is seeded per process).
+        let labelBits = label.utf8.reduce(UInt64(0)) { ($0 &* 31 &+ UInt64($1)) & 0xFFFF }
         for index in 0..<count {
             clock.advance(1)
             let notes = random
                 ? (0..<max(1, textLength / 16)).map { _ in String(generator.next(), radix: 16) }.joined()
                 : String(repeating: "\(label)\(index) ", count: max(1, textLength / 8))
-            changes.append((.reminder(RecordID(high: UInt64(label.hashValue & 0xFFFF), low: UInt64(index))),
+            changes.append((.reminder(RecordID(high: labelBits, low: UInt64(index))),
                             .createReminder(ReminderDraft(title: "\(label) \(index)", notes: notes, tags: ["t\(index % 5)"]))))
             if changes.count == 1000 {
                 try store.perform(changes)
