@@ -28,6 +28,7 @@ import Logging
 /// The syncs, which block while they read and write, run on threads of their own (on macOS 15,
 /// iOS 18 and later, and Linux), not on those that the process's tasks share.
 public struct FolderWatch: AsyncSequence {
+    /// Each sync's outcome.
     public typealias Element = FolderWatchEvent
 
     let sync: FolderSync
@@ -35,10 +36,12 @@ public struct FolderWatch: AsyncSequence {
     let logger: Logger
     let describeError: @Sendable (ConcordError) -> String
 
+    /// An iterator that syncs, waits the interval, and syncs again, until its task is cancelled.
     public func makeAsyncIterator() -> Iterator {
         Iterator(watch: self)
     }
 
+    /// Runs the syncs of a watch: each `next()` waits the interval (not before the first) and syncs, until a sync reports something.
     public struct Iterator: AsyncIteratorProtocol {
         private let watch: FolderWatch
         /// The change token seen before the last sync; nil forces a sync.
@@ -50,6 +53,7 @@ public struct FolderWatch: AsyncSequence {
             self.watch = watch
         }
 
+        /// The next sync that moved something, warned or failed; `nil` once the task is cancelled or the store is forked.
         public mutating func next() async -> FolderWatchEvent? {
             while !ended {
                 if looked {
