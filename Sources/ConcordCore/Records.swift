@@ -75,7 +75,7 @@ public struct Reminder: Hashable, Sendable, Codable, Identifiable {
     public var snoozedUntil: Date?
     /// The stored repeat rule (`nil` when it does not repeat, or repeats by a rule this version does not know).
     public var repeatRule: RepeatRule?
-    /// Its tags, in byte order.
+    /// Its tags.
     public var tags: [String]
     /// Whether it is deleted (a tombstone that `restore` undoes).
     public var isDeleted: Bool
@@ -133,7 +133,7 @@ public struct Note: Hashable, Sendable, Codable, Identifiable {
     public var body: String
     /// Whether it is pinned.
     public var isPinned: Bool
-    /// Its tags, in byte order.
+    /// Its tags.
     public var tags: [String]
     /// Whether it is deleted (a tombstone that `restore` undoes).
     public var isDeleted: Bool

@@ -36,12 +36,14 @@ public struct FolderWatch: AsyncSequence {
     let logger: Logger
     let describeError: @Sendable (ConcordError) -> String
 
-    /// An iterator that syncs, waits the interval, and syncs again, until its task is cancelled.
+    /// An iterator that looks at the folder every interval and syncs when the store or the
+    /// folder changed, until its task is cancelled.
     public func makeAsyncIterator() -> Iterator {
         Iterator(watch: self)
     }
 
-    /// Runs the syncs of a watch: each `next()` waits the interval (not before the first) and syncs, until a sync reports something.
+    /// Runs the looks and syncs of a watch: each `next()` looks at once the first time, then after
+    /// each interval, until a sync has something to report.
     public struct Iterator: AsyncIteratorProtocol {
         private let watch: FolderWatch
         /// The change token seen before the last sync; nil forces a sync.
@@ -53,7 +55,8 @@ public struct FolderWatch: AsyncSequence {
             self.watch = watch
         }
 
-        /// The next sync that moved something, warned or failed; `nil` once the task is cancelled or the store is forked.
+        /// The next sync that moved something, warned or failed, or the store's fork; `nil` once
+        /// the task is cancelled or after a fork.
         public mutating func next() async -> FolderWatchEvent? {
             while !ended {
                 if looked {
