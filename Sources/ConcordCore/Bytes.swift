@@ -10,35 +10,35 @@ import Musl
 ///
 /// Inlinable: the merge writes a few varints per record and per operation, and a call across
 /// modules for each costs more than the varint.
-public struct ByteWriter: Sendable {
+package struct ByteWriter: Sendable {
     @usableFromInline var storage: [UInt8]
 
-    public init(capacity: Int = 0) {
+    package init(capacity: Int = 0) {
         storage = []
         storage.reserveCapacity(capacity)
     }
 
     /// The bytes written so far.
-    public var bytes: [UInt8] {
+    package var bytes: [UInt8] {
         _read { yield storage }
     }
 
     /// Forgets the bytes written, keeping the capacity (for a writer used again and again).
-    public mutating func removeAll() { storage.removeAll(keepingCapacity: true) }
+    package mutating func removeAll() { storage.removeAll(keepingCapacity: true) }
 
     @inlinable
-    public mutating func byte(_ value: UInt8) { storage.append(value) }
+    package mutating func byte(_ value: UInt8) { storage.append(value) }
 
-    public mutating func bytes(_ values: some Sequence<UInt8>) { storage.append(contentsOf: values) }
+    package mutating func bytes(_ values: some Sequence<UInt8>) { storage.append(contentsOf: values) }
 
     /// Lets `body` append to the bytes written so far (for writers of other formats, such as JSON text).
-    public mutating func appending<T>(_ body: (inout [UInt8]) throws -> T) rethrows -> T {
+    package mutating func appending<T>(_ body: (inout [UInt8]) throws -> T) rethrows -> T {
         try body(&storage)
     }
 
     /// Unsigned LEB128.
     @inlinable
-    public mutating func varint(_ value: UInt64) {
+    package mutating func varint(_ value: UInt64) {
         var rest = value
         while rest >= 0x80 {
             storage.append(UInt8(truncatingIfNeeded: rest) | 0x80)
@@ -49,12 +49,12 @@ public struct ByteWriter: Sendable {
 
     /// Zigzag, then unsigned LEB128.
     @inlinable
-    public mutating func signedVarint(_ value: Int64) {
+    package mutating func signedVarint(_ value: Int64) {
         varint(UInt64(bitPattern: (value << 1) ^ (value >> 63)))
     }
 
     /// A varint byte count, then the UTF-8 bytes.
-    public mutating func string(_ value: String) {
+    package mutating func string(_ value: String) {
         var value = value
         value.withUTF8 { utf8 in
             varint(UInt64(utf8.count))
@@ -62,43 +62,43 @@ public struct ByteWriter: Sendable {
         }
     }
 
-    public mutating func identifier(_ id: some Identifier128) {
+    package mutating func identifier(_ id: some Identifier128) {
         fixed64(id.high)
         fixed64(id.low)
     }
 
     /// Eight bytes, big-endian.
-    public mutating func fixed64(_ value: UInt64) {
+    package mutating func fixed64(_ value: UInt64) {
         withUnsafeBytes(of: value.bigEndian) { storage.append(contentsOf: $0) }
     }
 }
 
 /// Reads what `ByteWriter` writes, refusing anything malformed with a `DecodeError`.
-public struct ByteReader {
-    public let bytes: [UInt8]
-    public private(set) var offset: Int
+package struct ByteReader {
+    package let bytes: [UInt8]
+    package private(set) var offset: Int
 
-    public init(_ bytes: [UInt8], offset: Int = 0) {
+    package init(_ bytes: [UInt8], offset: Int = 0) {
         self.bytes = bytes
         self.offset = offset
     }
 
-    public var isAtEnd: Bool { offset >= bytes.count }
-    public var remaining: Int { bytes.count - offset }
+    package var isAtEnd: Bool { offset >= bytes.count }
+    package var remaining: Int { bytes.count - offset }
 
-    public mutating func byte() throws(DecodeError) -> UInt8 {
+    package mutating func byte() throws(DecodeError) -> UInt8 {
         guard offset < bytes.count else { throw .truncated }
         defer { offset += 1 }
         return bytes[offset]
     }
 
-    public mutating func bytes(_ count: Int) throws(DecodeError) -> ArraySlice<UInt8> {
+    package mutating func bytes(_ count: Int) throws(DecodeError) -> ArraySlice<UInt8> {
         guard count >= 0, count <= remaining else { throw .truncated }
         defer { offset += count }
         return bytes[offset..<offset + count]
     }
 
-    public mutating func varint() throws(DecodeError) -> UInt64 {
+    package mutating func varint() throws(DecodeError) -> UInt64 {
         var result: UInt64 = 0
         var shift: UInt64 = 0
         while true {
@@ -114,13 +114,13 @@ public struct ByteReader {
         }
     }
 
-    public mutating func signedVarint() throws(DecodeError) -> Int64 {
+    package mutating func signedVarint() throws(DecodeError) -> Int64 {
         let raw = try varint()
         return Int64(bitPattern: raw >> 1) ^ -Int64(bitPattern: raw & 1)
     }
 
     /// A length-prefixed string; its bytes must be valid UTF-8.
-    public mutating func string(maxBytes: Int = Int.max) throws(DecodeError) -> String {
+    package mutating func string(maxBytes: Int = Int.max) throws(DecodeError) -> String {
         let length = try varint()
         guard length <= UInt64(min(remaining, maxBytes)) else {
             throw length > UInt64(remaining) ? .truncated : .malformed("string of \(length) bytes exceeds the limit")
@@ -138,23 +138,23 @@ public struct ByteReader {
         return valid
     }
 
-    public mutating func fixed64() throws(DecodeError) -> UInt64 {
+    package mutating func fixed64() throws(DecodeError) -> UInt64 {
         var value: UInt64 = 0
         for byte in try bytes(8) { value = value << 8 | UInt64(byte) }
         return value
     }
 
-    public mutating func identifier<ID: Identifier128>(_: ID.Type = ID.self) throws(DecodeError) -> ID {
+    package mutating func identifier<ID: Identifier128>(_: ID.Type = ID.self) throws(DecodeError) -> ID {
         let high = try fixed64()
         return ID(high: high, low: try fixed64())
     }
 }
 
-public enum DecodeError: Error, Hashable, CustomStringConvertible {
+package enum DecodeError: Error, Hashable, CustomStringConvertible {
     case truncated
     case malformed(String)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .truncated: "data ends early (truncated)"
         case .malformed(let why): "malformed data: \(why)"

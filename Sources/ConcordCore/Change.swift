@@ -2,16 +2,22 @@ import Foundation
 
 /// A new reminder's values.
 public struct ReminderDraft: Hashable, Sendable {
+    /// The reminder's title.
     public var title: String
+    /// Free-form notes, if any.
     public var notes: String?
+    /// When the reminder is due, if ever.
     public var due: Date?
+    /// How urgent it is; `.none` unless set.
     public var priority: Priority
+    /// Tags to add with the reminder.
     public var tags: [String]
     /// `hourly`, `daily`, `weekly` or `monthly` (a monthly rule repeats on the due date's day).
     public var repeatRule: String?
     /// Set to create the reminder already completed at that time (imports, for instance).
     public var completedAt: Date?
 
+    /// A draft with the given values; only the title is required.
     public init(
         title: String, notes: String? = nil, due: Date? = nil, priority: Priority = .none, tags: [String] = [],
         repeatRule: String? = nil, completedAt: Date? = nil
@@ -28,12 +34,18 @@ public struct ReminderDraft: Hashable, Sendable {
 
 /// Changes to a reminder's fields; `nil` leaves a field as it is, `.some(nil)` clears it.
 public struct ReminderPatch: Hashable, Sendable {
+    /// A new title, or `nil` to keep the title.
     public var title: String?
+    /// New notes, `.some(nil)` to clear them, or `nil` to keep them.
     public var notes: String??
+    /// A new due date, `.some(nil)` to clear it, or `nil` to keep it.
     public var due: Date??
+    /// A new priority, or `nil` to keep it.
     public var priority: Priority?
+    /// A new repeat rule (as in `ReminderDraft.repeatRule`), `.some(nil)` to stop repeating, or `nil` to keep it.
     public var repeatRule: String??
 
+    /// A patch that sets the given fields and leaves the others (`nil`) as they are.
     public init(
         title: String? = nil, notes: String?? = nil, due: Date?? = nil, priority: Priority? = nil,
         repeatRule: String?? = nil
@@ -46,12 +58,18 @@ public struct ReminderPatch: Hashable, Sendable {
     }
 }
 
+/// A new note's values.
 public struct NoteDraft: Hashable, Sendable {
+    /// The note's title.
     public var title: String
+    /// The note's text.
     public var body: String
+    /// Tags to add with the note.
     public var tags: [String]
+    /// Whether the note is pinned.
     public var isPinned: Bool
 
+    /// A draft with the given values; only the title is required.
     public init(title: String, body: String = "", tags: [String] = [], isPinned: Bool = false) {
         self.title = title
         self.body = body
@@ -60,11 +78,16 @@ public struct NoteDraft: Hashable, Sendable {
     }
 }
 
+/// Changes to a note's fields; `nil` leaves a field as it is.
 public struct NotePatch: Hashable, Sendable {
+    /// A new title, or `nil` to keep it.
     public var title: String?
+    /// A new body, or `nil` to keep it.
     public var body: String?
+    /// Pins (`true`) or unpins (`false`) the note, or `nil` to keep it as it is.
     public var isPinned: Bool?
 
+    /// A patch that sets the given fields and leaves the others (`nil`) as they are.
     public init(title: String? = nil, body: String? = nil, isPinned: Bool? = nil) {
         self.title = title
         self.body = body
@@ -75,25 +98,33 @@ public struct NotePatch: Hashable, Sendable {
 /// A user's intent on one record. `plan` turns it into the actions that carry it out, given the
 /// record's current state; a replica then stamps each action into an operation.
 public enum Change: Hashable, Sendable {
+    /// Creates a reminder with the draft's values; the record must not exist.
     case createReminder(ReminderDraft)
+    /// Sets the fields the patch names on a reminder.
     case editReminder(ReminderPatch)
     /// Completes ("dismisses") a reminder; a repeating one with a due date moves to its next occurrence instead.
     case complete
+    /// Reopens a completed reminder.
     case reopen
     /// Snoozes a reminder until the given instant.
     case snooze(until: Date)
+    /// Creates a note with the draft's values; the record must not exist.
     case createNote(NoteDraft)
+    /// Sets the fields the patch names on a note.
     case editNote(NotePatch)
+    /// Adds and removes tags; removing a tag removes only the adds of it that this replica has seen.
     case tag(add: [String], remove: [String])
+    /// Marks the record deleted (a tombstone: it can be restored).
     case delete
+    /// Restores a deleted record.
     case restore
 
     /// The longest a reminder can be snoozed: 366 days.
-    public static let maxSnoozeMillis: Int64 = 366 * 24 * 3_600_000
+    package static let maxSnoozeMillis: Int64 = 366 * 24 * 3_600_000
 
     /// The actions that carry the change out on `current` (nil when the record does not exist yet)
     /// at wall-clock time `now` (milliseconds since the epoch). Empty when the record already is as asked.
-    public func plan(on ref: RecordRef, current: RecordState?, now: Int64) throws(ChangeError) -> [Action] {
+    package func plan(on ref: RecordRef, current: RecordState?, now: Int64) throws(ChangeError) -> [Action] {
         let actions = try unchecked(on: ref, current: current, now: now)
         for case let .assign(field, value) in actions where !field.accepts(value) {
             throw .outOfRange(field)
@@ -112,7 +143,7 @@ public enum Change: Hashable, Sendable {
 
     /// The longest text (title, notes, body, repeat rule, tag) a local change writes: 8 MiB of
     /// UTF-8, so that every operation fits in a bundle block (at most 16 MiB, SPEC.md §13).
-    public static let maxTextBytes = 8 << 20
+    package static let maxTextBytes = 8 << 20
 
     private func unchecked(on ref: RecordRef, current: RecordState?, now: Int64) throws(ChangeError) -> [Action] {
         switch self {
@@ -273,7 +304,7 @@ public enum Change: Hashable, Sendable {
     }
 }
 
-public enum ChangeError: Error, Hashable, CustomStringConvertible {
+package enum ChangeError: Error, Hashable, CustomStringConvertible {
     case notFound(RecordRef)
     case alreadyExists(RecordRef)
     case deleted(RecordRef)
@@ -285,7 +316,7 @@ public enum ChangeError: Error, Hashable, CustomStringConvertible {
     case outOfRange(Field)
     case textTooLong(Int)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .notFound(let ref): "no \(ref.kind.name) with id \(ref.id.hex)"
         case .alreadyExists(let ref): "a \(ref.kind.name) with id \(ref.id.hex) already exists"

@@ -2,14 +2,17 @@
 ///
 /// Identifiers order by their big-endian bytes, which is also the order of their hex strings.
 public protocol Identifier128: Hashable, Comparable, Sendable, Codable, CustomStringConvertible {
+    /// The identifier's first 64 bits.
     var high: UInt64 { get }
+    /// The identifier's last 64 bits.
     var low: UInt64 { get }
+    /// The identifier with these two halves.
     init(high: UInt64, low: UInt64)
 }
 
 extension Identifier128 {
     /// Makes a random identifier from the given generator (inject a seeded one for determinism).
-    public static func random(using generator: inout some RandomNumberGenerator) -> Self {
+    package static func random(using generator: inout some RandomNumberGenerator) -> Self {
         Self(high: generator.next(), low: generator.next())
     }
 
@@ -37,6 +40,7 @@ extension Identifier128 {
         self.init(high: high, low: low)
     }
 
+    /// The 16 big-endian bytes of the identifier.
     public var bytes: [UInt8] {
         var result = [UInt8](repeating: 0, count: 16)
         for index in 0..<8 {
@@ -46,6 +50,7 @@ extension Identifier128 {
         return result
     }
 
+    /// 32 lowercase hexadecimal digits.
     public var hex: String {
         let digits = Array("0123456789abcdef".utf8)
         var out = [UInt8]()
@@ -58,12 +63,15 @@ extension Identifier128 {
         return String(decoding: out, as: UTF8.self)
     }
 
+    /// 32 lowercase hexadecimal digits.
     public var description: String { hex }
 
+    /// Orders by the big-endian bytes (the order of the hex strings).
     public static func < (lhs: Self, rhs: Self) -> Bool {
         (lhs.high, lhs.low) < (rhs.high, rhs.low)
     }
 
+    /// Decodes the 32-digit hex string.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
         let text = try container.decode(String.self)
@@ -73,6 +81,7 @@ extension Identifier128 {
         self = value
     }
 
+    /// Encodes the 32-digit hex string.
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         try container.encode(hex)
@@ -91,8 +100,11 @@ func hexValue(_ byte: UInt8) -> UInt8? {
 
 /// The identity of one replica (one store), chosen at random once when the store is created.
 public struct ReplicaID: Identifier128 {
+    /// The first 64 bits.
     public let high: UInt64
+    /// The last 64 bits.
     public let low: UInt64
+    /// The id with these two halves.
     public init(high: UInt64, low: UInt64) {
         self.high = high
         self.low = low
@@ -101,8 +113,11 @@ public struct ReplicaID: Identifier128 {
 
 /// The identity of one record (a reminder or a note), chosen at random by the replica that creates it.
 public struct RecordID: Identifier128 {
+    /// The first 64 bits.
     public let high: UInt64
+    /// The last 64 bits.
     public let low: UInt64
+    /// The id with these two halves.
     public init(high: UInt64, low: UInt64) {
         self.high = high
         self.low = low
@@ -115,7 +130,7 @@ extension RecordID {
     /// clock that went back), `previous` plus a random step from 1 to 2^32. The ids one replica
     /// makes increase, so its new records go to the end of a store's id-ordered tables instead
     /// of anywhere in them.
-    public static func timeOrdered(millis: UInt64, following previous: RecordID?, random: UInt64, _ random2: UInt64) -> RecordID {
+    package static func timeOrdered(millis: UInt64, following previous: RecordID?, random: UInt64, _ random2: UInt64) -> RecordID {
         let time = min(millis, (1 << 48) - 1)
         let fresh = RecordID(high: time << 16 | random >> 48, low: random2)
         guard let previous, fresh <= previous else { return fresh }
@@ -128,17 +143,22 @@ extension RecordID {
 
 /// The identity of one operation: its author and its sequence number there (a "dot").
 public struct OperationID: Hashable, Comparable, Sendable, CustomStringConvertible {
+    /// The author: the replica that wrote the operation.
     public var replica: ReplicaID
+    /// Its position in the author's log, from 1.
     public var seq: UInt64
 
+    /// The operation `seq` of `replica`.
     public init(replica: ReplicaID, seq: UInt64) {
         self.replica = replica
         self.seq = seq
     }
 
+    /// Orders by replica id, then by sequence number.
     public static func < (lhs: Self, rhs: Self) -> Bool {
         (lhs.replica, lhs.seq) < (rhs.replica, rhs.seq)
     }
 
+    /// `replicahex:seq`.
     public var description: String { "\(replica.hex):\(seq)" }
 }

@@ -2,7 +2,7 @@
 /// insignificant white space, integers only, strings escaped minimally (`"`, `\`, and control
 /// characters as `\u00XX`), everything else written as UTF-8. Equal values give equal bytes on
 /// every platform.
-public indirect enum JSON: Hashable, Sendable {
+package indirect enum JSON: Hashable, Sendable {
     case null
     case bool(Bool)
     case int(Int64)
@@ -10,16 +10,16 @@ public indirect enum JSON: Hashable, Sendable {
     case array([JSON])
     case object([(String, JSON)])
 
-    public static func == (lhs: JSON, rhs: JSON) -> Bool { lhs.canonical == rhs.canonical }
-    public func hash(into hasher: inout Hasher) { hasher.combine(canonical) }
+    package static func == (lhs: JSON, rhs: JSON) -> Bool { lhs.canonical == rhs.canonical }
+    package func hash(into hasher: inout Hasher) { hasher.combine(canonical) }
 
-    public var canonical: String {
+    package var canonical: String {
         var out: [UInt8] = []
         write(into: &out)
         return String(decoding: out, as: UTF8.self)
     }
 
-    public func write(into out: inout [UInt8]) {
+    package func write(into out: inout [UInt8]) {
         switch self {
         case .null: out += Array("null".utf8)
         case .bool(let b): out += Array((b ? "true" : "false").utf8)
@@ -45,7 +45,7 @@ public indirect enum JSON: Hashable, Sendable {
         }
     }
 
-    public static func writeString(_ string: String, into out: inout [UInt8]) {
+    package static func writeString(_ string: String, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         // Most strings need no escape: copy them whole.
         let copied = string.utf8.withContiguousStorageIfAvailable { bytes in
@@ -77,7 +77,7 @@ public indirect enum JSON: Hashable, Sendable {
     }
 
     /// The canonical text of an array of strings, without building a `JSON` value.
-    public static func canonicalArray(of strings: [String]) -> String {
+    package static func canonicalArray(of strings: [String]) -> String {
         var out: [UInt8] = []
         out.reserveCapacity(2 + strings.count * 16)
         canonicalArray(of: strings, into: &out)
@@ -85,7 +85,7 @@ public indirect enum JSON: Hashable, Sendable {
     }
 
     /// Appends the canonical text of an array of strings to `out`, as UTF-8.
-    public static func canonicalArray(of strings: [String], into out: inout [UInt8]) {
+    package static func canonicalArray(of strings: [String], into out: inout [UInt8]) {
         out.append(UInt8(ascii: "["))
         for index in strings.indices {
             if index > 0 { out.append(UInt8(ascii: ",")) }
@@ -94,11 +94,11 @@ public indirect enum JSON: Hashable, Sendable {
         out.append(UInt8(ascii: "]"))
     }
 
-    public static func instant(_ millis: Int64?) -> JSON {
+    package static func instant(_ millis: Int64?) -> JSON {
         millis.map { .string(CivilTime(millis: $0).iso8601) } ?? .null
     }
 
-    public init(_ value: Value) {
+    package init(_ value: Value) {
         switch value {
         case .null: self = .null
         case .bool(let b): self = .bool(b)
@@ -110,7 +110,7 @@ public indirect enum JSON: Hashable, Sendable {
 
 extension Reminder {
     /// The reminder's JSON object (SPEC.md, "JSON output").
-    public var json: JSON {
+    package var json: JSON {
         .object([
             ("id", .string(id.hex)),
             ("kind", .string("reminder")),
@@ -130,7 +130,7 @@ extension Reminder {
 
 extension Note {
     /// The note's JSON object (SPEC.md, "JSON output").
-    public var json: JSON {
+    package var json: JSON {
         .object([
             ("id", .string(id.hex)),
             ("kind", .string("note")),
@@ -145,7 +145,7 @@ extension Note {
 
 extension Op {
     /// The operation's JSON object (SPEC.md, "Dump and JSON").
-    public var json: JSON {
+    package var json: JSON {
         var members: [(String, JSON)] = [
             ("replica", .string(id.replica.hex)),
             ("seq", .int(Int64(clamping: id.seq))),
@@ -170,11 +170,11 @@ extension Op {
 }
 
 /// The canonical dump of a replica's state (SPEC.md, "Dump").
-public enum Dump {
-    public static let formatVersion: Int64 = 1
+package enum Dump {
+    package static let formatVersion: Int64 = 1
 
     /// The dump of the given records, which must be sorted by `RecordRef`.
-    public static func canonical(_ states: [RecordState]) -> String {
+    package static func canonical(_ states: [RecordState]) -> String {
         var out: [UInt8] = Array("{\"format\":\"concord-dump\",\"records\":[".utf8)
         for (index, state) in states.enumerated() {
             if index > 0 { out.append(UInt8(ascii: ",")) }
@@ -186,7 +186,7 @@ public enum Dump {
 
     /// One record's object in the dump: its JSON output, with the raw value of a repeat rule
     /// this version does not know and an `unknown` object of fields it does not know.
-    public static func json(of state: RecordState) -> JSON {
+    package static func json(of state: RecordState) -> JSON {
         var members: [(String, JSON)]
         switch state.ref.kind {
         case .reminder:

@@ -4,21 +4,21 @@
 /// - Commutative: `a.merging(b) == b.merging(a)`
 /// - Associative: `a.merging(b).merging(c) == a.merging(b.merging(c))`
 /// - Idempotent: `a.merging(a) == a`
-public struct LWWRegister: Hashable, Sendable {
-    public var value: Value
-    public var stamp: Stamp
+package struct LWWRegister: Hashable, Sendable {
+    package var value: Value
+    package var stamp: Stamp
 
-    public init(value: Value, stamp: Stamp) {
+    package init(value: Value, stamp: Stamp) {
         self.value = value
         self.stamp = stamp
     }
 
     /// Keeps the write with the greater stamp. Two writes with equal stamps are one write.
-    public mutating func merge(_ other: LWWRegister) {
+    package mutating func merge(_ other: LWWRegister) {
         if other.stamp > stamp { self = other }
     }
 
-    public func merging(_ other: LWWRegister) -> LWWRegister {
+    package func merging(_ other: LWWRegister) -> LWWRegister {
         var copy = self
         copy.merge(other)
         return copy

@@ -8,38 +8,38 @@
 /// so that an add delivered after its remove does not resurrect the tag. Both are pure functions
 /// of the set of operations applied, so the state is the same whatever the delivery order:
 /// - Commutative, associative and idempotent, as unions of dot sets are.
-public struct TagState: Hashable, Sendable {
-    public private(set) var live: Dots
-    public private(set) var removed: Dots
+package struct TagState: Hashable, Sendable {
+    package private(set) var live: Dots
+    package private(set) var removed: Dots
 
-    public init(live: some Sequence<OperationID> = Dots(), removed: some Sequence<OperationID> = Dots()) {
+    package init(live: some Sequence<OperationID> = Dots(), removed: some Sequence<OperationID> = Dots()) {
         self.init(live: Dots(live), removed: Dots(removed))
     }
 
-    public init(live: Dots, removed: Dots) {
+    package init(live: Dots, removed: Dots) {
         self.live = live.subtracting(removed)
         self.removed = removed
     }
 
-    public init() {
+    package init() {
         live = Dots()
         removed = Dots()
     }
 
-    public var isPresent: Bool { !live.isEmpty }
+    package var isPresent: Bool { !live.isEmpty }
 
-    public mutating func add(_ dot: OperationID) {
+    package mutating func add(_ dot: OperationID) {
         if !removed.contains(dot) { live.insert(dot) }
     }
 
-    public mutating func remove(_ dots: some Sequence<OperationID>) {
+    package mutating func remove(_ dots: some Sequence<OperationID>) {
         for dot in dots {
             removed.insert(dot)
             live.remove(dot)
         }
     }
 
-    public mutating func merge(_ other: TagState) {
+    package mutating func merge(_ other: TagState) {
         removed.formUnion(other.removed)
         live.formUnion(other.live)
         live.subtract(removed)
@@ -48,15 +48,15 @@ public struct TagState: Hashable, Sendable {
 
 /// A set of dots (operation ids) as a sorted array without repeats: a tag holds one or two dots,
 /// and such an array is far cheaper to build, copy and compare than a hash set.
-public struct Dots: Hashable, Sendable, Sequence, ExpressibleByArrayLiteral {
+package struct Dots: Hashable, Sendable, Sequence, ExpressibleByArrayLiteral {
     /// The dots, in ascending order.
-    public private(set) var sorted: [OperationID]
+    package private(set) var sorted: [OperationID]
 
-    public init() {
+    package init() {
         sorted = []
     }
 
-    public init(_ dots: some Sequence<OperationID>) {
+    package init(_ dots: some Sequence<OperationID>) {
         if let dots = dots as? Dots {
             self = dots
             return
@@ -76,7 +76,7 @@ public struct Dots: Hashable, Sendable, Sequence, ExpressibleByArrayLiteral {
 
     /// The dots of `array`; taken as they are when already ascending without repeats, as a
     /// stored tag's are.
-    public init(_ array: [OperationID]) {
+    package init(_ array: [OperationID]) {
         var ascending = true
         for index in array.indices.dropFirst() where !(array[index - 1] < array[index]) {
             ascending = false
@@ -90,14 +90,14 @@ public struct Dots: Hashable, Sendable, Sequence, ExpressibleByArrayLiteral {
         sorted = ascending
     }
 
-    public init(arrayLiteral dots: OperationID...) {
+    package init(arrayLiteral dots: OperationID...) {
         self.init(dots)
     }
 
-    public var isEmpty: Bool { sorted.isEmpty }
-    public var count: Int { sorted.count }
+    package var isEmpty: Bool { sorted.isEmpty }
+    package var count: Int { sorted.count }
 
-    public func makeIterator() -> IndexingIterator<[OperationID]> {
+    package func makeIterator() -> IndexingIterator<[OperationID]> {
         sorted.makeIterator()
     }
 
@@ -112,12 +112,12 @@ public struct Dots: Hashable, Sendable, Sequence, ExpressibleByArrayLiteral {
         return low
     }
 
-    public func contains(_ dot: OperationID) -> Bool {
+    package func contains(_ dot: OperationID) -> Bool {
         let index = position(of: dot)
         return index < sorted.count && sorted[index] == dot
     }
 
-    public mutating func insert(_ dot: OperationID) {
+    package mutating func insert(_ dot: OperationID) {
         if let last = sorted.last, last < dot {
             sorted.append(dot)
             return
@@ -126,12 +126,12 @@ public struct Dots: Hashable, Sendable, Sequence, ExpressibleByArrayLiteral {
         if index == sorted.count || sorted[index] != dot { sorted.insert(dot, at: index) }
     }
 
-    public mutating func remove(_ dot: OperationID) {
+    package mutating func remove(_ dot: OperationID) {
         let index = position(of: dot)
         if index < sorted.count, sorted[index] == dot { sorted.remove(at: index) }
     }
 
-    public mutating func formUnion(_ other: Dots) {
+    package mutating func formUnion(_ other: Dots) {
         guard !other.isEmpty else { return }
         guard !isEmpty else {
             self = other
@@ -159,36 +159,36 @@ public struct Dots: Hashable, Sendable, Sequence, ExpressibleByArrayLiteral {
         sorted = merged
     }
 
-    public mutating func subtract(_ other: Dots) {
+    package mutating func subtract(_ other: Dots) {
         guard !isEmpty, !other.isEmpty else { return }
         sorted.removeAll { other.contains($0) }
     }
 
-    public func union(_ other: Dots) -> Dots {
+    package func union(_ other: Dots) -> Dots {
         var result = self
         result.formUnion(other)
         return result
     }
 
-    public func subtracting(_ other: Dots) -> Dots {
+    package func subtracting(_ other: Dots) -> Dots {
         var result = self
         result.subtract(other)
         return result
     }
 
-    public func isDisjoint(with other: Dots) -> Bool {
+    package func isDisjoint(with other: Dots) -> Bool {
         !sorted.contains { other.contains($0) }
     }
 }
 
 /// An add-wins OR-set of tags.
-public struct TagSet: Hashable, Sendable {
+package struct TagSet: Hashable, Sendable {
     /// One tag the set has seen (present or not), with its state.
-    public struct Entry: Hashable, Sendable {
-        public let tag: ExactString
-        public internal(set) var state: TagState
+    package struct Entry: Hashable, Sendable {
+        package let tag: ExactString
+        package internal(set) var state: TagState
 
-        public init(tag: ExactString, state: TagState) {
+        package init(tag: ExactString, state: TagState) {
             self.tag = tag
             self.state = state
         }
@@ -197,18 +197,18 @@ public struct TagSet: Hashable, Sendable {
     /// Every tag seen, sorted by tag in UTF-8 byte order, each once. A record has a few tags,
     /// and a merge holds many records: a sorted array costs less to build, search and write
     /// out in order than a dictionary.
-    public private(set) var entries: [Entry]
+    package private(set) var entries: [Entry]
 
-    public init() {
+    package init() {
         entries = []
     }
 
-    public init(tags: [ExactString: TagState]) {
+    package init(tags: [ExactString: TagState]) {
         entries = tags.map { Entry(tag: $0.key, state: $0.value) }.sorted { $0.tag < $1.tag }
     }
 
     /// A set of these entries; a tag listed twice has the two states merged.
-    public init(entries: some Sequence<Entry>) {
+    package init(entries: some Sequence<Entry>) {
         self.init()
         for entry in entries {
             // Entries in order (a stored set is written sorted) are appended as they are.
@@ -221,35 +221,35 @@ public struct TagSet: Hashable, Sendable {
     }
 
     /// Every tag seen with its state.
-    public var tags: [ExactString: TagState] {
+    package var tags: [ExactString: TagState] {
         Dictionary(uniqueKeysWithValues: entries.lazy.map { ($0.tag, $0.state) })
     }
 
     /// The tags present, in UTF-8 byte order.
-    public var present: [ExactString] {
+    package var present: [ExactString] {
         entries.compactMap { $0.state.isPresent ? $0.tag : nil }
     }
 
-    public func contains(_ tag: ExactString) -> Bool {
+    package func contains(_ tag: ExactString) -> Bool {
         let (index, found) = position(of: tag)
         return found && entries[index].state.isPresent
     }
 
     /// The dots of `tag` that a remove issued now would observe.
-    public func liveDots(of tag: ExactString) -> [OperationID] {
+    package func liveDots(of tag: ExactString) -> [OperationID] {
         let (index, found) = position(of: tag)
         return found ? entries[index].state.live.sorted : []
     }
 
-    public mutating func add(_ tag: ExactString, dot: OperationID) {
+    package mutating func add(_ tag: ExactString, dot: OperationID) {
         update(tag) { $0.add(dot) }
     }
 
-    public mutating func remove(_ tag: ExactString, observed: [OperationID]) {
+    package mutating func remove(_ tag: ExactString, observed: [OperationID]) {
         update(tag) { $0.remove(observed) }
     }
 
-    public mutating func merge(_ other: TagSet) {
+    package mutating func merge(_ other: TagSet) {
         for entry in other.entries {
             update(entry.tag) { $0.merge(entry.state) }
         }

@@ -10,11 +10,16 @@ public enum Action: Hashable, Sendable {
 
 /// One entry of a replica's append-only operation log.
 public struct Op: Hashable, Sendable, CustomStringConvertible {
+    /// Who wrote it and its sequence number there.
     public var id: OperationID
+    /// When it was written, by its author's hybrid logical clock.
     public var timestamp: Timestamp
+    /// The record it acts on.
     public var record: RecordRef
+    /// What it does to the record.
     public var action: Action
 
+    /// An operation with these parts, as the store and the formats make them.
     public init(id: OperationID, timestamp: Timestamp, record: RecordRef, action: Action) {
         self.id = id
         self.timestamp = timestamp
@@ -24,11 +29,12 @@ public struct Op: Hashable, Sendable, CustomStringConvertible {
 
     /// The largest valid sequence number, 2^63−1: stores keep seqs in SQLite's signed 64-bit
     /// integers, and no replica comes near it.
-    public static let maxSeq = UInt64(Int64.max)
+    package static let maxSeq = UInt64(Int64.max)
 
     /// The key that orders concurrent writes of one register: (timestamp, replica, seq).
-    public var stamp: Stamp { Stamp(timestamp: timestamp, replica: id.replica, seq: id.seq) }
+    package var stamp: Stamp { Stamp(timestamp: timestamp, replica: id.replica, seq: id.seq) }
 
+    /// A one-line summary for logs: id, timestamp, record and action.
     public var description: String {
         let what: String
         switch action {
@@ -40,7 +46,7 @@ public struct Op: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// Checks the rules SPEC.md gives every operation ("Valid operations").
-    public func validate() throws(InvalidOperation) {
+    package func validate() throws(InvalidOperation) {
         guard id.seq >= 1 else { throw InvalidOperation(operation: id, reason: "sequence number 0") }
         guard id.seq <= Op.maxSeq else {
             throw InvalidOperation(operation: id, reason: "sequence number \(id.seq) is past 2^63-1")
@@ -65,27 +71,27 @@ public struct Op: Hashable, Sendable, CustomStringConvertible {
     }
 }
 
-public struct InvalidOperation: Error, Equatable, CustomStringConvertible {
-    public var operation: OperationID
-    public var reason: String
+package struct InvalidOperation: Error, Equatable, CustomStringConvertible {
+    package var operation: OperationID
+    package var reason: String
 
-    public var description: String { "invalid operation \(operation): \(reason)" }
+    package var description: String { "invalid operation \(operation): \(reason)" }
 }
 
 /// The total order of writes to one LWW register: timestamp first, then replica id, then sequence
 /// number (which only matters for a replica that broke its clock's rules).
-public struct Stamp: Hashable, Comparable, Sendable {
-    public var timestamp: Timestamp
-    public var replica: ReplicaID
-    public var seq: UInt64
+package struct Stamp: Hashable, Comparable, Sendable {
+    package var timestamp: Timestamp
+    package var replica: ReplicaID
+    package var seq: UInt64
 
-    public init(timestamp: Timestamp, replica: ReplicaID, seq: UInt64) {
+    package init(timestamp: Timestamp, replica: ReplicaID, seq: UInt64) {
         self.timestamp = timestamp
         self.replica = replica
         self.seq = seq
     }
 
-    public static func < (lhs: Self, rhs: Self) -> Bool {
+    package static func < (lhs: Self, rhs: Self) -> Bool {
         if lhs.timestamp != rhs.timestamp { return lhs.timestamp < rhs.timestamp }
         if lhs.replica != rhs.replica { return lhs.replica < rhs.replica }
         return lhs.seq < rhs.seq

@@ -1,25 +1,25 @@
 /// Encodes and decodes a *run*: operations of one author with contiguous sequence numbers, in
 /// sequence order (SPEC.md, "Op runs"). The author and the first sequence number travel
 /// beside the run, so they are not repeated per operation.
-public enum OperationCodec {
+package enum OperationCodec {
     static let actionMask: UInt8 = 0x03
     static let sameRecordFlag: UInt8 = 0x04
     static let reservedBits: UInt8 = 0xF8
 
     /// Appends `operations` (one author, contiguous ascending seqs) to `writer`.
-    public static func encode(_ operations: some Sequence<Op>, into writer: inout ByteWriter) {
+    package static func encode(_ operations: some Sequence<Op>, into writer: inout ByteWriter) {
         var run = RunEncoder()
         for operation in operations { run.append(operation, into: &writer) }
     }
 
     /// Encodes the operations of one run one at a time, carrying the deltas between them.
-    public struct RunEncoder: Sendable {
+    package struct RunEncoder: Sendable {
         private var previousTimestamp: UInt64 = 0
         private var previousRecord: RecordRef?
 
-        public init() {}
+        package init() {}
 
-        public mutating func append(_ operation: Op, into writer: inout ByteWriter) {
+        package mutating func append(_ operation: Op, into writer: inout ByteWriter) {
             var header: UInt8
             switch operation.action {
             case .assign: header = 0
@@ -86,7 +86,7 @@ public enum OperationCodec {
         }
     }
 
-    public static func encode(_ value: Value, into writer: inout ByteWriter) {
+    package static func encode(_ value: Value, into writer: inout ByteWriter) {
         switch value {
         case .null: writer.byte(0)
         case .bool(false): writer.byte(1)
@@ -101,7 +101,7 @@ public enum OperationCodec {
     }
 
     /// Decodes a whole run of `count` operations by `author` starting at `firstSeq`, validating each.
-    public static func decode(
+    package static func decode(
         _ bytes: [UInt8], author: ReplicaID, firstSeq: UInt64, count: Int
     ) throws(DecodeError) -> [Op] {
         guard count >= 0, firstSeq >= 1, count == 0 || UInt64(count - 1) <= UInt64.max - firstSeq else {
@@ -118,18 +118,18 @@ public enum OperationCodec {
     }
 
     /// Decodes the operations of one run one at a time, carrying the deltas between them.
-    public struct RunDecoder {
-        public let author: ReplicaID
-        public private(set) var nextSeq: UInt64
+    package struct RunDecoder {
+        package let author: ReplicaID
+        package private(set) var nextSeq: UInt64
         private var previousTimestamp: UInt64 = 0
         private var previousRecord: RecordRef?
 
-        public init(author: ReplicaID, firstSeq: UInt64) {
+        package init(author: ReplicaID, firstSeq: UInt64) {
             self.author = author
             nextSeq = firstSeq
         }
 
-        public mutating func next(from reader: inout ByteReader) throws(DecodeError) -> Op {
+        package mutating func next(from reader: inout ByteReader) throws(DecodeError) -> Op {
             let header = try reader.byte()
             guard header & OperationCodec.reservedBits == 0 else {
                 throw .malformed("operation header 0x\(String(header, radix: 16)) has reserved bits set")
@@ -191,7 +191,7 @@ public enum OperationCodec {
         }
     }
 
-    public static func decodeValue(from reader: inout ByteReader) throws(DecodeError) -> Value {
+    package static func decodeValue(from reader: inout ByteReader) throws(DecodeError) -> Value {
         switch try reader.byte() {
         case 0: return .null
         case 1: return .bool(false)

@@ -3,17 +3,17 @@
 /// `apply(_:)` folds one operation in; `merge(_:)` joins two states. Both are commutative,
 /// associative and idempotent, so any replica that has applied the same set of operations, in
 /// any order and any number of times, holds an equal `RecordState`.
-public struct RecordState: Hashable, Sendable {
-    public let ref: RecordRef
+package struct RecordState: Hashable, Sendable {
+    package let ref: RecordRef
     /// The registers of the kind's known fields, in the order of `ref.kind.knownFields` (empty
     /// for kinds without known fields): a merge holds many states, so no slot is spent on a
     /// field the kind cannot have.
-    public private(set) var knownRegisters: [LWWRegister?]
+    package private(set) var knownRegisters: [LWWRegister?]
     /// Registers of fields this version does not know for the kind, kept and passed on.
-    public private(set) var unknown: [ExactString: LWWRegister]
-    public private(set) var tags: TagSet
+    package private(set) var unknown: [ExactString: LWWRegister]
+    package private(set) var tags: TagSet
 
-    public init(ref: RecordRef) {
+    package init(ref: RecordRef) {
         self.ref = ref
         let count = ref.kind.knownFieldCount
         knownRegisters = count == 0 ? [] : Array(repeating: nil, count: count)
@@ -23,7 +23,7 @@ public struct RecordState: Hashable, Sendable {
 
     /// Rebuilds a state from its parts as a store keeps them: the registers of known fields in
     /// the order of `ref.kind.knownFields` (extra ones are ignored), and the unknown fields by name.
-    public init(ref: RecordRef, knownRegisters: [LWWRegister?], unknown: [ExactString: LWWRegister], tags: TagSet) {
+    package init(ref: RecordRef, knownRegisters: [LWWRegister?], unknown: [ExactString: LWWRegister], tags: TagSet) {
         self.ref = ref
         let count = ref.kind.knownFieldCount
         if knownRegisters.count == count {
@@ -39,13 +39,13 @@ public struct RecordState: Hashable, Sendable {
     }
 
     /// Rebuilds a state from its parts (used by stores that persist states).
-    public init(ref: RecordRef, registers: [Field: LWWRegister], tags: TagSet) {
+    package init(ref: RecordRef, registers: [Field: LWWRegister], tags: TagSet) {
         self.init(ref: ref)
         for (field, register) in registers { write(field, register) }
         self.tags = tags
     }
 
-    public mutating func apply(_ operation: Op) {
+    package mutating func apply(_ operation: Op) {
         switch operation.action {
         case let .assign(field, value):
             write(field, LWWRegister(value: value, stamp: operation.stamp))
@@ -56,7 +56,7 @@ public struct RecordState: Hashable, Sendable {
         }
     }
 
-    public mutating func write(_ field: Field, _ register: LWWRegister) {
+    package mutating func write(_ field: Field, _ register: LWWRegister) {
         // A known field spelled by name is that field (validation refuses such operations; a state
         // never holds them as unknown fields either way).
         if case .other(let name) = field, case let known = Field(name: name.string), known.code != 0 {
@@ -72,7 +72,7 @@ public struct RecordState: Hashable, Sendable {
         }
     }
 
-    public mutating func merge(_ other: RecordState) {
+    package mutating func merge(_ other: RecordState) {
         precondition(other.ref == ref, "merging states of different records")
         for (slot, register) in other.knownRegisters.enumerated() {
             if let register { knownRegisters[slot].merge(register) }
@@ -83,20 +83,20 @@ public struct RecordState: Hashable, Sendable {
         tags.merge(other.tags)
     }
 
-    public func register(_ field: Field) -> LWWRegister? {
+    package func register(_ field: Field) -> LWWRegister? {
         if let slot = ref.kind.slot(of: field) { return knownRegisters[slot] }
         return unknown[ExactString(field.name)]
     }
 
     /// The current value of a field; `.null` when it was never written.
-    public func value(_ field: Field) -> Value {
+    package func value(_ field: Field) -> Value {
         register(field)?.value ?? .null
     }
 
-    public var isDeleted: Bool { value(.deleted).boolValue ?? false }
+    package var isDeleted: Bool { value(.deleted).boolValue ?? false }
 
     /// Every register with its field, known fields first in code order, then unknown ones by name.
-    public var registers: [(field: Field, register: LWWRegister)] {
+    package var registers: [(field: Field, register: LWWRegister)] {
         var result: [(Field, LWWRegister)] = []
         for code in 1...Field.maxKnownCode {
             if let field = Field(code: code), let slot = ref.kind.slot(of: field), let register = knownRegisters[slot] {

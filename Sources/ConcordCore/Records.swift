@@ -2,14 +2,21 @@ import Foundation
 
 /// How urgent a reminder is. Values other than 0...3 (from a newer version) are kept as they are.
 public struct Priority: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
+    /// The stored number: 0 none, 1 low, 2 medium, 3 high.
     public let rawValue: Int64
+    /// The priority with this stored number, known or not.
     public init(rawValue: Int64) { self.rawValue = rawValue }
 
+    /// No priority.
     public static let none = Priority(rawValue: 0)
+    /// Low priority.
     public static let low = Priority(rawValue: 1)
+    /// Medium priority.
     public static let medium = Priority(rawValue: 2)
+    /// High priority.
     public static let high = Priority(rawValue: 3)
 
+    /// Parses `none`, `low`, `medium` or `high`.
     public init?(name: String) {
         switch name {
         case "none": self = .none
@@ -31,18 +38,19 @@ public struct Priority: RawRepresentable, Hashable, Sendable, Codable, CustomStr
         }
     }
 
+    /// The priority's name.
     public var description: String { name }
 }
 
 extension Date {
     /// The instant `millis` milliseconds after the Unix epoch.
-    public init(millisecondsSince1970 millis: Int64) {
+    package init(millisecondsSince1970 millis: Int64) {
         self.init(timeIntervalSince1970: Double(millis) / 1000)
     }
 
     /// Milliseconds since the Unix epoch, rounded to the nearest millisecond (clamped to what an
     /// `Int64` holds; dates that far out are refused by `Field.accepts` anyway).
-    public var millisecondsSince1970: Int64 {
+    package var millisecondsSince1970: Int64 {
         let millis = (timeIntervalSince1970 * 1000).rounded()
         guard millis.isFinite else { return millis > 0 ? .max : .min }
         return Int64(exactly: millis) ?? (millis > 0 ? .max : .min)
@@ -51,22 +59,31 @@ extension Date {
 
 /// A reminder as an app shows it: the current value of each of its registers.
 public struct Reminder: Hashable, Sendable, Codable, Identifiable {
+    /// The record's id.
     public var id: RecordID
+    /// The title.
     public var title: String
+    /// Free-form notes, if any.
     public var notes: String?
+    /// When it is due, if ever.
     public var due: Date?
+    /// How urgent it is.
     public var priority: Priority
     /// When it was completed; `nil` while it is open.
     public var completedAt: Date?
+    /// Until when it is snoozed, if it is: it does not alert before then.
     public var snoozedUntil: Date?
     /// The stored repeat rule (`nil` when it does not repeat, or repeats by a rule this version does not know).
     public var repeatRule: RepeatRule?
+    /// Its tags.
     public var tags: [String]
+    /// Whether it is deleted (a tombstone that `restore` undoes).
     public var isDeleted: Bool
 
+    /// Whether it is completed.
     public var isCompleted: Bool { completedAt != nil }
 
-    public init(state: RecordState) {
+    package init(state: RecordState) {
         precondition(state.ref.kind == .reminder)
         id = state.ref.id
         title = state.value(.title).stringValue ?? ""
@@ -80,6 +97,7 @@ public struct Reminder: Hashable, Sendable, Codable, Identifiable {
         isDeleted = state.isDeleted
     }
 
+    /// A reminder with these values, as a preview or a test builds one; a store makes its own from its records.
     public init(
         id: RecordID, title: String, notes: String?, due: Date?, priority: Priority, completedAt: Date?,
         snoozedUntil: Date?, repeatRule: RepeatRule?, tags: [String], isDeleted: Bool
@@ -107,14 +125,20 @@ public struct Reminder: Hashable, Sendable, Codable, Identifiable {
 
 /// A note as an app shows it.
 public struct Note: Hashable, Sendable, Codable, Identifiable {
+    /// The record's id.
     public var id: RecordID
+    /// The title.
     public var title: String
+    /// The text.
     public var body: String
+    /// Whether it is pinned.
     public var isPinned: Bool
+    /// Its tags.
     public var tags: [String]
+    /// Whether it is deleted (a tombstone that `restore` undoes).
     public var isDeleted: Bool
 
-    public init(state: RecordState) {
+    package init(state: RecordState) {
         precondition(state.ref.kind == .note)
         id = state.ref.id
         title = state.value(.title).stringValue ?? ""
@@ -124,6 +148,7 @@ public struct Note: Hashable, Sendable, Codable, Identifiable {
         isDeleted = state.isDeleted
     }
 
+    /// A note with these values, as a preview or a test builds one; a store makes its own from its records.
     public init(id: RecordID, title: String, body: String, isPinned: Bool, tags: [String], isDeleted: Bool) {
         self.id = id
         self.title = title
@@ -135,6 +160,7 @@ public struct Note: Hashable, Sendable, Codable, Identifiable {
 }
 
 extension RepeatRule: Codable {
+    /// Decodes the stored form (`rawValue`).
     public init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
         let raw = try container.decode(String.self)
@@ -144,6 +170,7 @@ extension RepeatRule: Codable {
         self = rule
     }
 
+    /// Encodes the stored form (`rawValue`).
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         try container.encode(rawValue)

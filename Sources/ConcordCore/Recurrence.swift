@@ -1,6 +1,11 @@
 /// How a reminder repeats. Stored in the `repeat` field as its raw value.
 public enum RepeatRule: Hashable, Sendable, CustomStringConvertible {
-    case hourly, daily, weekly
+    /// Every hour.
+    case hourly
+    /// Every day.
+    case daily
+    /// Every week.
+    case weekly
     /// Monthly on a day of the month (1...31), clamped to the month's last day.
     case monthly(day: Int)
 
@@ -18,6 +23,7 @@ public enum RepeatRule: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// The stored form: `hourly`, `daily`, `weekly` or `monthly:D`.
     public var rawValue: String {
         switch self {
         case .hourly: "hourly"
@@ -27,6 +33,7 @@ public enum RepeatRule: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// The stored form.
     public var description: String { rawValue }
 
     /// The user-facing name (`monthly` without its day).
@@ -36,7 +43,7 @@ public enum RepeatRule: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// A rule by its user-facing name; a monthly rule takes its day from `due` (UTC).
-    public init?(name: String, due: Int64?) {
+    package init?(name: String, due: Int64?) {
         switch name {
         case "hourly": self = .hourly
         case "daily": self = .daily
@@ -48,7 +55,7 @@ public enum RepeatRule: Hashable, Sendable, CustomStringConvertible {
 
     /// The occurrence after `due` (milliseconds since the epoch, UTC calendar). A pure function
     /// of `due`, so two replicas completing the same occurrence write the same next due date.
-    public func next(after due: Int64) -> Int64 {
+    package func next(after due: Int64) -> Int64 {
         let hour: Int64 = 3_600_000
         switch self {
         case .hourly: return due + hour
@@ -70,21 +77,21 @@ public enum RepeatRule: Hashable, Sendable, CustomStringConvertible {
 /// A UTC calendar date and time, converted to and from milliseconds since the epoch with
 /// Howard Hinnant's days-from-civil algorithm (proleptic Gregorian calendar). No Foundation, no
 /// time zone database: the same on every platform.
-public struct CivilTime: Hashable, Sendable {
-    public var year: Int
-    public var month: Int
-    public var day: Int
+package struct CivilTime: Hashable, Sendable {
+    package var year: Int
+    package var month: Int
+    package var day: Int
     /// Milliseconds since midnight.
-    public var millisOfDay: Int64
+    package var millisOfDay: Int64
 
-    public init(year: Int, month: Int, day: Int, millisOfDay: Int64 = 0) {
+    package init(year: Int, month: Int, day: Int, millisOfDay: Int64 = 0) {
         self.year = year
         self.month = month
         self.day = day
         self.millisOfDay = millisOfDay
     }
 
-    public init(millis: Int64) {
+    package init(millis: Int64) {
         let dayMillis: Int64 = 86_400_000
         var days = millis / dayMillis
         var rest = millis % dayMillis
@@ -104,7 +111,7 @@ public struct CivilTime: Hashable, Sendable {
         self.init(year: Int(y), month: Int(m), day: Int(d), millisOfDay: rest)
     }
 
-    public var daysSinceEpoch: Int64 {
+    package var daysSinceEpoch: Int64 {
         let y = Int64(month <= 2 ? year - 1 : year)
         let era = (y >= 0 ? y : y - 399) / 400
         let yoe = y - era * 400
@@ -114,13 +121,13 @@ public struct CivilTime: Hashable, Sendable {
         return era * 146_097 + doe - 719_468
     }
 
-    public var millis: Int64 { daysSinceEpoch * 86_400_000 + millisOfDay }
+    package var millis: Int64 { daysSinceEpoch * 86_400_000 + millisOfDay }
 
-    public static func isLeap(_ year: Int) -> Bool {
+    package static func isLeap(_ year: Int) -> Bool {
         year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
     }
 
-    public static func daysIn(month: Int, year: Int) -> Int {
+    package static func daysIn(month: Int, year: Int) -> Int {
         switch month {
         case 2: isLeap(year) ? 29 : 28
         case 4, 6, 9, 11: 30
@@ -129,7 +136,7 @@ public struct CivilTime: Hashable, Sendable {
     }
 
     /// `YYYY-MM-DDTHH:MM:SS.sssZ`, the form every Concord output uses for instants.
-    public var iso8601: String {
+    package var iso8601: String {
         func pad(_ value: Int, _ width: Int) -> String {
             let digits = String(value)
             return String(repeating: "0", count: max(0, width - digits.count)) + digits

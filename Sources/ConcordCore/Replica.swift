@@ -2,23 +2,23 @@
 ///
 /// This is the reference model of Concord's semantics. The SQLite store keeps the same state
 /// durably and is tested against this model.
-public struct Replica: Sendable {
-    public let id: ReplicaID
-    public private(set) var clock: HybridLogicalClock
-    public private(set) var operations: [OperationID: Op] = [:]
-    public private(set) var records: [RecordRef: RecordState] = [:]
-    public private(set) var versionVector = VersionVector()
+package struct Replica: Sendable {
+    package let id: ReplicaID
+    package private(set) var clock: HybridLogicalClock
+    package private(set) var operations: [OperationID: Op] = [:]
+    package private(set) var records: [RecordRef: RecordState] = [:]
+    package private(set) var versionVector = VersionVector()
     /// Sequence numbers held above the version vector (operations delivered out of order).
     private var held: [ReplicaID: Set<UInt64>] = [:]
 
-    public init(id: ReplicaID, clock: HybridLogicalClock = HybridLogicalClock()) {
+    package init(id: ReplicaID, clock: HybridLogicalClock = HybridLogicalClock()) {
         self.id = id
         self.clock = clock
     }
 
     /// Carries out `change` on `ref`, appending the operations it takes to the log.
     @discardableResult
-    public mutating func perform(_ change: Change, on ref: RecordRef, wallMillis: UInt64) throws -> [Op] {
+    package mutating func perform(_ change: Change, on ref: RecordRef, wallMillis: UInt64) throws -> [Op] {
         let actions = try change.plan(on: ref, current: records[ref], now: Int64(clamping: wallMillis))
         // Stamp every operation before inserting any, so a refused change leaves nothing behind.
         var ticking = clock
@@ -38,7 +38,7 @@ public struct Replica: Sendable {
     /// refused before anything is applied. With a wall-clock reading, the report says when the
     /// clock is left more than a day ahead of it (SPEC.md §3).
     @discardableResult
-    public mutating func merge(_ incoming: some Sequence<Op>, wallMillis: UInt64 = 0) throws(InvalidOperation) -> MergeReport {
+    package mutating func merge(_ incoming: some Sequence<Op>, wallMillis: UInt64 = 0) throws(InvalidOperation) -> MergeReport {
         let incoming = Array(incoming)
         for operation in incoming { try operation.validate() }
         var report = MergeReport()
@@ -59,20 +59,20 @@ public struct Replica: Sendable {
     }
 
     /// The operations a peer with version vector `since` lacks, by author and sequence number.
-    public func operations(since: VersionVector = VersionVector()) -> [Op] {
+    package func operations(since: VersionVector = VersionVector()) -> [Op] {
         operations.values.filter { !since.covers($0.id) }.sorted { $0.id < $1.id }
     }
 
-    public var reminders: [Reminder] {
+    package var reminders: [Reminder] {
         records.values.filter { $0.ref.kind == .reminder }.sorted { $0.ref < $1.ref }.map(Reminder.init(state:))
     }
 
-    public var notes: [Note] {
+    package var notes: [Note] {
         records.values.filter { $0.ref.kind == .note }.sorted { $0.ref < $1.ref }.map(Note.init(state:))
     }
 
     /// The canonical JSON of the replicated state (SPEC.md, "Dump").
-    public func dump() -> String {
+    package func dump() -> String {
         Dump.canonical(records.values.sorted { $0.ref < $1.ref })
     }
 

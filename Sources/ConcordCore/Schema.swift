@@ -1,16 +1,20 @@
 /// What a record is. Kinds this version does not know are kept and passed on as they are.
 public struct RecordKind: RawRepresentable, Hashable, Comparable, Sendable, CustomStringConvertible {
+    /// The kind's code in the formats: 1 reminder, 2 note.
     public let rawValue: UInt8
 
+    /// The kind with this code, known or not.
     public init(rawValue: UInt8) {
         self.rawValue = rawValue
     }
 
+    /// A reminder.
     public static let reminder = RecordKind(rawValue: 1)
+    /// A note.
     public static let note = RecordKind(rawValue: 2)
 
     /// The fields this version materializes for the kind; any other field is kept as an unknown field.
-    public var knownFields: [Field] {
+    package var knownFields: [Field] {
         switch self {
         case .reminder: [.title, .notes, .due, .priority, .completed, .snoozedUntil, .repeatRule, .deleted]
         case .note: [.title, .body, .pinned, .deleted]
@@ -19,7 +23,7 @@ public struct RecordKind: RawRepresentable, Hashable, Comparable, Sendable, Cust
     }
 
     /// How many fields the kind knows: the length of `knownFields`.
-    public var knownFieldCount: Int {
+    package var knownFieldCount: Int {
         switch self {
         case .reminder: 8
         case .note: 4
@@ -29,7 +33,7 @@ public struct RecordKind: RawRepresentable, Hashable, Comparable, Sendable, Cust
 
     /// Where `field` is in `knownFields`, nil if the kind does not know it.
     @inline(__always)
-    public func slot(of field: Field) -> Int? {
+    package func slot(of field: Field) -> Int? {
         switch self {
         case .reminder:
             let code = field.code
@@ -47,7 +51,7 @@ public struct RecordKind: RawRepresentable, Hashable, Comparable, Sendable, Cust
         }
     }
 
-    public func knows(_ field: Field) -> Bool {
+    package func knows(_ field: Field) -> Bool {
         switch self {
         case .reminder: field.code >= 1 && field.code <= 8
         case .note: field == .title || field == .body || field == .pinned || field == .deleted
@@ -55,6 +59,7 @@ public struct RecordKind: RawRepresentable, Hashable, Comparable, Sendable, Cust
         }
     }
 
+    /// `reminder`, `note`, or `kind-N` for a kind this version does not know.
     public var name: String {
         switch self {
         case .reminder: "reminder"
@@ -63,38 +68,66 @@ public struct RecordKind: RawRepresentable, Hashable, Comparable, Sendable, Cust
         }
     }
 
+    /// The kind's name.
     public var description: String { name }
 
+    /// Kinds order by their code.
     public static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
 }
 
 /// A record's identity: its kind and its id.
 public struct RecordRef: Hashable, Comparable, Sendable, CustomStringConvertible {
+    /// What the record is.
     public var kind: RecordKind
+    /// Which record it is.
     public var id: RecordID
 
+    /// The record of this kind with this id.
     public init(kind: RecordKind, id: RecordID) {
         self.kind = kind
         self.id = id
     }
 
+    /// The reminder with this id.
     public static func reminder(_ id: RecordID) -> RecordRef { RecordRef(kind: .reminder, id: id) }
+    /// The note with this id.
     public static func note(_ id: RecordID) -> RecordRef { RecordRef(kind: .note, id: id) }
 
     /// Records order by id, then by kind.
     public static func < (lhs: Self, rhs: Self) -> Bool { (lhs.id, lhs.kind) < (rhs.id, rhs.kind) }
 
+    /// The kind's name and the id in hex, as in `reminder 0123…`.
     public var description: String { "\(kind.name) \(id.hex)" }
 }
 
 /// A field of a record. Known fields have a one-byte code (used by the binary formats); any other
 /// field name is carried as `.other(name)`.
 public enum Field: Hashable, Sendable, CustomStringConvertible {
-    case title, notes, due, priority, completed, snoozedUntil, repeatRule, deleted, body, pinned
+    /// A reminder's or a note's title (a string).
+    case title
+    /// A reminder's notes (a string).
+    case notes
+    /// A reminder's due instant (an integer of milliseconds).
+    case due
+    /// A reminder's priority (an integer).
+    case priority
+    /// When a reminder was completed (an integer of milliseconds), null while it is open.
+    case completed
+    /// Until when a reminder is snoozed (an integer of milliseconds).
+    case snoozedUntil
+    /// A reminder's repeat rule (a string, `RepeatRule.rawValue`).
+    case repeatRule
+    /// Whether the record is deleted (a flag).
+    case deleted
+    /// A note's text (a string).
+    case body
+    /// Whether a note is pinned (a flag).
+    case pinned
+    /// A field this version does not know, by name: kept and passed on as it is.
     case other(ExactString)
 
     /// The code of a known field in the binary formats (SPEC.md, "Field codes"); 0 for `.other`.
-    public var code: UInt8 {
+    package var code: UInt8 {
         switch self {
         case .title: 1
         case .notes: 2
@@ -110,12 +143,12 @@ public enum Field: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    public static let maxKnownCode: UInt8 = 10
+    package static let maxKnownCode: UInt8 = 10
 
     /// The instants a field may hold: 0001-01-01T00:00:00.000Z through 9999-12-31T23:59:59.999Z.
-    public static let instantRange: ClosedRange<Int64> = -62_135_596_800_000...253_402_300_799_999
+    package static let instantRange: ClosedRange<Int64> = -62_135_596_800_000...253_402_300_799_999
 
-    public init?(code: UInt8) {
+    package init?(code: UInt8) {
         switch code {
         case 1: self = .title
         case 2: self = .notes
@@ -160,12 +193,13 @@ public enum Field: Hashable, Sendable, CustomStringConvertible {
         self = .other(ExactString(name))
     }
 
+    /// The field's name.
     public var description: String { name }
 
     /// Whether `value` has the type SPEC.md gives this known field (always true for `.other`).
     /// Only the type is checked: a newer version may add priorities or repeat rules, and those
     /// values are kept and passed on like unknown fields.
-    public func accepts(_ value: Value) -> Bool {
+    package func accepts(_ value: Value) -> Bool {
         switch (self, value) {
         case (.other, _): true
         case (.title, .string), (.notes, .string), (.body, .string): true

@@ -2,12 +2,15 @@
 ///
 /// Merge law: the pointwise maximum, commutative, associative and idempotent.
 public struct VersionVector: Hashable, Sendable, Codable, CustomStringConvertible {
+    /// The non-zero entries: replica to highest sequence number held.
     public private(set) var entries: [ReplicaID: UInt64]
 
+    /// A vector of these entries; zero entries are dropped.
     public init(_ entries: [ReplicaID: UInt64] = [:]) {
         self.entries = entries.filter { $0.value > 0 }
     }
 
+    /// The highest sequence number held from `replica`, 0 if none; setting 0 removes the entry.
     public subscript(replica: ReplicaID) -> UInt64 {
         get { entries[replica] ?? 0 }
         set { entries[replica] = newValue == 0 ? nil : newValue }
@@ -16,6 +19,7 @@ public struct VersionVector: Hashable, Sendable, Codable, CustomStringConvertibl
     /// Whether the operation with this id is covered (held, by the vector's definition).
     public func covers(_ id: OperationID) -> Bool { id.seq <= self[id.replica] }
 
+    /// Raises each entry to the other vector's where it is higher (the pointwise maximum).
     public mutating func merge(_ other: VersionVector) {
         for (replica, seq) in other.entries where seq > self[replica] { self[replica] = seq }
     }
@@ -25,15 +29,17 @@ public struct VersionVector: Hashable, Sendable, Codable, CustomStringConvertibl
         entries.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
     }
 
+    /// `{replica:seq, …}` in replica order.
     public var description: String {
         "{" + sorted.map { "\($0.replica.hex):\($0.seq)" }.joined(separator: ", ") + "}"
     }
 
     /// Canonical JSON: an object from replica id (hex) to sequence number.
-    public var json: JSON {
+    package var json: JSON {
         .object(sorted.map { ($0.replica.hex, .int(Int64(clamping: $0.seq))) })
     }
 
+    /// Decodes a JSON object from replica id (hex) to sequence number.
     public init(from decoder: any Decoder) throws {
         let raw = try [String: UInt64](from: decoder)
         var entries: [ReplicaID: UInt64] = [:]
@@ -46,6 +52,7 @@ public struct VersionVector: Hashable, Sendable, Codable, CustomStringConvertibl
         self.init(entries)
     }
 
+    /// Encodes a JSON object from replica id (hex) to sequence number.
     public func encode(to encoder: any Encoder) throws {
         try Dictionary(uniqueKeysWithValues: entries.map { ($0.key.hex, $0.value) }).encode(to: encoder)
     }
@@ -61,13 +68,16 @@ public struct MergeReport: Hashable, Sendable {
     public var farFutureTimestamp: Timestamp?
     /// The records whose state the merge touched: by `Replica.merge`. A store's merges leave it
     /// empty: each batch's records reach the store's observers as the batch commits.
-    public var touchedRecords: Set<RecordRef> = []
+    package var touchedRecords: Set<RecordRef> = []
 
+    /// An empty report: nothing new.
     public init() {}
 
+    /// How many new operations, from all authors.
     public var newOperationCount: Int { newOperations.values.reduce(0, +) }
 
-    public mutating func formUnion(_ other: MergeReport) {
+    /// Adds another report's counts to this one, as for a merge done in parts.
+    package mutating func formUnion(_ other: MergeReport) {
         newOperations.merge(other.newOperations, uniquingKeysWith: +)
         duplicates += other.duplicates
         if let far = other.farFutureTimestamp, far > (farFutureTimestamp ?? .zero) { farFutureTimestamp = far }

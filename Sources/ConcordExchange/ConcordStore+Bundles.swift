@@ -138,7 +138,7 @@ extension ConcordStore {
     }
 
     /// A reader of the bundle file at `path`, plain or encrypted (opened with `key`).
-    public static func bundleReader(
+    package static func bundleReader(
         at path: String, key: SyncKey?, requireEncrypted: Bool = false
     ) throws -> BundleReader<BundleSource<FileSource>> {
         try bundleReader(try FileSource(path: path), path: path, key: key, requireEncrypted: requireEncrypted)
@@ -174,7 +174,7 @@ enum BundleMergeFailure: Error {
 extension VersionVector {
     /// A version vector given as text: a JSON object from replica id to seq, or an object that
     /// holds one under `versionVector` (the whole output of `syncctl status --json`).
-    public init(json text: String) throws(ConcordError) {
+    package init(json text: String) throws(ConcordError) {
         struct Status: Decodable { var versionVector: [String: UInt64] }
         let data = Data(text.utf8)
         guard let entries = (try? JSONDecoder().decode([String: UInt64].self, from: data))

@@ -1,3 +1,3 @@
 // The bundle formats are part of this module's interface (`exportBundle` returns a
-// `BundleSummary`, `bundleReader` a `BundleReader`): an app that imports ConcordExchange gets them.
+// `BundleSummary`): an app that imports ConcordExchange gets them.
 @_exported import ConcordWire

@@ -4,7 +4,7 @@ import Crypto
 import Foundation
 
 /// What a file holds, told from its first bytes (never from its name).
-public enum FileKind: Sendable {
+package enum FileKind: Sendable {
     case store
     case bundle
     /// An encrypted bundle (SPEC.md §13.1).
@@ -13,13 +13,13 @@ public enum FileKind: Sendable {
 
     /// What the file at `path` holds; `.other` also when it cannot be read. Read through
     /// `StoreFile`: the file may be a store this process has open.
-    public static func of(path: String) -> FileKind {
+    package static func of(path: String) -> FileKind {
         (try? input(at: path)) ?? .other
     }
 
     /// What the file to read at `path` holds, or the error of SPEC.md §12 that says why it cannot
     /// be read: missing, a directory, not a regular file (a FIFO would block forever), unreadable.
-    public static func input(at path: String) throws(ConcordError) -> FileKind {
+    package static func input(at path: String) throws(ConcordError) -> FileKind {
         let head: [UInt8]
         do {
             head = try StoreFile.head(of: path, count: 16)
@@ -40,7 +40,7 @@ public enum FileKind: Sendable {
 }
 
 /// A byte source over a file, read in bounded chunks, optionally hashing what it reads.
-public final class FileSource: ByteSource {
+package final class FileSource: ByteSource {
     private let handle: FileHandle
     private var hasher: SHA256?
 
@@ -48,7 +48,7 @@ public final class FileSource: ByteSource {
     /// file of one, given as a bundle is refused before this opens it, since this process may have
     /// it open; so is anything but a regular file (a FIFO would block the read forever).
     /// - Parameter hashing: keep a SHA-256 of the bytes read, for `sha256`.
-    public init(path: String, hashing: Bool = false) throws(ConcordError) {
+    package init(path: String, hashing: Bool = false) throws(ConcordError) {
         if try FileKind.input(at: path) == .store {
             throw ConcordError(.invalidInput, "\(path) is a Concord store, not a bundle")
         }
@@ -61,12 +61,12 @@ public final class FileSource: ByteSource {
 
     /// The SHA-256 of every byte read so far (of the whole file, once a read returned nothing),
     /// if the source was made `hashing`.
-    public var sha256: [UInt8]? {
+    package var sha256: [UInt8]? {
         hasher.map { Array($0.finalize()) }
     }
 
     /// The SHA-256 of the whole file at `path`, read through a `FileSource`.
-    public static func sha256(of path: String) throws -> [UInt8] {
+    package static func sha256(of path: String) throws -> [UInt8] {
         let source = try FileSource(path: path, hashing: true)
         while try !source.read(maxCount: 1 << 20).isEmpty {}
         return source.sha256!
@@ -76,7 +76,7 @@ public final class FileSource: ByteSource {
         try? handle.close()
     }
 
-    public func read(maxCount: Int) throws -> [UInt8] {
+    package func read(maxCount: Int) throws -> [UInt8] {
         let bytes = [UInt8](try handle.read(upToCount: min(maxCount, 1 << 20)) ?? Data())
         hasher?.update(data: bytes)
         return bytes

@@ -22,6 +22,7 @@ import Logging
 /// bundles encrypted with its key: a plain one, one of another key, or one that fails
 /// authentication is skipped with a warning.
 public final class FolderSync: Sendable {
+    /// The store that syncs.
     public let store: ConcordStore
     /// The shared folder.
     public let folder: String
@@ -30,10 +31,10 @@ public final class FolderSync: Sendable {
     /// A replica merges its own files into one once it has more than this many.
     public let coalesceThreshold: Int
 
-    public static let layoutVersion = 1
+    package static let layoutVersion = 1
     /// How old (seconds) a file's last change must be before its `stat` identity is trusted to
     /// tell that its contents did not change: until then each sync hashes it (SPEC.md §14).
-    public static var settlingSeconds: Int { FileIdentity.settlingSeconds }
+    package static var settlingSeconds: Int { FileIdentity.settlingSeconds }
     /// How old (seconds) a temporary file of this replica must be before a sync removes it.
     static let staleTemporaryAge: TimeInterval = 15 * 60
     static let fileExtension = ".cbundle"
@@ -41,6 +42,7 @@ public final class FolderSync: Sendable {
     /// The time a file's last change is compared with, to tell whether its identity has settled.
     private let now: @Sendable () -> Date
 
+    /// A sync of `store` through `folder` (a path, made absolute); nothing happens until `sync()` or `watch(every:)`.
     public convenience init(store: ConcordStore, folder: String, coalesceThreshold: Int = 32) {
         self.init(store: store, folder: folder, coalesceThreshold: coalesceThreshold, now: Date.init)
     }
@@ -520,28 +522,39 @@ public final class FolderSync: Sendable {
 
 /// What a folder sync is doing, for progress displays.
 public enum SyncProgress: Hashable, Sendable {
+    /// Importing the `file`th of `of` files to import, named `name`.
     case importing(file: Int, of: Int, name: String)
+    /// Publishing this replica's new operations.
     case publishing
+    /// Merging this replica's `files` files into one.
     case coalescing(files: Int)
 }
 
 /// What one folder sync did.
 public struct FolderSyncReport: Hashable, Sendable {
+    /// How many files it imported operations from.
     public var importedFiles = 0
+    /// How many operations new to the store it imported.
     public var importedOperations = 0
+    /// The name of the file it published, if it published one.
     public var publishedFile: String?
+    /// How many operations it published.
     public var publishedOperations = 0
     /// How many of the operations published the folder had held once, or should have, and no
     /// longer does: its files were lost, restored to older versions, replaced or skipped.
     public var republishedOperations = 0
+    /// How many of this replica's files it merged into one.
     public var coalescedFiles = 0
     /// One per file skipped or cleaned up: a line to show (its `message`) and the code of what
     /// went wrong (`clash` for a file whose clashing operations were left out, SPEC.md §14).
     public var warnings: [ConcordError] = []
+    /// The greatest imported timestamp more than a day ahead of this device's clock, if any: a sign of a peer's wrong clock.
     public var farFutureTimestamp: Timestamp?
 
+    /// An empty report: nothing done.
     public init() {}
 
+    /// Whether it imported, published or coalesced anything.
     public var movedSomething: Bool { importedOperations > 0 || publishedOperations > 0 || coalescedFiles > 0 }
 
     /// One line: what was imported, published and merged, or `up to date` (SPEC.md §11).

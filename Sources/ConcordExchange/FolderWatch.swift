@@ -28,6 +28,7 @@ import Logging
 /// The syncs, which block while they read and write, run on threads of their own (on macOS 15,
 /// iOS 18 and later, and Linux), not on those that the process's tasks share.
 public struct FolderWatch: AsyncSequence {
+    /// Each sync's outcome.
     public typealias Element = FolderWatchEvent
 
     let sync: FolderSync
@@ -35,10 +36,14 @@ public struct FolderWatch: AsyncSequence {
     let logger: Logger
     let describeError: @Sendable (ConcordError) -> String
 
+    /// An iterator that looks at the folder every interval and syncs when the store or the
+    /// folder changed, until its task is cancelled.
     public func makeAsyncIterator() -> Iterator {
         Iterator(watch: self)
     }
 
+    /// Runs the looks and syncs of a watch: each `next()` looks at once the first time, then after
+    /// each interval, until a sync has something to report.
     public struct Iterator: AsyncIteratorProtocol {
         private let watch: FolderWatch
         /// The change token seen before the last sync; nil forces a sync.
@@ -50,6 +55,8 @@ public struct FolderWatch: AsyncSequence {
             self.watch = watch
         }
 
+        /// The next sync that moved something, warned or failed, or the store's fork; `nil` once
+        /// the task is cancelled or after a fork.
         public mutating func next() async -> FolderWatchEvent? {
             while !ended {
                 if looked {

@@ -17,19 +17,19 @@ import Foundation
 /// ```
 public struct SyncKey: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible {
     /// The key's length in bytes.
-    public static let byteCount = 32
+    package static let byteCount = 32
     /// What the text form starts with: the format (1) of the text form.
-    public static let textPrefix = "concord-key-1-"
+    package static let textPrefix = "concord-key-1-"
     /// How many base32 characters follow the prefix: 35 bytes (the key and 3 checksum bytes).
-    public static let textBodyLength = 56
+    package static let textBodyLength = 56
     static let checksumByteCount = 3
     static let alphabet = Array("abcdefghijklmnopqrstuvwxyz234567".utf8)
 
     /// The 32 secret bytes.
-    public let bytes: [UInt8]
+    package let bytes: [UInt8]
 
     /// A key of exactly 32 bytes (as stored with a store), or `nil`.
-    public init?(bytes: some Collection<UInt8>) {
+    package init?(bytes: some Collection<UInt8>) {
         guard bytes.count == Self.byteCount else { return nil }
         self.bytes = Array(bytes)
     }
@@ -43,10 +43,10 @@ public struct SyncKey: Sendable, Equatable, CustomStringConvertible, CustomDebug
     }
 
     /// The key as swift-crypto's key type, for HMAC and HKDF.
-    public var symmetricKey: SymmetricKey { SymmetricKey(data: bytes) }
+    package var symmetricKey: SymmetricKey { SymmetricKey(data: bytes) }
 
     /// HKDF-SHA256 (RFC 5869) of the key: a subkey for one purpose, named by `info`.
-    public func derivedKey(info: some DataProtocol, salt: some DataProtocol = [UInt8](), byteCount: Int = 32) -> SymmetricKey {
+    package func derivedKey(info: some DataProtocol, salt: some DataProtocol = [UInt8](), byteCount: Int = 32) -> SymmetricKey {
         HKDF<SHA256>.deriveKey(inputKeyMaterial: symmetricKey, salt: salt, info: info, outputByteCount: byteCount)
     }
 
@@ -62,7 +62,9 @@ public struct SyncKey: Sendable, Equatable, CustomStringConvertible, CustomDebug
         }
     }
 
+    /// `sync key ID`: the key's id, never its secret.
     public var description: String { "sync key \(id)" }
+    /// The same as `description`, so that a debug print never shows the secret.
     public var debugDescription: String { description }
 
     /// Compares in constant time.
@@ -189,6 +191,7 @@ public struct RandomBytes: Sendable {
         return (0..<count).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
     }
 
+    /// `count` bytes from the source.
     public func callAsFunction(_ count: Int) -> [UInt8] {
         let bytes = generate(count)
         precondition(bytes.count == count, "a random source returned \(bytes.count) bytes, not \(count)")

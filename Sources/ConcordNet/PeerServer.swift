@@ -26,7 +26,9 @@ public final class PeerServer: @unchecked Sendable {
     // @unchecked Sendable: its mutable state (`listener`, `sessions`, `stopping`) is read and
     // written only with `lock` held; the rest is immutable, or Sendable (the store, the group,
     // the semaphore).
+    /// The store it serves.
     public let store: ConcordStore
+    /// Its timeouts and limits.
     public let configuration: PeerTransportConfiguration
     private let group: any EventLoopGroup
     private let ownsGroup: Bool

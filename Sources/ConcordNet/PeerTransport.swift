@@ -35,7 +35,7 @@ public struct PeerTransportConfiguration: Sendable {
     public var lingerTimeout: Duration = .seconds(2)
     /// Where the handshake and idle timeouts take the time from and how they wait: the system's
     /// monotonic clock and the event loop's timers, unless a test passes a clock it moves by hand.
-    public var clock: any PeerClock = LivePeerClock()
+    package var clock: any PeerClock = LivePeerClock()
     /// How this side words a failure: in what it tells its peer when it ends a session itself
     /// (SPEC.md §15.8) and in a server's log. By default the failure's `message`; an app may add
     /// its own advice from the failure's code, as `syncctl` names its commands.
@@ -45,6 +45,7 @@ public struct PeerTransportConfiguration: Sendable {
     /// `.apply`s (sending nothing more: no `error`, no `ack`).
     var dropConnectionAfterApplies: Int?
 
+    /// The defaults: 10 s to connect and to finish the handshake, 60 s idle, at most 64 sessions.
     public init() {}
 
     /// The defaults with other timeouts (tests make them short).
@@ -57,7 +58,7 @@ public struct PeerTransportConfiguration: Sendable {
 /// The time source of a transport's timeouts (SPEC.md §15.7): the time now, and a wake-up at a
 /// given time. `LivePeerClock` is the system's; a test injects one that it moves by hand, so that
 /// a 60-second timeout is tested to the millisecond without waiting 60 seconds.
-public protocol PeerClock: Sendable {
+package protocol PeerClock: Sendable {
     /// The time now.
     func now() -> NIODeadline
     /// Runs `task` on `loop` once `now()` has reached `deadline` (at once if it has already).
@@ -66,23 +67,23 @@ public protocol PeerClock: Sendable {
 }
 
 /// A wake-up scheduled on a `PeerClock`, which may be cancelled.
-public struct PeerTimer: Sendable {
+package struct PeerTimer: Sendable {
     private let cancelling: @Sendable () -> Void
 
-    public init(cancel: @escaping @Sendable () -> Void) {
+    package init(cancel: @escaping @Sendable () -> Void) {
         cancelling = cancel
     }
 
-    public func cancel() { cancelling() }
+    package func cancel() { cancelling() }
 }
 
 /// The system's monotonic clock and the event loop's own timers.
-public struct LivePeerClock: PeerClock {
-    public init() {}
+package struct LivePeerClock: PeerClock {
+    package init() {}
 
-    public func now() -> NIODeadline { .now() }
+    package func now() -> NIODeadline { .now() }
 
-    public func schedule(at deadline: NIODeadline, on loop: any EventLoop, _ task: @escaping @Sendable () -> Void) -> PeerTimer {
+    package func schedule(at deadline: NIODeadline, on loop: any EventLoop, _ task: @escaping @Sendable () -> Void) -> PeerTimer {
         let scheduled = loop.scheduleTask(deadline: deadline) { task() }
         return PeerTimer { scheduled.cancel() }
     }
@@ -104,6 +105,7 @@ public struct PeerSessionRecord: Sendable {
     /// The greatest timestamp merged that is more than a day ahead of the wall clock (SPEC.md §3).
     public var farFutureTimestamp: Timestamp?
 
+    /// Whether the session finished (both sides hold all that the other had), rather than failed.
     public var finished: Bool { failure == nil }
 
     /// One line: the peer, operations and bytes each way, the duration, or why it failed.
@@ -123,25 +125,35 @@ public struct PeerSessionRecord: Sendable {
 
 /// Progress of a running session, for a progress line.
 public struct PeerProgress: Sendable, Hashable {
+    /// The peer's address.
     public var peer: String
+    /// Operations received so far.
     public var operationsReceived = 0
+    /// Operations sent so far.
     public var operationsSent = 0
+    /// Bytes received so far.
     public var bytesReceived = 0
+    /// Bytes sent so far.
     public var bytesSent = 0
 }
 
-/// A `HOST:PORT` on the command line: `127.0.0.1:7420`, `laptop.local:7420`, `[::1]:7420`; the port
+/// A peer's network address, written `HOST:PORT`: `127.0.0.1:7420`, `laptop.local:7420`, `[::1]:7420`; the port
 /// may be left out (7420).
 public struct PeerAddress: Sendable, Hashable, CustomStringConvertible {
+    /// The port a server listens on unless told otherwise: 7420.
     public static let defaultPort = 7420
+    /// A host name or an IP address (IPv6 without brackets).
     public var host: String
+    /// The TCP port.
     public var port: Int
 
+    /// The address `host:port`.
     public init(host: String, port: Int) {
         self.host = host
         self.port = port
     }
 
+    /// Parses `HOST:PORT`, `HOST`, `[IPv6]:PORT` or a bare IPv6 address; `nil` if it is none of these.
     public init?(_ text: String, defaultPort: Int = PeerAddress.defaultPort) {
         var host = Substring(text)
         var port = defaultPort
@@ -166,6 +178,7 @@ public struct PeerAddress: Sendable, Hashable, CustomStringConvertible {
         self.port = port
     }
 
+    /// `host:port`, with an IPv6 host in brackets.
     public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
 }
 

@@ -1,35 +1,35 @@
 /// Constants of the peer protocol (SPEC.md §15).
-public enum PeerProtocol {
+package enum PeerProtocol {
     /// The first 8 bytes of every handshake frame: `CNCDPEER`.
-    public static let magic: [UInt8] = Array("CNCDPEER".utf8)
+    package static let magic: [UInt8] = Array("CNCDPEER".utf8)
     /// The protocol version this build speaks.
-    public static let version: UInt16 = 1
+    package static let version: UInt16 = 1
     /// The longest frame payload a reader accepts once the handshake is complete: 4 MiB.
-    public static let maxFrameBytes = 4 << 20
+    package static let maxFrameBytes = 4 << 20
     /// The longest frame payload a reader accepts during the handshake.
-    public static let maxHandshakeFrameBytes = 256
+    package static let maxHandshakeFrameBytes = 256
     /// The most operations a batch may hold.
-    public static let maxBatchOperations = 16_384
+    package static let maxBatchOperations = 16_384
     /// The largest raw (decompressed) batch payload: 4 MiB.
-    public static let maxBatchBytes = 4 << 20
+    package static let maxBatchBytes = 4 << 20
     /// A sender closes a batch once its raw payload reaches this size.
-    public static let targetBatchBytes = 1 << 20
+    package static let targetBatchBytes = 1 << 20
     /// The longest reason an `error` message carries, in UTF-8 bytes.
-    public static let maxErrorReasonBytes = 1_024
+    package static let maxErrorReasonBytes = 1_024
     /// How long a transport lets a connection take to complete the handshake.
-    public static let handshakeTimeout: Duration = .seconds(10)
+    package static let handshakeTimeout: Duration = .seconds(10)
     /// How long a transport lets a session go without receiving or sending a byte.
-    public static let idleTimeout: Duration = .seconds(60)
+    package static let idleTimeout: Duration = .seconds(60)
 }
 
 /// The framing of both directions of a connection (SPEC.md §15.2): a `u32` big-endian length,
 /// then that many bytes of payload.
-public enum Frame {
+package enum Frame {
     /// The length prefix's size.
-    public static let headerBytes = 4
+    package static let headerBytes = 4
 
     /// The frame that carries `payload`: its length, then the payload.
-    public static func encode(_ payload: some Collection<UInt8>) -> [UInt8] {
+    package static func encode(_ payload: some Collection<UInt8>) -> [UInt8] {
         precondition(payload.count <= UInt32.max, "a frame payload of \(payload.count) bytes")
         let length = UInt32(payload.count)
         var frame: [UInt8] = [UInt8(length >> 24), UInt8(length >> 16 & 0xFF), UInt8(length >> 8 & 0xFF), UInt8(length & 0xFF)]
@@ -40,11 +40,11 @@ public enum Frame {
 }
 
 /// Why a frame could not be read.
-public enum FrameError: Error, Hashable, Sendable, CustomStringConvertible {
+package enum FrameError: Error, Hashable, Sendable, CustomStringConvertible {
     /// A frame's length prefix declares more than the decoder's limit.
     case tooLarge(length: Int, limit: Int)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case let .tooLarge(length, limit): "a frame of \(length) bytes is over the \(limit)-byte limit"
         }
@@ -63,27 +63,27 @@ public enum FrameError: Error, Hashable, Sendable, CustomStringConvertible {
 /// A length over `maxPayloadBytes` is refused by `next()` as soon as the 4 length bytes are
 /// there, before anything is allocated for the payload. The decoder holds only the bytes given
 /// to it that no returned frame has consumed yet.
-public struct FrameDecoder: Sendable {
+package struct FrameDecoder: Sendable {
     /// The longest payload `next()` accepts. It may be changed between frames (the peer protocol
     /// raises it after the handshake); it applies to the next length read.
-    public var maxPayloadBytes: Int
+    package var maxPayloadBytes: Int
     private var buffer: [UInt8] = []
     private var start = 0
 
-    public init(maxPayloadBytes: Int = PeerProtocol.maxFrameBytes) {
+    package init(maxPayloadBytes: Int = PeerProtocol.maxFrameBytes) {
         self.maxPayloadBytes = maxPayloadBytes
     }
 
     /// Bytes received and not yet returned as part of a frame.
-    public var bufferedByteCount: Int { buffer.count - start }
+    package var bufferedByteCount: Int { buffer.count - start }
 
     /// Whether the stream is cut inside a frame: bytes of an incomplete frame are waiting. A stream
     /// that ends here is truncated.
-    public var isInsideFrame: Bool { bufferedByteCount > 0 }
+    package var isInsideFrame: Bool { bufferedByteCount > 0 }
 
     /// Adds bytes received from the stream.
     /// - Complexity: amortized O(*n*) in the bytes added.
-    public mutating func append(_ bytes: some Collection<UInt8>) {
+    package mutating func append(_ bytes: some Collection<UInt8>) {
         if start > 0, start >= buffer.count / 2 {
             buffer.removeSubrange(..<start)
             start = 0
@@ -94,7 +94,7 @@ public struct FrameDecoder: Sendable {
     /// The next whole frame's payload, or `nil` until more bytes arrive.
     /// - Throws: `FrameError.tooLarge` when the next frame declares more than `maxPayloadBytes`;
     ///   the decoder then stays at that frame, and the stream cannot be read further.
-    public mutating func next() throws(FrameError) -> [UInt8]? {
+    package mutating func next() throws(FrameError) -> [UInt8]? {
         guard bufferedByteCount >= Frame.headerBytes else { return nil }
         let length = buffer[start..<start + Frame.headerBytes].reduce(0) { $0 << 8 | Int($1) }
         guard length <= maxPayloadBytes else { throw .tooLarge(length: length, limit: maxPayloadBytes) }

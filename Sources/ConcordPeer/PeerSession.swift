@@ -5,13 +5,16 @@ import Crypto
 
 /// Which end of the connection a session is: the client opened it.
 public enum PeerRole: String, Hashable, Sendable {
+    /// The side that connected.
     case client
+    /// The side that accepted the connection.
     case server
 }
 
 /// What a session did, each way. Complete when the session has finished; while it runs or after
 /// a failure, it counts what happened so far (for a log line).
 public struct PeerSummary: Hashable, Sendable {
+    /// Which end this side was.
     public var role: PeerRole
     /// The peer's replica id, once its `versions` message has arrived.
     public var peerReplica: ReplicaID?
@@ -20,28 +23,32 @@ public struct PeerSummary: Hashable, Sendable {
     /// Operations sent to the peer that it lacked, and the batches sent. Once the session has
     /// finished, the peer has acknowledged receiving and applying all of them.
     public var operationsSent = 0
+    /// Batches sent.
     public var batchesSent = 0
     /// Operations received from the peer that this side lacked, as far as the peer's version
     /// vector tells (and handed out to be applied), and the batches received.
     public var operationsReceived = 0
+    /// Batches received.
     public var batchesReceived = 0
     /// The last shared operations (SPEC.md §15.6) sent and received besides: one of each replica
     /// both sides know, held by both, sent so that two stores that wrote different operations
     /// under one replica id clash (§9.1). They are not counted in `operationsSent` and
     /// `operationsReceived`.
     public var lastSharedSent = 0
+    /// Last shared operations received (see `lastSharedSent`).
     public var lastSharedReceived = 0
     /// Bytes on the wire, frame headers and the handshake included.
     public var bytesSent = 0
+    /// Bytes received, frame headers and the handshake included.
     public var bytesReceived = 0
 
-    public init(role: PeerRole) {
+    package init(role: PeerRole) {
         self.role = role
     }
 }
 
 /// What the transport that drives a `PeerSession` must do, in the order given.
-public enum PeerAction: Hashable, Sendable {
+package enum PeerAction: Hashable, Sendable {
     /// Write these bytes to the connection.
     case send([UInt8])
     /// Merge these operations, authenticated and valid (SPEC.md §4.3), into the store as one
@@ -129,11 +136,11 @@ public enum PeerAction: Hashable, Sendable {
 /// with a `.failed` action, after which every method returns no actions, so nothing more is
 /// applied. Calling `send(operations:)` or `finishSending()` before `.needOperations`, or
 /// `receive` before `start()`, is a programming error and traps.
-public struct PeerSession: Sendable {
-    public let role: PeerRole
-    public let localReplica: ReplicaID
+package struct PeerSession: Sendable {
+    package let role: PeerRole
+    package let localReplica: ReplicaID
     /// The version vector sent to the peer: what the peer need not send.
-    public let localVersions: VersionVector
+    package let localVersions: VersionVector
     private let key: SyncKey
     private let random: RandomBytes
     /// How this side words a failure for its peer, when it tells the peer why it ends.
@@ -177,7 +184,7 @@ public struct PeerSession: Sendable {
     private var batchFirst: OperationID?
 
     /// What the session has done so far.
-    public private(set) var summary: PeerSummary
+    package private(set) var summary: PeerSummary
 
     private enum Phase: Sendable {
         case notStarted
@@ -208,7 +215,7 @@ public struct PeerSession: Sendable {
     ///   - describeError: how this side words the reason it sends in its `error` when it ends
     ///     the session itself (same replica id, a failed batch; SPEC.md §15.6, §15.8): by default
     ///     the failure's `message`; an app may add its own advice (`syncctl` names its commands).
-    public init(
+    package init(
         role: PeerRole, key: SyncKey, localReplica: ReplicaID, localVersions: VersionVector,
         batchesPerApply: Int = 1, random: RandomBytes = .system,
         describeError: @escaping @Sendable (ConcordError) -> String = { $0.message }
@@ -226,7 +233,7 @@ public struct PeerSession: Sendable {
     // MARK: State
 
     /// Whether the handshake is complete (a transport stops its handshake timer then).
-    public var isHandshakeComplete: Bool {
+    package var isHandshakeComplete: Bool {
         switch phase {
         case .established, .finished: true
         case .failed, .notStarted, .clientAwaitingServerHello, .serverAwaitingClientHello, .serverAwaitingProof: false
@@ -234,7 +241,7 @@ public struct PeerSession: Sendable {
     }
 
     /// Whether the session has ended, finished or failed.
-    public var hasEnded: Bool {
+    package var hasEnded: Bool {
         switch phase {
         case .finished, .failed: true
         default: false
@@ -243,13 +250,13 @@ public struct PeerSession: Sendable {
 
     /// Whether the session has finished: the peer's `done` and its `ack` of everything this side
     /// sent have arrived.
-    public var isFinished: Bool {
+    package var isFinished: Bool {
         if case .finished = phase { return true }
         return false
     }
 
     /// Why the session failed, if it did.
-    public var failure: ConcordError? {
+    package var failure: ConcordError? {
         if case .failed(let failure) = phase { return failure }
         return nil
     }
@@ -265,7 +272,7 @@ public struct PeerSession: Sendable {
 
     /// Starts the session once the connection is open: the client's hello for a client, nothing
     /// for a server (it waits for the hello). Call it once, before anything else.
-    public mutating func start() -> [PeerAction] {
+    package mutating func start() -> [PeerAction] {
         guard case .notStarted = phase else { preconditionFailure("PeerSession.start() is called once") }
         var actions: [PeerAction] = []
         switch role {
@@ -281,7 +288,7 @@ public struct PeerSession: Sendable {
     }
 
     /// Takes bytes received from the peer, in any pieces: a byte, a frame, many frames.
-    public mutating func receive(_ bytes: some Collection<UInt8>) -> [PeerAction] {
+    package mutating func receive(_ bytes: some Collection<UInt8>) -> [PeerAction] {
         if case .notStarted = phase { preconditionFailure("PeerSession.receive(_:) before start()") }
         guard isActive else { return [] }
         summary.bytesReceived += bytes.count
@@ -291,7 +298,7 @@ public struct PeerSession: Sendable {
 
     /// The batch of the last `.apply` has committed: the session reads on (and may send the
     /// `ack` that tells the peer it holds what it sent).
-    public mutating func batchApplied() -> [PeerAction] {
+    package mutating func batchApplied() -> [PeerAction] {
         guard isActive else { return [] }
         precondition(awaitingApply, "PeerSession.batchApplied() without an .apply")
         awaitingApply = false
@@ -340,7 +347,7 @@ public struct PeerSession: Sendable {
 
     /// The connection has closed (the peer closed it, or it broke). Ends the session unless it
     /// has already ended.
-    public mutating func connectionClosed() -> [PeerAction] {
+    package mutating func connectionClosed() -> [PeerAction] {
         guard isActive else { return [] }
         var actions: [PeerAction] = []
         if decoder.isInsideFrame {
@@ -358,7 +365,7 @@ public struct PeerSession: Sendable {
     /// the failure as `describeError` words it (the peer shows it after "the peer ended the
     /// session: "): give `reason` when the failure's words are this side's and would mislead the
     /// peer. Does nothing once the session has ended.
-    public mutating func abort(_ failure: ConcordError, tellingPeer reason: String? = nil) -> [PeerAction] {
+    package mutating func abort(_ failure: ConcordError, tellingPeer reason: String? = nil) -> [PeerAction] {
         guard !hasEnded else { return [] }
         var actions: [PeerAction] = []
         fail(failure, tellingPeer: reason ?? describeError(failure), into: &actions)
@@ -370,7 +377,7 @@ public struct PeerSession: Sendable {
     /// is full, so this may return no bytes yet. Call it as many times as needed, with chunks of
     /// any size, then `finishSending()`. Operations the peer sent in this session are left out,
     /// so a store that applied them meanwhile may pass them too.
-    public mutating func send(operations: some Sequence<Op>) -> [PeerAction] {
+    package mutating func send(operations: some Sequence<Op>) -> [PeerAction] {
         guard isActive else { return [] }
         precondition(sending == .operations, "PeerSession.send(operations:) before .needOperations or after finishSending()")
         var actions: [PeerAction] = []
@@ -390,7 +397,7 @@ public struct PeerSession: Sendable {
 
     /// Sends the last batch and `done`: everything the peer lacked has been sent. The session
     /// finishes once the peer's `done`, and its `ack` of everything this side sent, have arrived.
-    public mutating func finishSending() -> [PeerAction] {
+    package mutating func finishSending() -> [PeerAction] {
         guard isActive else { return [] }
         precondition(sending == .operations, "PeerSession.finishSending() before .needOperations, or twice")
         var actions: [PeerAction] = []

@@ -2,12 +2,12 @@ import ConcordCore
 import GRDB
 
 /// An error of input from outside (a damaged bundle, a hostile peer) that a merge refused.
-public protocol InvalidInputError: Error, CustomStringConvertible {}
+package protocol InvalidInputError: Error, CustomStringConvertible {}
 
 /// The operation of a clash (`ConcordError.Code.clash`): the store holds a different operation
 /// under the same id. It is the `cause` of the error that reports the clash.
-public struct OperationClash: Error, Hashable, Sendable {
-    public var id: OperationID
+package struct OperationClash: Error, Hashable, Sendable {
+    package var id: OperationID
 }
 
 extension ConcordError {

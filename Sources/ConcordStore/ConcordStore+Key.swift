@@ -4,11 +4,11 @@ import GRDB
 
 extension ConcordStore {
     /// The length of a sync key in bytes (SPEC.md §15.1).
-    public static let syncKeyByteCount = 32
+    package static let syncKeyByteCount = 32
 
     /// The sync key's 32 bytes as stored in the store's `meta` table (SPEC.md §9, §15.1), or `nil`
     /// when the store has none. `ConcordExchange` wraps this as `syncKey()`.
-    public func syncKeyBytes() throws(ConcordError) -> [UInt8]? {
+    package func syncKeyBytes() throws(ConcordError) -> [UInt8]? {
         try guarded {
             try connection.read { db in
                 guard let data = try Data.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'sync_key'") else { return nil }
@@ -25,7 +25,7 @@ extension ConcordStore {
     /// that key sent, and a key replaced meanwhile (by any process) must stop that peer at once
     /// (SPEC.md §15.1). Otherwise nothing is written and the merge fails with `.keyReplaced`.
     @discardableResult
-    public func merge(_ operations: some Sequence<Op>, ifSyncKeyIs keyBytes: [UInt8]) throws(ConcordError) -> MergeReport {
+    package func merge(_ operations: some Sequence<Op>, ifSyncKeyIs keyBytes: [UInt8]) throws(ConcordError) -> MergeReport {
         try guarded {
             try merge(
                 bounds: environment.mergeBatch.unbounded(holding: operations.underestimatedCount),
@@ -57,7 +57,7 @@ extension ConcordStore {
     ///   the key the store already holds changes nothing.
     /// - Returns: whether the store changed (it held no key, or another one).
     @discardableResult
-    public func setSyncKeyBytes(_ bytes: [UInt8], replacing: Bool = false) throws(ConcordError) -> Bool {
+    package func setSyncKeyBytes(_ bytes: [UInt8], replacing: Bool = false) throws(ConcordError) -> Bool {
         precondition(bytes.count == Self.syncKeyByteCount, "a sync key has \(Self.syncKeyByteCount) bytes")
         let outcome: KeyWrite = try guarded {
             try writeWithoutTransaction { db in

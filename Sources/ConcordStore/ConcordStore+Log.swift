@@ -5,7 +5,7 @@ import GRDB
 extension ConcordStore {
     /// Calls `body` with every operation in the log that `since` does not cover, author by
     /// author in sequence order. Chunks are decoded one at a time, so memory stays flat.
-    public func forEachOperation(since: VersionVector = VersionVector(), _ body: (Op) throws -> Void) throws(ConcordError) {
+    package func forEachOperation(since: VersionVector = VersionVector(), _ body: (Op) throws -> Void) throws(ConcordError) {
         try guarded {
             try connection.read { db in
                 let directory = try ReplicaDirectory(db)
@@ -26,7 +26,7 @@ extension ConcordStore {
     }
 
     /// The operation held under `id`, if the log has it.
-    public func operation(_ id: OperationID) throws(ConcordError) -> Op? {
+    package func operation(_ id: OperationID) throws(ConcordError) -> Op? {
         try guarded {
             try connection.read { db in
                 let directory = try ReplicaDirectory(db)
@@ -47,7 +47,7 @@ extension ConcordStore {
     /// lacks: of every replica both have operations of, the last one both hold. Two stores that
     /// share a replica id and both wrote under it differ there, and a merge that receives these
     /// first refuses the clash (SPEC.md §9.1); otherwise they are duplicates, skipped.
-    public func overlapProbes(for held: VersionVector) throws(ConcordError) -> [Op] {
+    package func overlapProbes(for held: VersionVector) throws(ConcordError) -> [Op] {
         var probes: [Op] = []
         for (replica, seq) in try versionVector().sorted where min(held[replica], seq) > 0 {
             if let operation = try operation(OperationID(replica: replica, seq: min(held[replica], seq))) {
@@ -58,7 +58,7 @@ extension ConcordStore {
     }
 
     /// The `limit` newest operations by timestamp, newest first.
-    public func recentOperations(limit: Int) throws(ConcordError) -> [Op] {
+    package func recentOperations(limit: Int) throws(ConcordError) -> [Op] {
         guard limit > 0 else { return [] }
         return try guarded {
             try connection.read { db in

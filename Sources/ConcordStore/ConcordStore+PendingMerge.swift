@@ -67,7 +67,7 @@ extension RecordRef {
 extension ConcordStore {
     /// How many logged operations wait to be applied to their records: those of a batched merge
     /// under way, or of one a crash interrupted, which the next merge finishes (SPEC.md §5.6).
-    public func pendingOperationCount() throws(ConcordError) -> Int {
+    package func pendingOperationCount() throws(ConcordError) -> Int {
         try guarded {
             try connection.read { db in
                 var count = 0
@@ -84,7 +84,7 @@ extension ConcordStore {
     /// is applying it (`finishAbandonedMerge`). Returns at once when nothing waits.
     /// - Returns: how many operations it applied.
     @discardableResult
-    public func finishPendingMerge() throws(ConcordError) -> Int {
+    package func finishPendingMerge() throws(ConcordError) -> Int {
         try guarded { try finishPendingMerge(afterEachBatch: {}) }
     }
 

@@ -13,6 +13,7 @@ extension ConcordStore {
         return try fetchReminders(where: conditions.isEmpty ? "1" : conditions.joined(separator: " AND "))
     }
 
+    /// The reminder with this id, deleted or not; `nil` if the store holds none.
     public func reminder(_ id: RecordID) throws(ConcordError) -> Reminder? {
         try fetchReminders(where: "id = ?", [Data(id.bytes)]).first
     }
@@ -31,6 +32,7 @@ extension ConcordStore {
         try fetchNotes(where: includeDeleted ? "1" : "deleted = 0")
     }
 
+    /// The note with this id, deleted or not; `nil` if the store holds none.
     public func note(_ id: RecordID) throws(ConcordError) -> Note? {
         try fetchNotes(where: "id = ?", [Data(id.bytes)]).first
     }
@@ -101,7 +103,7 @@ extension ConcordStore {
     /// Finds the record whose id is `text`, starts with it or ends with it (at least 4 hex
     /// digits). Ids are time-ordered (SPEC.md §2): records made close together share their first
     /// digits, and their last digits tell them apart.
-    public func resolve(_ text: String, kind: RecordKind? = nil) throws(ConcordError) -> RecordRef {
+    package func resolve(_ text: String, kind: RecordKind? = nil) throws(ConcordError) -> RecordRef {
         let digits = text.lowercased()
         guard digits.count >= 4, digits.count <= 32, digits.allSatisfy(\.isHexDigit) else {
             throw ConcordError(.notFound, "'\(text)' is not a record id (ids are 32 hex digits; a unique prefix or suffix of at least 4 will do)")
@@ -150,14 +152,14 @@ extension ConcordStore {
     }
 
     /// The full replicated state of a record, merge metadata included.
-    public func state(of ref: RecordRef) throws(ConcordError) -> RecordState? {
+    package func state(of ref: RecordRef) throws(ConcordError) -> RecordState? {
         try guarded {
             try connection.read { db in try RecordRows.load(ref, db, try ReplicaDirectory(db)) }
         }
     }
 
     /// Every record's state in `RecordRef` order, one at a time.
-    public func forEachRecord(_ body: (RecordState) throws -> Void) throws(ConcordError) {
+    package func forEachRecord(_ body: (RecordState) throws -> Void) throws(ConcordError) {
         try guarded {
             try connection.read { db in
                 let directory = try ReplicaDirectory(db)
@@ -194,10 +196,12 @@ extension ConcordStore {
 
     // MARK: Replica
 
+    /// For each replica, the highest sequence number the store holds from it with no gap below: what a peer needs to know to send only what the store lacks.
     public func versionVector() throws(ConcordError) -> VersionVector {
         try guarded { try connection.read { db in try ReplicaDirectory(db).versionVector } }
     }
 
+    /// Counts of records and operations, the store's name, replica id, clock and version vector.
     public func status() throws(ConcordError) -> StoreStatus {
         try guarded {
             try connection.read { db in
@@ -223,17 +227,30 @@ extension ConcordStore {
 
 /// A summary of a store (`syncctl status`).
 public struct StoreStatus: Hashable, Sendable {
+    /// The store's replica id.
     public var replicaID: ReplicaID
+    /// The name given at creation (a device's name, say), or empty.
     public var name: String
+    /// The store file's path.
     public var path: String
+    /// The version of the store file's schema.
     public var schemaVersion: Int
+    /// Open reminders, not deleted.
     public var openReminders: Int
+    /// Completed reminders, not deleted.
     public var completedReminders: Int
+    /// Deleted reminders.
     public var deletedReminders: Int
+    /// Notes, not deleted.
     public var notes: Int
+    /// Deleted notes.
     public var deletedNotes: Int
+    /// Records of kinds this version does not know.
     public var otherRecords: Int
+    /// Operations in the log.
     public var operations: Int
+    /// The store's version vector (`versionVector()`).
     public var versionVector: VersionVector
+    /// The latest timestamp the store's clock gave or saw.
     public var clock: Timestamp
 }

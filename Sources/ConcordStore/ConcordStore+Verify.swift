@@ -3,16 +3,16 @@ import Foundation
 import GRDB
 
 /// What `verify` found (SPEC.md §9, "Verification").
-public struct VerifyReport: Hashable, Sendable {
-    public var records = 0
-    public var operations = 0
+package struct VerifyReport: Hashable, Sendable {
+    package var records = 0
+    package var operations = 0
     /// Logged operations a batched merge has not applied to their records yet (SPEC.md §5.6): not
     /// a problem; the next merge applies them.
-    public var pendingOperations = 0
+    package var pendingOperations = 0
     /// One line per problem; empty when the store is sound.
-    public var problems: [String] = []
+    package var problems: [String] = []
 
-    public var isSound: Bool { problems.isEmpty }
+    package var isSound: Bool { problems.isEmpty }
 }
 
 /// Two integers, as a dictionary key.
@@ -33,7 +33,7 @@ extension ConcordStore {
     /// merge has logged and not yet applied, SPEC.md §5.6); the tags column lists the present tags.
     ///
     /// - Complexity: reads the whole store; holds one state per record in memory.
-    public func verify() throws(ConcordError) -> VerifyReport {
+    package func verify() throws(ConcordError) -> VerifyReport {
         try guarded {
             try connection.read { db in
                 var report = VerifyReport()

@@ -31,6 +31,7 @@ extension ConcordStore {
         return operations
     }
 
+    /// Carries out one change on one record, as `perform(_:)` does; returns the operations it wrote.
     @discardableResult
     public func perform(_ change: Change, on ref: RecordRef) throws(ConcordError) -> [Op] {
         try perform([(ref, change)])
@@ -78,14 +79,14 @@ extension ConcordStore {
     /// batch (SPEC.md §5.6). The records' observers hear
     /// of each batch as it commits; the report leaves `touchedRecords` empty.
     @discardableResult
-    public func merge(reading read: (_ each: (Op) throws -> Void) throws -> Void) throws(ConcordError) -> MergeReport {
+    package func merge(reading read: (_ each: (Op) throws -> Void) throws -> Void) throws(ConcordError) -> MergeReport {
         try guarded { try merge(bounds: environment.mergeBatch, reading: read) }
     }
 
     /// Passes `each` the operations of this store that `target` lacks: first the last operation
     /// both hold of each replica (two stores that share a replica id and both wrote differ there,
     /// SPEC.md §9.1), then every one `target`'s version vector does not cover.
-    public func forEachOperation(lackedBy target: ConcordStore, _ each: (Op) throws -> Void) throws {
+    package func forEachOperation(lackedBy target: ConcordStore, _ each: (Op) throws -> Void) throws {
         let since = try target.versionVector()
         for probe in try overlapProbes(for: since) { try each(probe) }
         try forEachOperation(since: since, each)
@@ -101,6 +102,7 @@ extension ConcordStore {
         return id
     }
 
+    /// Sets the fields the patch names on a reminder.
     public func editReminder(_ id: RecordID, _ patch: ReminderPatch) throws(ConcordError) {
         try perform(.editReminder(patch), on: .reminder(id))
     }
@@ -110,14 +112,17 @@ extension ConcordStore {
         try perform(.complete, on: .reminder(id))
     }
 
+    /// Reopens a completed reminder.
     public func reopenReminder(_ id: RecordID) throws(ConcordError) {
         try perform(.reopen, on: .reminder(id))
     }
 
+    /// Snoozes a reminder: it does not alert before `until`.
     public func snoozeReminder(_ id: RecordID, until: Date) throws(ConcordError) {
         try perform(.snooze(until: until), on: .reminder(id))
     }
 
+    /// Adds a note and returns its new id.
     @discardableResult
     public func addNote(_ draft: NoteDraft) throws(ConcordError) -> RecordID {
         let id = environment.makeRecordID()
@@ -125,18 +130,22 @@ extension ConcordStore {
         return id
     }
 
+    /// Sets the fields the patch names on a note.
     public func editNote(_ id: RecordID, _ patch: NotePatch) throws(ConcordError) {
         try perform(.editNote(patch), on: .note(id))
     }
 
+    /// Adds and removes tags of a record. Removing a tag removes only the adds of it this replica has seen, so a tag added meanwhile elsewhere stays.
     public func tag(_ ref: RecordRef, add: [String] = [], remove: [String] = []) throws(ConcordError) {
         try perform(.tag(add: add, remove: remove), on: ref)
     }
 
+    /// Deletes a record: it leaves the lists, and `restore` brings it back.
     public func delete(_ ref: RecordRef) throws(ConcordError) {
         try perform(.delete, on: ref)
     }
 
+    /// Restores a deleted record.
     public func restore(_ ref: RecordRef) throws(ConcordError) {
         try perform(.restore, on: ref)
     }

@@ -68,7 +68,7 @@ public final class ConcordStore: Sendable {
     /// `forked` if another process made it another replica (`init --fork`) since this object
     /// opened it. Every write of a store checks both in its transaction; a sync calls this before
     /// it publishes anything under the store's replica id.
-    public func ensureNotCopied() throws(ConcordError) {
+    package func ensureNotCopied() throws(ConcordError) {
         // The replica first: a copy forked since this object opened it is `forked` (the object is
         // stale), not `copied` (the file now knows where it is).
         try guarded { try connection.read { db in try ensureSameReplica(db) } }
@@ -103,7 +103,7 @@ public final class ConcordStore: Sendable {
     }
 
     /// The store schema version (SPEC.md §9) this build writes, and the newest it opens.
-    public static var schemaVersion: Int { StoreSchema.version }
+    package static var schemaVersion: Int { StoreSchema.version }
 
     // MARK: Creating and opening
 
@@ -412,10 +412,20 @@ public final class ConcordStore: Sendable {
 
 /// What one committed write changed.
 public struct StoreChange: Hashable, Sendable {
-    public enum Origin: Hashable, Sendable { case local, merge }
+    /// Where a change came from.
+    public enum Origin: Hashable, Sendable {
+        /// A write of this store object.
+        case local
+        /// A merge of operations from elsewhere: a bundle, a folder, a peer, another store.
+        case merge
+    }
+
+    /// Where the change came from.
     public var origin: Origin
+    /// The records the write changed.
     public var records: Set<RecordRef>
 
+    /// A change of `records` from `origin`.
     public init(origin: Origin, records: Set<RecordRef>) {
         self.origin = origin
         self.records = records

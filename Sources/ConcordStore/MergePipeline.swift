@@ -253,10 +253,10 @@ extension ConcordStore {
 /// touched); smaller ones let other writers in sooner. Operations are sorted by record in runs of
 /// at most `sortRun` operations (about 30 bytes each, plus 32 of index; at most 8 MiB of them);
 /// more than one run goes through a temporary file.
-public struct MergeBatch: Sendable, Equatable {
-    public var operations: Int
-    public var records: Int
-    public var sortRun: Int
+package struct MergeBatch: Sendable, Equatable {
+    package var operations: Int
+    package var records: Int
+    package var sortRun: Int
     /// How many record states a batch that applies holds before it writes them out (they come in
     /// record order).
     var flushRecords = 1024
@@ -264,7 +264,7 @@ public struct MergeBatch: Sendable, Equatable {
     /// below it, the thread costs more than it saves.
     var foldThreadFrom = 20_000
 
-    public init(operations: Int, records: Int, sortRun: Int = 250_000) {
+    package init(operations: Int, records: Int, sortRun: Int = 250_000) {
         self.operations = max(1, operations)
         self.records = max(1, records)
         self.sortRun = max(1, sortRun)
@@ -272,7 +272,7 @@ public struct MergeBatch: Sendable, Equatable {
 
     /// A local write waits for at most one transaction of a merge (a batch, or the last logging
     /// batch and the first applying one together): a second or two of merging on a 2-core machine.
-    public static let standard = MergeBatch(operations: 1_000_000, records: 110_000)
+    package static let standard = MergeBatch(operations: 1_000_000, records: 110_000)
 
     /// These bounds with no limit on a transaction: the merge is one transaction (its memory is
     /// still bounded by `sortRun` and `flushRecords`).

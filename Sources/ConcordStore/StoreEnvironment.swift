@@ -8,10 +8,11 @@ public struct StoreEnvironment: Sendable {
     /// Draws 64 random bits, for replica and record ids.
     public var random: @Sendable () -> UInt64
     /// How much a merge applies in one transaction (SPEC.md §5.6).
-    public var mergeBatch = MergeBatch.standard
+    package var mergeBatch = MergeBatch.standard
     /// The last record id made, shared by the copies of this environment.
     private let lastRecordID = LockedState<RecordID?>(nil)
 
+    /// An environment with this clock and this source of random bits.
     public init(wallClock: @escaping @Sendable () -> UInt64, random: @escaping @Sendable () -> UInt64) {
         self.wallClock = wallClock
         self.random = random

@@ -1,15 +1,15 @@
 import ConcordCore
 
 /// Constants of the bundle format (SPEC.md §13).
-public enum BundleFormat {
+package enum BundleFormat {
     /// `\x89 C N C D \r \n \x1A`: not text, and damaged by any newline or 8-bit mangling.
-    public static let magic: [UInt8] = [0x89, 0x43, 0x4E, 0x43, 0x44, 0x0D, 0x0A, 0x1A]
+    package static let magic: [UInt8] = [0x89, 0x43, 0x4E, 0x43, 0x44, 0x0D, 0x0A, 0x1A]
     /// The format version this build writes, and the newest it reads.
-    public static let version: UInt8 = 1
+    package static let version: UInt8 = 1
     /// The longest block, stored or decompressed, a reader accepts: 16 MiB.
-    public static let maxBlockBytes = 16 << 20
+    package static let maxBlockBytes = 16 << 20
     /// A writer closes an operations block once its raw payload reaches this size.
-    public static let targetBlockBytes = 1 << 20
+    package static let targetBlockBytes = 1 << 20
 
     static let headerBytes = 10
     static let blockHeaderBytes = 14
@@ -34,7 +34,7 @@ public struct BundleManifest: Hashable, Sendable {
     /// The publisher's version vector when it wrote the bundle.
     public var top: VersionVector
 
-    public init(publisher: ReplicaID, createdMillis: UInt64, base: VersionVector, top: VersionVector) {
+    package init(publisher: ReplicaID, createdMillis: UInt64, base: VersionVector, top: VersionVector) {
         self.publisher = publisher
         self.createdMillis = createdMillis
         self.base = base
@@ -44,7 +44,7 @@ public struct BundleManifest: Hashable, Sendable {
     /// How many operations lie between `base` and `top`: at most what the bundle holds, if its
     /// publisher's store had no gaps. Only an estimate (the manifest is the sender's word), for
     /// showing or planning, never for what to apply.
-    public var operationsBetweenBaseAndTop: UInt64 {
+    package var operationsBetweenBaseAndTop: UInt64 {
         // Saturating: a hostile manifest's sum must not wrap round to a small one.
         top.sorted.reduce(0) { total, entry in
             let (sum, overflow) = total.addingReportingOverflow(entry.seq - min(entry.seq, base[entry.replica]))
@@ -55,18 +55,20 @@ public struct BundleManifest: Hashable, Sendable {
 
 /// What a whole bundle held.
 public struct BundleSummary: Hashable, Sendable {
+    /// What the bundle says about itself.
     public var manifest: BundleManifest
+    /// How many operations it held.
     public var operations: Int
     /// The bundle's size in bytes.
     public var bytes: Int
     /// The ids of its operations.
-    public var holds: SeqRanges
+    package var holds: SeqRanges
     /// The SHA-256 of the file's bytes, when the bundle was written to or read from a file.
     public var sha256: [UInt8]?
 }
 
 /// Why a bundle was refused. Nothing of a refused bundle is ever applied.
-public enum BundleError: Error, Hashable, CustomStringConvertible {
+package enum BundleError: Error, Hashable, CustomStringConvertible {
     case notABundle
     case newerVersion(UInt8)
     case truncated
@@ -78,7 +80,7 @@ public enum BundleError: Error, Hashable, CustomStringConvertible {
     /// A chunk of an encrypted bundle failed authentication: changed, damaged, moved or cut.
     case authenticationFailed
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .notABundle: "not a Concord bundle"
         case .newerVersion(let version):
@@ -98,7 +100,7 @@ public enum BundleError: Error, Hashable, CustomStringConvertible {
 // MARK: - Writing
 
 /// Writes a bundle as a stream of blocks to `sink`, holding at most one block in memory.
-public struct BundleWriter {
+package struct BundleWriter {
     private let sink: (ArraySlice<UInt8>) throws -> Void
     private var fileChecksum = CRC32C()
     private var written = 0
@@ -112,7 +114,7 @@ public struct BundleWriter {
     private var block = OperationsBlock.Encoder()
 
     /// Starts a bundle: writes the header and the manifest block.
-    public init(manifest: BundleManifest, sink: @escaping (ArraySlice<UInt8>) throws -> Void) throws {
+    package init(manifest: BundleManifest, sink: @escaping (ArraySlice<UInt8>) throws -> Void) throws {
         self.sink = sink
         self.manifest = manifest
         try emit(BundleFormat.magic[...] + [BundleFormat.version, 0])
@@ -126,7 +128,7 @@ public struct BundleWriter {
 
     /// Adds an operation. Operations of one author should come in ascending seq order for a
     /// compact bundle (any order is valid).
-    public mutating func append(_ operation: Op) throws {
+    package mutating func append(_ operation: Op) throws {
         block.append(operation)
         operationCount += 1
         if let last = runs.last, last.replica == operation.id.replica, last.seqs.upperBound &+ 1 == operation.id.seq {
@@ -138,7 +140,7 @@ public struct BundleWriter {
     }
 
     /// Writes the last operations block and the end block.
-    public mutating func finish() throws -> BundleSummary {
+    package mutating func finish() throws -> BundleSummary {
         try flushBlock()
         var payload = ByteWriter()
         payload.varint(UInt64(operationCount))
@@ -178,22 +180,22 @@ public struct BundleWriter {
 
 /// Where a bundle reader gets its bytes: `read` returns up to `maxCount` bytes, and an empty array
 /// only at the end.
-public protocol ByteSource {
+package protocol ByteSource {
     mutating func read(maxCount: Int) throws -> [UInt8]
 }
 
 /// A byte source over bytes in memory, returning at most `chunk` bytes per read.
-public struct MemorySource: ByteSource {
+package struct MemorySource: ByteSource {
     private let bytes: [UInt8]
     private var offset = 0
     private let chunk: Int
 
-    public init(_ bytes: [UInt8], chunk: Int = .max) {
+    package init(_ bytes: [UInt8], chunk: Int = .max) {
         self.bytes = bytes
         self.chunk = max(1, chunk)
     }
 
-    public mutating func read(maxCount: Int) -> [UInt8] {
+    package mutating func read(maxCount: Int) -> [UInt8] {
         let count = min(maxCount, chunk, bytes.count - offset)
         defer { offset += count }
         return Array(bytes[offset..<offset + count])
@@ -203,11 +205,11 @@ public struct MemorySource: ByteSource {
 /// Reads a bundle block by block, in memory bounded by the largest block. Every check of
 /// SPEC.md §13 is made; `forEachOperation` returns only after the end block has been verified,
 /// so a caller that applies operations in a transaction commits only whole, intact bundles.
-public struct BundleReader<Source: ByteSource> {
+package struct BundleReader<Source: ByteSource> {
     private var source: Source
     private var fileChecksum = CRC32C()
     private var position = 0
-    public private(set) var manifest: BundleManifest?
+    package private(set) var manifest: BundleManifest?
     /// The open operations block, and the blocks and operations read before it.
     private var cursor: OperationsBlock.Cursor?
     private var blocks = 0
@@ -217,14 +219,14 @@ public struct BundleReader<Source: ByteSource> {
     /// The ids of the runs of the blocks read, made into a `SeqRanges` once at the end.
     private var runs: [(replica: ReplicaID, seqs: ClosedRange<UInt64>)] = []
     /// The whole bundle, once its end block has been read and verified.
-    public private(set) var summary: BundleSummary?
+    package private(set) var summary: BundleSummary?
 
-    public init(_ source: Source) {
+    package init(_ source: Source) {
         self.source = source
     }
 
     /// Reads the header and the manifest.
-    public mutating func readManifest() throws(BundleError) -> BundleManifest {
+    package mutating func readManifest() throws(BundleError) -> BundleManifest {
         if let manifest { return manifest }
         let header = try readExactly(BundleFormat.headerBytes, atStart: true)
         guard Array(header[0..<8]) == BundleFormat.magic else { throw .notABundle }
@@ -250,14 +252,14 @@ public struct BundleReader<Source: ByteSource> {
 
     /// Calls `body` with every operation, block by block, then verifies the end block.
     @discardableResult
-    public mutating func forEachOperation(_ body: (Op) throws -> Void) throws -> BundleSummary {
+    package mutating func forEachOperation(_ body: (Op) throws -> Void) throws -> BundleSummary {
         while let operation = try nextOperation() { try body(operation) }
         return summary!
     }
 
     /// The next operation, read block by block; nil once the end block has been read and verified
     /// (`summary` then describes the bundle).
-    public mutating func nextOperation() throws(BundleError) -> Op? {
+    package mutating func nextOperation() throws(BundleError) -> Op? {
         while true {
             if cursor != nil {
                 do {

@@ -4,19 +4,19 @@ import Foundation
 
 /// Constants of the encrypted bundle format (SPEC.md §13.1): a plain bundle (§13), byte for byte,
 /// sealed in chunks with ChaCha20-Poly1305 under a key derived from the sync key and a random salt.
-public enum EncryptedBundleFormat {
+package enum EncryptedBundleFormat {
     /// `\x89 C N C E \r \n \x1A`: a plain bundle's magic with `E` for `D`.
-    public static let magic: [UInt8] = [0x89, 0x43, 0x4E, 0x43, 0x45, 0x0D, 0x0A, 0x1A]
+    package static let magic: [UInt8] = [0x89, 0x43, 0x4E, 0x43, 0x45, 0x0D, 0x0A, 0x1A]
     /// The encrypted format version this build writes, and the newest it reads.
-    public static let version: UInt8 = 1
+    package static let version: UInt8 = 1
     /// Magic, version, flags, key id (8 bytes), salt (32 bytes).
-    public static let headerBytes = 8 + 1 + 1 + 8 + 32
-    public static let keyIDBytes = 8
-    public static let saltBytes = 32
+    package static let headerBytes = 8 + 1 + 1 + 8 + 32
+    package static let keyIDBytes = 8
+    package static let saltBytes = 32
     /// Every chunk but the last holds exactly this many bytes of the plain bundle; the last 1 to this many.
-    public static let chunkBytes = 1 << 16
+    package static let chunkBytes = 1 << 16
     /// The Poly1305 tag after each chunk's ciphertext.
-    public static let tagBytes = 16
+    package static let tagBytes = 16
     /// HKDF info of the file key.
     static let fileKeyInfo = Array("concord-bundle-1 file key".utf8)
 
@@ -53,7 +53,7 @@ public enum EncryptedBundleFormat {
 /// try writer.finish()
 /// try sealer.finish()
 /// ```
-public final class BundleSealer {
+package final class BundleSealer {
     private let sink: (ArraySlice<UInt8>) throws -> Void
     private let key: SymmetricKey
     private let header: [UInt8]
@@ -61,12 +61,12 @@ public final class BundleSealer {
     private var index: UInt64 = 0
     private var finished = false
     /// Bytes written to the sink so far: the encrypted file's size once `finish()` has returned.
-    public private(set) var bytesWritten = 0
+    package private(set) var bytesWritten = 0
 
     /// Starts an encrypted bundle: writes its header.
     /// - Parameter random: where the salt comes from. Always the system's CSPRNG outside of tests:
     ///   two files sealed with the same key and salt would reuse nonces.
-    public init(key: SyncKey, random: RandomBytes = .system, sink: @escaping (ArraySlice<UInt8>) throws -> Void) throws {
+    package init(key: SyncKey, random: RandomBytes = .system, sink: @escaping (ArraySlice<UInt8>) throws -> Void) throws {
         self.sink = sink
         let salt = random(EncryptedBundleFormat.saltBytes)
         header = EncryptedBundleFormat.magic + [EncryptedBundleFormat.version, 0]
@@ -77,7 +77,7 @@ public final class BundleSealer {
     }
 
     /// Adds bytes of the plain bundle.
-    public func write(_ bytes: some Collection<UInt8>) throws {
+    package func write(_ bytes: some Collection<UInt8>) throws {
         precondition(!finished, "BundleSealer.write after finish()")
         var rest = bytes[...]
         while !rest.isEmpty {
@@ -91,7 +91,7 @@ public final class BundleSealer {
     }
 
     /// Seals the last chunk. The plain bundle must not be empty (no bundle is).
-    public func finish() throws {
+    package func finish() throws {
         precondition(!finished && !pending.isEmpty, "BundleSealer.finish() twice, or with nothing written")
         try seal(final: true)
         finished = true
@@ -121,12 +121,12 @@ public final class BundleSealer {
 /// passed on, and the reader fails (`BundleError`) when the store has no key (`.encrypted`), holds
 /// another key (`.wrongKey`), a chunk fails authentication or is out of place (`.authenticationFailed`),
 /// or the file ends before its last chunk (`.truncated`). Memory is bounded by one chunk.
-public struct BundleSource<Inner: ByteSource>: ByteSource {
+package struct BundleSource<Inner: ByteSource>: ByteSource {
     private var inner: Inner
     /// Whether the file is an encrypted bundle.
-    public private(set) var isEncrypted = false
+    package private(set) var isEncrypted = false
     /// The key id the encrypted bundle's header names (16 hex digits).
-    public private(set) var keyID: String?
+    package private(set) var keyID: String?
     private var pending: [UInt8] = []
     private var offset = 0
     private var fileKey: SymmetricKey?
@@ -135,7 +135,7 @@ public struct BundleSource<Inner: ByteSource>: ByteSource {
     private var sawFinal = false
 
     /// Reads the start of the file: for an encrypted bundle, its header, checked against `key`.
-    public init(_ inner: Inner, key: SyncKey?) throws(BundleError) {
+    package init(_ inner: Inner, key: SyncKey?) throws(BundleError) {
         self.inner = inner
         let start = try Self.read(&self.inner, count: EncryptedBundleFormat.magic.count)
         guard start == EncryptedBundleFormat.magic else {
@@ -160,7 +160,7 @@ public struct BundleSource<Inner: ByteSource>: ByteSource {
         fileKey = EncryptedBundleFormat.fileKey(key, salt: Array(header[18...]))
     }
 
-    public mutating func read(maxCount: Int) throws -> [UInt8] {
+    package mutating func read(maxCount: Int) throws -> [UInt8] {
         if offset == pending.count, isEncrypted, !sawFinal { try openNextChunk() }
         let count = min(maxCount, pending.count - offset)
         defer {

@@ -2,7 +2,7 @@ import ConcordCore
 
 /// The payload of a bundle's operations block (SPEC.md §13): a replica table, then runs of
 /// operations (§8.3). Peer sessions carry the same payload in their batches (§15.6).
-public enum OperationsBlock {
+package enum OperationsBlock {
     /// Decodes a whole payload, calling `body` with each operation in order, and returns how many
     /// there were. Every operation is validated (§4.3); a payload that breaks any rule of §13 is
     /// refused with a `DecodeError` (whatever `body` throws is passed on as it is).
@@ -11,7 +11,7 @@ public enum OperationsBlock {
     ///   declared counts are checked before each run is decoded.
     /// - Complexity: O(*n*) in the payload's size; memory is bounded by one run's bytes.
     @discardableResult
-    public static func decode(
+    package static func decode(
         _ payload: [UInt8], maxOperations: Int = .max, _ body: (Op) throws -> Void
     ) throws -> Int {
         var cursor = try Cursor(payload, maxOperations: maxOperations)
@@ -21,7 +21,7 @@ public enum OperationsBlock {
 
     /// Reads a payload's operations one at a time, in order, with every check of `decode`; the
     /// payload's end is checked when `next()` first returns nil.
-    public struct Cursor {
+    package struct Cursor {
         private var reader: ByteReader
         private let replicas: [ReplicaID]
         private let maxOperations: Int
@@ -32,12 +32,12 @@ public enum OperationsBlock {
         private var runDecoder: OperationCodec.RunDecoder?
         private var runLeft: UInt64 = 0
         /// The operations returned so far.
-        public private(set) var operations = 0
+        package private(set) var operations = 0
         /// The ids of the runs opened so far (all of the block's, once `next()` returned nil), in
         /// the block's order.
-        public private(set) var runs: [(replica: ReplicaID, seqs: ClosedRange<UInt64>)] = []
+        package private(set) var runs: [(replica: ReplicaID, seqs: ClosedRange<UInt64>)] = []
 
-        public init(_ payload: [UInt8], maxOperations: Int = .max) throws(DecodeError) {
+        package init(_ payload: [UInt8], maxOperations: Int = .max) throws(DecodeError) {
             reader = ByteReader(payload)
             let replicaCount = try reader.varint()
             guard replicaCount >= 1, replicaCount <= UInt64(reader.remaining / 16) else {
@@ -52,7 +52,7 @@ public enum OperationsBlock {
         }
 
         /// The next operation, or nil after the last.
-        public mutating func next() throws(DecodeError) -> Op? {
+        package mutating func next() throws(DecodeError) -> Op? {
             while true {
                 if runDecoder != nil {
                     if runLeft > 0 {
@@ -97,24 +97,24 @@ public enum OperationsBlock {
 
     /// Builds one payload from operations appended one at a time, grouping each author's
     /// consecutive seqs into runs.
-    public struct Encoder: Sendable {
+    package struct Encoder: Sendable {
         private var replicaIndex: [ReplicaID: Int] = [:]
         private var replicas: [ReplicaID] = []
         private var runs: [PendingRun] = []
 
         /// How many operations the open payload holds.
-        public private(set) var operationCount = 0
+        package private(set) var operationCount = 0
         /// About how many bytes the payload will take once finished (exact for the runs'
         /// operation bytes and the replica table, an estimate for the run headers).
-        public private(set) var estimatedBytes = 0
+        package private(set) var estimatedBytes = 0
 
-        public init() {}
+        package init() {}
 
-        public var isEmpty: Bool { operationCount == 0 }
+        package var isEmpty: Bool { operationCount == 0 }
 
         /// Adds an operation. Operations of one author should come in ascending seq order for a
         /// compact payload (any order is valid).
-        public mutating func append(_ operation: Op) {
+        package mutating func append(_ operation: Op) {
             let author = operation.id.replica
             let index: Int
             if let known = replicaIndex[author] {
@@ -137,7 +137,7 @@ public enum OperationsBlock {
 
         /// Returns the payload of everything appended since the last call, and empties the encoder.
         /// An empty encoder gives an empty array (not a valid payload: one holds at least one operation).
-        public mutating func finish() -> [UInt8] {
+        package mutating func finish() -> [UInt8] {
             guard !runs.isEmpty else { return [] }
             var payload = ByteWriter(capacity: estimatedBytes + 64)
             payload.varint(UInt64(replicas.count))

@@ -2,14 +2,14 @@ import CZstd
 
 /// One-shot zstd compression of a block through the system libzstd: bundles' operations blocks
 /// (SPEC.md §13) and peer batches (§15.6).
-public enum Zstd {
+package enum Zstd {
     /// The level bundles are written at (zstd's default).
     static let level: Int32 = 3
     /// The first bytes of a zstd frame (0xFD2FB528, little-endian).
     static let frameMagic: [UInt8] = [0x28, 0xB5, 0x2F, 0xFD]
 
     /// One zstd frame holding `input`, at zstd's default level.
-    public static func compress(_ input: [UInt8]) -> [UInt8] {
+    package static func compress(_ input: [UInt8]) -> [UInt8] {
         let bound = ZSTD_compressBound(input.count)
         var output = [UInt8](repeating: 0, count: bound)
         let written = input.withUnsafeBytes { source in
@@ -26,7 +26,7 @@ public enum Zstd {
     /// Decompresses one frame that must expand to exactly `size` bytes. Anything else (several
     /// frames, a skippable frame, bytes after the frame, another size) is refused; at most `size`
     /// bytes are allocated, so the caller bounds `size` first.
-    public static func decompress(_ input: ArraySlice<UInt8>, size: Int) throws(BundleError) -> [UInt8] {
+    package static func decompress(_ input: ArraySlice<UInt8>, size: Int) throws(BundleError) -> [UInt8] {
         var output: [UInt8] = []
         try decompress(input, size: size, into: &output)
         return output
@@ -34,7 +34,7 @@ public enum Zstd {
 
     /// `decompress`, into `output`'s storage (its bytes replaced): a reader that decompresses block
     /// after block into one buffer allocates, and has pages faulted in, once.
-    public static func decompress(_ input: ArraySlice<UInt8>, size: Int, into output: inout [UInt8]) throws(BundleError) {
+    package static func decompress(_ input: ArraySlice<UInt8>, size: Int, into output: inout [UInt8]) throws(BundleError) {
         // Exactly one regular frame: zstd itself would also accept several frames back to back,
         // or skippable frames.
         guard input.starts(with: frameMagic) else { throw .corrupt("a block is not one zstd frame") }

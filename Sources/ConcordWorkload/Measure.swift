@@ -34,6 +34,7 @@ public enum Measure {
         #endif
     }
 
+    /// The median of `values`: the middle one, or the mean of the two middle ones; 0 if there are none.
     public static func median(_ values: [Double]) -> Double {
         let sorted = values.sorted()
         guard !sorted.isEmpty else { return 0 }

@@ -11,16 +11,20 @@ import Foundation
 /// reminders with values of its own, so a merge of B into A meets real conflicts. Every field
 /// write and every tag add or remove is one operation: about 8.1 operations per record.
 public struct ReminderWorkload: Sendable {
+    /// How many reminders replica B creates.
     public var records: Int
+    /// How many field updates per record replica B makes after creating them.
     public var updatesPerRecord: Int
     /// Multiplies the length of titles and notes.
     public var textScale: Int
+    /// The seed of the workload's random choices: the same seed makes the same operations.
     public var seed: UInt64
 
     /// Uniformly random record ids, as stores of other makers might give, instead of the
     /// time-ordered ones Concord makes (SPEC.md §2).
     public var randomIDs: Bool
 
+    /// A workload of these sizes; the defaults are the benchmark's.
     public init(records: Int = 100_000, updatesPerRecord: Int = 1, textScale: Int = 1, seed: UInt64 = 1, randomIDs: Bool = false) {
         self.records = records
         self.updatesPerRecord = updatesPerRecord
