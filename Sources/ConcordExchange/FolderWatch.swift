@@ -27,7 +27,7 @@ import Logging
 /// to do at `debug`, a store forked at `notice`; a warning or an error worded by `describeError`.
 /// The syncs, which block while they read and write, run on threads of their own (on macOS 15,
 /// iOS 18 and later, and Linux), not on those that the process's tasks share.
-public struct FolderWatch: AsyncSequence {
+public struct FolderWatch: AsyncSequence, Sendable {
     /// Each sync's outcome.
     public typealias Element = FolderWatchEvent
 
