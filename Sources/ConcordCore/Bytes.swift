@@ -10,35 +10,39 @@ import Musl
 ///
 /// Inlinable: the merge writes a few varints per record and per operation, and a call across
 /// modules for each costs more than the varint.
-package struct ByteWriter: Sendable {
+public struct ByteWriter: Sendable {
     @usableFromInline var storage: [UInt8]
 
-    package init(capacity: Int = 0) {
+    /// An empty writer with room reserved for `capacity` bytes.
+    public init(capacity: Int = 0) {
         storage = []
         storage.reserveCapacity(capacity)
     }
 
     /// The bytes written so far.
-    package var bytes: [UInt8] {
+    public var bytes: [UInt8] {
         _read { yield storage }
     }
 
     /// Forgets the bytes written, keeping the capacity (for a writer used again and again).
-    package mutating func removeAll() { storage.removeAll(keepingCapacity: true) }
+    public mutating func removeAll() { storage.removeAll(keepingCapacity: true) }
 
+    /// One byte, as it is.
     @inlinable
-    package mutating func byte(_ value: UInt8) { storage.append(value) }
+    public mutating func byte(_ value: UInt8) { storage.append(value) }
 
-    package mutating func bytes(_ values: some Sequence<UInt8>) { storage.append(contentsOf: values) }
+    /// The bytes of `values`, as they are (no length prefix).
+    @inlinable
+    public mutating func bytes(_ values: some Sequence<UInt8>) { storage.append(contentsOf: values) }
 
     /// Lets `body` append to the bytes written so far (for writers of other formats, such as JSON text).
-    package mutating func appending<T>(_ body: (inout [UInt8]) throws -> T) rethrows -> T {
+    public mutating func appending<T>(_ body: (inout [UInt8]) throws -> T) rethrows -> T {
         try body(&storage)
     }
 
     /// Unsigned LEB128.
     @inlinable
-    package mutating func varint(_ value: UInt64) {
+    public mutating func varint(_ value: UInt64) {
         var rest = value
         while rest >= 0x80 {
             storage.append(UInt8(truncatingIfNeeded: rest) | 0x80)
@@ -49,12 +53,13 @@ package struct ByteWriter: Sendable {
 
     /// Zigzag, then unsigned LEB128.
     @inlinable
-    package mutating func signedVarint(_ value: Int64) {
+    public mutating func signedVarint(_ value: Int64) {
         varint(UInt64(bitPattern: (value << 1) ^ (value >> 63)))
     }
 
     /// A varint byte count, then the UTF-8 bytes.
-    package mutating func string(_ value: String) {
+    @inlinable
+    public mutating func string(_ value: String) {
         var value = value
         value.withUTF8 { utf8 in
             varint(UInt64(utf8.count))
@@ -62,43 +67,55 @@ package struct ByteWriter: Sendable {
         }
     }
 
-    package mutating func identifier(_ id: some Identifier128) {
+    /// A 128-bit id as 16 bytes, big-endian (SPEC.md §8.1).
+    @inlinable
+    public mutating func identifier(_ id: some Identifier128) {
         fixed64(id.high)
         fixed64(id.low)
     }
 
     /// Eight bytes, big-endian.
-    package mutating func fixed64(_ value: UInt64) {
+    @inlinable
+    public mutating func fixed64(_ value: UInt64) {
         withUnsafeBytes(of: value.bigEndian) { storage.append(contentsOf: $0) }
     }
 }
 
 /// Reads what `ByteWriter` writes, refusing anything malformed with a `DecodeError`.
-package struct ByteReader {
-    package let bytes: [UInt8]
-    package private(set) var offset: Int
+public struct ByteReader {
+    /// All the bytes being read, including those already read.
+    public let bytes: [UInt8]
+    /// Where in `bytes` the next read starts.
+    public private(set) var offset: Int
 
-    package init(_ bytes: [UInt8], offset: Int = 0) {
+    /// A reader of `bytes` that starts at `offset`.
+    public init(_ bytes: [UInt8], offset: Int = 0) {
         self.bytes = bytes
         self.offset = offset
     }
 
-    package var isAtEnd: Bool { offset >= bytes.count }
-    package var remaining: Int { bytes.count - offset }
+    /// Whether every byte has been read.
+    public var isAtEnd: Bool { offset >= bytes.count }
+    /// How many bytes are left to read.
+    public var remaining: Int { bytes.count - offset }
 
-    package mutating func byte() throws(DecodeError) -> UInt8 {
+    /// The next byte; `.truncated` at the end.
+    public mutating func byte() throws(DecodeError) -> UInt8 {
         guard offset < bytes.count else { throw .truncated }
         defer { offset += 1 }
         return bytes[offset]
     }
 
-    package mutating func bytes(_ count: Int) throws(DecodeError) -> ArraySlice<UInt8> {
+    /// The next `count` bytes; `.truncated` if fewer are left (or `count` is negative).
+    public mutating func bytes(_ count: Int) throws(DecodeError) -> ArraySlice<UInt8> {
         guard count >= 0, count <= remaining else { throw .truncated }
         defer { offset += count }
         return bytes[offset..<offset + count]
     }
 
-    package mutating func varint() throws(DecodeError) -> UInt64 {
+    /// Unsigned LEB128, refused as malformed when it passes 64 bits, is longer than 10 bytes or
+    /// ends in a redundant zero byte (SPEC.md §8.1).
+    public mutating func varint() throws(DecodeError) -> UInt64 {
         var result: UInt64 = 0
         var shift: UInt64 = 0
         while true {
@@ -114,13 +131,14 @@ package struct ByteReader {
         }
     }
 
-    package mutating func signedVarint() throws(DecodeError) -> Int64 {
+    /// Zigzag, then unsigned LEB128, as `ByteWriter.signedVarint(_:)` writes it.
+    public mutating func signedVarint() throws(DecodeError) -> Int64 {
         let raw = try varint()
         return Int64(bitPattern: raw >> 1) ^ -Int64(bitPattern: raw & 1)
     }
 
     /// A length-prefixed string; its bytes must be valid UTF-8.
-    package mutating func string(maxBytes: Int = Int.max) throws(DecodeError) -> String {
+    public mutating func string(maxBytes: Int = Int.max) throws(DecodeError) -> String {
         let length = try varint()
         guard length <= UInt64(min(remaining, maxBytes)) else {
             throw length > UInt64(remaining) ? .truncated : .malformed("string of \(length) bytes exceeds the limit")
@@ -138,23 +156,31 @@ package struct ByteReader {
         return valid
     }
 
-    package mutating func fixed64() throws(DecodeError) -> UInt64 {
+    /// Eight bytes, big-endian.
+    public mutating func fixed64() throws(DecodeError) -> UInt64 {
         var value: UInt64 = 0
         for byte in try bytes(8) { value = value << 8 | UInt64(byte) }
         return value
     }
 
-    package mutating func identifier<ID: Identifier128>(_: ID.Type = ID.self) throws(DecodeError) -> ID {
+    /// A 128-bit id of type `ID`, from 16 bytes, big-endian.
+    @inlinable
+    public mutating func identifier<ID: Identifier128>(_: ID.Type = ID.self) throws(DecodeError) -> ID {
         let high = try fixed64()
         return ID(high: high, low: try fixed64())
     }
 }
 
-package enum DecodeError: Error, Hashable, CustomStringConvertible {
+/// Why bytes could not be decoded: they end early, or break a rule of the format.
+/// Plumbing of the binary formats; public so that other modules inline it.
+public enum DecodeError: Error, Hashable, CustomStringConvertible {
+    /// The bytes end before the value does.
     case truncated
+    /// The bytes break a rule of the format; the text says which.
     case malformed(String)
 
-    package var description: String {
+    /// The message.
+    public var description: String {
         switch self {
         case .truncated: "data ends early (truncated)"
         case .malformed(let why): "malformed data: \(why)"

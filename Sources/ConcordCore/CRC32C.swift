@@ -3,7 +3,7 @@
 ///
 /// Computed eight bytes at a time ("slicing by 8", eight 256-entry tables), over contiguous
 /// memory: bundles are checksummed whole, twice per merge, so this is on the merge's hot path.
-package struct CRC32C: Sendable {
+public struct CRC32C: Sendable {
     /// `tables[k * 256 + b]`: the CRC of byte `b` followed by `k` zero bytes.
     private static let tables: [UInt32] = {
         var tables = [UInt32](repeating: 0, count: 8 * 256)
@@ -23,9 +23,11 @@ package struct CRC32C: Sendable {
 
     private var state: UInt32 = 0xFFFF_FFFF
 
-    package init() {}
+    /// A checksum of no bytes yet.
+    public init() {}
 
-    package mutating func update(_ buffer: UnsafeRawBufferPointer) {
+    /// Adds the bytes of `buffer` to the checksum.
+    public mutating func update(_ buffer: UnsafeRawBufferPointer) {
         guard !buffer.isEmpty else { return }
         var crc = state
         Self.tables.withUnsafeBufferPointer { table in
@@ -50,23 +52,28 @@ package struct CRC32C: Sendable {
         state = crc
     }
 
-    package mutating func update(_ bytes: [UInt8]) {
+    /// Adds `bytes` to the checksum.
+    public mutating func update(_ bytes: [UInt8]) {
         bytes.withUnsafeBytes { update($0) }
     }
 
-    package mutating func update(_ bytes: ArraySlice<UInt8>) {
+    /// Adds `bytes` to the checksum.
+    public mutating func update(_ bytes: ArraySlice<UInt8>) {
         bytes.withUnsafeBytes { update($0) }
     }
 
-    package var value: UInt32 { state ^ 0xFFFF_FFFF }
+    /// The checksum of every byte added so far.
+    public var value: UInt32 { state ^ 0xFFFF_FFFF }
 
-    package static func checksum(_ bytes: [UInt8]) -> UInt32 {
+    /// The CRC-32C of `bytes`, in one call.
+    public static func checksum(_ bytes: [UInt8]) -> UInt32 {
         var crc = CRC32C()
         crc.update(bytes)
         return crc.value
     }
 
-    package static func checksum(_ bytes: ArraySlice<UInt8>) -> UInt32 {
+    /// The CRC-32C of `bytes`, in one call.
+    public static func checksum(_ bytes: ArraySlice<UInt8>) -> UInt32 {
         var crc = CRC32C()
         crc.update(bytes)
         return crc.value

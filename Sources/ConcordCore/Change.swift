@@ -120,11 +120,11 @@ public enum Change: Hashable, Sendable {
     case restore
 
     /// The longest a reminder can be snoozed: 366 days.
-    package static let maxSnoozeMillis: Int64 = 366 * 24 * 3_600_000
+    public static let maxSnoozeMillis: Int64 = 366 * 24 * 3_600_000
 
     /// The actions that carry the change out on `current` (nil when the record does not exist yet)
     /// at wall-clock time `now` (milliseconds since the epoch). Empty when the record already is as asked.
-    package func plan(on ref: RecordRef, current: RecordState?, now: Int64) throws(ChangeError) -> [Action] {
+    public func plan(on ref: RecordRef, current: RecordState?, now: Int64) throws(ChangeError) -> [Action] {
         let actions = try unchecked(on: ref, current: current, now: now)
         for case let .assign(field, value) in actions where !field.accepts(value) {
             throw .outOfRange(field)
@@ -143,7 +143,7 @@ public enum Change: Hashable, Sendable {
 
     /// The longest text (title, notes, body, repeat rule, tag) a local change writes: 8 MiB of
     /// UTF-8, so that every operation fits in a bundle block (at most 16 MiB, SPEC.md §13).
-    package static let maxTextBytes = 8 << 20
+    public static let maxTextBytes = 8 << 20
 
     private func unchecked(on ref: RecordRef, current: RecordState?, now: Int64) throws(ChangeError) -> [Action] {
         switch self {
@@ -304,19 +304,31 @@ public enum Change: Hashable, Sendable {
     }
 }
 
-package enum ChangeError: Error, Hashable, CustomStringConvertible {
+/// Why a local change was refused (SPEC.md §7); nothing was written.
+public enum ChangeError: Error, Hashable, CustomStringConvertible {
+    /// The record does not exist.
     case notFound(RecordRef)
+    /// A create names a record that exists already.
     case alreadyExists(RecordRef)
+    /// The record is deleted; it must be restored first.
     case deleted(RecordRef)
+    /// The record is not of the kind the change is for.
     case wrongKind(RecordRef, expected: RecordKind)
+    /// The title is empty or only whitespace.
     case emptyTitle
+    /// A tag is empty or has control characters.
     case invalidTag(String)
+    /// A repeat rule other than hourly, daily, weekly or monthly.
     case unknownRepeatRule(String)
+    /// A snooze that ends by now, or more than 366 days from now (SPEC.md §6.2).
     case snoozeOutOfRange
+    /// A date of this field outside the years 1 to 9999.
     case outOfRange(Field)
+    /// A text over `Change.maxTextBytes` of UTF-8; the value is its length in bytes.
     case textTooLong(Int)
 
-    package var description: String {
+    /// The message.
+    public var description: String {
         switch self {
         case .notFound(let ref): "no \(ref.kind.name) with id \(ref.id.hex)"
         case .alreadyExists(let ref): "a \(ref.kind.name) with id \(ref.id.hex) already exists"

@@ -12,7 +12,7 @@ public protocol Identifier128: Hashable, Comparable, Sendable, Codable, CustomSt
 
 extension Identifier128 {
     /// Makes a random identifier from the given generator (inject a seeded one for determinism).
-    package static func random(using generator: inout some RandomNumberGenerator) -> Self {
+    public static func random(using generator: inout some RandomNumberGenerator) -> Self {
         Self(high: generator.next(), low: generator.next())
     }
 
@@ -130,7 +130,7 @@ extension RecordID {
     /// clock that went back), `previous` plus a random step from 1 to 2^32. The ids one replica
     /// makes increase, so its new records go to the end of a store's id-ordered tables instead
     /// of anywhere in them.
-    package static func timeOrdered(millis: UInt64, following previous: RecordID?, random: UInt64, _ random2: UInt64) -> RecordID {
+    public static func timeOrdered(millis: UInt64, following previous: RecordID?, random: UInt64, _ random2: UInt64) -> RecordID {
         let time = min(millis, (1 << 48) - 1)
         let fresh = RecordID(high: time << 16 | random >> 48, low: random2)
         guard let previous, fresh <= previous else { return fresh }

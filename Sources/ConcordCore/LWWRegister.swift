@@ -4,21 +4,25 @@
 /// - Commutative: `a.merging(b) == b.merging(a)`
 /// - Associative: `a.merging(b).merging(c) == a.merging(b.merging(c))`
 /// - Idempotent: `a.merging(a) == a`
-package struct LWWRegister: Hashable, Sendable {
-    package var value: Value
-    package var stamp: Stamp
+public struct LWWRegister: Hashable, Sendable {
+    /// The value of the winning write.
+    public var value: Value
+    /// The stamp of the winning write, which orders it against any other.
+    public var stamp: Stamp
 
-    package init(value: Value, stamp: Stamp) {
+    /// A register holding one write.
+    public init(value: Value, stamp: Stamp) {
         self.value = value
         self.stamp = stamp
     }
 
     /// Keeps the write with the greater stamp. Two writes with equal stamps are one write.
-    package mutating func merge(_ other: LWWRegister) {
+    public mutating func merge(_ other: LWWRegister) {
         if other.stamp > stamp { self = other }
     }
 
-    package func merging(_ other: LWWRegister) -> LWWRegister {
+    /// A copy with `other` merged in, by `merge(_:)`.
+    public func merging(_ other: LWWRegister) -> LWWRegister {
         var copy = self
         copy.merge(other)
         return copy

@@ -29,10 +29,10 @@ public struct Op: Hashable, Sendable, CustomStringConvertible {
 
     /// The largest valid sequence number, 2^63−1: stores keep seqs in SQLite's signed 64-bit
     /// integers, and no replica comes near it.
-    package static let maxSeq = UInt64(Int64.max)
+    public static let maxSeq = UInt64(Int64.max)
 
     /// The key that orders concurrent writes of one register: (timestamp, replica, seq).
-    package var stamp: Stamp { Stamp(timestamp: timestamp, replica: id.replica, seq: id.seq) }
+    public var stamp: Stamp { Stamp(timestamp: timestamp, replica: id.replica, seq: id.seq) }
 
     /// A one-line summary for logs: id, timestamp, record and action.
     public var description: String {
@@ -46,7 +46,7 @@ public struct Op: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// Checks the rules SPEC.md gives every operation ("Valid operations").
-    package func validate() throws(InvalidOperation) {
+    public func validate() throws(InvalidOperation) {
         guard id.seq >= 1 else { throw InvalidOperation(operation: id, reason: "sequence number 0") }
         guard id.seq <= Op.maxSeq else {
             throw InvalidOperation(operation: id, reason: "sequence number \(id.seq) is past 2^63-1")
@@ -71,27 +71,36 @@ public struct Op: Hashable, Sendable, CustomStringConvertible {
     }
 }
 
-package struct InvalidOperation: Error, Equatable, CustomStringConvertible {
-    package var operation: OperationID
-    package var reason: String
+/// Why an operation breaks the rules of SPEC.md §4.3; thrown by `Op.validate()`.
+public struct InvalidOperation: Error, Equatable, CustomStringConvertible {
+    /// The operation refused.
+    public var operation: OperationID
+    /// The rule it breaks.
+    public var reason: String
 
-    package var description: String { "invalid operation \(operation): \(reason)" }
+    /// The message, with the operation's id.
+    public var description: String { "invalid operation \(operation): \(reason)" }
 }
 
 /// The total order of writes to one LWW register: timestamp first, then replica id, then sequence
 /// number (which only matters for a replica that broke its clock's rules).
-package struct Stamp: Hashable, Comparable, Sendable {
-    package var timestamp: Timestamp
-    package var replica: ReplicaID
-    package var seq: UInt64
+public struct Stamp: Hashable, Comparable, Sendable {
+    /// When the write was made; compared first.
+    public var timestamp: Timestamp
+    /// Who made it; compared when the timestamps are equal.
+    public var replica: ReplicaID
+    /// Its author's sequence number; compared last.
+    public var seq: UInt64
 
-    package init(timestamp: Timestamp, replica: ReplicaID, seq: UInt64) {
+    /// The stamp of a write with these parts.
+    public init(timestamp: Timestamp, replica: ReplicaID, seq: UInt64) {
         self.timestamp = timestamp
         self.replica = replica
         self.seq = seq
     }
 
-    package static func < (lhs: Self, rhs: Self) -> Bool {
+    /// Timestamp, then replica, then seq.
+    public static func < (lhs: Self, rhs: Self) -> Bool {
         if lhs.timestamp != rhs.timestamp { return lhs.timestamp < rhs.timestamp }
         if lhs.replica != rhs.replica { return lhs.replica < rhs.replica }
         return lhs.seq < rhs.seq

@@ -1,25 +1,27 @@
 /// Encodes and decodes a *run*: operations of one author with contiguous sequence numbers, in
 /// sequence order (SPEC.md, "Op runs"). The author and the first sequence number travel
 /// beside the run, so they are not repeated per operation.
-package enum OperationCodec {
+public enum OperationCodec {
     static let actionMask: UInt8 = 0x03
     static let sameRecordFlag: UInt8 = 0x04
     static let reservedBits: UInt8 = 0xF8
 
     /// Appends `operations` (one author, contiguous ascending seqs) to `writer`.
-    package static func encode(_ operations: some Sequence<Op>, into writer: inout ByteWriter) {
+    public static func encode(_ operations: some Sequence<Op>, into writer: inout ByteWriter) {
         var run = RunEncoder()
         for operation in operations { run.append(operation, into: &writer) }
     }
 
     /// Encodes the operations of one run one at a time, carrying the deltas between them.
-    package struct RunEncoder: Sendable {
+    public struct RunEncoder: Sendable {
         private var previousTimestamp: UInt64 = 0
         private var previousRecord: RecordRef?
 
-        package init() {}
+        /// An encoder at the start of a run.
+        public init() {}
 
-        package mutating func append(_ operation: Op, into writer: inout ByteWriter) {
+        /// Appends `operation`, the next of the run, to `writer` (SPEC.md §8.3).
+        public mutating func append(_ operation: Op, into writer: inout ByteWriter) {
             var header: UInt8
             switch operation.action {
             case .assign: header = 0
@@ -86,7 +88,8 @@ package enum OperationCodec {
         }
     }
 
-    package static func encode(_ value: Value, into writer: inout ByteWriter) {
+    /// Appends `value`: a type byte, then its payload (SPEC.md §8.2).
+    public static func encode(_ value: Value, into writer: inout ByteWriter) {
         switch value {
         case .null: writer.byte(0)
         case .bool(false): writer.byte(1)
@@ -101,7 +104,7 @@ package enum OperationCodec {
     }
 
     /// Decodes a whole run of `count` operations by `author` starting at `firstSeq`, validating each.
-    package static func decode(
+    public static func decode(
         _ bytes: [UInt8], author: ReplicaID, firstSeq: UInt64, count: Int
     ) throws(DecodeError) -> [Op] {
         guard count >= 0, firstSeq >= 1, count == 0 || UInt64(count - 1) <= UInt64.max - firstSeq else {
@@ -118,18 +121,23 @@ package enum OperationCodec {
     }
 
     /// Decodes the operations of one run one at a time, carrying the deltas between them.
-    package struct RunDecoder {
-        package let author: ReplicaID
-        package private(set) var nextSeq: UInt64
+    public struct RunDecoder {
+        /// The run's author: every operation decoded gets its id.
+        public let author: ReplicaID
+        /// The seq the next operation decoded gets.
+        public private(set) var nextSeq: UInt64
         private var previousTimestamp: UInt64 = 0
         private var previousRecord: RecordRef?
 
-        package init(author: ReplicaID, firstSeq: UInt64) {
+        /// A decoder at the start of a run by `author` whose first operation has seq `firstSeq`.
+        public init(author: ReplicaID, firstSeq: UInt64) {
             self.author = author
             nextSeq = firstSeq
         }
 
-        package mutating func next(from reader: inout ByteReader) throws(DecodeError) -> Op {
+        /// Decodes the next operation of the run from `reader` and validates it (SPEC.md §4.3): an
+        /// invalid operation throws `.malformed`.
+        public mutating func next(from reader: inout ByteReader) throws(DecodeError) -> Op {
             let header = try reader.byte()
             guard header & OperationCodec.reservedBits == 0 else {
                 throw .malformed("operation header 0x\(String(header, radix: 16)) has reserved bits set")
@@ -191,7 +199,8 @@ package enum OperationCodec {
         }
     }
 
-    package static func decodeValue(from reader: inout ByteReader) throws(DecodeError) -> Value {
+    /// A value: a type byte, then its payload (SPEC.md §8.2).
+    public static func decodeValue(from reader: inout ByteReader) throws(DecodeError) -> Value {
         switch try reader.byte() {
         case 0: return .null
         case 1: return .bool(false)

@@ -3,17 +3,20 @@
 /// `apply(_:)` folds one operation in; `merge(_:)` joins two states. Both are commutative,
 /// associative and idempotent, so any replica that has applied the same set of operations, in
 /// any order and any number of times, holds an equal `RecordState`.
-package struct RecordState: Hashable, Sendable {
-    package let ref: RecordRef
+public struct RecordState: Hashable, Sendable {
+    /// The record whose state this is.
+    public let ref: RecordRef
     /// The registers of the kind's known fields, in the order of `ref.kind.knownFields` (empty
     /// for kinds without known fields): a merge holds many states, so no slot is spent on a
     /// field the kind cannot have.
-    package private(set) var knownRegisters: [LWWRegister?]
+    public private(set) var knownRegisters: [LWWRegister?]
     /// Registers of fields this version does not know for the kind, kept and passed on.
-    package private(set) var unknown: [ExactString: LWWRegister]
-    package private(set) var tags: TagSet
+    public private(set) var unknown: [ExactString: LWWRegister]
+    /// The record's tags.
+    public private(set) var tags: TagSet
 
-    package init(ref: RecordRef) {
+    /// The state of a record no operation has touched: no register written, no tag.
+    public init(ref: RecordRef) {
         self.ref = ref
         let count = ref.kind.knownFieldCount
         knownRegisters = count == 0 ? [] : Array(repeating: nil, count: count)
@@ -23,7 +26,7 @@ package struct RecordState: Hashable, Sendable {
 
     /// Rebuilds a state from its parts as a store keeps them: the registers of known fields in
     /// the order of `ref.kind.knownFields` (extra ones are ignored), and the unknown fields by name.
-    package init(ref: RecordRef, knownRegisters: [LWWRegister?], unknown: [ExactString: LWWRegister], tags: TagSet) {
+    public init(ref: RecordRef, knownRegisters: [LWWRegister?], unknown: [ExactString: LWWRegister], tags: TagSet) {
         self.ref = ref
         let count = ref.kind.knownFieldCount
         if knownRegisters.count == count {
@@ -39,13 +42,14 @@ package struct RecordState: Hashable, Sendable {
     }
 
     /// Rebuilds a state from its parts (used by stores that persist states).
-    package init(ref: RecordRef, registers: [Field: LWWRegister], tags: TagSet) {
+    public init(ref: RecordRef, registers: [Field: LWWRegister], tags: TagSet) {
         self.init(ref: ref)
         for (field, register) in registers { write(field, register) }
         self.tags = tags
     }
 
-    package mutating func apply(_ operation: Op) {
+    /// Folds one operation in: an assign into its field's register, a tag operation into `tags`.
+    public mutating func apply(_ operation: Op) {
         switch operation.action {
         case let .assign(field, value):
             write(field, LWWRegister(value: value, stamp: operation.stamp))
@@ -56,7 +60,8 @@ package struct RecordState: Hashable, Sendable {
         }
     }
 
-    package mutating func write(_ field: Field, _ register: LWWRegister) {
+    /// Merges `register` into the register of `field`: the greater stamp wins.
+    public mutating func write(_ field: Field, _ register: LWWRegister) {
         // A known field spelled by name is that field (validation refuses such operations; a state
         // never holds them as unknown fields either way).
         if case .other(let name) = field, case let known = Field(name: name.string), known.code != 0 {
@@ -72,7 +77,8 @@ package struct RecordState: Hashable, Sendable {
         }
     }
 
-    package mutating func merge(_ other: RecordState) {
+    /// Joins another state of the same record, register by register and tag by tag.
+    public mutating func merge(_ other: RecordState) {
         precondition(other.ref == ref, "merging states of different records")
         for (slot, register) in other.knownRegisters.enumerated() {
             if let register { knownRegisters[slot].merge(register) }
@@ -83,20 +89,22 @@ package struct RecordState: Hashable, Sendable {
         tags.merge(other.tags)
     }
 
-    package func register(_ field: Field) -> LWWRegister? {
+    /// The register of `field`; nil if it was never written.
+    public func register(_ field: Field) -> LWWRegister? {
         if let slot = ref.kind.slot(of: field) { return knownRegisters[slot] }
         return unknown[ExactString(field.name)]
     }
 
     /// The current value of a field; `.null` when it was never written.
-    package func value(_ field: Field) -> Value {
+    public func value(_ field: Field) -> Value {
         register(field)?.value ?? .null
     }
 
-    package var isDeleted: Bool { value(.deleted).boolValue ?? false }
+    /// Whether the `deleted` register holds `true` (SPEC.md §5.3).
+    public var isDeleted: Bool { value(.deleted).boolValue ?? false }
 
     /// Every register with its field, known fields first in code order, then unknown ones by name.
-    package var registers: [(field: Field, register: LWWRegister)] {
+    public var registers: [(field: Field, register: LWWRegister)] {
         var result: [(Field, LWWRegister)] = []
         for code in 1...Field.maxKnownCode {
             if let field = Field(code: code), let slot = ref.kind.slot(of: field), let register = knownRegisters[slot] {

@@ -44,13 +44,13 @@ public struct Priority: RawRepresentable, Hashable, Sendable, Codable, CustomStr
 
 extension Date {
     /// The instant `millis` milliseconds after the Unix epoch.
-    package init(millisecondsSince1970 millis: Int64) {
+    public init(millisecondsSince1970 millis: Int64) {
         self.init(timeIntervalSince1970: Double(millis) / 1000)
     }
 
     /// Milliseconds since the Unix epoch, rounded to the nearest millisecond (clamped to what an
     /// `Int64` holds; dates that far out are refused by `Field.accepts` anyway).
-    package var millisecondsSince1970: Int64 {
+    public var millisecondsSince1970: Int64 {
         let millis = (timeIntervalSince1970 * 1000).rounded()
         guard millis.isFinite else { return millis > 0 ? .max : .min }
         return Int64(exactly: millis) ?? (millis > 0 ? .max : .min)
@@ -83,7 +83,8 @@ public struct Reminder: Hashable, Sendable, Codable, Identifiable {
     /// Whether it is completed.
     public var isCompleted: Bool { completedAt != nil }
 
-    package init(state: RecordState) {
+    /// The reminder its record's state shows (the state must be a reminder's).
+    public init(state: RecordState) {
         precondition(state.ref.kind == .reminder)
         id = state.ref.id
         title = state.value(.title).stringValue ?? ""
@@ -138,7 +139,8 @@ public struct Note: Hashable, Sendable, Codable, Identifiable {
     /// Whether it is deleted (a tombstone that `restore` undoes).
     public var isDeleted: Bool
 
-    package init(state: RecordState) {
+    /// The note its record's state shows (the state must be a note's).
+    public init(state: RecordState) {
         precondition(state.ref.kind == .note)
         id = state.ref.id
         title = state.value(.title).stringValue ?? ""

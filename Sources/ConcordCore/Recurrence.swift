@@ -43,7 +43,7 @@ public enum RepeatRule: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// A rule by its user-facing name; a monthly rule takes its day from `due` (UTC).
-    package init?(name: String, due: Int64?) {
+    public init?(name: String, due: Int64?) {
         switch name {
         case "hourly": self = .hourly
         case "daily": self = .daily
@@ -55,7 +55,7 @@ public enum RepeatRule: Hashable, Sendable, CustomStringConvertible {
 
     /// The occurrence after `due` (milliseconds since the epoch, UTC calendar). A pure function
     /// of `due`, so two replicas completing the same occurrence write the same next due date.
-    package func next(after due: Int64) -> Int64 {
+    public func next(after due: Int64) -> Int64 {
         let hour: Int64 = 3_600_000
         switch self {
         case .hourly: return due + hour
@@ -77,21 +77,26 @@ public enum RepeatRule: Hashable, Sendable, CustomStringConvertible {
 /// A UTC calendar date and time, converted to and from milliseconds since the epoch with
 /// Howard Hinnant's days-from-civil algorithm (proleptic Gregorian calendar). No Foundation, no
 /// time zone database: the same on every platform.
-package struct CivilTime: Hashable, Sendable {
-    package var year: Int
-    package var month: Int
-    package var day: Int
+public struct CivilTime: Hashable, Sendable {
+    /// The year, proleptic Gregorian.
+    public var year: Int
+    /// The month, 1 to 12.
+    public var month: Int
+    /// The day of the month, from 1.
+    public var day: Int
     /// Milliseconds since midnight.
-    package var millisOfDay: Int64
+    public var millisOfDay: Int64
 
-    package init(year: Int, month: Int, day: Int, millisOfDay: Int64 = 0) {
+    /// This date and time of day, taken as they are (nothing is checked).
+    public init(year: Int, month: Int, day: Int, millisOfDay: Int64 = 0) {
         self.year = year
         self.month = month
         self.day = day
         self.millisOfDay = millisOfDay
     }
 
-    package init(millis: Int64) {
+    /// The UTC date and time of an instant in milliseconds since the epoch.
+    public init(millis: Int64) {
         let dayMillis: Int64 = 86_400_000
         var days = millis / dayMillis
         var rest = millis % dayMillis
@@ -111,7 +116,8 @@ package struct CivilTime: Hashable, Sendable {
         self.init(year: Int(y), month: Int(m), day: Int(d), millisOfDay: rest)
     }
 
-    package var daysSinceEpoch: Int64 {
+    /// Days from 1970-01-01 to the date; negative before it.
+    public var daysSinceEpoch: Int64 {
         let y = Int64(month <= 2 ? year - 1 : year)
         let era = (y >= 0 ? y : y - 399) / 400
         let yoe = y - era * 400
@@ -121,13 +127,16 @@ package struct CivilTime: Hashable, Sendable {
         return era * 146_097 + doe - 719_468
     }
 
-    package var millis: Int64 { daysSinceEpoch * 86_400_000 + millisOfDay }
+    /// The instant in milliseconds since the epoch.
+    public var millis: Int64 { daysSinceEpoch * 86_400_000 + millisOfDay }
 
-    package static func isLeap(_ year: Int) -> Bool {
+    /// Whether `year` is a leap year of the Gregorian calendar.
+    public static func isLeap(_ year: Int) -> Bool {
         year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
     }
 
-    package static func daysIn(month: Int, year: Int) -> Int {
+    /// How many days `month` (1 to 12) of `year` has.
+    public static func daysIn(month: Int, year: Int) -> Int {
         switch month {
         case 2: isLeap(year) ? 29 : 28
         case 4, 6, 9, 11: 30
@@ -136,7 +145,7 @@ package struct CivilTime: Hashable, Sendable {
     }
 
     /// `YYYY-MM-DDTHH:MM:SS.sssZ`, the form every Concord output uses for instants.
-    package var iso8601: String {
+    public var iso8601: String {
         func pad(_ value: Int, _ width: Int) -> String {
             let digits = String(value)
             return String(repeating: "0", count: max(0, width - digits.count)) + digits

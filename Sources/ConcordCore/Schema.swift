@@ -14,7 +14,7 @@ public struct RecordKind: RawRepresentable, Hashable, Comparable, Sendable, Cust
     public static let note = RecordKind(rawValue: 2)
 
     /// The fields this version materializes for the kind; any other field is kept as an unknown field.
-    package var knownFields: [Field] {
+    public var knownFields: [Field] {
         switch self {
         case .reminder: [.title, .notes, .due, .priority, .completed, .snoozedUntil, .repeatRule, .deleted]
         case .note: [.title, .body, .pinned, .deleted]
@@ -23,7 +23,7 @@ public struct RecordKind: RawRepresentable, Hashable, Comparable, Sendable, Cust
     }
 
     /// How many fields the kind knows: the length of `knownFields`.
-    package var knownFieldCount: Int {
+    public var knownFieldCount: Int {
         switch self {
         case .reminder: 8
         case .note: 4
@@ -33,7 +33,7 @@ public struct RecordKind: RawRepresentable, Hashable, Comparable, Sendable, Cust
 
     /// Where `field` is in `knownFields`, nil if the kind does not know it.
     @inline(__always)
-    package func slot(of field: Field) -> Int? {
+    public func slot(of field: Field) -> Int? {
         switch self {
         case .reminder:
             let code = field.code
@@ -51,7 +51,8 @@ public struct RecordKind: RawRepresentable, Hashable, Comparable, Sendable, Cust
         }
     }
 
-    package func knows(_ field: Field) -> Bool {
+    /// Whether `field` is one of the kind's `knownFields`.
+    public func knows(_ field: Field) -> Bool {
         switch self {
         case .reminder: field.code >= 1 && field.code <= 8
         case .note: field == .title || field == .body || field == .pinned || field == .deleted
@@ -127,7 +128,7 @@ public enum Field: Hashable, Sendable, CustomStringConvertible {
     case other(ExactString)
 
     /// The code of a known field in the binary formats (SPEC.md, "Field codes"); 0 for `.other`.
-    package var code: UInt8 {
+    public var code: UInt8 {
         switch self {
         case .title: 1
         case .notes: 2
@@ -143,12 +144,14 @@ public enum Field: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    package static let maxKnownCode: UInt8 = 10
+    /// The greatest code of a known field: codes run from 1 to it.
+    public static let maxKnownCode: UInt8 = 10
 
     /// The instants a field may hold: 0001-01-01T00:00:00.000Z through 9999-12-31T23:59:59.999Z.
-    package static let instantRange: ClosedRange<Int64> = -62_135_596_800_000...253_402_300_799_999
+    public static let instantRange: ClosedRange<Int64> = -62_135_596_800_000...253_402_300_799_999
 
-    package init?(code: UInt8) {
+    /// The known field with this code; nil for 0 or a code this version does not know.
+    public init?(code: UInt8) {
         switch code {
         case 1: self = .title
         case 2: self = .notes
@@ -199,7 +202,7 @@ public enum Field: Hashable, Sendable, CustomStringConvertible {
     /// Whether `value` has the type SPEC.md gives this known field (always true for `.other`).
     /// Only the type is checked: a newer version may add priorities or repeat rules, and those
     /// values are kept and passed on like unknown fields.
-    package func accepts(_ value: Value) -> Bool {
+    public func accepts(_ value: Value) -> Bool {
         switch (self, value) {
         case (.other, _): true
         case (.title, .string), (.notes, .string), (.body, .string): true

@@ -1,20 +1,21 @@
 /// A set of operation ids kept as disjoint ranges of seqs per author: compact for operations that
 /// travel in runs, as batches and bundles carry them. A peer session uses it to never send back
 /// what it received; a shared folder, to know which operations its files hold (SPEC.md §14).
-package struct SeqRanges: Hashable, Sendable {
+public struct SeqRanges: Hashable, Sendable {
     /// Per author, disjoint ranges in ascending order, none adjacent to the next.
     private var ranges: [ReplicaID: [ClosedRange<UInt64>]] = [:]
 
-    package init() {}
+    /// The empty set.
+    public init() {}
 
     /// Every seq of each replica up to its entry in `vector`.
-    package init(upTo vector: VersionVector) {
+    public init(upTo vector: VersionVector) {
         for (replica, seq) in vector.entries where seq > 0 { ranges[replica] = [1...seq] }
     }
 
     /// The ranges of `runs`, given in any order: sorted and merged once, in O(*n* log *n*) (where
     /// inserting them one by one in descending order would take O(*n*²)).
-    package init(_ runs: some Sequence<(replica: ReplicaID, seqs: ClosedRange<UInt64>)>) {
+    public init(_ runs: some Sequence<(replica: ReplicaID, seqs: ClosedRange<UInt64>)>) {
         var byReplica: [ReplicaID: [ClosedRange<UInt64>]] = [:]
         for run in runs { byReplica[run.replica, default: []].append(run.seqs) }
         for (replica, var list) in byReplica {
@@ -33,35 +34,37 @@ package struct SeqRanges: Hashable, Sendable {
     }
 
     /// Every range, replica by replica in id order, ascending.
-    package var runs: [(replica: ReplicaID, seqs: ClosedRange<UInt64>)] {
+    public var runs: [(replica: ReplicaID, seqs: ClosedRange<UInt64>)] {
         replicas.flatMap { replica in ranges[replica]!.map { (replica, $0) } }
     }
 
-    package var isEmpty: Bool { ranges.isEmpty }
+    /// Whether the set holds no operation.
+    public var isEmpty: Bool { ranges.isEmpty }
 
     /// The authors with at least one seq, in id order.
-    package var replicas: [ReplicaID] { ranges.keys.sorted() }
+    public var replicas: [ReplicaID] { ranges.keys.sorted() }
 
     /// The ranges of `replica`, ascending.
-    package func ranges(of replica: ReplicaID) -> [ClosedRange<UInt64>] { ranges[replica] ?? [] }
+    public func ranges(of replica: ReplicaID) -> [ClosedRange<UInt64>] { ranges[replica] ?? [] }
 
     /// - Complexity: O(1) for a seq just after the author's last range, O(log *r* + *r*) otherwise.
-    package mutating func insert(_ id: OperationID) {
+    public mutating func insert(_ id: OperationID) {
         Self.insert(id.seq...id.seq, into: &ranges[id.replica, default: []])
     }
 
     /// Adds every seq of `range` for `replica`.
-    package mutating func insert(_ range: ClosedRange<UInt64>, of replica: ReplicaID) {
+    public mutating func insert(_ range: ClosedRange<UInt64>, of replica: ReplicaID) {
         Self.insert(range, into: &ranges[replica, default: []])
     }
 
-    package mutating func formUnion(_ other: SeqRanges) {
+    /// Adds every operation of `other`.
+    public mutating func formUnion(_ other: SeqRanges) {
         guard !other.isEmpty else { return }
         self = SeqRanges(runs + other.runs)
     }
 
     /// Removes every seq of `replica` from `seq` up.
-    package mutating func remove(of replica: ReplicaID, from seq: UInt64) {
+    public mutating func remove(of replica: ReplicaID, from seq: UInt64) {
         guard var list = ranges[replica] else { return }
         list = list.compactMap { range in
             range.lowerBound >= seq ? nil : range.lowerBound...min(range.upperBound, seq - 1)
@@ -69,14 +72,15 @@ package struct SeqRanges: Hashable, Sendable {
         ranges[replica] = list.isEmpty ? nil : list
     }
 
-    package func contains(_ id: OperationID) -> Bool {
+    /// Whether the set holds `id`, by binary search of its author's ranges.
+    public func contains(_ id: OperationID) -> Bool {
         guard let list = ranges[id.replica] else { return false }
         let index = Self.firstIndex(after: id.seq, in: list)
         return index > 0 && list[index - 1].contains(id.seq)
     }
 
     /// The seqs of `replica` in 1...`last` that this set lacks, in ascending ranges.
-    package func missing(of replica: ReplicaID, through last: UInt64) -> [ClosedRange<UInt64>] {
+    public func missing(of replica: ReplicaID, through last: UInt64) -> [ClosedRange<UInt64>] {
         guard last > 0 else { return [] }
         var gaps: [ClosedRange<UInt64>] = []
         var next: UInt64 = 1
@@ -90,7 +94,7 @@ package struct SeqRanges: Hashable, Sendable {
     }
 
     /// How many seqs of `replica` in `range` this set holds.
-    package func count(of replica: ReplicaID, in range: ClosedRange<UInt64>) -> UInt64 {
+    public func count(of replica: ReplicaID, in range: ClosedRange<UInt64>) -> UInt64 {
         var total: UInt64 = 0
         for held in ranges[replica] ?? [] where held.overlaps(range) {
             total += min(held.upperBound, range.upperBound) - max(held.lowerBound, range.lowerBound) + 1
@@ -135,14 +139,14 @@ package struct SeqRanges: Hashable, Sendable {
 
 extension SeqRanges: CustomStringConvertible {
     /// `<replica>:<first>-<last>,<first>-<last> <replica>:…`, replicas in id order (SPEC.md §9).
-    package var description: String {
+    public var description: String {
         replicas.map { replica in
             replica.hex + ":" + ranges[replica]!.map { "\($0.lowerBound)-\($0.upperBound)" }.joined(separator: ",")
         }.joined(separator: " ")
     }
 
     /// Reads `description`'s form back; nil if `text` is not in it.
-    package init?(_ text: String) {
+    public init?(_ text: String) {
         self.init()
         for entry in text.split(separator: " ") {
             let parts = entry.split(separator: ":")

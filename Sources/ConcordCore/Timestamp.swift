@@ -5,7 +5,7 @@ public struct Timestamp: Hashable, Comparable, Sendable, CustomStringConvertible
     public var rawValue: UInt64
 
     /// The largest physical time a valid timestamp may carry: 9999-12-31T23:59:59.999Z.
-    package static let maxPhysicalMillis: UInt64 = 253_402_300_799_999
+    public static let maxPhysicalMillis: UInt64 = 253_402_300_799_999
 
     /// The earliest timestamp, before any write.
     public static let zero = Timestamp(rawValue: 0)
@@ -26,7 +26,7 @@ public struct Timestamp: Hashable, Comparable, Sendable, CustomStringConvertible
     public var logical: UInt16 { UInt16(truncatingIfNeeded: rawValue) }
 
     /// Whether the physical part is within the range SPEC.md allows (at most year 9999).
-    package var isValid: Bool { physicalMillis <= Self.maxPhysicalMillis }
+    public var isValid: Bool { physicalMillis <= Self.maxPhysicalMillis }
 
     /// Timestamps order by their packed form: physical time, then the counter.
     public static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
@@ -40,20 +40,22 @@ public struct Timestamp: Hashable, Comparable, Sendable, CustomStringConvertible
 ///
 /// The clock is a value: the caller persists `latest` and passes wall-clock readings in, so the
 /// clock itself reads no time and is deterministic under test.
-package struct HybridLogicalClock: Hashable, Sendable {
+public struct HybridLogicalClock: Hashable, Sendable {
     /// The greatest timestamp this replica has issued or observed.
-    package private(set) var latest: Timestamp
+    public private(set) var latest: Timestamp
 
     /// How far ahead of the local wall clock a remote timestamp may be before a merge warns.
-    package static let farFutureThresholdMillis: UInt64 = 24 * 60 * 60 * 1000
+    public static let farFutureThresholdMillis: UInt64 = 24 * 60 * 60 * 1000
 
-    package init(latest: Timestamp = .zero) {
+    /// A clock that has issued and seen nothing after `latest`: the persisted value, or `.zero`
+    /// for a new replica.
+    public init(latest: Timestamp = .zero) {
         self.latest = latest
     }
 
     /// Issues the next local timestamp: the wall clock if it is ahead of everything seen,
     /// otherwise the successor of `latest` (a logical-counter overflow carries into the milliseconds).
-    package mutating func tick(wallMillis: UInt64) throws(ClockError) -> Timestamp {
+    public mutating func tick(wallMillis: UInt64) throws(ClockError) -> Timestamp {
         let wall = Timestamp(physicalMillis: min(wallMillis, Timestamp.maxPhysicalMillis), logical: 0)
         if wall > latest {
             latest = wall
@@ -66,22 +68,24 @@ package struct HybridLogicalClock: Hashable, Sendable {
     }
 
     /// Whether `latest` is more than `farFutureThresholdMillis` ahead of a wall-clock reading.
-    package func isFarAhead(ofWallMillis wallMillis: UInt64) -> Bool {
+    public func isFarAhead(ofWallMillis wallMillis: UInt64) -> Bool {
         let (limit, overflow) = wallMillis.addingReportingOverflow(Self.farFutureThresholdMillis)
         return !overflow && latest.physicalMillis > limit
     }
 
     /// Moves the clock past a timestamp received from another replica.
-    package mutating func observe(_ remote: Timestamp) {
+    public mutating func observe(_ remote: Timestamp) {
         if remote > latest { latest = remote }
     }
 }
 
-package enum ClockError: Error, Equatable, CustomStringConvertible {
+/// Why the clock cannot issue a timestamp.
+public enum ClockError: Error, Equatable, CustomStringConvertible {
     /// The clock reached the end of the valid range (year 9999) and can issue no later timestamp.
     case exhausted
 
-    package var description: String {
+    /// The message.
+    public var description: String {
         "the replica's clock has reached the largest valid timestamp (year 9999) and cannot advance"
     }
 }

@@ -68,7 +68,7 @@ public struct MergeReport: Hashable, Sendable {
     public var farFutureTimestamp: Timestamp?
     /// The records whose state the merge touched: by `Replica.merge`. A store's merges leave it
     /// empty: each batch's records reach the store's observers as the batch commits.
-    package var touchedRecords: Set<RecordRef> = []
+    public var touchedRecords: Set<RecordRef> = []
 
     /// An empty report: nothing new.
     public init() {}
@@ -77,7 +77,7 @@ public struct MergeReport: Hashable, Sendable {
     public var newOperationCount: Int { newOperations.values.reduce(0, +) }
 
     /// Adds another report's counts to this one, as for a merge done in parts.
-    package mutating func formUnion(_ other: MergeReport) {
+    public mutating func formUnion(_ other: MergeReport) {
         newOperations.merge(other.newOperations, uniquingKeysWith: +)
         duplicates += other.duplicates
         if let far = other.farFutureTimestamp, far > (farFutureTimestamp ?? .zero) { farFutureTimestamp = far }
