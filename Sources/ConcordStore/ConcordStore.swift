@@ -242,8 +242,11 @@ public final class ConcordStore: Sendable {
             // writes nothing when it opens and keeps `synchronous = FULL`.
             let queue = try DatabaseQueue(path: path, configuration: configuration(readOnly: readOnly))
             try queue.read { db in try checkIdentity(db, path: path) }
-            // Migrating writes: in a turn, as every write (§9).
-            if !readOnly { try WriterTurns(store: path).withTurn { try StoreSchema.migrator.migrate(queue) } }
+            // Migrating writes: in a turn, as every write (§9). Most opens find nothing to migrate,
+            // and take no turn (a turn may wait for a batch of a merge under way).
+            if !readOnly, try !queue.read(StoreSchema.migrator.hasCompletedMigrations) {
+                try WriterTurns(store: path).withTurn { try StoreSchema.migrator.migrate(queue) }
+            }
             return try ConcordStore(path: path, connection: queue, environment: environment, readOnly: readOnly)
         }
     }

@@ -119,7 +119,7 @@ import Testing
     /// for the whole merge: it finishes before the merge does. (Loose on purpose: no timing.)
     @Test func aLocalWriteIsNotBlockedByALongFolderImport() throws {
         let sandbox = try Sandbox()
-        sandbox.variables["SYNCCTL_MERGE_BATCH"] = "\(Self.mergeBatch)"
+        sandbox.variables["SYNCCTL_MERGE_BATCH"] = "\(Self.mergeBatch),\(Self.recordBatch)"
         let (big, bigOperations) = try Self.makeBig(sandbox)
         let folder = try sandbox.makeDirectory("Shared")
         try big.ok("sync", "--folder", folder)
@@ -130,15 +130,18 @@ import Testing
     /// hold the store for the whole merge, and the add waited until the merge was over).
     @Test func aLocalWriteIsNotBlockedByALongMergeOfABundle() throws {
         let sandbox = try Sandbox()
-        sandbox.variables["SYNCCTL_MERGE_BATCH"] = "\(Self.mergeBatch)"
+        sandbox.variables["SYNCCTL_MERGE_BATCH"] = "\(Self.mergeBatch),\(Self.recordBatch)"
         let (big, bigOperations) = try Self.makeBig(sandbox)
         let bundle = sandbox.path("big.cbundle")
         try big.ok("export", bundle)
         try expectWriteNotBlocked(sandbox, by: ["merge", bundle], operations: bigOperations)
     }
 
-    /// Merges run in batches of this many operations here, so that one of these takes several.
+    /// Merges run in batches of this many operations here, and apply them to this many records at
+    /// a time, so that one of these takes several batches of each kind (with the default record
+    /// bound, all 10,000 records are one batch, and a write that comes then waits for the end).
     static let mergeBatch = 20_000
+    static let recordBatch = 1_000
 
     /// About 80,000 operations: several batches of a merge.
     static func makeBig(_ sandbox: Sandbox) throws -> (Store, Int) {
