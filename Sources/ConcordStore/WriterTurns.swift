@@ -76,9 +76,10 @@ struct WriterTurns: Sendable {
 
     /// Opens the side file for writing, creating it with the store file's permissions (set with
     /// `fchmod`, as the process's umask would narrow them) if it is not there. Nil if it cannot be
-    /// opened for writing.
+    /// opened for writing, or if it is not what this type makes (`isSideFile`).
     private func openSideFile() -> Int32? {
         while true {
+            guard isSideFile() else { return nil }
             let descriptor = open(path, O_RDWR | O_CLOEXEC)
             if descriptor >= 0 { return descriptor }
             switch errno {
@@ -98,10 +99,20 @@ struct WriterTurns: Sendable {
         }
     }
 
+    /// Whether the file at `path` is missing, or an empty regular file: the side file holds no
+    /// data. Anything else (another store named `STORE-lock`, say) is left unopened, since closing
+    /// a descriptor of a database this process has open would drop SQLite's locks on it (SPEC.md
+    /// §9, "Touching a store's files"); its store then has no turns.
+    private func isSideFile() -> Bool {
+        var status = stat()
+        guard lstat(path, &status) == 0 else { return errno == ENOENT }
+        return status.st_mode & S_IFMT == S_IFREG && status.st_size == 0
+    }
+
     /// Whether a writer holds the door: it waits for the store, and goes next. Only a glance (the
     /// answer may change at once), for tests and diagnostics.
     func isWriterWaiting() -> Bool {
-        guard let commands = OpenFileDescriptionLocks.commands else { return false }
+        guard let commands = OpenFileDescriptionLocks.commands, isSideFile() else { return false }
         let descriptor = open(path, O_RDWR | O_CLOEXEC)
         guard descriptor >= 0 else { return false }
         defer { close(descriptor) }

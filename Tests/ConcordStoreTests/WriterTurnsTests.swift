@@ -116,6 +116,30 @@ import Testing
         #expect(access(directory.file("link.db-lock"), F_OK) != 0)
     }
 
+    /// A store named as another store's side file is never opened as one: closing a descriptor of
+    /// it would drop the locks of this process's connection to it (SPEC.md §9). Descriptors are
+    /// counted in /proc, so the test runs where there is one.
+    @Test(.enabled(if: FileManager.default.fileExists(atPath: "/proc/self/fd")))
+    func anotherStoreNamedAsTheSideFileIsLeftUnopened() throws {
+        let other = try ConcordStore.create(at: storePath + "-lock")
+        let before = try other.dump()
+        let turns = WriterTurns(store: storePath)
+        func descriptors(of path: String) -> Int {
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+            return names.filter { (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + $0)) == path }.count
+        }
+        let open = descriptors(of: storePath + "-lock")
+        var ran = false
+        try turns.withTurn {
+            ran = true
+            #expect(descriptors(of: storePath + "-lock") == open, "no descriptor of the other store was opened")
+        }
+        #expect(ran)
+        #expect(!turns.isWriterWaiting())
+        try other.addNote(NoteDraft(title: "still writable"))
+        #expect(try other.dump() != before)
+    }
+
     @Test func withoutALockFileWritersStillRun() throws {
         // A directory that cannot be written: no side file, no turns; SQLite's busy timeout orders
         // the writers.
