@@ -11,8 +11,12 @@ import NIOPosix
 ///
 /// - **No store work on the event loop.** The session (its crypto, batch decoding) and every store
 ///   call run on the connection's own serial queue (`worker`); the event loop only moves bytes.
-///   What arrives is handed to the worker in order; what the session returns is written in order,
-///   and an `.apply` is committed before the session reads on (`batchApplied()`).
+///   What arrives is handed to the worker in order; what the session returns is written in order.
+/// - **Decoding overlaps merging.** An `.apply` is merged on a second serial queue (`applier`),
+///   one at a time; meanwhile the worker decodes the next one's batches (`readAhead()`) and goes
+///   on sending. The session answers nothing after the batches until they have committed
+///   (`batchApplied()`), and the session's end waits for a merge under way, so that its record
+///   counts what that merge wrote.
 /// - **Operations stream with backpressure.** A reader thread walks the log
 ///   (`forEachOperation(since:)`, on a read-only connection of its own, so applying the peer's
 ///   batches meanwhile is never blocked by it) and hands over chunks of a few thousand operations,
@@ -34,6 +38,8 @@ final class PeerConnection: @unchecked Sendable {
     let configuration: PeerTransportConfiguration
     let peer: String
     private let worker: DispatchQueue
+    /// Where `.apply` merges run, so that the worker decodes the next batches meanwhile.
+    private let applier: DispatchQueue
     private let clock: any PeerClock
     private let started: NIODeadline
     private let outcome: EventLoopPromise<PeerSessionRecord>
@@ -55,6 +61,10 @@ final class PeerConnection: @unchecked Sendable {
     private var feed: OperationFeed?
     private var streaming = false
     private var ended = false
+    /// A merge is under way on `applier`.
+    private var applying = false
+    /// How the session ended, kept until a merge under way has finished (`finishEnding()`).
+    private var ending: (failure: ConcordError?, summary: PeerSummary?, flush: Bool)?
     private var applies = 0
     private var newOperations = 0
     private var farFuture: Timestamp?
@@ -98,6 +108,7 @@ final class PeerConnection: @unchecked Sendable {
         lastActivity = started
         peer = channel.remoteAddress?.shown ?? "?"
         worker = DispatchQueue(label: "concord.peer \(peer)")
+        applier = DispatchQueue(label: "concord.peer.apply \(peer)")
         outcome = channel.eventLoop.makePromise(of: PeerSessionRecord.self)
         self.role = role
         initialKey = key
@@ -253,47 +264,15 @@ final class PeerConnection: @unchecked Sendable {
     // MARK: Worker side
 
     private func perform(_ actions: [PeerAction]) {
-        // A worklist rather than recursion: each batch applied hands back what the session does
-        // next (which may be the next batch already buffered), and those come before the rest.
-        var actions = actions
-        var next = 0
-        while next < actions.count {
-            let action = actions[next]
-            next += 1
-            // A batch applied may have ended the session (through `batchApplied()`): the rest of
-            // its list (a `.needOperations`) is moot.
+        for action in actions {
+            // A failure may have ended the session: the rest of its list (a `.needOperations`)
+            // is moot.
             if ended { return }
             switch action {
             case .send(let bytes):
                 write(bytes)
             case .apply(let operations):
-                do {
-                    // The key is checked inside the merge's own transaction: a key replaced by
-                    // another process at any moment before it stops this batch.
-                    let report = try store.merge(operations, ifSyncKeyIs: key?.bytes ?? [])
-                    newOperations += report.newOperationCount
-                    if let far = report.farFutureTimestamp { farFuture = max(farFuture ?? far, far) }
-                } catch let error as ConcordError where error.code == .keyReplaced {
-                    abortOnWorker(Self.keyReplaced, tellingPeer: Self.keyReplacedForPeer)
-                    return
-                } catch let error as ConcordError where error.code == .clash {
-                    // Two stores that share a replica id (SPEC.md §9.1): the line of §9.1 itself,
-                    // on this side and, in the error, on the peer's.
-                    abortOnWorker(error)
-                    return
-                } catch {
-                    abortOnWorker(ConcordError(.local, "this side cannot apply a batch: \(error)", cause: error))
-                    return
-                }
-                applies += 1
-                reportProgress()
-                if let drop = configuration.dropConnectionAfterApplies, applies >= drop {
-                    // As if the process were killed: no error, no ack, the connection just goes.
-                    end(ConcordError(.local, "dropped the connection after \(applies) applies (test)"), flush: false)
-                    return
-                }
-                // The batch has committed: the session reads on (an ack may follow).
-                actions.insert(contentsOf: session?.batchApplied() ?? [], at: next)
+                startApplying(operations)
             case .needOperations(let since, let lastShared):
                 startStreaming(since: since, lastShared: lastShared)
             case .finished(let summary):
@@ -302,6 +281,51 @@ final class PeerConnection: @unchecked Sendable {
                 end(failure)
             }
         }
+    }
+
+    /// Hands an `.apply` to the applier, and decodes the next one's batches while it merges.
+    private func startApplying(_ operations: [Op]) {
+        applying = true
+        // The key is checked inside the merge's own transaction: a key replaced by another
+        // process at any moment before it stops this batch.
+        let keyBytes = key?.bytes ?? []
+        applier.async { [self] in
+            let result = Result { () throws(ConcordError) in try store.merge(operations, ifSyncKeyIs: keyBytes) }
+            worker.async { self.applied(result) }
+        }
+        perform(session?.readAhead() ?? [])
+    }
+
+    /// The merge of an `.apply` has finished. On the worker.
+    private func applied(_ result: Result<MergeReport, ConcordError>) {
+        applying = false
+        switch result {
+        case .success(let report):
+            newOperations += report.newOperationCount
+            if let far = report.farFutureTimestamp { farFuture = max(farFuture ?? far, far) }
+        case .failure(let error) where error.code == .keyReplaced:
+            abortOnWorker(Self.keyReplaced, tellingPeer: Self.keyReplacedForPeer)
+        case .failure(let error) where error.code == .clash:
+            // Two stores that share a replica id (SPEC.md §9.1): the line of §9.1 itself, on
+            // this side and, in the error, on the peer's.
+            abortOnWorker(error)
+        case .failure(let error):
+            abortOnWorker(ConcordError(.local, "this side cannot apply a batch: \(error)", cause: error))
+        }
+        // The session may have ended meanwhile (a frame read ahead failed, the peer closed).
+        guard !ended else {
+            finishEnding()
+            return
+        }
+        applies += 1
+        reportProgress()
+        if let drop = configuration.dropConnectionAfterApplies, applies >= drop {
+            // As if the process were killed: no error, no ack, the connection just goes.
+            end(ConcordError(.local, "dropped the connection after \(applies) applies (test)"), flush: false)
+            return
+        }
+        // The batches have committed: the session reads on (an ack may follow).
+        perform(session?.batchApplied() ?? [])
     }
 
     private func write(_ bytes: [UInt8]) {
@@ -373,13 +397,22 @@ final class PeerConnection: @unchecked Sendable {
             bytesReceived: summary.bytesReceived, bytesSent: summary.bytesSent))
     }
 
-    /// The session has ended: report it, and close once what was written is flushed.
+    /// The session has ended: report it, and close once what was written is flushed (after a merge
+    /// under way, if there is one, has finished).
     private func end(_ failure: ConcordError?, summary: PeerSummary? = nil, flush: Bool = true) {
         guard !ended else { return }
         ended = true
         streaming = false
         feed?.cancel()
         feed = nil
+        ending = (failure, summary, flush)
+        finishEnding()
+    }
+
+    /// Reports the session's end and closes, once no merge is under way. On the worker.
+    private func finishEnding() {
+        guard !applying, let (failure, summary, flush) = ending else { return }
+        ending = nil
         var record = PeerSessionRecord(
             peer: peer, summary: summary ?? session?.summary ?? PeerSummary(role: role), failure: failure, duration: Duration(clock.now() - started))
         record.newOperations = newOperations

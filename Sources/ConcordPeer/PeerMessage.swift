@@ -79,10 +79,13 @@ enum PeerMessage: Hashable {
     /// The type of a message, or `nil` for an empty message.
     static func kind(of message: [UInt8]) -> UInt8? { message.first }
 
+    /// Whether a message is a batch, by its type byte (before it is decoded).
+    static func isBatch(_ message: [UInt8]) -> Bool { kind(of: message) == Kind.batch.rawValue }
+
     /// The raw length a batch message declares (before it is checked: `decode` checks it), or
     /// nil if the message is not a batch or too short to declare one.
     static func declaredRawLength(of message: [UInt8]) -> Int? {
-        guard kind(of: message) == Kind.batch.rawValue else { return nil }
+        guard isBatch(message) else { return nil }
         var reader = ByteReader(message, offset: 1)
         return (try? reader.varint()).map { Int(clamping: $0) }
     }

@@ -28,7 +28,7 @@ public struct PeerSummary: Hashable, Sendable {
     /// Operations received from the peer that this side lacked, as far as the peer's version
     /// vector tells (and handed out to be applied), and the batches received.
     public var operationsReceived = 0
-    /// Batches received.
+    /// Batches received (and handed out to be applied).
     public var batchesReceived = 0
     /// The last shared operations (SPEC.md §15.6) sent and received besides: one of each replica
     /// both sides know, held by both, sent so that two stores that wrote different operations
@@ -55,13 +55,16 @@ package enum PeerAction: Hashable, Sendable {
     /// merge of their own (its own transaction), then call `batchApplied()` and carry out what it
     /// returns. They are one batch, or several received one after the other (`batchesPerApply`).
     /// If the merge fails, call `abort(_:)` instead and carry out what that returns. Until then
-    /// the session acts on nothing further of what arrived (it may have opened the one message
-    /// after the batches, to see that it is not one of them, and keeps it for later): no frame
-    /// (an `ack`) is sealed before the batches have committed, so the `error` that a failed merge
-    /// sends is sealed with the next counter and the peer can read it. A frame that fails (it
-    /// does not authenticate, or its batch is malformed) while batches wait to be handed out ends
-    /// the session without applying them: they were never acknowledged, and the next session
-    /// sends them again.
+    /// the session hands out no further `.apply` and answers nothing that arrived after the
+    /// batches: it goes on opening and decoding the batches that follow (`receive`,
+    /// `readAhead()`), up to the next `.apply`'s worth, and keeps the first message of another
+    /// kind for later. No frame (an `ack`) is sealed in answer to the peer before the batches have
+    /// committed, so the `error` that a failed merge sends is sealed with the next counter and
+    /// the peer can read it. A frame that fails (it does not authenticate, or its batch is
+    /// malformed) while batches wait to be handed out ends the session without handing them out:
+    /// they were never acknowledged, and the next session sends them again. (An `.apply` already
+    /// handed out may still commit: what it holds arrived whole and valid, and merging it again
+    /// later changes nothing.)
     case apply([Op])
     /// The peer's version vector has arrived: stream, through `send(operations:)`, first the
     /// operations `lastShared` names (the store holds each: `ConcordStore.operation(_:)`), then
@@ -120,12 +123,12 @@ package enum PeerAction: Hashable, Sendable {
 /// **Order.** Every frame is sealed with the next counter of its direction, so bytes MUST be
 /// written in the order the session returns them, across calls, and none dropped: a frame sealed
 /// and never written makes every later one fail authentication at the peer. After an `.apply`
-/// (only a `.needOperations` may follow it in its list) the session reads nothing more of what
+/// (only a `.needOperations` may follow it in its list) the session answers nothing more of what
 /// arrived until the transport calls `batchApplied()` (the batch has committed) or ends the
-/// session with `abort(_:)`.
-/// Carrying out each list in order, one call at a time, does all this; a driver that applies
-/// batches on another thread keeps one ordered queue of writes and applies, and may go on
-/// calling `receive` meanwhile (the bytes wait).
+/// session with `abort(_:)`; meanwhile it decodes the next `.apply`'s batches.
+/// Carrying out each list in order, one call at a time, does all this. A driver that merges on
+/// another thread hands the merge over, calls `readAhead()` (the next batches are decoded while
+/// the merge runs), and goes on calling `receive` and sending meanwhile, one call at a time.
 /// Sending and receiving are independent: a transport keeps feeding received bytes while it
 /// streams operations (the session being a value it guards: one call at a time). It must not
 /// stop reading while it waits to write: both peers send at once, and two peers that each wait
@@ -153,19 +156,23 @@ package struct PeerSession: Sendable {
     private var receiving: Receiving = .versions
     private var sending: Sending = .waitingForPeerVersions
     private var ackReceived = false
-    /// An `.apply` has been handed out and not yet confirmed by `batchApplied()`: what arrived
-    /// after its batches waits in the decoder (or in `heldMessage`).
+    /// An `.apply` has been handed out and not yet confirmed by `batchApplied()`: the batches
+    /// that follow are collected for the next one, and anything else waits in `heldMessage`.
     private var awaitingApply = false
     /// How many batches received one after the other one `.apply` may carry.
     private let batchesPerApply: Int
     /// The operations of the batches received for the next `.apply`, how many batches, and the
     /// raw bytes they declare: at most those of one batch of the largest size (4 MiB), so that no
-    /// `.apply` is more work than the largest single batch may be.
+    /// `.apply` is more work than the largest single batch may be. The summary counts them once
+    /// they are handed out, and so does `collectedLastShared`, the last shared operations among
+    /// them.
     private var collected: [Op] = []
     private var collectedBatches = 0
     private var collectedRawBytes = 0
-    /// A message opened after batches that are still to be applied: it is handled once they have
-    /// committed, as if it were still in the decoder.
+    private var collectedLastShared = 0
+    /// A message opened after batches that are still to be applied: one of another kind, handled
+    /// once they have committed, or a batch that would take the collected ones past the raw-size
+    /// bound, the first of the next group. Handled as if it were still in the decoder.
     private var heldMessage: [UInt8]?
     /// A `.needOperations` to return at the end of the current `receive`.
     private var pendingNeed: (since: VersionVector, lastShared: [OperationID])?
@@ -305,34 +312,33 @@ package struct PeerSession: Sendable {
         return handleReceived()
     }
 
-    /// Handles the frames waiting in the decoder, up to the first `.apply` (which waits for
-    /// `batchApplied()`): its batches end at `batchesPerApply`, at a message of another kind, or
-    /// where the decoder holds no further whole frame.
+    /// While the batches of an `.apply` are being merged: opens and decodes the batches that
+    /// follow them, up to the next `.apply`'s worth, so that `batchApplied()` hands that out at
+    /// once (a transport that merges on another thread calls it right after handing the merge
+    /// over). What it opens that is not a batch waits for `batchApplied()`. It returns actions
+    /// only if a frame fails (the session ends); a driver that merges on the thread that drives
+    /// the session need not call it.
+    package mutating func readAhead() -> [PeerAction] {
+        guard isActive else { return [] }
+        return handleReceived()
+    }
+
+    /// Handles the frames waiting in the decoder. Batches are collected into a group that one
+    /// `.apply` hands out: it ends at `batchesPerApply` batches, before a batch that would take it
+    /// past the raw-size bound, at a message of another kind, or where the decoder holds no
+    /// further whole frame. While an `.apply` is out, the next group is collected and waits; a
+    /// message of another kind waits until every batch before it has committed.
     private mutating func handleReceived() -> [PeerAction] {
         var actions: [PeerAction] = []
-        while isActive, !awaitingApply {
-            if let message = heldMessage {
+        while isActive {
+            if let message = heldMessage, collected.isEmpty, !awaitingApply || PeerMessage.isBatch(message) {
                 heldMessage = nil
                 handleOpened(message, into: &actions)
                 continue
             }
-            let frame: [UInt8]
-            do {
-                guard let next = try decoder.next() else { break }
-                frame = next
-            } catch {
-                guard case let .tooLarge(length, _) = error else { break }
-                switch phase {
-                case .serverAwaitingClientHello, .clientAwaitingServerHello:
-                    fail(ConcordError(.notAPeer, "the peer does not speak the Concord peer protocol"), into: &actions)
-                case .established:
-                    fail(ConcordError(.frameTooLarge, "the peer sent a frame of \(length) bytes, over the \(PeerProtocol.maxFrameBytes)-byte limit"),
-                         tellingPeer: "it received a frame over the \(PeerProtocol.maxFrameBytes)-byte limit", into: &actions)
-                default:
-                    fail(.violation("a handshake frame of \(length) bytes"), into: &actions)
-                }
-                break
-            }
+            // The group is complete, or a message waits for it to commit.
+            if heldMessage != nil || collectedBatches >= batchesPerApply { break }
+            guard let frame = nextFrame(into: &actions) else { break }
             handle(frame, into: &actions)
         }
         if isActive, !awaitingApply { applyCollected(into: &actions) }
@@ -343,6 +349,26 @@ package struct PeerSession: Sendable {
             if isActive { actions.append(.needOperations(since: need.since, lastShared: need.lastShared)) }
         }
         return actions
+    }
+
+    /// The next whole frame in the decoder, if there is one. A frame over the size limit ends the
+    /// session.
+    private mutating func nextFrame(into actions: inout [PeerAction]) -> [UInt8]? {
+        do {
+            return try decoder.next()
+        } catch {
+            guard case let .tooLarge(length, _) = error else { return nil }
+            switch phase {
+            case .serverAwaitingClientHello, .clientAwaitingServerHello:
+                fail(ConcordError(.notAPeer, "the peer does not speak the Concord peer protocol"), into: &actions)
+            case .established:
+                fail(ConcordError(.frameTooLarge, "the peer sent a frame of \(length) bytes, over the \(PeerProtocol.maxFrameBytes)-byte limit"),
+                     tellingPeer: "it received a frame over the \(PeerProtocol.maxFrameBytes)-byte limit", into: &actions)
+            default:
+                fail(.violation("a handshake frame of \(length) bytes"), into: &actions)
+            }
+            return nil
+        }
     }
 
     /// The connection has closed (the peer closed it, or it broke). Ends the session unless it
@@ -539,25 +565,32 @@ package struct PeerSession: Sendable {
             return
         }
         self.opener = opener
-        if !collected.isEmpty,
-           collectedRawBytes + (PeerMessage.declaredRawLength(of: message) ?? .max / 2) > PeerProtocol.maxBatchBytes
-        {
-            // Whatever follows batches waits until they have committed (an ack among them), and
-            // so does a batch that would make them more than the largest batch.
+        let waits =
+            if let rawBytes = PeerMessage.declaredRawLength(of: message) {
+                // A batch that would make the group more than the largest batch starts the next.
+                !collected.isEmpty && collectedRawBytes + rawBytes > PeerProtocol.maxBatchBytes
+            } else {
+                // Whatever follows batches waits until they have committed (an ack among them).
+                !collected.isEmpty || awaitingApply
+            }
+        if waits {
             heldMessage = message
-            applyCollected(into: &actions)
-            return
+        } else {
+            handleOpened(message, into: &actions)
         }
-        handleOpened(message, into: &actions)
     }
 
     /// Hands out the batches collected as one `.apply`, if there are any.
     private mutating func applyCollected(into actions: inout [PeerAction]) {
         guard !collected.isEmpty else { return }
         actions.append(.apply(collected))
+        summary.batchesReceived += collectedBatches
+        summary.operationsReceived += collected.count - collectedLastShared
+        summary.lastSharedReceived += collectedLastShared
         collected = []
         collectedBatches = 0
         collectedRawBytes = 0
+        collectedLastShared = 0
         awaitingApply = true
     }
 
@@ -604,19 +637,14 @@ package struct PeerSession: Sendable {
             lastSharedToReceive = lastSharedToSend
             pendingNeed = (versions, lastShared)
         case let .batch(operations):
-            var lastShared = 0
             for operation in operations {
                 received.insert(operation.id)
-                if !lastSharedToReceive.isEmpty, lastSharedToReceive.remove(operation.id) != nil { lastShared += 1 }
+                if !lastSharedToReceive.isEmpty, lastSharedToReceive.remove(operation.id) != nil { collectedLastShared += 1 }
             }
-            summary.batchesReceived += 1
-            summary.operationsReceived += operations.count - lastShared
-            summary.lastSharedReceived += lastShared
             operationsInBatchesReceived += operations.count
             collected += operations
             collectedBatches += 1
             collectedRawBytes += PeerMessage.declaredRawLength(of: message) ?? 0
-            if collectedBatches == batchesPerApply { applyCollected(into: &actions) }
         case .done:
             receiving = .done
             // The transport carries out actions in order, so this ack goes out once every batch

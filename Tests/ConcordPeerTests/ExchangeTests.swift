@@ -10,7 +10,7 @@ import Testing
     @discardableResult
     static func sync(
         client clientOperations: [Op], server serverOperations: [Op], chunk: Int = .max, driverChunk: Int = 1000,
-        batchesPerApply: Int = 1, seeds: (UInt64, UInt64) = (10, 20)
+        batchesPerApply: Int = 1, mergesLater: Bool = false, seeds: (UInt64, UInt64) = (10, 20)
     ) -> (client: TestPeer, server: TestPeer) {
         var client = TestPeer(
             role: .client, replica: replicaA, operations: clientOperations, batchesPerApply: batchesPerApply, random: seeded(seeds.0))
@@ -18,6 +18,8 @@ import Testing
             role: .server, replica: replicaB, operations: serverOperations, batchesPerApply: batchesPerApply, random: seeded(seeds.1))
         client.chunk = driverChunk
         server.chunk = driverChunk
+        client.mergesLater = mergesLater
+        server.mergesLater = mergesLater
         run(&client, &server, chunk: chunk)
         #expect(client.failure == nil)
         #expect(server.failure == nil)
@@ -156,6 +158,35 @@ import Testing
         let lastApply = server.log.lastIndex { if case .apply = $0 { true } else { false } }
         let lastSend = server.log.lastIndex { if case .send = $0 { true } else { false } }
         #expect(lastApply != nil && lastSend != nil && lastApply! < lastSend!)
+    }
+
+    /// A driver that merges on another thread, decoding ahead meanwhile (`readAhead()`), gets
+    /// the same applies in the same order, however the bytes are cut, and the ack still comes
+    /// after the last of them has committed.
+    @Test(arguments: [(1, Int.max), (2, Int.max), (8, Int.max), (8, 4096), (3, 1)])
+    func mergingWhileTheNextBatchesAreDecodedChangesNothing(batchesPerApply: Int, chunk: Int) {
+        let ops = operations(by: replicaA, seqs: 1...40_000)
+        let (_, inTurn) = Self.sync(client: ops, server: [], chunk: chunk, batchesPerApply: batchesPerApply)
+        let (_, later) = Self.sync(client: ops, server: [], chunk: chunk, batchesPerApply: batchesPerApply, mergesLater: true)
+        // The same operations in the same order; the groups may be larger (more arrives while a
+        // merge is under way), never past the bounds.
+        let sameOrder = later.appliedBatches.joined().map(\.id) == inTurn.appliedBatches.joined().map(\.id)
+        #expect(sameOrder)
+        #expect(later.appliedBatches.count <= inTurn.appliedBatches.count)
+        #expect(later.appliedBatches.allSatisfy { $0.count <= batchesPerApply * PeerProtocol.maxBatchOperations })
+        #expect(later.finished?.operationsReceived == 40_000)
+        let lastApply = later.log.lastIndex { if case .apply = $0 { true } else { false } }
+        let lastSend = later.log.lastIndex { if case .send = $0 { true } else { false } }
+        #expect(lastApply != nil && lastSend != nil && lastApply! < lastSend!)
+    }
+
+    /// Both sides sending at once, each merging later: both converge.
+    @Test(arguments: [1, 1000, Int.max])
+    func bothSidesMergingLaterConverge(chunk: Int) {
+        Self.sync(
+            client: operations(by: replicaA, seqs: 1...20_000) + operations(by: replicaC, seqs: 1...50),
+            server: operations(by: replicaB, seqs: 1...30_000) + operations(by: replicaC, seqs: 1...70),
+            chunk: chunk, batchesPerApply: 2, mergesLater: true)
     }
 
     /// No `.apply` holds more raw operations than the largest single batch may (4 MiB): batches of

@@ -58,6 +58,44 @@ import Testing
         }
     }
 
+    /// A frame that fails while a merge is under way (read ahead, `readAhead()`) ends the session
+    /// at once, without waiting for the merge; nothing after the batches under way is handed out.
+    @Test func aFrameReadAheadDuringAMergeFailsAtOnce() throws {
+        var (client, server, serverFrames) = try Self.established()
+        client.mergesLater = true
+        var damaged = serverFrames[2]
+        damaged[damaged.count / 2] ^= 0x01
+        client.receive(Frame.encode(serverFrames[0]) + Frame.encode(serverFrames[1]) + Frame.encode(damaged) + Frame.encode(serverFrames[3]))
+        #expect(client.mergeUnderWay?.count == PeerProtocol.maxBatchOperations)
+        #expect(client.failure == Self.authenticationFailure)
+        // The merge under way may still commit (what it holds arrived whole); nothing more is handed out.
+        let merged = client.finishMerge()
+        #expect(merged)
+        #expect(client.log.filter(\.isApply).count == 1)
+        server.receive(client.takeOutbox())
+        #expect(server.failure == ConcordError(.peerError, "the peer ended the session: it received a frame that failed authentication"))
+    }
+
+    /// The peer's `done`, opened while the last batch is being merged, is acknowledged only once
+    /// that merge has committed: until then the peer has not finished.
+    @Test func theAckWaitsForTheMergeUnderWay() throws {
+        var (client, server, serverFrames) = try Self.established(serverOps: operations(by: replicaB, seqs: 1...100))
+        #expect(serverFrames.count == 3)
+        _ = server.takeOutbox()  // the frames above, still in the copy returned
+        client.mergesLater = true
+        client.receive(serverFrames.flatMap { Frame.encode($0) })
+        #expect(client.mergeUnderWay?.count == 100)
+        server.receive(client.takeOutbox())
+        #expect(server.finished == nil && server.failure == nil)
+        let merged = client.finishMerge()
+        #expect(merged)
+        server.receive(client.takeOutbox())
+        #expect(server.finished?.operationsSent == 100)
+        client.receive(server.takeOutbox())
+        #expect(client.failure == nil)
+        #expect(client.finished?.operationsReceived == 100)
+    }
+
     @Test func aReplayedFrameFailsAuthentication() throws {
         var (client, _, serverFrames) = try Self.established()
         Self.deliverFirstBatch(to: &client, serverFrames)

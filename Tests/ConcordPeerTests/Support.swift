@@ -129,6 +129,11 @@ struct TestPeer {
     var log: [PeerAction] = []
     /// Makes applying a batch fail with this failure, as a store's merge may.
     var refuseBatch: (([Op]) -> ConcordError?)?
+    /// Whether an `.apply` is merged later, as a transport that merges on another thread does:
+    /// the driver calls `readAhead()` and goes on receiving, and `finishMerge()` commits it.
+    var mergesLater = false
+    /// The `.apply` handed out and not yet merged, when `mergesLater`.
+    var mergeUnderWay: [Op]?
 
     init(role: PeerRole, key: SyncKey = keyA, replica: ReplicaID, operations: [Op] = [], batchesPerApply: Int = 1, random: RandomBytes) {
         let store = OperationSet(operations)
@@ -147,14 +152,12 @@ struct TestPeer {
                 outbox += bytes
                 sent += bytes
             case .apply(let batch):
-                if let refusal = refuseBatch?(batch) ?? store.clash(batch) {
-                    // As a store whose merge fails (a clash, a full disk): nothing of it is applied.
-                    perform(session.abort(refusal))
+                if mergesLater {
+                    mergeUnderWay = batch
+                    perform(session.readAhead())
+                } else if !merge(batch) {
                     return
                 }
-                store.apply(batch)
-                appliedBatches.append(batch)
-                perform(session.batchApplied())
             case .needOperations(let since, let lastShared):
                 needOperationsCalls.append(since)
                 let missing = lastShared.map { store.operations[$0]! } + store.missing(since: since)
@@ -173,6 +176,27 @@ struct TestPeer {
                 self.failure = failure
             }
         }
+    }
+
+    /// Merges a batch as a store would, and tells the session. `false` if the store refused it.
+    private mutating func merge(_ batch: [Op]) -> Bool {
+        if let refusal = refuseBatch?(batch) ?? store.clash(batch) {
+            // As a store whose merge fails (a clash, a full disk): nothing of it is applied.
+            perform(session.abort(refusal))
+            return false
+        }
+        store.apply(batch)
+        appliedBatches.append(batch)
+        perform(session.batchApplied())
+        return true
+    }
+
+    /// Merges the `.apply` under way, if there is one (`mergesLater`); `false` if there is none.
+    mutating func finishMerge() -> Bool {
+        guard let batch = mergeUnderWay else { return false }
+        mergeUnderWay = nil
+        _ = merge(batch)
+        return true
     }
 
     mutating func start() { perform(session.start()) }
@@ -213,6 +237,8 @@ func pump(_ client: inout TestPeer, _ server: inout TestPeer, chunk: Int = .max)
             progressed = true
         }
         if progressed { continue }
+        // Merges under way finish once what was on its way has arrived.
+        if client.finishMerge() || server.finishMerge() { continue }
         if client.hasEnded, !server.hasEnded {
             server.perform(server.session.connectionClosed())
         } else if server.hasEnded, !client.hasEnded {
