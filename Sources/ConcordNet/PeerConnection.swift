@@ -12,11 +12,13 @@ import NIOPosix
 /// - **No store work on the event loop.** The session (its crypto, batch decoding) and every store
 ///   call run on the connection's own serial queue (`worker`); the event loop only moves bytes.
 ///   What arrives is handed to the worker in order; what the session returns is written in order.
-/// - **Decoding overlaps merging.** An `.apply` is merged on a second serial queue (`applier`),
-///   one at a time; meanwhile the worker decodes the next one's batches (`readAhead()`) and goes
-///   on sending. The session answers nothing after the batches until they have committed
-///   (`batchApplied()`), and the session's end waits for a merge under way, so that its record
-///   counts what that merge wrote.
+/// - **Decoding and sorting overlap merging.** The worker reads and sorts each `.apply`'s
+///   operations (`prepareMerge`, through a read-only store object of its own, which never waits
+///   for a writer) and hands them to a second serial queue (`applier`), which merges them one at
+///   a time in order. Meanwhile the worker decodes the batches that follow (`readAhead()`) and
+///   prepares the next `.apply` (two may be out), and goes on sending. The session answers nothing
+///   after the batches until they have committed (`batchApplied()`), and the session's end waits
+///   for the merges under way, so that its record counts what they wrote.
 /// - **Operations stream with backpressure.** A reader thread walks the log
 ///   (`forEachOperation(since:)`, on a read-only connection of its own, so applying the peer's
 ///   batches meanwhile is never blocked by it) and hands over chunks of a few thousand operations,
@@ -30,16 +32,18 @@ import NIOPosix
 ///   moment, and closes.
 final class PeerConnection: @unchecked Sendable {
     // @unchecked Sendable: every mutable field is confined as marked below, to the connection's
-    // serial `worker` queue, to the channel's event loop, or to `lock`; code on one side reaches
-    // the other's fields only by hopping to it (`worker.async`, `eventLoop.execute`). The rest is
-    // immutable.
+    // serial `worker` queue, to its serial `applier` queue, to the channel's event loop, or to
+    // `lock`; code on one side reaches the other's fields only by hopping to it (`worker.async`,
+    // `applier.async`, `eventLoop.execute`). The rest is immutable.
     let channel: any Channel
     let store: ConcordStore
     let configuration: PeerTransportConfiguration
     let peer: String
     private let worker: DispatchQueue
-    /// Where `.apply` merges run, so that the worker decodes the next batches meanwhile.
+    /// Where `.apply` merges run, so that the worker decodes and sorts the next ones meanwhile.
     private let applier: DispatchQueue
+    /// How many `.apply` may be out at once: one merging, the next one prepared and waiting.
+    private static let appliesInFlight = 2
     private let clock: any PeerClock
     private let started: NIODeadline
     private let outcome: EventLoopPromise<PeerSessionRecord>
@@ -61,14 +65,22 @@ final class PeerConnection: @unchecked Sendable {
     private var feed: OperationFeed?
     private var streaming = false
     private var ended = false
-    /// A merge is under way on `applier`.
-    private var applying = false
-    /// How the session ended, kept until a merge under way has finished (`finishEnding()`).
+    /// Merges handed to `applier` and not yet finished.
+    private var mergesUnderWay = 0
+    /// A read-only store object of the same file, on which merges are prepared (opened at the
+    /// first): it reads what the store holds without waiting for a merge that writes.
+    private var preparer: ConcordStore?
+    /// How the session ended, kept until the merges under way have finished (`finishEnding()`).
     private var ending: (failure: ConcordError?, summary: PeerSummary?, flush: Bool)?
     private var applies = 0
     private var newOperations = 0
     private var farFuture: Timestamp?
     private var lastWrite: EventLoopFuture<Void>?
+
+    // Confined to `applier`.
+    /// A merge has failed: those queued after it are not merged (a clash must stop every batch
+    /// after it, and the session has failed in any case).
+    private var aMergeFailed = false
 
     // Guarded by `lock`: touched by the event loop and the worker.
     private let lock = NSLock()
@@ -143,7 +155,8 @@ final class PeerConnection: @unchecked Sendable {
             self.key = key
             session = PeerSession(
                 role: role, key: key, localReplica: store.replicaID, localVersions: versions,
-                batchesPerApply: configuration.batchesPerApply, describeError: configuration.describeError)
+                batchesPerApply: configuration.batchesPerApply, appliesInFlight: Self.appliesInFlight,
+                describeError: configuration.describeError)
             perform(session!.start())
         }
     }
@@ -283,22 +296,41 @@ final class PeerConnection: @unchecked Sendable {
         }
     }
 
-    /// Hands an `.apply` to the applier, and decodes the next one's batches while it merges.
+    /// Prepares an `.apply` here and hands it to the applier, then decodes what follows while it
+    /// merges (and may prepare the next `.apply`).
     private func startApplying(_ operations: [Op]) {
-        applying = true
+        mergesUnderWay += 1
+        let prepared = Result { () throws(ConcordError) in try preparingStore().prepareMerge(operations) }
         // The key is checked inside the merge's own transaction: a key replaced by another
         // process at any moment before it stops this batch.
         let keyBytes = key?.bytes ?? []
         applier.async { [self] in
-            let result = Result { () throws(ConcordError) in try store.merge(operations, ifSyncKeyIs: keyBytes) }
+            let result =
+                aMergeFailed
+                ? .failure(ConcordError(.local, "not merged: a merge before it failed"))
+                : prepared.flatMap { prepared in
+                    Result { () throws(ConcordError) in try store.merge(prepared, ifSyncKeyIs: keyBytes) }
+                }
+            if case .failure = result { aMergeFailed = true }
             worker.async { self.applied(result) }
         }
         perform(session?.readAhead() ?? [])
     }
 
+    /// The store object that prepares merges: a read-only one of the same file, or the store
+    /// itself if it is in memory or the other cannot be opened (it then waits for the merge
+    /// before, and is as correct).
+    private func preparingStore() -> ConcordStore {
+        if let preparer { return preparer }
+        let opened = store.path == ":memory:"
+            ? nil : try? ConcordStore.open(at: store.path, readOnly: true, environment: store.environment)
+        preparer = opened ?? store
+        return preparer!
+    }
+
     /// The merge of an `.apply` has finished. On the worker.
     private func applied(_ result: Result<MergeReport, ConcordError>) {
-        applying = false
+        mergesUnderWay -= 1
         switch result {
         case .success(let report):
             newOperations += report.newOperationCount
@@ -411,8 +443,10 @@ final class PeerConnection: @unchecked Sendable {
 
     /// Reports the session's end and closes, once no merge is under way. On the worker.
     private func finishEnding() {
-        guard !applying, let (failure, summary, flush) = ending else { return }
+        guard mergesUnderWay == 0, let (failure, summary, flush) = ending else { return }
         ending = nil
+        if let preparer, preparer !== store { try? preparer.close() }
+        preparer = nil
         var record = PeerSessionRecord(
             peer: peer, summary: summary ?? session?.summary ?? PeerSummary(role: role), failure: failure, duration: Duration(clock.now() - started))
         record.newOperations = newOperations

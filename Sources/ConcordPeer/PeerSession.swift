@@ -54,9 +54,10 @@ package enum PeerAction: Hashable, Sendable {
     /// Merge these operations, authenticated and valid (SPEC.md §4.3), into the store as one
     /// merge of their own (its own transaction), then call `batchApplied()` and carry out what it
     /// returns. They are one batch, or several received one after the other (`batchesPerApply`).
-    /// If the merge fails, call `abort(_:)` instead and carry out what that returns. Until then
-    /// the session hands out no further `.apply` and answers nothing that arrived after the
-    /// batches: it goes on opening and decoding the batches that follow (`receive`,
+    /// Merges are committed in the order handed out, each confirmed in turn. If one fails, call
+    /// `abort(_:)` instead and carry out what that returns. Until it is confirmed the session
+    /// hands out at most `appliesInFlight` `.apply` in all and answers nothing that arrived after
+    /// the batches: it goes on opening and decoding the batches that follow (`receive`,
     /// `readAhead()`), up to the next `.apply`'s worth, and keeps the first message of another
     /// kind for later. No frame (an `ack`) is sealed in answer to the peer before the batches have
     /// committed, so the `error` that a failed merge sends is sealed with the next counter and
@@ -128,7 +129,8 @@ package enum PeerAction: Hashable, Sendable {
 /// session with `abort(_:)`; meanwhile it decodes the next `.apply`'s batches.
 /// Carrying out each list in order, one call at a time, does all this. A driver that merges on
 /// another thread hands the merge over, calls `readAhead()` (the next batches are decoded while
-/// the merge runs), and goes on calling `receive` and sending meanwhile, one call at a time.
+/// the merge runs, and the next `.apply` may come out if `appliesInFlight` allows), and goes on
+/// calling `receive` and sending meanwhile, one call at a time.
 /// Sending and receiving are independent: a transport keeps feeding received bytes while it
 /// streams operations (the session being a value it guards: one call at a time). It must not
 /// stop reading while it waits to write: both peers send at once, and two peers that each wait
@@ -156,9 +158,13 @@ package struct PeerSession: Sendable {
     private var receiving: Receiving = .versions
     private var sending: Sending = .waitingForPeerVersions
     private var ackReceived = false
-    /// An `.apply` has been handed out and not yet confirmed by `batchApplied()`: the batches
-    /// that follow are collected for the next one, and anything else waits in `heldMessage`.
-    private var awaitingApply = false
+    /// The connection has closed: once nothing is left to apply, the session ends.
+    private var inputEnded = false
+    /// How many `.apply` have been handed out and not yet confirmed by `batchApplied()`, and how
+    /// many may be. While any are, the batches that follow are collected for the next one, and
+    /// anything else waits in `heldMessage`.
+    private var appliesInFlight = 0
+    private let maxAppliesInFlight: Int
     /// How many batches received one after the other one `.apply` may carry.
     private let batchesPerApply: Int
     /// The operations of the batches received for the next `.apply`, how many batches, and the
@@ -212,11 +218,13 @@ package struct PeerSession: Sendable {
     ///   - localReplica: the store's replica id (a peer with the same one is refused).
     ///   - localVersions: the store's version vector now; the peer sends what it does not cover.
     ///   - batchesPerApply: how many batches one `.apply` may carry, when they have arrived one
-    ///     after the other (in what one `receive` or `batchApplied()` finds), and while their raw
-    ///     operations total at most 4 MiB (what the largest single batch may hold). A value below
-    ///     one counts as one. Each `.apply` is a
-    ///     transaction and a sync to disk: a transport that receives faster than its store
-    ///     commits applies fewer, larger ones. One by default.
+    ///     after the other (before the store got to them), and while their raw operations total
+    ///     at most 4 MiB (what the largest single batch may hold). A value below one counts as
+    ///     one. Each `.apply` is a transaction and a sync to disk: a transport that receives
+    ///     faster than its store commits applies fewer, larger ones. One by default.
+    ///   - appliesInFlight: how many `.apply` may be out, not yet confirmed by `batchApplied()`:
+    ///     a transport that prepares a merge (reads and sorts its operations) while the one
+    ///     before it writes takes two. A value below one counts as one. One by default.
     ///   - random: where the handshake's nonce comes from: the system CSPRNG, unless a test
     ///     injects a seeded source.
     ///   - describeError: how this side words the reason it sends in its `error` when it ends
@@ -224,10 +232,11 @@ package struct PeerSession: Sendable {
     ///     the failure's `message`; an app may add its own advice (`syncctl` names its commands).
     package init(
         role: PeerRole, key: SyncKey, localReplica: ReplicaID, localVersions: VersionVector,
-        batchesPerApply: Int = 1, random: RandomBytes = .system,
+        batchesPerApply: Int = 1, appliesInFlight: Int = 1, random: RandomBytes = .system,
         describeError: @escaping @Sendable (ConcordError) -> String = { $0.message }
     ) {
         self.batchesPerApply = max(1, batchesPerApply)
+        maxAppliesInFlight = max(1, appliesInFlight)
         self.role = role
         self.key = key
         self.localReplica = localReplica
@@ -303,21 +312,21 @@ package struct PeerSession: Sendable {
         return handleReceived()
     }
 
-    /// The batch of the last `.apply` has committed: the session reads on (and may send the
-    /// `ack` that tells the peer it holds what it sent).
+    /// The batches of the first `.apply` not yet confirmed have committed: the session reads on
+    /// (and, once none is left, may send the `ack` that tells the peer it holds what it sent).
     package mutating func batchApplied() -> [PeerAction] {
         guard isActive else { return [] }
-        precondition(awaitingApply, "PeerSession.batchApplied() without an .apply")
-        awaitingApply = false
+        precondition(appliesInFlight > 0, "PeerSession.batchApplied() without an .apply")
+        appliesInFlight -= 1
         return handleReceived()
     }
 
-    /// While the batches of an `.apply` are being merged: opens and decodes the batches that
-    /// follow them, up to the next `.apply`'s worth, so that `batchApplied()` hands that out at
-    /// once (a transport that merges on another thread calls it right after handing the merge
-    /// over). What it opens that is not a batch waits for `batchApplied()`. It returns actions
-    /// only if a frame fails (the session ends); a driver that merges on the thread that drives
-    /// the session need not call it.
+    /// While `.apply` actions are being merged: opens and decodes the batches that follow them,
+    /// and hands out the next `.apply` as soon as its batches are complete if `appliesInFlight`
+    /// allows one more, or else keeps it for `batchApplied()` to hand out at once. A transport
+    /// that merges on another thread calls it right after handing each merge over. What it opens
+    /// that is not a batch waits until every batch before it has committed. A driver that merges
+    /// on the thread that drives the session need not call it.
     package mutating func readAhead() -> [PeerAction] {
         guard isActive else { return [] }
         return handleReceived()
@@ -326,22 +335,30 @@ package struct PeerSession: Sendable {
     /// Handles the frames waiting in the decoder. Batches are collected into a group that one
     /// `.apply` hands out: it ends at `batchesPerApply` batches, before a batch that would take it
     /// past the raw-size bound, at a message of another kind, or where the decoder holds no
-    /// further whole frame. While an `.apply` is out, the next group is collected and waits; a
-    /// message of another kind waits until every batch before it has committed.
+    /// further whole frame. While `.apply` actions are out, a complete group goes out too if
+    /// `appliesInFlight` allows, and otherwise (or while it is still growing) waits; a message of
+    /// another kind waits until every batch before it has committed. The loop stops at each
+    /// `.apply`, so that a transport starts merging it at once (and calls `readAhead()`).
     private mutating func handleReceived() -> [PeerAction] {
         var actions: [PeerAction] = []
         while isActive {
-            if let message = heldMessage, collected.isEmpty, !awaitingApply || PeerMessage.isBatch(message) {
+            if let message = heldMessage, collected.isEmpty, appliesInFlight == 0 || PeerMessage.isBatch(message) {
                 heldMessage = nil
                 handleOpened(message, into: &actions)
                 continue
             }
             // The group is complete, or a message waits for it to commit.
-            if heldMessage != nil || collectedBatches >= batchesPerApply { break }
+            if heldMessage != nil || collectedBatches >= batchesPerApply {
+                if appliesInFlight < maxAppliesInFlight { applyCollected(into: &actions) }
+                break
+            }
             guard let frame = nextFrame(into: &actions) else { break }
             handle(frame, into: &actions)
         }
-        if isActive, !awaitingApply { applyCollected(into: &actions) }
+        // A group that is not complete goes out only to a store with nothing else to merge: it
+        // may still grow while one is merging.
+        if isActive, appliesInFlight == 0 { applyCollected(into: &actions) }
+        if isActive, inputEnded, appliesInFlight == 0 { endClosed(into: &actions) }
         // Last, so that a driver that streams operations while carrying out this action writes
         // their frames after every frame sealed in this call (an ack among them).
         if let need = pendingNeed {
@@ -372,10 +389,17 @@ package struct PeerSession: Sendable {
     }
 
     /// The connection has closed (the peer closed it, or it broke). Ends the session unless it
-    /// has already ended.
+    /// has already ended. While `.apply` actions are out, it ends once they have committed
+    /// (`batchApplied()`) and every whole frame received has been handled: the batches among them
+    /// are applied, and the peer's `error`, if it sent one, says why it closed.
     package mutating func connectionClosed() -> [PeerAction] {
         guard isActive else { return [] }
-        var actions: [PeerAction] = []
+        inputEnded = true
+        return handleReceived()
+    }
+
+    /// Ends the session once the connection has closed, and what arrived whole has been handled.
+    private mutating func endClosed(into actions: inout [PeerAction]) {
         if decoder.isInsideFrame {
             fail(ConcordError(.truncated, "the connection ended in the middle of a frame"), into: &actions)
         } else if isHandshakeComplete {
@@ -383,7 +407,6 @@ package struct PeerSession: Sendable {
         } else {
             fail(ConcordError(.closed, "the connection closed during the handshake"), into: &actions)
         }
-        return actions
     }
 
     /// Ends the session from this side: a timeout, a store that failed to apply a batch, a
@@ -571,7 +594,7 @@ package struct PeerSession: Sendable {
                 !collected.isEmpty && collectedRawBytes + rawBytes > PeerProtocol.maxBatchBytes
             } else {
                 // Whatever follows batches waits until they have committed (an ack among them).
-                !collected.isEmpty || awaitingApply
+                !collected.isEmpty || appliesInFlight > 0
             }
         if waits {
             heldMessage = message
@@ -591,7 +614,7 @@ package struct PeerSession: Sendable {
         collectedBatches = 0
         collectedRawBytes = 0
         collectedLastShared = 0
-        awaitingApply = true
+        appliesInFlight += 1
     }
 
     /// Handles an opened message of the encrypted phase.

@@ -33,20 +33,38 @@ extension ConcordStore {
         afterEachBatch: () throws -> Void = {}, reading read: (_ each: (Op) throws -> Void) throws -> Void
     ) throws -> MergeReport {
         try finishPendingMerge()
+        let input = try readAndSort(read, sortRun: bounds.sortRun)
+        return try logAndApply(input, bounds: bounds, checking: check, afterEachBatch: afterEachBatch)
+    }
+
+    /// Stages 3 and 4, for operations read and sorted ahead of time (by this store object, or by
+    /// another of the same file: `prepareMerge(_:)`).
+    func merge(
+        sorted input: OperationSorter.Finished, bounds: MergeBatch, checking check: (Database) throws -> Void = { _ in },
+        afterEachBatch: () throws -> Void = {}
+    ) throws -> MergeReport {
+        try finishPendingMerge()
+        return try logAndApply(input, bounds: bounds, checking: check, afterEachBatch: afterEachBatch)
+    }
+
+    /// Stages 3 and 4. What a merge that fails had committed stays pending, for whoever opens or
+    /// merges next.
+    private func logAndApply(
+        _ input: OperationSorter.Finished, bounds: MergeBatch, checking check: (Database) throws -> Void,
+        afterEachBatch: () throws -> Void
+    ) throws -> MergeReport {
         do {
-            return try mergeRead(bounds: bounds, checking: check, afterEachBatch: afterEachBatch, reading: read)
+            return try logThenApply(input, bounds: bounds, checking: check, afterEachBatch: afterEachBatch)
         } catch {
-            // What this merge committed stays pending, for whoever opens or merges next.
             try? write { db in try PendingRow.forgetApplier(db) }
             throw error
         }
     }
 
-    private func mergeRead(
-        bounds: MergeBatch, checking check: (Database) throws -> Void,
-        afterEachBatch: () throws -> Void, reading read: (_ each: (Op) throws -> Void) throws -> Void
+    private func logThenApply(
+        _ input: OperationSorter.Finished, bounds: MergeBatch, checking check: (Database) throws -> Void,
+        afterEachBatch: () throws -> Void
     ) throws -> MergeReport {
-        let input = try readAndSort(read, sortRun: bounds.sortRun)
         guard input.count > 0 else { return MergeReport() }
         // Folding starts at once, on a thread of its own for a large merge, while the log is written.
         let states = FoldedRecords(input, bounds)
@@ -56,9 +74,10 @@ extension ConcordStore {
         var waiting = input.count
         var report = MergeReport()
         var rows: [PendingRow] = []
-        // Whether a sorted operation was held when it came to be logged: another process logged
-        // it since this merge read what the store holds, and may not have applied it yet (or the
-        // input holds it twice).
+        // Whether an operation was not what it was read as when it came to be logged: a sorted
+        // one held (another process logged it since this merge read what the store holds, and
+        // may not have applied it yet, or the input holds it twice), or one read as held that is
+        // not (read against another store object, whose file was replaced since).
         var heldAfterAll = false
         let fitsInOneBatch = input.count <= bounds.operations
         var next: RecordState?
@@ -99,7 +118,7 @@ extension ConcordStore {
 
     /// Stages 1 and 2: reads and checks every operation, keeping them all in the order read and
     /// those the store does not hold in record order too.
-    private func readAndSort(_ read: (_ each: (Op) throws -> Void) throws -> Void, sortRun: Int) throws -> OperationSorter.Finished {
+    func readAndSort(_ read: (_ each: (Op) throws -> Void) throws -> Void, sortRun: Int) throws -> OperationSorter.Finished {
         let (held, aboveGaps) = try guarded { try connection.read { db in try (ReplicaDirectory(db).versionVector, Self.heldAboveGaps(db)) } }
         var sorter = OperationSorter(spillPath: spillPath(), runOperations: sortRun)
         // Operations come in runs of one author: look its seq up once per run.
@@ -136,11 +155,13 @@ extension ConcordStore {
     }
 
     /// Stage 3 for one operation: appends it to the log, or compares it with the one held under
-    /// its id. Returns whether it is held although it was counted new when it was read.
+    /// its id. Returns whether it is held although it was counted new when it was read, or the
+    /// other way round.
     private static func log(_ operation: KeptOperation, _ context: inout WriteContext, _ report: inout MergeReport) throws -> Bool {
         guard try context.isHeld(operation.id) else {
             try context.append(kept: operation)
-            return false
+            // Not sorted, it is applied from the log.
+            return !operation.sorted
         }
         guard try context.holdsSame(operation) else { throw clash(operation.id) }
         report.duplicates += 1

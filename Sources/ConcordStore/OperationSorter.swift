@@ -44,6 +44,8 @@ struct OperationSorter {
     /// The runs written so far: byte ranges of `file`, as added and sorted.
     private var runs: [(added: Range<Int64>, sorted: Range<Int64>)] = []
     private var file: SpillFile?
+    /// The bytes written to `file` so far.
+    private var fileSize: Int64 = 0
     /// How many operations were added, and how many of them are to be sorted.
     private(set) var count = 0
     private(set) var sortedCount = 0
@@ -98,25 +100,32 @@ struct OperationSorter {
     private mutating func spill() throws {
         guard inRun > 0 else { return }
         if file == nil { file = try SpillFile(path: spillPath) }
-        let file = file!
-        let added = try file.append(buffer.bytes)
+        let added = try appendToFile(buffer.bytes)
         entries.sort(by: Entry.precedes)
-        let sorted = file.size
+        let sorted = fileSize
         var out = ByteWriter(capacity: 1 << 20)
         try buffer.bytes.withUnsafeBufferPointer { bytes in
             for entry in entries {
                 out.bytes(UnsafeBufferPointer(rebasing: bytes[Int(entry.offset)..<Int(entry.offset + entry.length)]))
                 if out.bytes.count >= 1 << 20 {
-                    _ = try file.append(out.bytes)
+                    _ = try appendToFile(out.bytes)
                     out.removeAll()
                 }
             }
         }
-        _ = try file.append(out.bytes)
-        runs.append((added..<sorted, sorted..<file.size))
+        _ = try appendToFile(out.bytes)
+        runs.append((added..<sorted, sorted..<fileSize))
         entries.removeAll(keepingCapacity: true)
         buffer.removeAll()
         inRun = 0
+    }
+
+    /// Appends `bytes` to the file and returns the offset they start at.
+    private mutating func appendToFile(_ bytes: [UInt8]) throws -> Int64 {
+        let start = fileSize
+        try file!.write(bytes, at: start)
+        fileSize += Int64(bytes.count)
+        return start
     }
 
     /// Ends adding: the operations can now be read in both orders, each as often as needed.
@@ -131,8 +140,8 @@ struct OperationSorter {
         return Finished(count: count, sortedCount: sortedCount, authors: authors, memory: nil, file: file, runs: runs)
     }
 
-    /// The operations added, ready to be read.
-    struct Finished {
+    /// The operations added, ready to be read, on any thread.
+    struct Finished: Sendable {
         /// How many were added, and how many of them to be sorted.
         let count: Int
         let sortedCount: Int
@@ -353,11 +362,11 @@ struct KeptOperation {
     let range: Range<Int>
 }
 
-/// A temporary file that no directory lists: unlinked once opened, gone when closed.
-final class SpillFile {
+/// A temporary file that no directory lists: unlinked once opened, gone when closed. It holds
+/// nothing but its descriptor (its writer counts what it wrote), so a sorter's finished runs may
+/// be read on another thread.
+final class SpillFile: Sendable {
     private let descriptor: Int32
-    /// The bytes written so far.
-    private(set) var size: Int64 = 0
 
     /// Creates the file at `path` (which must not exist) and unlinks it.
     init(path: String) throws {
@@ -370,9 +379,8 @@ final class SpillFile {
 
     deinit { close(descriptor) }
 
-    /// Appends `bytes` and returns the offset they start at.
-    func append(_ bytes: [UInt8]) throws -> Int64 {
-        let start = size
+    /// Writes `bytes` at `start`.
+    func write(_ bytes: [UInt8], at start: Int64) throws {
         try bytes.withUnsafeBytes { raw in
             var done = 0
             while done < raw.count {
@@ -384,8 +392,6 @@ final class SpillFile {
                 done += written
             }
         }
-        size += Int64(bytes.count)
-        return start
     }
 
     /// Reads `count` bytes at `offset` onto the end of `buffer`.

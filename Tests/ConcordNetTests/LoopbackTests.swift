@@ -126,6 +126,40 @@ import Testing
         #expect(try a.dump() == (try b.dump()))
     }
 
+    /// Two stores that hold different operations under one replica id (from two copies of a
+    /// store, SPEC.md §9.1) clash at the first batch, which carries the last shared operation:
+    /// nothing of the session is applied, neither that batch nor any merged after it, though the
+    /// next may already be prepared and waiting when the clash is found.
+    @Test func aClashStopsEveryMergeAfterIt() throws {
+        let directory = try TemporaryDirectory()
+        let key = SyncKey.generate()
+        let original = try Node(in: directory, "original", seed: 9)
+        let copy = try Node(in: directory, "copy", seed: 9)  // the same replica id
+        try original.addReminders(1, label: "original")
+        try copy.addReminders(1, label: "copy")
+        let a = try Node(in: directory, "a", seed: 1, key: key)
+        let b = try Node(in: directory, "b", seed: 2, key: key)
+        try a.store.merge(try original.store.allOperations())
+        try b.store.merge(try copy.store.allOperations())
+        try b.addReminders(12_000, label: "B")  // three batches or more after the clashing one
+        var configuration = quickConfiguration(idle: .seconds(10))
+        configuration.batchesPerApply = 1
+        let server = try TestServer(a, configuration: configuration)
+        defer { server.stop() }
+        let before = try a.dump()
+        let operationsBefore = a.operationCount
+
+        // Each side finds the clash in what the other sent, or hears of it from the other first.
+        let record = try b.sync(with: server.address)
+        #expect([.clash, .peerError].contains(record.failure?.code), "\(record.logLine)")
+        let logged = try #require(server.waitForRecords(1).first)
+        #expect([.clash, .peerError].contains(logged.failure?.code), "\(logged.logLine)")
+        #expect(logged.newOperations == 0)
+        #expect(a.operationCount == operationsBefore)
+        #expect(try a.dump() == before)
+        #expect(try a.store.verify().isSound)
+    }
+
     @Test func manyClientsAgainstOneServerAtOnce() throws {
         let directory = try TemporaryDirectory()
         let key = SyncKey.generate()

@@ -10,12 +10,14 @@ import Testing
     @discardableResult
     static func sync(
         client clientOperations: [Op], server serverOperations: [Op], chunk: Int = .max, driverChunk: Int = 1000,
-        batchesPerApply: Int = 1, mergesLater: Bool = false, seeds: (UInt64, UInt64) = (10, 20)
+        batchesPerApply: Int = 1, mergesLater: Bool = false, appliesInFlight: Int = 1, seeds: (UInt64, UInt64) = (10, 20)
     ) -> (client: TestPeer, server: TestPeer) {
         var client = TestPeer(
-            role: .client, replica: replicaA, operations: clientOperations, batchesPerApply: batchesPerApply, random: seeded(seeds.0))
+            role: .client, replica: replicaA, operations: clientOperations, batchesPerApply: batchesPerApply,
+            appliesInFlight: appliesInFlight, random: seeded(seeds.0))
         var server = TestPeer(
-            role: .server, replica: replicaB, operations: serverOperations, batchesPerApply: batchesPerApply, random: seeded(seeds.1))
+            role: .server, replica: replicaB, operations: serverOperations, batchesPerApply: batchesPerApply,
+            appliesInFlight: appliesInFlight, random: seeded(seeds.1))
         client.chunk = driverChunk
         server.chunk = driverChunk
         client.mergesLater = mergesLater
@@ -160,14 +162,16 @@ import Testing
         #expect(lastApply != nil && lastSend != nil && lastApply! < lastSend!)
     }
 
-    /// A driver that merges on another thread, decoding ahead meanwhile (`readAhead()`), gets
-    /// the same applies in the same order, however the bytes are cut, and the ack still comes
-    /// after the last of them has committed.
-    @Test(arguments: [(1, Int.max), (2, Int.max), (8, Int.max), (8, 4096), (3, 1)])
-    func mergingWhileTheNextBatchesAreDecodedChangesNothing(batchesPerApply: Int, chunk: Int) {
+    /// A driver that merges on another thread, decoding ahead meanwhile (`readAhead()`), with one
+    /// or two merges out at once, gets the same operations applied in the same order, however the
+    /// bytes are cut, and the ack still comes after the last of them has committed.
+    @Test(arguments: [1, 2], [(1, Int.max), (2, Int.max), (8, Int.max), (8, 4096), (3, 1)])
+    func mergingWhileTheNextBatchesAreDecodedChangesNothing(appliesInFlight: Int, cut: (batchesPerApply: Int, chunk: Int)) {
+        let (batchesPerApply, chunk) = cut
         let ops = operations(by: replicaA, seqs: 1...40_000)
         let (_, inTurn) = Self.sync(client: ops, server: [], chunk: chunk, batchesPerApply: batchesPerApply)
-        let (_, later) = Self.sync(client: ops, server: [], chunk: chunk, batchesPerApply: batchesPerApply, mergesLater: true)
+        let (_, later) = Self.sync(
+            client: ops, server: [], chunk: chunk, batchesPerApply: batchesPerApply, mergesLater: true, appliesInFlight: appliesInFlight)
         // The same operations in the same order; the groups may be larger (more arrives while a
         // merge is under way), never past the bounds.
         let sameOrder = later.appliedBatches.joined().map(\.id) == inTurn.appliedBatches.joined().map(\.id)
@@ -180,13 +184,42 @@ import Testing
         #expect(lastApply != nil && lastSend != nil && lastApply! < lastSend!)
     }
 
+    /// With two merges allowed out, a complete group goes out while one is under way; a group that
+    /// may still grow waits for the store to be free.
+    @Test func aSecondMergeGoesOutOnlyWhenItsBatchesAreComplete() throws {
+        var client = TestPeer(role: .client, replica: replicaA, operations: operations(by: replicaA, seqs: 1...40_000), random: seeded(10))
+        var server = TestPeer(role: .server, replica: replicaB, batchesPerApply: 2, appliesInFlight: 2, random: seeded(20))
+        server.mergesLater = true
+        client.start()
+        server.start()
+        server.receive(client.takeOutbox())  // hello
+        client.receive(server.takeOutbox())  // server hello → proof and versions
+        server.receive(client.takeOutbox())  // → versions
+        client.receive(server.takeOutbox())  // → batches and done
+        // The client's ack of the server's nothing, its three batches, and its done.
+        let frames = try frames(client.takeOutbox())
+        #expect(frames.count == 1 + 3 + 1)
+        server.receive(frames[0...1].flatMap { Frame.encode($0) })  // the ack, batch 1: the store is free
+        #expect(server.mergesUnderWay.map(\.count) == [16_384])
+        server.receive(Frame.encode(frames[2]))  // batch 2 may yet be joined by batch 3
+        #expect(server.mergesUnderWay.map(\.count) == [16_384])
+        server.receive(Frame.encode(frames[3]))  // batches 2 and 3: complete
+        #expect(server.mergesUnderWay.map(\.count) == [16_384, 23_616])
+        server.receive(Frame.encode(frames[4]))  // done: waits for both to commit
+        #expect(server.finished == nil && server.outbox.isEmpty)
+        pump(&client, &server)
+        #expect(server.finished?.operationsReceived == 40_000)
+        #expect(client.finished?.operationsSent == 40_000)
+        #expect(server.appliedBatches.map(\.count) == [16_384, 23_616])
+    }
+
     /// Both sides sending at once, each merging later: both converge.
     @Test(arguments: [1, 1000, Int.max])
     func bothSidesMergingLaterConverge(chunk: Int) {
         Self.sync(
             client: operations(by: replicaA, seqs: 1...20_000) + operations(by: replicaC, seqs: 1...50),
             server: operations(by: replicaB, seqs: 1...30_000) + operations(by: replicaC, seqs: 1...70),
-            chunk: chunk, batchesPerApply: 2, mergesLater: true)
+            chunk: chunk, batchesPerApply: 2, mergesLater: true, appliesInFlight: 2)
     }
 
     /// No `.apply` holds more raw operations than the largest single batch may (4 MiB): batches of

@@ -66,7 +66,7 @@ import Testing
         var damaged = serverFrames[2]
         damaged[damaged.count / 2] ^= 0x01
         client.receive(Frame.encode(serverFrames[0]) + Frame.encode(serverFrames[1]) + Frame.encode(damaged) + Frame.encode(serverFrames[3]))
-        #expect(client.mergeUnderWay?.count == PeerProtocol.maxBatchOperations)
+        #expect(client.mergesUnderWay.map(\.count) == [PeerProtocol.maxBatchOperations])
         #expect(client.failure == Self.authenticationFailure)
         // The merge under way may still commit (what it holds arrived whole); nothing more is handed out.
         let merged = client.finishMerge()
@@ -84,7 +84,7 @@ import Testing
         _ = server.takeOutbox()  // the frames above, still in the copy returned
         client.mergesLater = true
         client.receive(serverFrames.flatMap { Frame.encode($0) })
-        #expect(client.mergeUnderWay?.count == 100)
+        #expect(client.mergesUnderWay.map(\.count) == [100])
         server.receive(client.takeOutbox())
         #expect(server.finished == nil && server.failure == nil)
         let merged = client.finishMerge()
@@ -94,6 +94,25 @@ import Testing
         client.receive(server.takeOutbox())
         #expect(client.failure == nil)
         #expect(client.finished?.operationsReceived == 100)
+    }
+
+    /// The connection closes while a merge is out: the session ends once that merge has
+    /// committed and what arrived whole has been handled (the peer's `error`, which says why it
+    /// closed); only bytes of a frame cut short make it a truncation.
+    @Test(arguments: [false, true])
+    func aCloseDuringAMergeIsHandledAfterIt(cutShort: Bool) throws {
+        var hostile = try HostileClient()
+        var encoder = OperationsBlock.Encoder()
+        operations(by: replicaA, seqs: 1...3).forEach { encoder.append($0) }
+        var bytes = hostile.seal(HostileClient.versions(replicaA)) + hostile.seal(PeerMessage.encodeBatch(raw: encoder.finish()))
+            + hostile.seal(PeerMessage.encodeError("shutting down"))
+        if cutShort { bytes.removeLast(5) }
+        #expect(hostile.server.receive(bytes).filter(\.isApply).count == 1)
+        #expect(hostile.server.connectionClosed() == [])
+        let failure = cutShort
+            ? ConcordError(.truncated, "the connection ended in the middle of a frame")
+            : ConcordError(.peerError, "the peer ended the session: shutting down")
+        #expect(hostile.server.batchApplied().last == .failed(failure))
     }
 
     @Test func aReplayedFrameFailsAuthentication() throws {

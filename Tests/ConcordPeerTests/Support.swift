@@ -130,16 +130,21 @@ struct TestPeer {
     /// Makes applying a batch fail with this failure, as a store's merge may.
     var refuseBatch: (([Op]) -> ConcordError?)?
     /// Whether an `.apply` is merged later, as a transport that merges on another thread does:
-    /// the driver calls `readAhead()` and goes on receiving, and `finishMerge()` commits it.
+    /// the driver calls `readAhead()` and goes on receiving, and `finishMerge()` commits the first
+    /// under way.
     var mergesLater = false
-    /// The `.apply` handed out and not yet merged, when `mergesLater`.
-    var mergeUnderWay: [Op]?
+    /// The `.apply` handed out and not yet merged, in order, when `mergesLater`.
+    var mergesUnderWay: [[Op]] = []
 
-    init(role: PeerRole, key: SyncKey = keyA, replica: ReplicaID, operations: [Op] = [], batchesPerApply: Int = 1, random: RandomBytes) {
+    init(
+        role: PeerRole, key: SyncKey = keyA, replica: ReplicaID, operations: [Op] = [], batchesPerApply: Int = 1,
+        appliesInFlight: Int = 1, random: RandomBytes
+    ) {
         let store = OperationSet(operations)
         self.store = store
         session = PeerSession(
-            role: role, key: key, localReplica: replica, localVersions: store.versions, batchesPerApply: batchesPerApply, random: random)
+            role: role, key: key, localReplica: replica, localVersions: store.versions, batchesPerApply: batchesPerApply,
+            appliesInFlight: appliesInFlight, random: random)
     }
 
     var hasEnded: Bool { finished != nil || failure != nil }
@@ -153,7 +158,7 @@ struct TestPeer {
                 sent += bytes
             case .apply(let batch):
                 if mergesLater {
-                    mergeUnderWay = batch
+                    mergesUnderWay.append(batch)
                     perform(session.readAhead())
                 } else if !merge(batch) {
                     return
@@ -191,11 +196,11 @@ struct TestPeer {
         return true
     }
 
-    /// Merges the `.apply` under way, if there is one (`mergesLater`); `false` if there is none.
+    /// Merges the first `.apply` under way, if there is one (`mergesLater`); `false` if there is
+    /// none.
     mutating func finishMerge() -> Bool {
-        guard let batch = mergeUnderWay else { return false }
-        mergeUnderWay = nil
-        _ = merge(batch)
+        guard !mergesUnderWay.isEmpty else { return false }
+        _ = merge(mergesUnderWay.removeFirst())
         return true
     }
 
