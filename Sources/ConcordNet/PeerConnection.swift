@@ -24,9 +24,10 @@ import NIOPosix
 ///   batches meanwhile is never blocked by it) and hands over chunks of a few thousand operations,
 ///   at most two waiting; the worker seals them while less than `outboundBufferBytes` wait to be
 ///   written. Memory stays bounded whatever the size of the log.
-/// - **Inbound flow control.** The channel stops reading while more than `inboundBufferBytes`
-///   wait for the worker (a batch being applied), and reading and sending never wait for each
-///   other, so two peers that stream at once cannot deadlock.
+/// - **Inbound flow control.** What arrives waits in the inbox while the session waits for its
+///   merges (`waitsForMerges`), and the channel stops reading while more than
+///   `inboundBufferBytes` wait; reading and sending never wait for each other, so two peers that
+///   stream at once cannot deadlock.
 /// - **Bounds.** The handshake timeout and the idle timeout end the session; after a failure the
 ///   side flushes its last words (an `error`), closes its output, drops what still arrives for a
 ///   moment, and closes.
@@ -43,7 +44,7 @@ final class PeerConnection: @unchecked Sendable {
     /// Where `.apply` merges run, so that the worker decodes and sorts the next ones meanwhile.
     private let applier: DispatchQueue
     /// How many `.apply` may be out at once: one merging, the next one prepared and waiting.
-    private static let appliesInFlight = 2
+    private static let maxAppliesInFlight = 2
     private let clock: any PeerClock
     private let started: NIODeadline
     private let outcome: EventLoopPromise<PeerSessionRecord>
@@ -65,6 +66,8 @@ final class PeerConnection: @unchecked Sendable {
     private var feed: OperationFeed?
     private var streaming = false
     private var ended = false
+    /// The channel has closed: the session hears of it once the inbox is empty (`takeInbox`).
+    private var inputClosed = false
     /// Merges handed to `applier` and not yet finished.
     private var mergesUnderWay = 0
     /// A read-only store object of the same file, on which merges are prepared (opened at the
@@ -87,8 +90,9 @@ final class PeerConnection: @unchecked Sendable {
     private var outboundPending = 0
     private var inboundPending = 0
     /// Bytes received and not yet handed to the session, and whether the worker will take them.
-    /// The worker takes all that came while it was busy (applying a batch) at once, so that the
-    /// session may apply the batches among them together (`batchesPerApply`).
+    /// The worker takes all that came at once, so that the session may merge the batches among
+    /// them together (`batchesPerApply`), and leaves them here while the session waits for its
+    /// merges (`waitsForMerges`), so that they count in `inboundPending`.
     private var inbox: [UInt8] = []
     private var inboxTaken = true
     private var pumpWaitsForWrites = false
@@ -155,7 +159,7 @@ final class PeerConnection: @unchecked Sendable {
             self.key = key
             session = PeerSession(
                 role: role, key: key, localReplica: store.replicaID, localVersions: versions,
-                batchesPerApply: configuration.batchesPerApply, appliesInFlight: Self.appliesInFlight,
+                batchesPerApply: configuration.batchesPerApply, maxAppliesInFlight: Self.maxAppliesInFlight,
                 describeError: configuration.describeError)
             perform(session!.start())
         }
@@ -190,8 +194,13 @@ final class PeerConnection: @unchecked Sendable {
         if wakeWorker { worker.async { self.takeInbox() } }
     }
 
-    /// Hands the session everything received so far. On the worker.
+    /// Hands the session everything received so far, unless it waits for its merges (a merge
+    /// that finishes takes the inbox then, `applied`). On the worker.
     private func takeInbox() {
+        if !ended, session?.waitsForMerges == true {
+            lock.withLock { inboxTaken = true }
+            return
+        }
         let bytes = lock.withLock {
             inboxTaken = true
             let bytes = inbox
@@ -199,11 +208,12 @@ final class PeerConnection: @unchecked Sendable {
             return bytes
         }
         if !ended, !bytes.isEmpty { perform(session?.receive(bytes) ?? []) }
-        let resume = lock.withLock {
+        let (resume, drained) = lock.withLock {
             inboundPending -= bytes.count
-            return readingPausedShared && !channelGone && inboundPending <= configuration.inboundBufferBytes / 2
+            return (readingPausedShared && !channelGone && inboundPending <= configuration.inboundBufferBytes / 2, inbox.isEmpty)
         }
         if resume { channel.eventLoop.execute { self.updateReading() } }
+        if inputClosed, drained, !ended { perform(session?.connectionClosed() ?? []) }
     }
 
     /// Stops reading while too much waits for the worker; reads again once it has caught up.
@@ -228,8 +238,13 @@ final class PeerConnection: @unchecked Sendable {
         idleTimer?.cancel()
         idleTimer = nil
         worker.async { [self] in
-            if !ended { perform(session?.connectionClosed() ?? []) }
+            // Nothing more can be sent; the session may still wait for its merges to end, and
+            // hears of the close once it has had every byte that arrived (the peer's last words).
+            streaming = false
             feed?.cancel()
+            feed = nil
+            inputClosed = true
+            takeInbox()
         }
     }
 
@@ -318,8 +333,9 @@ final class PeerConnection: @unchecked Sendable {
     }
 
     /// The store object that prepares merges: a read-only one of the same file, or the store
-    /// itself if it is in memory or the other cannot be opened (it then waits for the merge
-    /// before, and is as correct).
+    /// itself if it is in memory or the other cannot be opened (its reads then go between the
+    /// transactions of the merge before; an operation read as held, or not, before that merge
+    /// commits is still merged right, SPEC.md §5.6 "Operations held after all").
     private func preparingStore() -> ConcordStore {
         if let preparer { return preparer }
         let opened = store.path == ":memory:"
@@ -356,8 +372,10 @@ final class PeerConnection: @unchecked Sendable {
             end(ConcordError(.local, "dropped the connection after \(applies) applies (test)"), flush: false)
             return
         }
-        // The batches have committed: the session reads on (an ack may follow).
+        // The batches have committed: the session reads on (an ack may follow), and takes what
+        // waited in the inbox meanwhile.
         perform(session?.batchApplied() ?? [])
+        if !ended { takeInbox() }
     }
 
     private func write(_ bytes: [UInt8]) {

@@ -56,7 +56,7 @@ package enum PeerAction: Hashable, Sendable {
     /// returns. They are one batch, or several received one after the other (`batchesPerApply`).
     /// Merges are committed in the order handed out, each confirmed in turn. If one fails, call
     /// `abort(_:)` instead and carry out what that returns. Until it is confirmed the session
-    /// hands out at most `appliesInFlight` `.apply` in all and answers nothing that arrived after
+    /// hands out at most `maxAppliesInFlight` `.apply` in all and answers nothing that arrived after
     /// the batches: it goes on opening and decoding the batches that follow (`receive`,
     /// `readAhead()`), up to the next `.apply`'s worth, and keeps the first message of another
     /// kind for later. No frame (an `ack`) is sealed in answer to the peer before the batches have
@@ -77,7 +77,9 @@ package enum PeerAction: Hashable, Sendable {
     /// acknowledged receiving it. Flush what was sent, then close the connection.
     case finished(PeerSummary)
     /// The session has ended in failure: flush what was sent (an `error` for the peer may be
-    /// among it), then close the connection. Nothing more is to be applied.
+    /// among it), then close the connection. Nothing more is handed out to be applied (merges
+    /// already handed out may still commit, `apply`; a transport stops those queued after one
+    /// that failed).
     case failed(ConcordError)
 }
 
@@ -129,7 +131,7 @@ package enum PeerAction: Hashable, Sendable {
 /// session with `abort(_:)`; meanwhile it decodes the next `.apply`'s batches.
 /// Carrying out each list in order, one call at a time, does all this. A driver that merges on
 /// another thread hands the merge over, calls `readAhead()` (the next batches are decoded while
-/// the merge runs, and the next `.apply` may come out if `appliesInFlight` allows), and goes on
+/// the merge runs, and the next `.apply` may come out if `maxAppliesInFlight` allows), and goes on
 /// calling `receive` and sending meanwhile, one call at a time.
 /// Sending and receiving are independent: a transport keeps feeding received bytes while it
 /// streams operations (the session being a value it guards: one call at a time). It must not
@@ -222,7 +224,7 @@ package struct PeerSession: Sendable {
     ///     at most 4 MiB (what the largest single batch may hold). A value below one counts as
     ///     one. Each `.apply` is a transaction and a sync to disk: a transport that receives
     ///     faster than its store commits applies fewer, larger ones. One by default.
-    ///   - appliesInFlight: how many `.apply` may be out, not yet confirmed by `batchApplied()`:
+    ///   - maxAppliesInFlight: how many `.apply` may be out, not yet confirmed by `batchApplied()`:
     ///     a transport that prepares a merge (reads and sorts its operations) while the one
     ///     before it writes takes two. A value below one counts as one. One by default.
     ///   - random: where the handshake's nonce comes from: the system CSPRNG, unless a test
@@ -232,11 +234,11 @@ package struct PeerSession: Sendable {
     ///     the failure's `message`; an app may add its own advice (`syncctl` names its commands).
     package init(
         role: PeerRole, key: SyncKey, localReplica: ReplicaID, localVersions: VersionVector,
-        batchesPerApply: Int = 1, appliesInFlight: Int = 1, random: RandomBytes = .system,
+        batchesPerApply: Int = 1, maxAppliesInFlight: Int = 1, random: RandomBytes = .system,
         describeError: @escaping @Sendable (ConcordError) -> String = { $0.message }
     ) {
         self.batchesPerApply = max(1, batchesPerApply)
-        maxAppliesInFlight = max(1, appliesInFlight)
+        self.maxAppliesInFlight = max(1, maxAppliesInFlight)
         self.role = role
         self.key = key
         self.localReplica = localReplica
@@ -254,6 +256,14 @@ package struct PeerSession: Sendable {
         case .established, .finished: true
         case .failed, .notStarted, .clientAwaitingServerHello, .serverAwaitingClientHello, .serverAwaitingProof: false
         }
+    }
+
+    /// Whether the session reads nothing more until a merge out is confirmed (`batchApplied()`):
+    /// the batches of the next merge are complete, or a message waits for the merges, while as
+    /// many merges as allowed are out. A transport leaves what arrives unread meanwhile, so that
+    /// its inbound flow control bounds what waits.
+    package var waitsForMerges: Bool {
+        appliesInFlight > 0 && (heldMessage != nil || collectedBatches >= batchesPerApply)
     }
 
     /// Whether the session has ended, finished or failed.
@@ -322,7 +332,7 @@ package struct PeerSession: Sendable {
     }
 
     /// While `.apply` actions are being merged: opens and decodes the batches that follow them,
-    /// and hands out the next `.apply` as soon as its batches are complete if `appliesInFlight`
+    /// and hands out the next `.apply` as soon as its batches are complete if `maxAppliesInFlight`
     /// allows one more, or else keeps it for `batchApplied()` to hand out at once. A transport
     /// that merges on another thread calls it right after handing each merge over. What it opens
     /// that is not a batch waits until every batch before it has committed. A driver that merges
@@ -336,7 +346,7 @@ package struct PeerSession: Sendable {
     /// `.apply` hands out: it ends at `batchesPerApply` batches, before a batch that would take it
     /// past the raw-size bound, at a message of another kind, or where the decoder holds no
     /// further whole frame. While `.apply` actions are out, a complete group goes out too if
-    /// `appliesInFlight` allows, and otherwise (or while it is still growing) waits; a message of
+    /// `maxAppliesInFlight` allows, and otherwise (or while it is still growing) waits; a message of
     /// another kind waits until every batch before it has committed. The loop stops at each
     /// `.apply`, so that a transport starts merging it at once (and calls `readAhead()`).
     private mutating func handleReceived() -> [PeerAction] {
@@ -591,7 +601,8 @@ package struct PeerSession: Sendable {
         let waits =
             if let rawBytes = PeerMessage.declaredRawLength(of: message) {
                 // A batch that would make the group more than the largest batch starts the next.
-                !collected.isEmpty && collectedRawBytes + rawBytes > PeerProtocol.maxBatchBytes
+                // (Compared so that a declared length near the largest integer cannot overflow.)
+                !collected.isEmpty && rawBytes > PeerProtocol.maxBatchBytes - collectedRawBytes
             } else {
                 // Whatever follows batches waits until they have committed (an ack among them).
                 !collected.isEmpty || appliesInFlight > 0

@@ -115,6 +115,40 @@ import Testing
         #expect(hostile.server.batchApplied().last == .failed(failure))
     }
 
+    /// A batch that declares a raw length near the largest integer, after a batch waiting to be
+    /// merged, is refused without a trap (the size bound is compared without overflowing).
+    @Test func aHugeDeclaredLengthAfterABatchIsRefused() throws {
+        var hostile = try HostileClient(batchesPerApply: 8)
+        var encoder = OperationsBlock.Encoder()
+        operations(by: replicaA, seqs: 1...3).forEach { encoder.append($0) }
+        var bogus = ByteWriter()
+        bogus.byte(2)
+        bogus.varint(UInt64.max - 7)
+        bogus.bytes([1, 2, 3])
+        let bytes = hostile.seal(HostileClient.versions(replicaA)) + hostile.seal(PeerMessage.encodeBatch(raw: encoder.finish()))
+            + hostile.seal(bogus.bytes)
+        var actions = hostile.server.receive(bytes)
+        #expect(actions.filter(\.isApply).count == 1)
+        actions = hostile.server.batchApplied()
+        #expect(actions.last.map { if case .failed(let failure) = $0 { failure.code == .protocolViolation } else { false } } == true, "\(actions)")
+    }
+
+    /// While as many merges as allowed are out and the next one's batches are complete, the
+    /// session reads nothing more (`waitsForMerges`): a transport leaves what arrives unread.
+    @Test func aSessionWithItsMergesOutWaits() throws {
+        var (client, _, serverFrames) = try Self.established()
+        client.mergesLater = true
+        #expect(!client.session.waitsForMerges)
+        client.receive(serverFrames.flatMap { Frame.encode($0) })
+        #expect(client.mergesUnderWay.count == 1)
+        #expect(client.session.waitsForMerges)
+        _ = client.finishMerge()
+        #expect(client.mergesUnderWay.count == 1)
+        _ = client.finishMerge()
+        _ = client.finishMerge()
+        #expect(!client.session.waitsForMerges)
+    }
+
     @Test func aReplayedFrameFailsAuthentication() throws {
         var (client, _, serverFrames) = try Self.established()
         Self.deliverFirstBatch(to: &client, serverFrames)

@@ -144,7 +144,7 @@ struct TestPeer {
         self.store = store
         session = PeerSession(
             role: role, key: key, localReplica: replica, localVersions: store.versions, batchesPerApply: batchesPerApply,
-            appliesInFlight: appliesInFlight, random: random)
+            maxAppliesInFlight: appliesInFlight, random: random)
     }
 
     var hasEnded: Bool { finished != nil || failure != nil }
@@ -287,9 +287,9 @@ struct HostileClient {
     var server: PeerSession
 
     /// Connects to a fresh server session holding `keyA` and completes the handshake.
-    init(serverReplica: ReplicaID = replicaB, serverOperations: [Op] = []) throws {
+    init(serverReplica: ReplicaID = replicaB, serverOperations: [Op] = [], batchesPerApply: Int = 1) throws {
         server = PeerSession(role: .server, key: keyA, localReplica: serverReplica,
-                             localVersions: OperationSet(serverOperations).versions, random: seeded(77))
+                             localVersions: OperationSet(serverOperations).versions, batchesPerApply: batchesPerApply, random: seeded(77))
         #expect(server.start().isEmpty)
         let clientNonce = [UInt8](repeating: 0x5A, count: 32)
         let hello = Handshake.header(.clientHello) + clientNonce
