@@ -72,6 +72,21 @@ public struct SeqRanges: Hashable, Sendable {
         ranges[replica] = list.isEmpty ? nil : list
     }
 
+    /// Removes every seq of `range` for `replica`.
+    public mutating func remove(_ range: ClosedRange<UInt64>, of replica: ReplicaID) {
+        guard let list = ranges[replica] else { return }
+        var kept: [ClosedRange<UInt64>] = []
+        for held in list {
+            if held.upperBound < range.lowerBound || held.lowerBound > range.upperBound {
+                kept.append(held)
+                continue
+            }
+            if held.lowerBound < range.lowerBound { kept.append(held.lowerBound...(range.lowerBound - 1)) }
+            if held.upperBound > range.upperBound { kept.append((range.upperBound + 1)...held.upperBound) }
+        }
+        ranges[replica] = kept.isEmpty ? nil : kept
+    }
+
     /// Whether the set holds `id`, by binary search of its author's ranges.
     public func contains(_ id: OperationID) -> Bool {
         guard let list = ranges[id.replica] else { return false }

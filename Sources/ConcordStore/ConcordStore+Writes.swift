@@ -8,7 +8,7 @@ extension ConcordStore {
     @discardableResult
     public func perform(_ changes: [(RecordRef, Change)]) throws(ConcordError) -> [Op] {
         let now = environment.wallClock()
-        let (operations, touched) = try guarded {
+        let operations = try guarded {
             try write { db in
                 try prepareWrite(db)
                 var context = try WriteContext(db, localReplica: replicaID)
@@ -24,10 +24,10 @@ extension ConcordStore {
                     }
                 }
                 try context.flush()
-                return (made, Set(context.touched))
+                return made
             }
         }
-        notify(StoreChange(origin: .local, records: touched))
+        if !operations.isEmpty { committed() }
         return operations
     }
 

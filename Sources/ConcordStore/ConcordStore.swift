@@ -23,7 +23,8 @@ public final class ConcordStore: Sendable {
     public let environment: StoreEnvironment
     /// Where the async forms run this store's calls, one after the other (`ConcordStore+Async.swift`).
     let asyncCalls = DispatchQueue(label: "concord.store")
-    let observers = LockedState<(next: Int, continuations: [Int: AsyncStream<StoreChange>.Continuation])>((0, [:]))
+    /// The streams of `changes()`, and the observer that feeds them while there are any.
+    let observers = LockedState<(next: Int, continuations: [Int: AsyncStream<StoreChange>.Continuation], observer: StoreObserver?)>((0, [:], nil))
     /// Where the file was when the store was last written, if that is not where it is now: the
     /// store was copied, and refuses writes (SPEC.md §9.1).
     public let copiedFrom: String?
@@ -390,42 +391,67 @@ public final class ConcordStore: Sendable {
 
     // MARK: Observing
 
-    /// A stream of the changes committed through this store object, local or merged.
+    /// A stream of the changes committed to the store's file from now on, by this store object or
+    /// any other connection or process (an app's widget, `syncctl`, `serve`), each within a few
+    /// milliseconds of its commit (SPEC.md §7, "Observing changes"). One change may stand for
+    /// several commits; none is missed or reported twice. Operations that a merge has logged are
+    /// reported once they are applied to their records, so a read after a change sees them.
+    /// Iterate it in a task; cancelling the task, or dropping the stream, ends it. If the store
+    /// cannot be read to start observing it, the stream ends at once.
     public func changes() -> AsyncStream<StoreChange> {
-        let (stream, continuation) = AsyncStream<StoreChange>.makeStream()
-        let key = observers.withLock { state in
+        let (stream, continuation) = AsyncStream<StoreChange>.makeStream(bufferingPolicy: .unbounded)
+        let key: Int? = observers.withLock { state in
+            if state.observer == nil {
+                state.observer = try? StoreObserver(self) { [weak self] change in self?.deliver(change) }
+            }
+            guard state.observer != nil else { return nil }
             state.next += 1
             state.continuations[state.next] = continuation
             return state.next
         }
+        guard let key else {
+            continuation.finish()
+            return stream
+        }
         continuation.onTermination = { [weak self] _ in
-            _ = self?.observers.withLock { $0.continuations.removeValue(forKey: key) }
+            self?.observers.withLock { state in
+                state.continuations.removeValue(forKey: key)
+                if state.continuations.isEmpty {
+                    state.observer?.stop()
+                    state.observer = nil
+                }
+            }
         }
         return stream
     }
 
-    /// Whether anything observes the store's changes now.
-    var isObserved: Bool { observers.withLock { !$0.continuations.isEmpty } }
+    /// This store object has committed a transaction: its observer, if it has one, looks now
+    /// (rather than when the bell's notification arrives).
+    func committed() {
+        observers.withLock { $0.observer }?.wake()
+    }
 
-    func notify(_ change: StoreChange) {
-        guard !change.records.isEmpty else { return }
+    private func deliver(_ change: StoreChange) {
         for continuation in observers.withLock({ Array($0.continuations.values) }) { continuation.yield(change) }
     }
 }
 
-/// What one committed write changed.
+/// What one or more commits to a store changed (`ConcordStore.changes()`).
 public struct StoreChange: Hashable, Sendable {
-    /// Where a change came from.
+    /// Where a change's operations came from.
     public enum Origin: Hashable, Sendable {
-        /// A write of this store object.
+        /// Every one was written on this replica (by this store object or another process that
+        /// writes the same store).
         case local
-        /// A merge of operations from elsewhere: a bundle, a folder, a peer, another store.
+        /// Every one was merged from other replicas: a bundle, a folder, a peer, another store.
         case merge
+        /// Some of each (commits of both kinds, reported together).
+        case mixed
     }
 
-    /// Where the change came from.
+    /// Where the change's operations came from.
     public var origin: Origin
-    /// The records the write changed.
+    /// The records they changed.
     public var records: Set<RecordRef>
 
     /// A change of `records` from `origin`.

@@ -4,8 +4,9 @@ import GRDB
 
 /// The one way operations from elsewhere enter a store: bundles, other stores, peer batches,
 /// shared folders and operations in memory all come through
-/// `merge(bounds:checking:afterEachBatch:reading:)`
-/// (SPEC.md §5.6). Its stages:
+/// `merge(bounds:checking:afterEachBatch:reading:)`, or through `merge(sorted:…)` when its first
+/// two stages were done ahead (`prepareMerge(_:)`, a peer session's next merge) (SPEC.md §5.6).
+/// Its stages:
 ///
 /// 1. **Read and validate**: every operation of the input is checked (§4.3) and kept, before
 ///    anything is written; so invalid or unreadable input applies nothing.
@@ -139,7 +140,7 @@ extension ConcordStore {
 
     /// The log rows held above a gap of the version vector (operations that arrived out of
     /// order), by author: they are held, though the vector does not cover them. Most often none.
-    private static func heldAboveGaps(_ db: Database) throws -> [ReplicaID: [ClosedRange<UInt64>]] {
+    static func heldAboveGaps(_ db: Database) throws -> [ReplicaID: [ClosedRange<UInt64>]] {
         var ranges: [ReplicaID: [ClosedRange<UInt64>]] = [:]
         let rows = try Row.fetchCursor(db, sql: """
             SELECT replicas.id, log.first_seq, log.last_seq FROM log JOIN replicas ON replicas.idx = log.replica
@@ -233,18 +234,16 @@ extension ConcordStore {
     }
 
     /// One transaction of a merge: checks that the store may be written and `check`, runs `body`
-    /// with a fresh context, writes the context out, and tells the store's observers which
-    /// records it wrote once it has committed.
+    /// with a fresh context, writes the context out, and wakes the store's observer once it has
+    /// committed.
     private func mergeTransaction(
         _ check: (Database) throws -> Void, _ body: (inout WriteContext, inout MergeReport) throws -> Void
     ) throws -> MergeReport {
-        let (report, touched) = try guarded {
+        let report = try guarded {
             try write { db in
                 try prepareWrite(db)
                 try check(db)
                 var context = try WriteContext(db, localReplica: replicaID)
-                // Decided once: an observer that starts meanwhile sees the changes after this one.
-                context.collectsTouched = isObserved
                 var report = MergeReport()
                 try body(&context, &report)
                 try context.flush()
@@ -252,10 +251,10 @@ extension ConcordStore {
                 if report.newOperationCount > 0, context.clock.isFarAhead(ofWallMillis: environment.wallClock()) {
                     report.farFutureTimestamp = context.clock.latest
                 }
-                return (report, context.collectsTouched ? Set(context.touched) : [])
+                return report
             }
         }
-        notify(StoreChange(origin: .merge, records: touched))
+        committed()
         return report
     }
 

@@ -78,12 +78,6 @@ struct WriteContext {
     /// New operations by author, the current author's counted in `currentNew`.
     private var newOperations: [ReplicaID: Int] = [:]
     private var currentNew = 0
-    /// The records written, in the order written (a record written by several flushes is listed
-    /// once per flush). An array: hashing every record of a large merge into a set costs more
-    /// than it is worth when nobody observes the store.
-    private(set) var touched: [RecordRef] = []
-    /// Whether `touched` is kept: when someone reads it (a report or an observer).
-    var collectsTouched = true
     private var statements = RecordStatements()
     /// The log rows written: a merge lists them as pending, since it applies their operations to
     /// their records later, in record order (SPEC.md §5.6).
@@ -337,7 +331,6 @@ struct WriteContext {
                 if absent * 2 >= found {
                     if try RecordRows.save(states[index], as: .insertIfAbsent, db, &directory, &statements) {
                         absent += 1
-                        if collectsTouched { touched.append(states[index].ref) }
                         continue
                     }
                 }
@@ -346,7 +339,6 @@ struct WriteContext {
                     // batch's operations touch.
                     if try RecordRows.patch(states[index], in: table, db, &directory, &statements) {
                         found += 1
-                        if collectsTouched { touched.append(states[index].ref) }
                         continue
                     }
                     rows[index] = .new
@@ -356,7 +348,6 @@ struct WriteContext {
                 if rows[index] == .stored { found += 1 } else { absent += 1 }
             }
             try RecordRows.save(states[index], as: rows[index] == .stored ? .update : .insert, db, &directory, &statements)
-            if collectsTouched { touched.append(states[index].ref) }
         }
         states.removeAll(keepingCapacity: true)
         rows.removeAll(keepingCapacity: true)

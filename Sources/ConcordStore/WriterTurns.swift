@@ -46,12 +46,15 @@ struct WriterTurns: Sendable {
         self.patience = patience
     }
 
-    /// Runs `body` in this writer's turn.
+    /// Runs `body` in this writer's turn, and rings the commit bell once it has returned (its
+    /// transaction has committed), before the turn ends.
     /// - Throws: `TurnTimedOut` when another writer kept the store for longer than `patience`.
     func withTurn<T>(_ body: () throws -> T) throws -> T {
         let descriptor = try take()
         defer { if let descriptor { close(descriptor) } }
-        return try body()
+        let result = try body()
+        if let descriptor { CommitBell.ring(descriptor) }
+        return result
     }
 
     /// Waits for a turn. Returns the descriptor that holds it (closing it ends the turn), or nil
@@ -72,6 +75,14 @@ struct WriterTurns: Sendable {
             }
         }
         return descriptor
+    }
+
+    /// Makes the side file if it is not there (as the first writer would), for an observer to
+    /// watch. Whether it is there now, and what this type makes.
+    func ensureSideFile() -> Bool {
+        guard let descriptor = openSideFile() else { return false }
+        close(descriptor)
+        return true
     }
 
     /// Opens the side file for writing, creating it with the store file's permissions (set with
@@ -99,14 +110,19 @@ struct WriterTurns: Sendable {
         }
     }
 
-    /// Whether the file at `path` is missing, or an empty regular file: the side file holds no
-    /// data. Anything else (another store named `STORE-lock`, say) is left unopened, since closing
-    /// a descriptor of a database this process has open would drop SQLite's locks on it (SPEC.md
-    /// §9, "Touching a store's files"); its store then has no turns.
-    private func isSideFile() -> Bool {
+    /// Whether the file at `path` is missing, or a regular file of at most `CommitBell.fileBytes`
+    /// bytes: the side file holds nothing but the commit bell. Anything else (another store named
+    /// `STORE-lock`, say: a database is never that small) is left unopened, since closing a
+    /// descriptor of a database this process has open would drop SQLite's locks on it (SPEC.md §9,
+    /// "Touching a store's files"); its store then has no turns.
+    func isSideFile() -> Bool {
+        Self.isSideFile(at: path)
+    }
+
+    static func isSideFile(at path: String) -> Bool {
         var status = stat()
         guard lstat(path, &status) == 0 else { return errno == ENOENT }
-        return status.st_mode & S_IFMT == S_IFREG && status.st_size == 0
+        return status.st_mode & S_IFMT == S_IFREG && status.st_size <= CommitBell.fileBytes
     }
 
     /// Whether a writer holds the door: it waits for the store, and goes next. Only a glance (the

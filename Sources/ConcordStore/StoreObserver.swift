@@ -1,0 +1,174 @@
+import ConcordCore
+import Dispatch
+import Foundation
+import GRDB
+
+/// Finds the changes committed to a store file, by this store object or any other connection or
+/// process, for `ConcordStore.changes()` (SPEC.md §7, "Observing changes").
+///
+/// It keeps the operations it has reported (`reported`). When it is woken (the commit bell rang,
+/// this store object committed, or the safety poll found that `PRAGMA data_version` moved), it
+/// reads, through a read-only connection of its own that never waits for a writer, the log rows
+/// that may hold operations it has not reported: for each author, only the rows from its first
+/// unreported seq on (an index range, never the whole log). Their records make one change. Rows
+/// that a merge has logged and not yet applied to their records (`pending_merge`) are left for
+/// later, and reported once the merge has applied them.
+final class StoreObserver: Sendable {
+    private let queue = DispatchQueue(label: "concord.observe")
+    private let replica: ReplicaID
+    private let reader: any DatabaseReader
+    private let closesReader: Bool
+    private let deliver: @Sendable (StoreChange) -> Void
+    private let state: LockedState<State>
+
+    private struct State {
+        /// The operations reported so far, by author.
+        var reported: SeqRanges
+        /// `PRAGMA data_version` at the last look.
+        var dataVersion: Int
+        var watch: CommitBell.Watch?
+        var poll: (any DispatchSourceTimer)?
+        var stopped = false
+    }
+
+    /// How often the observer looks without being woken: a safety net for writers that ring no
+    /// bell, and the only way where the platform cannot watch the bell.
+    static let pollWithBell = DispatchTimeInterval.seconds(1)
+    static let pollWithoutBell = DispatchTimeInterval.milliseconds(100)
+
+    /// Starts observing `store` from what it holds now: what is committed from here on is
+    /// reported, and operations logged but not yet applied once they are.
+    init(_ store: ConcordStore, deliver: @escaping @Sendable (StoreChange) -> Void) throws {
+        replica = store.replicaID
+        self.deliver = deliver
+        if store.path == ":memory:" {
+            (reader, closesReader) = (store.connection, false)
+        } else {
+            (reader, closesReader) = (try DatabaseQueue(path: store.path, configuration: ConcordStore.configuration(readOnly: true)), true)
+        }
+        let (reported, dataVersion) = try reader.read { db in
+            // What the log holds now: up to the vector, and above its gaps; less what waits to be applied.
+            var reported = SeqRanges(upTo: try ReplicaDirectory(db).versionVector)
+            for (author, ranges) in try ConcordStore.heldAboveGaps(db) {
+                for range in ranges { reported.insert(range, of: author) }
+            }
+            for row in try Self.pendingRows(db) { reported.remove(row.seqs, of: row.author) }
+            return (reported, try Self.dataVersion(db))
+        }
+        state = LockedState(State(reported: reported, dataVersion: dataVersion))
+        let watch = store.path == ":memory:" ? nil : CommitBell.Watch(store: store.path, queue: queue) { [weak self] in self?.look(force: false) }
+        let poll = DispatchSource.makeTimerSource(queue: queue)
+        let interval = watch == nil ? Self.pollWithoutBell : Self.pollWithBell
+        poll.schedule(deadline: .now() + interval, repeating: interval)
+        poll.setEventHandler { [weak self] in self?.look(force: false) }
+        poll.resume()
+        state.withLock { state in
+            state.watch = watch
+            state.poll = poll
+        }
+    }
+
+    /// This store object has committed: look now.
+    func wake() {
+        queue.async { self.look(force: true) }
+    }
+
+    /// Stops watching and polling; nothing is delivered once the queue has drained.
+    func stop() {
+        state.withLock { state in
+            state.stopped = true
+            state.watch?.cancel()
+            state.poll?.cancel()
+            state.watch = nil
+            state.poll = nil
+        }
+        queue.async { [reader, closesReader] in
+            if closesReader, let queue = reader as? DatabaseQueue { try? queue.close() }
+        }
+    }
+
+    /// Reports what was committed since the last look. Without `force`, only when `PRAGMA
+    /// data_version` says that another connection has committed. On `queue`.
+    private func look(force: Bool) {
+        guard let reported = state.withLock({ $0.stopped ? nil : $0.reported }) else { return }
+        let found: (change: StoreChange?, reported: SeqRanges, dataVersion: Int)?
+        do {
+            found = try reader.read { db in
+                let dataVersion = try Self.dataVersion(db)
+                guard force || dataVersion != state.withLock({ $0.dataVersion }) else { return nil }
+                var reported = reported
+                let change = try Self.unreported(in: db, &reported, localReplica: replica)
+                return (change, reported, dataVersion)
+            }
+        } catch {
+            // The store cannot be read now (it is being replaced, say): look again at the next wake-up.
+            return
+        }
+        guard let found else { return }
+        state.withLock { state in
+            state.reported = found.reported
+            state.dataVersion = found.dataVersion
+        }
+        if let change = found.change { deliver(change) }
+    }
+
+    /// The records of the operations the log holds and `reported` lacks, outside rows still
+    /// pending; adds them to `reported`.
+    private static func unreported(in db: Database, _ reported: inout SeqRanges, localReplica: ReplicaID) throws -> StoreChange? {
+        let directory = try ReplicaDirectory(db)
+        let pending = Set(try pendingRows(db).map { PendingKey(author: $0.author, firstSeq: $0.seqs.lowerBound) })
+        var records: Set<RecordRef> = []
+        var local = false
+        var merged = false
+        for (author, held) in directory.versionVector.sorted where held > 0 {
+            // The first operation of `author` not reported; rows from the one that holds it on.
+            let first = (reported.ranges(of: author).first.map { $0.lowerBound == 1 ? $0.upperBound + 1 : 1 }) ?? 1
+            guard let index = directory.indexByID[author] else { continue }
+            let rows = try Row.fetchCursor(db, sql: """
+                SELECT first_seq, last_seq, ops FROM log
+                WHERE replica = ?1 AND first_seq >= coalesce(
+                    (SELECT first_seq FROM log WHERE replica = ?1 AND first_seq <= ?2 ORDER BY first_seq DESC LIMIT 1), 0)
+                ORDER BY first_seq
+                """, arguments: [index, Int64(clamping: first)])
+            while let row = try rows.next() {
+                let firstSeq = UInt64(bitPattern: try row.column(0) as Int64)
+                let lastSeq = UInt64(bitPattern: try row.column(1) as Int64)
+                let seqs = firstSeq...Swift.max(firstSeq, lastSeq)
+                // Pending rows wait; rows reported whole are not decoded again.
+                guard !pending.contains(PendingKey(author: author, firstSeq: firstSeq)),
+                      reported.count(of: author, in: seqs) < UInt64(seqs.count)
+                else { continue }
+                for operation in try ConcordStore.decodeChunk(try row.column(2), author: author, first: firstSeq, last: lastSeq)
+                where !reported.contains(operation.id) {
+                    reported.insert(operation.id)
+                    records.insert(operation.record)
+                    if author == localReplica { local = true } else { merged = true }
+                }
+            }
+        }
+        guard !records.isEmpty else { return nil }
+        return StoreChange(origin: local ? (merged ? .mixed : .local) : .merge, records: records)
+    }
+
+    private struct PendingKey: Hashable {
+        let author: ReplicaID
+        let firstSeq: UInt64
+    }
+
+    /// The log rows listed in `pending_merge`: their operations are logged and not yet applied.
+    private static func pendingRows(_ db: Database) throws -> [(author: ReplicaID, seqs: ClosedRange<UInt64>)] {
+        let directory = try ReplicaDirectory(db)
+        return try Row.fetchAll(db, sql: """
+            SELECT log.replica, log.first_seq, log.last_seq FROM pending_merge
+            JOIN log ON log.replica = pending_merge.replica AND log.first_seq = pending_merge.first_seq
+            """).map { row in
+            let first = UInt64(bitPattern: try row.column(1) as Int64)
+            let last = UInt64(bitPattern: try row.column(2) as Int64)
+            return (try directory.id(at: try row.column(0)), first...max(first, last))
+        }
+    }
+
+    private static func dataVersion(_ db: Database) throws -> Int {
+        try Int.fetchOne(db, sql: "PRAGMA data_version") ?? 0
+    }
+}
