@@ -23,8 +23,8 @@ public final class ConcordStore: Sendable {
     public let environment: StoreEnvironment
     /// Where the async forms run this store's calls, one after the other (`ConcordStore+Async.swift`).
     let asyncCalls = DispatchQueue(label: "concord.store")
-    /// The streams of `changes()`, and the observer that feeds them while there are any.
-    let observers = LockedState<(next: Int, continuations: [Int: AsyncStream<StoreChange>.Continuation], observer: StoreObserver?)>((0, [:], nil))
+    /// The observers of the streams of `changes()`, one each.
+    let observers = LockedState<(next: Int, subscribers: [Int: StoreObserver])>((0, [:]))
     /// Where the file was when the store was last written, if that is not where it is now: the
     /// store was copied, and refuses writes (SPEC.md §9.1).
     public let copiedFrom: String?
@@ -391,48 +391,43 @@ public final class ConcordStore: Sendable {
 
     // MARK: Observing
 
-    /// A stream of the changes committed to the store's file from now on, by this store object or
-    /// any other connection or process (an app's widget, `syncctl`, `serve`), each within a few
-    /// milliseconds of its commit (SPEC.md §7, "Observing changes"). One change may stand for
-    /// several commits; none is missed or reported twice. Operations that a merge has logged are
-    /// reported once they are applied to their records, so a read after a change sees them.
-    /// Iterate it in a task; cancelling the task, or dropping the stream, ends it. If the store
-    /// cannot be read to start observing it, the stream ends at once.
-    public func changes() -> AsyncStream<StoreChange> {
+    /// A stream of the changes committed to the store's file from now on (or since `since`), by
+    /// this store object or any other connection or process (an app's widget, `syncctl`,
+    /// `serve`), each within a few milliseconds of its commit (SPEC.md §7.1). One change may stand
+    /// for several commits; none is missed or reported twice. Operations that a merge has logged
+    /// are reported once they are applied to their records, so a read after a change sees them.
+    /// Each change carries the version vector reported up to: a program that stops can start
+    /// again from it with `since`, missing nothing. Iterate it in a task; cancelling the task, or
+    /// dropping the stream, ends it. If the store cannot be read to start observing it, the
+    /// stream ends at once.
+    public func changes(since: VersionVector? = nil) -> AsyncStream<StoreChange> {
         let (stream, continuation) = AsyncStream<StoreChange>.makeStream(bufferingPolicy: .unbounded)
-        let key: Int? = observers.withLock { state in
-            if state.observer == nil {
-                state.observer = try? StoreObserver(self) { [weak self] change in self?.deliver(change) }
-            }
-            guard state.observer != nil else { return nil }
-            state.next += 1
-            state.continuations[state.next] = continuation
-            return state.next
-        }
-        guard let key else {
+        guard let observer = try? StoreObserver(self, since: since, deliver: { continuation.yield($0) }) else {
             continuation.finish()
             return stream
         }
+        let key = observers.withLock { state in
+            state.next += 1
+            state.subscribers[state.next] = observer
+            return state.next
+        }
         continuation.onTermination = { [weak self] _ in
-            self?.observers.withLock { state in
-                state.continuations.removeValue(forKey: key)
-                if state.continuations.isEmpty {
-                    state.observer?.stop()
-                    state.observer = nil
-                }
-            }
+            observer.stop()
+            _ = self?.observers.withLock { $0.subscribers.removeValue(forKey: key) }
         }
         return stream
     }
 
-    /// This store object has committed a transaction: its observer, if it has one, looks now
-    /// (rather than when the bell's notification arrives).
+    /// This store object has committed a transaction: its observers look now (rather than when
+    /// the bell's notification arrives).
     func committed() {
-        observers.withLock { $0.observer }?.wake()
+        for observer in observers.withLock({ Array($0.subscribers.values) }) { observer.wake() }
     }
 
-    private func deliver(_ change: StoreChange) {
-        for continuation in observers.withLock({ Array($0.continuations.values) }) { continuation.yield(change) }
+    /// The change since `vector`: the records of the operations the store holds that `vector`
+    /// does not cover (and that are applied), with the vector they bring it to; nil if none.
+    package func change(since vector: VersionVector) throws(ConcordError) -> StoreChange? {
+        try guarded { try StoreObserver.change(since: vector, in: self) }
     }
 }
 
@@ -453,11 +448,15 @@ public struct StoreChange: Hashable, Sendable {
     public var origin: Origin
     /// The records they changed.
     public var records: Set<RecordRef>
+    /// Every operation this vector covers has been reported, up to this change: `changes(since:)`
+    /// from it misses nothing.
+    public var versions: VersionVector
 
-    /// A change of `records` from `origin`.
-    public init(origin: Origin, records: Set<RecordRef>) {
+    /// A change of `records` from `origin`, reported up to `versions`.
+    public init(origin: Origin, records: Set<RecordRef>, versions: VersionVector = VersionVector()) {
         self.origin = origin
         self.records = records
+        self.versions = versions
     }
 }
 

@@ -36,9 +36,10 @@ final class StoreObserver: Sendable {
     static let pollWithBell = DispatchTimeInterval.seconds(1)
     static let pollWithoutBell = DispatchTimeInterval.milliseconds(100)
 
-    /// Starts observing `store` from what it holds now: what is committed from here on is
-    /// reported, and operations logged but not yet applied once they are.
-    init(_ store: ConcordStore, deliver: @escaping @Sendable (StoreChange) -> Void) throws {
+    /// Starts observing `store` from what it holds now, or from `since`: what is committed from
+    /// there on is reported (what is newer than `since` at once), and operations logged but not
+    /// yet applied once they are.
+    init(_ store: ConcordStore, since: VersionVector? = nil, deliver: @escaping @Sendable (StoreChange) -> Void) throws {
         replica = store.replicaID
         self.deliver = deliver
         if store.path == ":memory:" {
@@ -47,10 +48,13 @@ final class StoreObserver: Sendable {
             (reader, closesReader) = (try DatabaseQueue(path: store.path, configuration: ConcordStore.configuration(readOnly: true)), true)
         }
         let (reported, dataVersion) = try reader.read { db in
-            // What the log holds now: up to the vector, and above its gaps; less what waits to be applied.
-            var reported = SeqRanges(upTo: try ReplicaDirectory(db).versionVector)
-            for (author, ranges) in try ConcordStore.heldAboveGaps(db) {
-                for range in ranges { reported.insert(range, of: author) }
+            // What the log holds now: up to the vector, and above its gaps; or what `since`
+            // covers. Less what waits to be applied.
+            var reported = SeqRanges(upTo: try since ?? ReplicaDirectory(db).versionVector)
+            if since == nil {
+                for (author, ranges) in try ConcordStore.heldAboveGaps(db) {
+                    for range in ranges { reported.insert(range, of: author) }
+                }
             }
             for row in try Self.pendingRows(db) { reported.remove(row.seqs, of: row.author) }
             return (reported, try Self.dataVersion(db))
@@ -65,6 +69,16 @@ final class StoreObserver: Sendable {
         state.withLock { state in
             state.watch = watch
             state.poll = poll
+        }
+        if since != nil { wake() }
+    }
+
+    /// The change since `vector`: the records of the operations `store` holds and `vector` does
+    /// not cover, outside rows still pending; nil if there are none.
+    static func change(since vector: VersionVector, in store: ConcordStore) throws -> StoreChange? {
+        try store.reader.read { db in
+            var reported = SeqRanges(upTo: vector)
+            return try unreported(in: db, &reported, localReplica: store.replicaID)
         }
     }
 
@@ -147,7 +161,11 @@ final class StoreObserver: Sendable {
             }
         }
         guard !records.isEmpty else { return nil }
-        return StoreChange(origin: local ? (merged ? .mixed : .local) : .merge, records: records)
+        var versions = VersionVector()
+        for author in reported.replicas {
+            if let first = reported.ranges(of: author).first, first.lowerBound == 1 { versions[author] = first.upperBound }
+        }
+        return StoreChange(origin: local ? (merged ? .mixed : .local) : .merge, records: records, versions: versions)
     }
 
     private struct PendingKey: Hashable {

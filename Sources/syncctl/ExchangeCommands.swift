@@ -24,22 +24,7 @@ struct Export: ParsableCommand {
     func run() throws {
         // `--since` is read before the store is opened: a file read outside SQLite must not be the
         // store's, or its side files, while this process has it open (SPEC.md §9).
-        var vector = VersionVector()
-        if let since {
-            let text: String
-            if FileManager.default.fileExists(atPath: since) {
-                var status = stat()
-                // A FIFO would block the read forever (SPEC.md §12).
-                guard stat(since, &status) == 0, status.st_mode & S_IFMT == S_IFREG else {
-                    throw ConcordError(.invalidInput, "\(since) is not a regular file")
-                }
-                guard let contents = FileManager.default.contents(atPath: since) else { throw ConcordError(.io, "cannot read \(since)") }
-                text = String(decoding: contents, as: UTF8.self)
-            } else {
-                text = since
-            }
-            vector = try VersionVector(json: text)
-        }
+        let vector = try since.map(VersionVector.init(argument:)) ?? VersionVector()
         let store = try store.open()
         var key: SyncKey?
         if encrypt {

@@ -1,0 +1,80 @@
+import ArgumentParser
+import ConcordCore
+import ConcordStore
+import Foundation
+
+struct Changes: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print the changes committed to the store: since a version vector, or as they happen.",
+        discussion: """
+            Each change is one line: its origin (local, merge or mixed) and the records it changed, \
+            as KIND:ID in order. With --json, one JSON object a line, with "origin", "records" and \
+            "versions": the version vector reported up to, which --since takes to go on from there \
+            missing nothing. --follow keeps printing, whoever commits (syncctl, an app, serve), until \
+            SIGINT or SIGTERM; without --since it starts from what the store holds now. Without \
+            --follow, --since is required.
+            """)
+    @OptionGroup var store: StoreOptions
+    @Option(help: ArgumentHelp("A version vector, or a file holding it: what was seen already.", valueName: "version-vector"))
+    var since: String?
+    @Flag(help: "Keep printing changes as they are committed, until SIGINT or SIGTERM.") var follow = false
+    @Flag(help: "Print JSON Lines.") var json = false
+
+    func validate() throws {
+        guard follow || since != nil else { throw ValidationError("give --since, --follow, or both") }
+    }
+
+    func run() throws {
+        // Read before the store is opened, as `export` does (SPEC.md §9).
+        let vector = try since.map(VersionVector.init(argument:))
+        let store = try store.open()
+        guard follow else {
+            if let change = try store.change(since: vector ?? VersionVector()) { print(change) }
+            return
+        }
+        let stop = StopSignal()
+        let json = json
+        stop.cancellingOnStop {
+            for await change in store.changes(since: vector) { Self.print(change, json: json) }
+        }
+        try store.close()
+    }
+
+    private func print(_ change: StoreChange) {
+        Self.print(change, json: json)
+    }
+
+    /// One line for `change`, written at once (a script reads it as it comes).
+    static func print(_ change: StoreChange, json: Bool) {
+        let origin = switch change.origin {
+        case .local: "local"
+        case .merge: "merge"
+        case .mixed: "mixed"
+        }
+        let records = change.records.sorted().map { "\($0.kind.name):\($0.id.hex)" }
+        let line = json
+            ? JSON.object([("origin", .string(origin)), ("records", .array(records.map(JSON.string))), ("versions", change.versions.json)]).canonical
+            : ([origin] + records).joined(separator: " ")
+        FileHandle.standardOutput.write(Data((line + "\n").utf8))
+    }
+}
+
+extension VersionVector {
+    /// A version vector given on the command line: the JSON object `syncctl status --json` prints
+    /// under "versionVector" (or that whole output), inline or in a regular file.
+    init(argument: String) throws {
+        let text: String
+        if FileManager.default.fileExists(atPath: argument) {
+            var status = stat()
+            // A FIFO would block the read forever (SPEC.md §12).
+            guard stat(argument, &status) == 0, status.st_mode & S_IFMT == S_IFREG else {
+                throw ConcordError(.invalidInput, "\(argument) is not a regular file")
+            }
+            guard let contents = FileManager.default.contents(atPath: argument) else { throw ConcordError(.io, "cannot read \(argument)") }
+            text = String(decoding: contents, as: UTF8.self)
+        } else {
+            text = argument
+        }
+        try self.init(json: text)
+    }
+}

@@ -1,0 +1,78 @@
+import Foundation
+import Testing
+
+/// `syncctl changes` (SPEC.md §7.1, §11): the changes since a version vector, and `--follow` while
+/// other processes write, until SIGTERM.
+@Suite struct ChangesCommandTests {
+    /// The JSON objects of `changes --json` output, a line each.
+    static func lines(_ output: String) throws -> [[String: Any]] {
+        try output.split(separator: "\n").map { line in
+            try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], "\(line)")
+        }
+    }
+
+    @Test func sinceAVectorPrintsTheRecordsBeyondIt() throws {
+        let sandbox = try Sandbox()
+        let store = try sandbox.makeStore()
+        let first = try store.addReminder("first")
+        let seen = try store.statusJSON()
+        let second = try store.addReminder("second")
+        let note = try store.addNote("third")
+        // Everything, as one change: its records in order (kind, then id).
+        let everything = try store.ok("changes", "--since", "{}")
+        #expect(everything.hasPrefix("local ") && !everything.contains("\n"), "\(everything)")
+        #expect(Set(everything.split(separator: " ").dropFirst().map(String.init)) == ["reminder:\(first)", "reminder:\(second)", "note:\(note)"])
+        let beyond = try Self.lines(try store.ok("changes", "--since", seen, "--json"))
+        #expect(beyond.count == 1)
+        #expect(Set(beyond[0]["records"] as? [String] ?? []) == ["reminder:\(second)", "note:\(note)"])
+        #expect(beyond[0]["origin"] as? String == "local")
+        let status = try #require(try JSONSerialization.jsonObject(with: Data(try store.statusJSON().utf8)) as? [String: Any])
+        #expect(beyond[0]["versions"] as? [String: Int] == status["versionVector"] as? [String: Int])
+        // Nothing beyond what the store holds.
+        let all = try store.statusJSON()
+        #expect(try store.ok("changes", "--since", all) == "")
+    }
+
+    /// A follower started from the beginning hears every reminder that three writer processes add
+    /// at once, each once, and stops cleanly on SIGTERM; from the last vector it printed, nothing
+    /// is left to print.
+    @Test func followHearsWritersInOtherProcessesUntilSIGTERM() throws {
+        let sandbox = try Sandbox()
+        let store = try sandbox.makeStore()
+        let follower = try sandbox.start(["changes", "--follow", "--json", "--since", "{}", "--store", store.path])
+        let run = try sandbox.runner()
+        let ids = ResultBox<[String]>(3)
+        let path = store.path
+        DispatchQueue.concurrentPerform(iterations: 3) { writer in
+            ids.set(writer, Result {
+                try (0..<10).map { index in try run(["reminder", "add", "writer \(writer), \(index)", "--store", path]).out }
+            })
+        }
+        let added = try ids.values.flatMap { try #require($0).get() }.map { "reminder:\($0)" }
+        #expect(Set(added).count == 30)
+        #expect(eventually(timeout: 20) {
+            let printed = (try? Self.lines(follower.stdout)) ?? []
+            return Set(printed.flatMap { $0["records"] as? [String] ?? [] }) == Set(added)
+        }, "\(follower.stdout)")
+        follower.send(SIGTERM)
+        let result = follower.wait(timeout: 20)
+        #expect(result.succeeded, "\(result)")
+        #expect(result.stderr.isEmpty, "\(result)")
+        let printed = try Self.lines(result.stdout)
+        let records = printed.flatMap { $0["records"] as? [String] ?? [] }
+        #expect(records.count == 30, "each record once")
+        let last = try #require(printed.last?["versions"] as? [String: Int])
+        let data = try JSONSerialization.data(withJSONObject: last)
+        #expect(try store.ok("changes", "--since", String(decoding: data, as: UTF8.self)) == "")
+    }
+
+    @Test func badInputIsRefusedWithOneLine() throws {
+        let sandbox = try Sandbox()
+        let store = try sandbox.makeStore()
+        let neither = try store.run("changes")
+        #expect(neither.status == 64 && neither.stderr.split(separator: "\n").count == 1, "\(neither)")
+        let garbage = try store.run("changes", "--since", "not a vector")
+        #expect(!garbage.succeeded && garbage.stderr.split(separator: "\n").count == 1, "\(garbage)")
+        #expect(garbage.stderr.contains("version vector"), "\(garbage)")
+    }
+}
