@@ -5,8 +5,12 @@ import Logging
 /// A shared folder watched (`FolderSync.watch(every:logger:)`): an asynchronous sequence of what
 /// happens, one sync at a time, for as long as the task that iterates it runs.
 ///
-/// Every `interval` it takes a cheap look at both sides (the folder's listing and the store's
-/// version vector) and syncs when either changed since the last sync. It yields each sync that
+/// It takes a cheap look at both sides (the folder's listing and the store's version vector), and
+/// syncs when either changed since the last sync, whenever something may have changed: a file
+/// added, renamed or removed in the folder (the platform's notifications, `FileWatch`), a commit
+/// to the store by any process (`ConcordStore.changes()`), and every `interval` regardless, for
+/// file systems whose notifications do not arrive (network ones). A burst of wake-ups costs one
+/// look. It yields each sync that
 /// moved something or warned, each that failed (the next look tries again), and, as its last
 /// event, a store that another process made another replica. Cancelling the
 /// iterating task ends it: the sync under way finishes first, so the store and the folder stay
@@ -42,14 +46,16 @@ public struct FolderWatch: AsyncSequence, Sendable {
         Iterator(watch: self)
     }
 
-    /// Runs the looks and syncs of a watch: each `next()` looks at once the first time, then after
-    /// each interval, until a sync has something to report.
+    /// Runs the looks and syncs of a watch: each `next()` looks at once the first time, then at
+    /// each wake-up, until a sync has something to report.
     public struct Iterator: AsyncIteratorProtocol {
         private let watch: FolderWatch
         /// The change token seen before the last sync; nil forces a sync.
         private var lastState: String?
         private var looked = false
         private var ended = false
+        /// What wakes the watch, from its first look on.
+        private var wakes: FolderWakes?
 
         init(watch: FolderWatch) {
             self.watch = watch
@@ -60,11 +66,10 @@ public struct FolderWatch: AsyncSequence, Sendable {
         public mutating func next() async -> FolderWatchEvent? {
             while !ended {
                 if looked {
-                    do {
-                        try await Task.sleep(for: watch.interval)
-                    } catch {
-                        return nil  // cancelled
-                    }
+                    if wakes == nil { wakes = FolderWakes(watch.sync, every: watch.interval) }
+                    // The folder's own directory appears with the first sync: watched from then.
+                    wakes!.watchFolder()
+                    guard await wakes!.next() else { return nil }  // cancelled
                 }
                 looked = true
                 guard !Task.isCancelled else { return nil }
@@ -140,6 +145,57 @@ package final class BlockingWork: TaskExecutor {
         let job = UnownedJob(job)
         let executor = asUnownedTaskExecutor()
         Thread.detachNewThread { job.runSynchronously(on: executor) }
+    }
+}
+
+/// What wakes a folder watch: the folder's notifications, the store's commits, and a poll. Each
+/// wake-up is kept until the watch takes it, and several count as one. Everything stops when the
+/// watch's iterator is dropped.
+final class FolderWakes: Sendable {
+    private let stream: AsyncStream<Void>
+    private let continuation: AsyncStream<Void>.Continuation
+    private let queue = DispatchQueue(label: "concord.folder-watch")
+    private let directory: String
+    private let sources: LockedState<(folder: FileWatch?, poll: (any DispatchSourceTimer)?, commits: Task<Void, Never>?)>
+
+    init(_ sync: FolderSync, every interval: Duration) {
+        (stream, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        directory = sync.directory
+        let continuation = continuation
+        let poll = DispatchSource.makeTimerSource(queue: queue)
+        let (seconds, attoseconds) = interval.components
+        let every = DispatchTimeInterval.nanoseconds(max(1_000_000, Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)))
+        poll.schedule(deadline: .now() + every, repeating: every)
+        poll.setEventHandler { continuation.yield() }
+        poll.resume()
+        let commits = Task {
+            for await _ in sync.store.changes() { continuation.yield() }
+        }
+        sources = LockedState((nil, poll, commits))
+    }
+
+    /// Starts watching the folder's directory, if it is not watched yet and exists now.
+    func watchFolder() {
+        sources.withLock { sources in
+            guard sources.folder == nil else { return }
+            let continuation = continuation
+            sources.folder = FileWatch(directory: directory, queue: queue) { continuation.yield() }
+        }
+    }
+
+    /// Waits for the next wake-up; false once the waiting task is cancelled.
+    func next() async -> Bool {
+        var iterator = stream.makeAsyncIterator()
+        return await iterator.next() != nil && !Task.isCancelled
+    }
+
+    deinit {
+        sources.withLock { sources in
+            sources.folder?.cancel()
+            sources.poll?.cancel()
+            sources.commits?.cancel()
+        }
+        continuation.finish()
     }
 }
 

@@ -26,49 +26,12 @@ enum CommitBell {
         _ = withUnsafeBytes(of: &next) { pwrite(descriptor, $0.baseAddress, 8, offset) }
     }
 
-    /// Calls `wake` on `queue` soon after the bell of the store at `path` rings, whoever rings it:
-    /// through inotify on Linux, a file-system object source on Apple platforms. There is none
-    /// (`init` returns nil) where the platform has neither, or the side file can be neither opened
-    /// nor made; an observer then relies on polling.
-    final class Watch {
-        private let source: any DispatchSourceProtocol
-
-        init?(store path: String, queue: DispatchQueue, wake: @escaping @Sendable () -> Void) {
-            let turns = WriterTurns(store: path)
-            guard turns.ensureSideFile() else { return nil }
-            #if os(Linux)
-            let events = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
-            guard events >= 0 else { return nil }
-            guard inotify_add_watch(events, turns.path, UInt32(IN_MODIFY)) >= 0 else {
-                close(events)
-                return nil
-            }
-            let source = DispatchSource.makeReadSource(fileDescriptor: events, queue: queue)
-            source.setEventHandler {
-                // Drain the events (their content does not matter), then wake once.
-                var buffer = [UInt8](repeating: 0, count: 4096)
-                while buffer.withUnsafeMutableBytes({ read(events, $0.baseAddress, $0.count) }) > 0 {}
-                wake()
-            }
-            source.setCancelHandler { close(events) }
-            #elseif canImport(Darwin)
-            let descriptor = open(turns.path, O_EVTONLY | O_CLOEXEC)
-            guard descriptor >= 0 else { return nil }
-            let source = DispatchSource.makeFileSystemObjectSource(fileDescriptor: descriptor, eventMask: .write, queue: queue)
-            source.setEventHandler { wake() }
-            source.setCancelHandler { close(descriptor) }
-            #else
-            return nil
-            #endif
-            source.resume()
-            self.source = source
-        }
-
-        /// Stops watching; `wake` is not called after this returns and the queue has drained.
-        func cancel() {
-            source.cancel()
-        }
-
-        deinit { source.cancel() }
+    /// Watches the bell of the store at `path`: `wake` is called on `queue` soon after it rings,
+    /// whoever rings it. Nil where the side file can be neither opened nor made, or the platform
+    /// cannot watch it (an observer then relies on polling).
+    static func watch(store path: String, queue: DispatchQueue, wake: @escaping @Sendable () -> Void) -> FileWatch? {
+        let turns = WriterTurns(store: path)
+        guard turns.ensureSideFile() else { return nil }
+        return FileWatch(file: turns.path, queue: queue, wake: wake)
     }
 }

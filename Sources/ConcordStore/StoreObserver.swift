@@ -26,7 +26,7 @@ final class StoreObserver: Sendable {
         var reported: SeqRanges
         /// `PRAGMA data_version` at the last look.
         var dataVersion: Int
-        var watch: CommitBell.Watch?
+        var watch: FileWatch?
         var poll: (any DispatchSourceTimer)?
         var stopped = false
     }
@@ -60,7 +60,7 @@ final class StoreObserver: Sendable {
             return (reported, try Self.dataVersion(db))
         }
         state = LockedState(State(reported: reported, dataVersion: dataVersion))
-        let watch = store.path == ":memory:" ? nil : CommitBell.Watch(store: store.path, queue: queue) { [weak self] in self?.look(force: false) }
+        let watch = store.path == ":memory:" ? nil : CommitBell.watch(store: store.path, queue: queue) { [weak self] in self?.look(force: false) }
         let poll = DispatchSource.makeTimerSource(queue: queue)
         let interval = watch == nil ? Self.pollWithoutBell : Self.pollWithBell
         poll.schedule(deadline: .now() + interval, repeating: interval)

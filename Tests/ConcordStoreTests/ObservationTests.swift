@@ -7,16 +7,19 @@ import Testing
 /// `changes()` reports what anyone commits to the store's file (SPEC.md §7, "Observing changes"):
 /// another store object, a merge that applies in batches, a writer that rings no bell.
 @Suite struct ObservationTests {
-    /// Collects what a stream yields, on a task of its own.
+    /// Collects what an observer of a store reports (the observer that `changes()` feeds its
+    /// stream from), as the observer's own queue delivers it: no task of the test's is involved,
+    /// so a machine busy with other tests' tasks does not hold it up.
     final class Collected: @unchecked Sendable {
-        // @unchecked Sendable: `records` and `changes` are touched only with `lock` held.
+        // @unchecked Sendable: `changes` is touched only with `lock` held; `observer` is set once.
         private let lock = NSLock()
         private var changes: [StoreChange] = []
-        private var task: Task<Void, Never>?
+        private var observer: StoreObserver?
 
-        init(_ stream: AsyncStream<StoreChange>) {
-            task = Task { [weak self] in
-                for await change in stream { self?.lock.withLock { self?.changes.append(change) } }
+        init(observing store: ConcordStore) throws {
+            observer = try StoreObserver(store) { [weak self] change in
+                guard let self else { return }
+                lock.withLock { changes.append(change) }
             }
         }
 
@@ -24,16 +27,16 @@ import Testing
         var records: [RecordRef] { all.flatMap { $0.records } }
 
         /// Waits until `done` holds of what was collected, for `seconds` at most.
-        func wait(seconds: Double = 20, until done: ([StoreChange]) -> Bool) async -> Bool {
+        func wait(seconds: Double = 20, until done: ([StoreChange]) -> Bool) -> Bool {
             let deadline = Date().addingTimeInterval(seconds)
             while Date() < deadline {
                 if done(all) { return true }
-                try? await Task.sleep(for: .milliseconds(5))
+                Thread.sleep(forTimeInterval: 0.005)
             }
             return done(all)
         }
 
-        deinit { task?.cancel() }
+        deinit { observer?.stop() }
     }
 
     func fileStore(_ directory: TemporaryDirectory, seed: UInt64) throws -> ConcordStore {
@@ -43,30 +46,30 @@ import Testing
             ? try ConcordStore.open(at: path, environment: settings) : try ConcordStore.create(at: path, environment: settings)
     }
 
-    @Test func anotherStoreObjectsCommitsAreReportedOnceEach() async throws {
+    @Test func anotherStoreObjectsCommitsAreReportedOnceEach() throws {
         let directory = try TemporaryDirectory()
         let observed = try fileStore(directory, seed: 1)
         let writer = try fileStore(directory, seed: 2)
-        let collected = Collected(observed.changes())
+        let collected = try Collected(observing: observed)
         var ids: [RecordRef] = []
         for index in 0..<200 {
-            ids.append(.reminder(try await writer.addReminder(ReminderDraft(title: "from the other object \(index)"))))
+            ids.append(.reminder(try writer.addReminder(ReminderDraft(title: "from the other object \(index)"))))
         }
-        #expect(await collected.wait { Set($0.flatMap(\.records)) == Set(ids) })
-        try await Task.sleep(for: .milliseconds(200))
+        #expect(collected.wait { Set($0.flatMap(\.records)) == Set(ids) })
+        Thread.sleep(forTimeInterval: 0.2)
         #expect(collected.records.count == ids.count, "each record once")
         #expect(collected.all.allSatisfy { $0.origin == .local })
     }
 
     /// A merge stopped after logging (its operations pending) is reported once its operations are
     /// applied, not before: a reader that hears of a change sees it.
-    @Test func operationsOfAMergeAreReportedOnceApplied() async throws {
+    @Test func operationsOfAMergeAreReportedOnceApplied() throws {
         let directory = try TemporaryDirectory()
         let store = try fileStore(directory, seed: 1)
         let source = try ConcordStore.inMemory(environment: environment(clock: ManualClock(baseMillis), seed: 9))
-        for index in 0..<20 { try await source.addNote(NoteDraft(title: "note \(index)")) }
+        for index in 0..<20 { try source.addNote(NoteDraft(title: "note \(index)")) }
         let operations = try source.allOperations()
-        let collected = Collected(store.changes())
+        let collected = try Collected(observing: store)
 
         struct Stop: Error {}
         let merger = try fileStore(directory, seed: 1)
@@ -76,28 +79,28 @@ import Testing
             }
         }
         // The first batch logged everything and applied the first five notes.
-        try await Task.sleep(for: .milliseconds(300))
+        Thread.sleep(forTimeInterval: 0.3)
         let early = Set(collected.records)
         #expect(early.count <= 5)
-        for record in early { #expect(try await store.note(record.id) != nil) }
-        try await merger.finishPendingMerge()
-        #expect(await collected.wait { Set($0.flatMap(\.records)).count == 20 })
+        for record in early { #expect(try store.note(record.id) != nil) }
+        try merger.finishPendingMerge()
+        #expect(collected.wait { Set($0.flatMap(\.records)).count == 20 })
         #expect(collected.all.allSatisfy { $0.origin == .merge })
     }
 
     /// A writer that rings no bell (here: its side file cannot be made, so it takes no turns) is
     /// still heard, by the observer's poll of `PRAGMA data_version`.
-    @Test func aCommitWithoutTheBellIsFoundByThePoll() async throws {
+    @Test func aCommitWithoutTheBellIsFoundByThePoll() throws {
         let directory = try TemporaryDirectory()
         let path = directory.file("store.db")
-        let store = try await ConcordStore.create(at: path, environment: environment(clock: ManualClock(baseMillis), seed: 1))
+        let store = try ConcordStore.create(at: path, environment: environment(clock: ManualClock(baseMillis), seed: 1))
         // The side file is something this build does not open (a directory): writers take no
         // turns and ring no bell, and the observer cannot watch it.
         try FileManager.default.removeItem(atPath: path + "-lock")
         try FileManager.default.createDirectory(atPath: path + "-lock", withIntermediateDirectories: false)
-        let collected = Collected(store.changes())
-        let silent = try await ConcordStore.open(at: path, environment: environment(clock: ManualClock(baseMillis), seed: 2))
-        let id = try await silent.addReminder(ReminderDraft(title: "quietly"))
-        #expect(await collected.wait { $0.flatMap(\.records) == [.reminder(id)] })
+        let collected = try Collected(observing: store)
+        let silent = try ConcordStore.open(at: path, environment: environment(clock: ManualClock(baseMillis), seed: 2))
+        let id = try silent.addReminder(ReminderDraft(title: "quietly"))
+        #expect(collected.wait { $0.flatMap(\.records) == [.reminder(id)] })
     }
 }

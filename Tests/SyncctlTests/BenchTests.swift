@@ -65,4 +65,27 @@ import Testing
         }
         #expect(try Store(sandbox: sandbox, path: sandbox.path("first.db")).dump() == (try Store(sandbox: sandbox, path: sandbox.path("second.db")).dump()))
     }
+
+    /// `bench live` on a few changes: every commit reaches the follower by each path, and the
+    /// latencies are reported in order, and nothing is left behind.
+    @Test func liveBenchReportsTheLatencyOfEachPath() throws {
+        let sandbox = try Sandbox()
+        let temporary = try sandbox.makeDirectory("tmp")
+        let result = try sandbox.run(["bench", "live", "--changes", "30", "--rate", "50", "--json"], environment: ["TMPDIR": temporary])
+        let report = try members(result)
+        #expect(report["benchmark"] == .string("live"))
+        for path in ["observe", "folder"] {
+            guard case .object(let latencies)? = report[path] else {
+                Issue.record("no \(path) in \(result)")
+                continue
+            }
+            let figures = Dictionary(uniqueKeysWithValues: latencies)
+            let (p50, p99, max) = (number(figures["p50Milliseconds"]), number(figures["p99Milliseconds"]), number(figures["maxMilliseconds"]))
+            #expect(p50 != nil && p99 != nil && max != nil, "\(result)")
+            if let p50, let p99, let max { #expect(0 <= p50 && p50 <= p99 && p99 <= max, "\(result)") }
+            #expect(figures["changes"] == .number("30"))
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: temporary).isEmpty, "the bench removes its directories")
+    }
+
 }

@@ -61,6 +61,37 @@ import Testing
         #expect(try b.ok("sync", "--folder", folder) == "up to date")
     }
 
+    /// With a poll every minute, the watcher still imports a file renamed into the folder, and
+    /// publishes a commit another process makes to its store, within seconds: it wakes on the
+    /// folder's notifications and on the store's commit bell (SPEC.md §14, "Watching").
+    @Test func theWatcherWakesOnTheFolderAndTheStoreWithoutWaitingForItsPoll() throws {
+        let sandbox = try Sandbox()
+        let folder = try sandbox.makeDirectory("Shared")
+        let a = try sandbox.makeStore("a.db")
+        let b = try sandbox.makeStore("b.db")
+        let idB = try b.replicaID()
+        _ = try b.addNote("from b before watching")
+        let watcher = try sandbox.start(["sync", "--folder", folder, "--watch", "--interval", "60", "--store", b.path])
+        defer { watcher.send(SIGKILL) }
+        #expect(eventually(timeout: Self.deadline) { FileManager.default.fileExists(atPath: folder + "/concord-v1/\(idB)-0000000001.cbundle") })
+
+        let fromA = try a.addReminder("renamed into the folder")
+        _ = try a.ok("sync", "--folder", folder)
+        let started = Date()
+        #expect(try eventually(timeout: 25) { try b.reminders().contains { $0.string("id") == fromA } }, "imported without waiting for the poll")
+        let imported = Date().timeIntervalSince(started)
+
+        let later = try b.addReminder("committed by another process")
+        let secondFile = folder + "/concord-v1/\(idB)-0000000002.cbundle"
+        #expect(eventually(timeout: 25) { FileManager.default.fileExists(atPath: secondFile) }, "published without waiting for the poll")
+        #expect(try a.ok("sync", "--folder", folder).hasPrefix("imported "))
+        #expect(try a.show(later).string("title") == "committed by another process")
+        #expect(imported < 30, "\(imported) s")
+        watcher.send(SIGTERM)
+        let result = watcher.wait(timeout: Self.deadline)
+        #expect(result.succeeded && result.stderr.isEmpty, "\(result)")
+    }
+
     @Test func sigtermStopsTheWatcherAfterItSynced() throws {
         try watchThenStop(with: SIGTERM)
     }
