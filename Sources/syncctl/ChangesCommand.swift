@@ -29,7 +29,7 @@ struct Changes: ParsableCommand {
         let vector = try since.map(VersionVector.init(argument:))
         let store = try store.open()
         guard follow else {
-            if let change = try store.change(since: vector ?? VersionVector()) { print(change) }
+            if let change = try store.change(since: vector ?? VersionVector()) { Self.print(change, json: json) }
             return
         }
         let stop = StopSignal()
@@ -38,10 +38,6 @@ struct Changes: ParsableCommand {
             for await change in store.changes(since: vector) { Self.print(change, json: json) }
         }
         try store.close()
-    }
-
-    private func print(_ change: StoreChange) {
-        Self.print(change, json: json)
     }
 
     /// One line for `change`, written at once (a script reads it as it comes).
