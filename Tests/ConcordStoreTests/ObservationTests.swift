@@ -88,6 +88,41 @@ import Testing
         #expect(collected.all.allSatisfy { $0.origin == .merge })
     }
 
+    /// The counter in bytes 8–15 of the side file, little-endian (SPEC.md §9, "The commit bell").
+    func bell(_ store: ConcordStore) throws -> UInt64 {
+        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: store.path + "-lock")))
+        guard bytes.count == 16 else { return 0 }
+        return bytes[8..<16].reversed().reduce(0) { $0 << 8 | UInt64($1) }
+    }
+
+    /// Each committed write rings once, whichever store object makes it; a refused one does not.
+    @Test func eachCommitRingsTheBellOnce() throws {
+        let directory = try TemporaryDirectory()
+        let store = try fileStore(directory, seed: 1)
+        let other = try fileStore(directory, seed: 2)
+        let before = try bell(store)
+        let id = try store.addReminder(ReminderDraft(title: "one"))
+        #expect(try bell(store) == before + 1)
+        try other.completeReminder(id)
+        #expect(try bell(store) == before + 2)
+        #expect(throws: ConcordError.self) { try store.addReminder(ReminderDraft(title: "  ")) }
+        #expect(try bell(store) == before + 2)
+        #expect(try FileManager.default.attributesOfItem(atPath: store.path + "-lock")[.size] as? Int == 16)
+    }
+
+    /// The bell wakes a watch of the side file at once, with no poll in between (`FileWatch` on
+    /// this platform's notifications); a commit of another store object rings it.
+    @Test func theBellWakesAWatchOfTheSideFile() throws {
+        let directory = try TemporaryDirectory()
+        let store = try fileStore(directory, seed: 1)
+        let rung = DispatchSemaphore(value: 0)
+        let watch = try #require(CommitBell.watch(store: store.path, queue: DispatchQueue(label: "test.bell")) { rung.signal() })
+        defer { watch.cancel() }
+        let other = try fileStore(directory, seed: 2)
+        _ = try other.addReminder(ReminderDraft(title: "ring"))
+        #expect(rung.wait(timeout: .now() + 10) == .success)
+    }
+
     /// A writer that rings no bell (here: its side file cannot be made, so it takes no turns) is
     /// still heard, by the observer's poll of `PRAGMA data_version`.
     @Test func aCommitWithoutTheBellIsFoundByThePoll() throws {
