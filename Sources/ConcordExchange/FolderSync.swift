@@ -436,7 +436,10 @@ public final class FolderSync: Sendable {
             }
             guard let identity = FileIdentity(of: path, now: now()) else { continue }
             guard access(path, R_OK) == 0 else {
-                report.warn(.io, "skipping \(Self.shown(name)): cannot read it (\(String(cString: strerror(errno))))")
+                let failure = errno
+                // Gone between the checks above and this one: coalesced away as well.
+                if failure == ENOENT { continue }
+                report.warn(.io, "skipping \(Self.shown(name)): cannot read it (\(String(cString: strerror(failure))))")
                 continue
             }
             listing.bundles.append(ListedFile(

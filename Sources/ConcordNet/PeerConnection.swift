@@ -12,20 +12,21 @@ import NIOPosix
 /// - **No store work on the event loop.** The session (its crypto, batch decoding) and every store
 ///   call run on the connection's own serial queue (`worker`); the event loop only moves bytes.
 ///   What arrives is handed to the worker in order; what the session returns is written in order.
-/// - **Decoding and sorting overlap merging.** The worker reads and sorts each `.apply`'s
-///   operations (`prepareMerge`, through a read-only store object of its own, which never waits
-///   for a writer) and hands them to a second serial queue (`applier`), which merges them one at
-///   a time in order. Meanwhile the worker decodes the batches that follow (`readAhead()`) and
-///   prepares the next `.apply` (two may be out), and goes on sending. The session answers nothing
-///   after the batches until they have committed (`batchApplied()`), and the session's end waits
-///   for the merges under way, so that its record counts what they wrote.
+/// - **Decoding and sorting overlap logging.** The session's batches are one merge in parts
+///   (`MergeInParts`, SPEC.md §5.6). The worker reads and sorts each `.apply`'s operations
+///   (`prepareMerge`, through a read-only store object of its own, which never waits for a
+///   writer) and hands them to a second serial queue (`applier`), which logs them as the next
+///   part. Meanwhile the worker decodes the batches that follow (`readAhead()`) and prepares the
+///   next `.apply` (two may be out), and goes on sending. The session answers nothing after the
+///   batches until they have committed (`batchApplied()`). Its end waits for the parts under way,
+///   then applies what they logged to the records, each record once, before it reports.
 /// - **Operations stream with backpressure.** A reader thread walks the log
 ///   (`forEachOperation(since:)`, on a read-only connection of its own, so applying the peer's
 ///   batches meanwhile is never blocked by it) and hands over chunks of a few thousand operations,
 ///   at most two waiting; the worker seals them while less than `outboundBufferBytes` wait to be
 ///   written. Memory stays bounded whatever the size of the log.
 /// - **Inbound flow control.** What arrives waits in the inbox while the session waits for its
-///   merges (`waitsForMerges`), and the channel stops reading while more than
+///   parts (`waitsForMerges`), and the channel stops reading while more than
 ///   `inboundBufferBytes` wait; reading and sending never wait for each other, so two peers that
 ///   stream at once cannot deadlock.
 /// - **Bounds.** The handshake timeout and the idle timeout end the session; after a failure the
@@ -41,9 +42,10 @@ final class PeerConnection: @unchecked Sendable {
     let configuration: PeerTransportConfiguration
     let peer: String
     private let worker: DispatchQueue
-    /// Where `.apply` merges run, so that the worker decodes and sorts the next ones meanwhile.
+    /// Where the `.apply` parts are logged and applied, so that the worker decodes and sorts the
+    /// next ones meanwhile.
     private let applier: DispatchQueue
-    /// How many `.apply` may be out at once: one merging, the next one prepared and waiting.
+    /// How many `.apply` may be out at once: one being logged, the next one prepared and waiting.
     private static let maxAppliesInFlight = 2
     private let clock: any PeerClock
     private let started: NIODeadline
@@ -68,8 +70,10 @@ final class PeerConnection: @unchecked Sendable {
     private var ended = false
     /// The channel has closed: the session hears of it once the inbox is empty (`takeInbox`).
     private var inputClosed = false
-    /// Merges handed to `applier` and not yet finished.
+    /// Parts handed to `applier` and not yet logged, and the final apply while it runs.
     private var mergesUnderWay = 0
+    /// The final apply of what the session logged has been handed to `applier` (`finishEnding`).
+    private var appliedAtEnd = false
     /// A read-only store object of the same file, on which merges are prepared (opened at the
     /// first): it reads what the store holds without waiting for a merge that writes.
     private var preparer: ConcordStore?
@@ -81,7 +85,10 @@ final class PeerConnection: @unchecked Sendable {
     private var lastWrite: EventLoopFuture<Void>?
 
     // Confined to `applier`.
-    /// A merge has failed: those queued after it are not merged (a clash must stop every batch
+    /// The peer's batches, one merge logged part by part and applied at the session's end
+    /// (SPEC.md §15.6): created with the first part, once the session's key is known.
+    private var merge: MergeInParts?
+    /// A part has failed: those queued after it are not logged (a clash must stop every batch
     /// after it, and the session has failed in any case).
     private var aMergeFailed = false
 
@@ -301,6 +308,8 @@ final class PeerConnection: @unchecked Sendable {
                 write(bytes)
             case .apply(let operations):
                 startApplying(operations)
+            case .finishMerge:
+                finishMerge()
             case .needOperations(let since, let lastShared):
                 startStreaming(since: since, lastShared: lastShared)
             case .finished(let summary):
@@ -311,12 +320,13 @@ final class PeerConnection: @unchecked Sendable {
         }
     }
 
-    /// Prepares an `.apply` here and hands it to the applier, then decodes what follows while it
-    /// merges (and may prepare the next `.apply`).
+    /// Prepares an `.apply` here and hands it to the applier, which logs it as the next part of
+    /// the session's merge, then decodes what follows while it is logged (and may prepare the next
+    /// `.apply`).
     private func startApplying(_ operations: [Op]) {
         mergesUnderWay += 1
         let prepared = Result { () throws(ConcordError) in try preparingStore().prepareMerge(operations) }
-        // The key is checked inside the merge's own transaction: a key replaced by another
+        // The key is checked inside each part's own transaction: a key replaced by another
         // process at any moment before it stops this batch.
         let keyBytes = key?.bytes ?? []
         applier.async { [self] in
@@ -324,12 +334,57 @@ final class PeerConnection: @unchecked Sendable {
                 aMergeFailed
                 ? .failure(ConcordError(.local, "not merged: a merge before it failed"))
                 : prepared.flatMap { prepared in
-                    Result { () throws(ConcordError) in try store.merge(prepared, ifSyncKeyIs: keyBytes) }
+                    Result { () throws(ConcordError) in
+                        if merge == nil { merge = MergeInParts(into: store, ifSyncKeyIs: keyBytes) }
+                        let report = try merge!.log(prepared)
+                        // Records never lag more than a merge's logging bound behind the log.
+                        if merge!.isFull { try merge!.apply() }
+                        return report
+                    }
                 }
             if case .failure = result { aMergeFailed = true }
             worker.async { self.applied(result) }
         }
         perform(session?.readAhead() ?? [])
+    }
+
+    /// Applies what the parts logged to their records, once the peer's batches have all arrived
+    /// and committed; the `ack` follows.
+    private func finishMerge() {
+        mergesUnderWay += 1
+        applier.async { [self] in
+            let result = Result { () throws(ConcordError) in try merge?.apply() }
+            worker.async { [self] in
+                mergesUnderWay -= 1
+                if case .failure(let error) = result {
+                    abortOnWorker(ConcordError(.local, "this side cannot apply the peer's operations to their records: \(error)", cause: error))
+                }
+                guard !ended else { return finishEnding() }
+                perform(session?.batchApplied() ?? [])
+                if !ended { takeInbox() }
+            }
+        }
+    }
+
+    /// Applies what the session logged to its records, whether the session finished or failed
+    /// (what was logged is held, and was received under the session's key), then finishes ending.
+    private func applyAtEnd() {
+        appliedAtEnd = true
+        mergesUnderWay += 1
+        applier.async { [self] in
+            let result = Result { () throws(ConcordError) in try merge?.apply() }
+            worker.async { [self] in
+                mergesUnderWay -= 1
+                if case .failure(let error) = result, let (failure, summary, flush) = ending, failure == nil {
+                    ending = (
+                        ConcordError(
+                            .local, "this side holds the peer's operations but cannot apply them to their records yet: \(error)",
+                            cause: error),
+                        summary, flush)
+                }
+                finishEnding()
+            }
+        }
     }
 
     /// The store object that prepares merges: a read-only one of the same file, or the store
@@ -461,7 +516,9 @@ final class PeerConnection: @unchecked Sendable {
 
     /// Reports the session's end and closes, once no merge is under way. On the worker.
     private func finishEnding() {
-        guard mergesUnderWay == 0, let (failure, summary, flush) = ending else { return }
+        guard mergesUnderWay == 0, ending != nil else { return }
+        guard appliedAtEnd else { return applyAtEnd() }
+        let (failure, summary, flush) = ending!
         ending = nil
         if let preparer, preparer !== store { try? preparer.close() }
         preparer = nil

@@ -23,10 +23,11 @@ public struct PeerTransportConfiguration: Sendable {
     /// Bytes received and not yet handled before the connection stops reading (inbound flow
     /// control): a peer that sends faster than batches are applied waits.
     public var inboundBufferBytes = 4 << 20
-    /// How many batches that have arrived together are applied as one merge (one transaction, one
-    /// sync to disk): while a merge runs the next batches arrive, and applying them together
-    /// spares a commit each. Eight batches are at most 131,072 operations in memory at once, and
-    /// a merge never takes more than 4 MiB of raw operations (what one batch may hold at most).
+    /// How many batches that have arrived together are logged as one part of the session's merge
+    /// (one transaction, one sync to disk, SPEC.md §15.9): while a part is logged the next batches
+    /// arrive, and logging them together spares a commit each. Eight batches are at most 131,072
+    /// operations in memory at once, and a part never takes more than 4 MiB of raw operations
+    /// (what one batch may hold at most).
     public var batchesPerApply = 8
     /// Once a session has ended, how long a side waits for what it wrote to be taken before it
     /// closes anyway (a peer that stopped reading gets no longer); and after a failure, how long it

@@ -51,9 +51,9 @@ public struct PeerSummary: Hashable, Sendable {
 package enum PeerAction: Hashable, Sendable {
     /// Write these bytes to the connection.
     case send([UInt8])
-    /// Merge these operations, authenticated and valid (SPEC.md §4.3), into the store as one
-    /// merge of their own (its own transaction), then call `batchApplied()` and carry out what it
-    /// returns. They are one batch, or several received one after the other (`batchesPerApply`).
+    /// Merge these operations, authenticated and valid (SPEC.md §4.3), into the store as the next
+    /// part of the session's merge (`MergeInParts`: logged in a transaction of its own, SPEC.md
+    /// §5.6), then call `batchApplied()` and carry out what it returns. They are one batch, or several received one after the other (`batchesPerApply`).
     /// Merges are committed in the order handed out, each confirmed in turn. If one fails, call
     /// `abort(_:)` instead and carry out what that returns. Until it is confirmed the session
     /// hands out at most `maxAppliesInFlight` `.apply` in all and answers nothing that arrived after
@@ -67,6 +67,12 @@ package enum PeerAction: Hashable, Sendable {
     /// handed out may still commit: what it holds arrived whole and valid, and merging it again
     /// later changes nothing.)
     case apply([Op])
+    /// The peer's `done` has arrived and every `.apply` has committed: apply what the session's
+    /// merge logged to the records (`MergeInParts.apply()`), then call `batchApplied()` and carry
+    /// out what it returns (the `ack` among it), or `abort(_:)` if it fails. So once the peer
+    /// hears that this side holds what it sent, this side's records show it too. Handed out only
+    /// after batches were received.
+    case finishMerge
     /// The peer's version vector has arrived: stream, through `send(operations:)`, first the
     /// operations `lastShared` names (the store holds each: `ConcordStore.operation(_:)`), then
     /// every operation the store holds that `since` does not cover (each author's in seq order,
@@ -160,10 +166,12 @@ package struct PeerSession: Sendable {
     private var receiving: Receiving = .versions
     private var sending: Sending = .waitingForPeerVersions
     private var ackReceived = false
+    /// The peer's `done` has arrived: the `ack` goes out once the `.finishMerge` has committed.
+    private var ackOwed = false
     /// The connection has closed: once nothing is left to apply, the session ends.
     private var inputEnded = false
-    /// How many `.apply` have been handed out and not yet confirmed by `batchApplied()`, and how
-    /// many may be. While any are, the batches that follow are collected for the next one, and
+    /// How many `.apply` (or `.finishMerge`) have been handed out and not yet confirmed by
+    /// `batchApplied()`, and how many may be. While any are, the batches that follow are collected for the next one, and
     /// anything else waits in `heldMessage`.
     private var appliesInFlight = 0
     private let maxAppliesInFlight: Int
@@ -322,8 +330,9 @@ package struct PeerSession: Sendable {
         return handleReceived()
     }
 
-    /// The batches of the first `.apply` not yet confirmed have committed: the session reads on
-    /// (and, once none is left, may send the `ack` that tells the peer it holds what it sent).
+    /// The batches of the first `.apply` not yet confirmed, or the `.finishMerge`, have committed:
+    /// the session reads on (and, once none is left after the peer's `done`, sends the `ack` that
+    /// tells the peer it holds what it sent).
     package mutating func batchApplied() -> [PeerAction] {
         guard isActive else { return [] }
         precondition(appliesInFlight > 0, "PeerSession.batchApplied() without an .apply")
@@ -351,6 +360,12 @@ package struct PeerSession: Sendable {
     /// `.apply`, so that a transport starts merging it at once (and calls `readAhead()`).
     private mutating func handleReceived() -> [PeerAction] {
         var actions: [PeerAction] = []
+        // Before anything held (the peer's ack may wait there): the peer hears first that its
+        // operations are held.
+        if isActive, ackOwed, appliesInFlight == 0 {
+            ackOwed = false
+            sendAck(into: &actions)
+        }
         while isActive {
             if let message = heldMessage, collected.isEmpty, appliesInFlight == 0 || PeerMessage.isBatch(message) {
                 heldMessage = nil
@@ -681,10 +696,15 @@ package struct PeerSession: Sendable {
             collectedRawBytes += PeerMessage.declaredRawLength(of: message) ?? 0
         case .done:
             receiving = .done
-            // The transport carries out actions in order, so this ack goes out once every batch
-            // before it has been applied.
-            guard sendMessage(PeerMessage.encodeAck(operationsInBatchesReceived), into: &actions) else { return }
-            checkFinished(into: &actions)
+            // Every batch before it has been logged (a message waits for them). The records show
+            // them before the ack goes out.
+            if summary.batchesReceived > 0 {
+                actions.append(.finishMerge)
+                appliesInFlight += 1
+                ackOwed = true
+            } else {
+                sendAck(into: &actions)
+            }
         case let .ack(count):
             guard count == UInt64(operationsInBatchesSent) else {
                 let what = "an ack message for \(count) operations; this side sent \(operationsInBatchesSent)"
@@ -700,6 +720,11 @@ package struct PeerSession: Sendable {
 
     /// The session has finished once the peer's `done` and its `ack` of everything this side sent
     /// have arrived (the ack comes only after this side's `done`).
+    private mutating func sendAck(into actions: inout [PeerAction]) {
+        guard sendMessage(PeerMessage.encodeAck(operationsInBatchesReceived), into: &actions) else { return }
+        checkFinished(into: &actions)
+    }
+
     private mutating func checkFinished(into actions: inout [PeerAction]) {
         guard receiving == .done, ackReceived else { return }
         phase = .finished

@@ -20,47 +20,6 @@ extension ConcordStore {
         }
     }
 
-    /// Merges operations as `merge(_:)` does, in one transaction, if the store still holds the
-    /// sync key `keyBytes` when the transaction starts: a peer session merges what a peer holding
-    /// that key sent, and a key replaced meanwhile (by any process) must stop that peer at once
-    /// (SPEC.md §15.1). Otherwise nothing is written and the merge fails with `.keyReplaced`.
-    @discardableResult
-    package func merge(_ operations: some Sequence<Op>, ifSyncKeyIs keyBytes: [UInt8]) throws(ConcordError) -> MergeReport {
-        try merge(try prepareMerge(operations), ifSyncKeyIs: keyBytes)
-    }
-
-    /// The first stages of a merge of `operations` (SPEC.md §5.6: read, validate, sort by record),
-    /// done ahead of the rest, so that a peer session sorts its next batches while the merge
-    /// before them writes. What the store holds is read through this store object: a read-only
-    /// one of the same file reads it without waiting for that merge. Fails, writing nothing, if
-    /// an operation is invalid.
-    package func prepareMerge(_ operations: some Sequence<Op>) throws(ConcordError) -> PreparedMerge {
-        let bounds = environment.mergeBatch.unbounded(holding: operations.underestimatedCount)
-        return try guarded {
-            PreparedMerge(
-                operations: try readAndSort({ each in for operation in operations { try each(operation) } }, sortRun: bounds.sortRun),
-                path: path)
-        }
-    }
-
-    /// Merges operations prepared by `prepareMerge(_:)`, of this store object or another of the
-    /// same file, as `merge(_:ifSyncKeyIs:)` does. Operations that another writer logged since
-    /// they were prepared are compared with its, as in any merge (§9.1).
-    @discardableResult
-    package func merge(_ prepared: PreparedMerge, ifSyncKeyIs keyBytes: [UInt8]) throws(ConcordError) -> MergeReport {
-        precondition(prepared.path == path, "a merge prepared for \(prepared.path) is merged into \(path)")
-        return try guarded {
-            try merge(
-                sorted: prepared.operations,
-                bounds: environment.mergeBatch.unbounded(holding: prepared.operations.count),
-                checking: { db in
-                    guard try Self.syncKeyBytes(db) == keyBytes else {
-                        throw ConcordError(.keyReplaced, "the sync key of the store at \(path) was replaced")
-                    }
-                })
-        }
-    }
-
     static func syncKeyBytes(_ db: Database) throws -> [UInt8]? {
         try Data.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'sync_key'").map { [UInt8]($0) }
     }
@@ -162,14 +121,4 @@ private struct FileModes {
     func restore() {
         for (path, mode) in original { chmod(path, mode) }
     }
-}
-
-/// Operations read, validated and sorted by record for a merge into the store of one file
-/// (`ConcordStore.prepareMerge(_:)`), waiting to be logged and applied.
-package struct PreparedMerge: Sendable {
-    fileprivate let operations: OperationSorter.Finished
-    fileprivate let path: String
-
-    /// How many operations it holds.
-    package var count: Int { operations.count }
 }

@@ -2,11 +2,10 @@ import ConcordCore
 import Foundation
 import GRDB
 
-/// The one way operations from elsewhere enter a store: bundles, other stores, peer batches,
-/// shared folders and operations in memory all come through
-/// `merge(bounds:checking:afterEachBatch:reading:)`, or through `merge(sorted:…)` when its first
-/// two stages were done ahead (`prepareMerge(_:)`, a peer session's next merge) (SPEC.md §5.6).
-/// Its stages:
+/// The one way operations from elsewhere enter a store: bundles, other stores, shared folders and
+/// operations in memory all come through `merge(bounds:checking:afterEachBatch:reading:)`; a peer
+/// session's batches, which arrive over time, come through `MergeInParts`, which runs the same
+/// stages part by part (SPEC.md §5.6). Its stages:
 ///
 /// 1. **Read and validate**: every operation of the input is checked (§4.3) and kept, before
 ///    anything is written; so invalid or unreadable input applies nothing.
@@ -35,27 +34,27 @@ extension ConcordStore {
     ) throws -> MergeReport {
         try finishPendingMerge()
         let input = try readAndSort(read, sortRun: bounds.sortRun)
-        return try logAndApply(input, bounds: bounds, checking: check, afterEachBatch: afterEachBatch)
+        return try logAndApply(input, bounds: bounds, checking: check, afterEachBatch: afterEachBatch).report
     }
 
-    /// Stages 3 and 4, for operations read and sorted ahead of time (by this store object, or by
-    /// another of the same file: `prepareMerge(_:)`).
-    func merge(
-        sorted input: OperationSorter.Finished, bounds: MergeBatch, checking check: (Database) throws -> Void = { _ in },
-        afterEachBatch: () throws -> Void = {}
-    ) throws -> MergeReport {
-        try finishPendingMerge()
-        return try logAndApply(input, bounds: bounds, checking: check, afterEachBatch: afterEachBatch)
+    /// Stage 3 alone, for operations read and sorted ahead of time (by this store object, or by
+    /// another of the same file: `prepareMerge(_:)`): logs them and returns the log rows it listed
+    /// as pending, whose operations wait for `applyPending(_:bounds:checking:afterEachBatch:)`.
+    /// `MergeInParts` logs each part so.
+    func log(
+        sorted input: OperationSorter.Finished, bounds: MergeBatch, checking check: (Database) throws -> Void
+    ) throws -> (report: MergeReport, pending: [PendingRow]) {
+        try logAndApply(input, bounds: bounds, checking: check, afterEachBatch: {}, applying: false)
     }
 
-    /// Stages 3 and 4. What a merge that fails had committed stays pending, for whoever opens or
-    /// merges next.
+    /// Stages 3 and 4 (or 3 alone, unless `applying`). What a merge that fails had committed stays
+    /// pending, for whoever opens or merges next.
     private func logAndApply(
         _ input: OperationSorter.Finished, bounds: MergeBatch, checking check: (Database) throws -> Void,
-        afterEachBatch: () throws -> Void
-    ) throws -> MergeReport {
+        afterEachBatch: () throws -> Void, applying: Bool = true
+    ) throws -> (report: MergeReport, pending: [PendingRow]) {
         do {
-            return try logThenApply(input, bounds: bounds, checking: check, afterEachBatch: afterEachBatch)
+            return try logThenApply(input, bounds: bounds, checking: check, afterEachBatch: afterEachBatch, applying: applying)
         } catch {
             try? write { db in try PendingRow.forgetApplier(db) }
             throw error
@@ -64,12 +63,12 @@ extension ConcordStore {
 
     private func logThenApply(
         _ input: OperationSorter.Finished, bounds: MergeBatch, checking check: (Database) throws -> Void,
-        afterEachBatch: () throws -> Void
-    ) throws -> MergeReport {
-        guard input.count > 0 else { return MergeReport() }
+        afterEachBatch: () throws -> Void, applying: Bool
+    ) throws -> (report: MergeReport, pending: [PendingRow]) {
+        guard input.count > 0 else { return (MergeReport(), []) }
         // Folding starts at once, on a thread of its own for a large merge, while the log is written.
-        let states = FoldedRecords(input, bounds)
-        defer { states.stop() }
+        let states = applying ? FoldedRecords(input, bounds) : nil
+        defer { states?.stop() }
 
         var added = input.addedOrder()
         var waiting = input.count
@@ -96,25 +95,26 @@ extension ConcordStore {
                 // transaction (often all of them: the merge is one transaction). A larger one
                 // applies them in transactions of their own, so that other writers get the store
                 // between its logging and its applying too.
-                guard fitsInOneBatch, !heldAfterAll, !rows.isEmpty else { return }
+                guard let states, fitsInOneBatch, !heldAfterAll, !rows.isEmpty else { return }
                 next = try states.next()
                 let last = try join(states, from: &next, into: &context, bounds: bounds)
                 try Self.settle(rows, through: last, finished: next == nil, context.db)
             })
             try afterEachBatch()
         } while waiting > 0
+        guard let states else { return (report, rows) }
         if heldAfterAll {
             // Leave what the other process logged to it (its records must not show operations
             // still listed as pending), and apply what this merge logged, read back from the log.
             states.stop()
             try applyPending(rows, bounds: bounds, checking: check, afterEachBatch: afterEachBatch)
-            return report
+            return (report, [])
         }
         if !fitsInOneBatch, !rows.isEmpty { next = try states.next() }
         if next != nil {
             try applyInRecordOrder(states, from: next, rows: rows, bounds: bounds, checking: check, afterEachBatch: afterEachBatch)
         }
-        return report
+        return (report, [])
     }
 
     /// Stages 1 and 2: reads and checks every operation, keeping them all in the order read and

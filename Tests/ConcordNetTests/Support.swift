@@ -14,13 +14,16 @@ import Darwin
 #endif
 
 extension PeerSession {
-    /// Takes bytes as `receive` does, and confirms each batch at once, as a store that applies it
-    /// would: every action, up to the session's end or what the bytes hold.
+    /// Takes bytes as `receive` does, and confirms each batch (and the merge's finish) at once, as
+    /// a store that applies it would: every action, up to the session's end or what the bytes hold.
     mutating func receiveApplying(_ bytes: [UInt8]) -> [PeerAction] {
         var actions = receive(bytes)
         var index = 0
         while index < actions.count {
-            if case .apply = actions[index] { actions += batchApplied() }
+            switch actions[index] {
+            case .apply, .finishMerge: actions += batchApplied()
+            default: break
+            }
             index += 1
         }
         return actions

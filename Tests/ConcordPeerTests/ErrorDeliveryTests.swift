@@ -160,8 +160,17 @@ import Testing
         client.receive(server.takeOutbox())  // the client's batch and done (and its ack)
         let actions = server.session.receive(client.takeOutbox())
         #expect(actions.count == 1 && actions[0].isApply, "\(actions)")
+        let logged = server.session.batchApplied()
+        #expect(logged == [.finishMerge], "no ack before the records show the batch")
         let after = server.session.batchApplied()
-        #expect(after.contains { $0.isSend }, "the ack, once the batch has committed")
+        #expect(after.contains { $0.isSend }, "the ack, once the merge has finished")
+        // The client's ack waited behind the merge; the server's own ack went out before the
+        // session finished on it.
+        guard case .finished? = after.last else {
+            Issue.record("the session did not finish: \(after)")
+            return
+        }
+        #expect(after.firstIndex { $0.isSend }! < after.count - 1)
     }
 }
 

@@ -120,6 +120,8 @@ struct TestPeer {
     var sent: [UInt8] = []
     /// The operations of each `.apply`, in order: one batch each, or several (`batchesPerApply`).
     var appliedBatches: [[Op]] = []
+    /// How many times the session asked to finish its merge (`.finishMerge`).
+    var finishMerges = 0
     var needOperationsCalls: [VersionVector] = []
     var finished: PeerSummary?
     var failure: ConcordError?
@@ -163,6 +165,10 @@ struct TestPeer {
                 } else if !merge(batch) {
                     return
                 }
+            case .finishMerge:
+                // The operation set has nothing to apply later: what it holds shows at once.
+                finishMerges += 1
+                perform(session.batchApplied())
             case .needOperations(let since, let lastShared):
                 needOperationsCalls.append(since)
                 let missing = lastShared.map { store.operations[$0]! } + store.missing(since: since)
@@ -274,6 +280,14 @@ extension PeerAction {
         if case .apply = self { return true }
         return false
     }
+
+    /// Whether the session waits for `batchApplied()` after it: an `.apply` or a `.finishMerge`.
+    var awaitsCommit: Bool {
+        switch self {
+        case .apply, .finishMerge: true
+        default: false
+        }
+    }
 }
 
 /// A client that plays the handshake by hand, then seals whatever messages a test gives it: a
@@ -324,7 +338,7 @@ struct HostileClient {
         // Each batch is applied at once, as a store would, and the server reads on.
         var index = 0
         while index < actions.count {
-            if actions[index].isApply { actions += server.batchApplied() }
+            if actions[index].awaitsCommit { actions += server.batchApplied() }
             index += 1
         }
         for case .send(let bytes) in actions { serverBytes += bytes }

@@ -1,0 +1,98 @@
+import ConcordCore
+import Foundation
+import GRDB
+
+/// A merge whose input arrives in parts over time: a peer session's batches (SPEC.md §5.6,
+/// §15.6). Each part is logged as it arrives, in a transaction of its own, so that it is held
+/// (and can be acknowledged) at once; its operations wait, listed as pending, until `apply()`
+/// applies those of every part logged so far together, in record order. A record that several
+/// parts touch (a reminder created in one batch and updated in a later one) is then read and
+/// written once, as in the merge of one bundle.
+///
+/// Every part is logged only while the store holds the sync key the session authenticated with,
+/// checked inside the part's transaction: a key replaced by any process stops the next part
+/// (SPEC.md §15.1). What was logged before is applied all the same: it was received under the key.
+///
+/// Not thread-safe: a peer connection uses one from a serial queue.
+package struct MergeInParts {
+    private let store: ConcordStore
+    private let keyBytes: [UInt8]
+    /// The log rows of the parts logged and not yet applied.
+    private var pending: [PendingRow] = []
+    private var started = false
+    /// How many operations the parts logged that are not yet applied.
+    package private(set) var waiting = 0
+
+    /// A merge into `store` of parts that a peer holding the sync key `keyBytes` sends.
+    package init(into store: ConcordStore, ifSyncKeyIs keyBytes: [UInt8]) {
+        self.store = store
+        self.keyBytes = keyBytes
+    }
+
+    /// Whether as many operations wait as a merge logs before it applies (`MergeBatch.operations`,
+    /// SPEC.md §5.6): time to `apply()`, so that records never lag far behind the log.
+    package var isFull: Bool { waiting >= store.environment.mergeBatch.operations }
+
+    /// Logs the operations of `part` (prepared by `ConcordStore.prepareMerge(_:)`) in one
+    /// transaction, if the store still holds the session's sync key; otherwise nothing is written
+    /// and the call fails with `.keyReplaced`. Held operations are compared with the ones held (a
+    /// different one is a clash, and nothing of the part is logged). The first part first applies
+    /// what an earlier merge left pending, as every merge does.
+    package mutating func log(_ part: PreparedMerge) throws(ConcordError) -> MergeReport {
+        precondition(part.path == store.path, "a merge prepared for \(part.path) is merged into \(store.path)")
+        let (store, keyBytes) = (store, keyBytes)
+        let (report, rows) = try store.guarded {
+            if !started { try store.finishPendingMerge() }
+            started = true
+            return try store.log(
+                sorted: part.operations, bounds: store.environment.mergeBatch.unbounded(holding: part.count),
+                checking: { db in
+                    guard try ConcordStore.syncKeyBytes(db) == keyBytes else {
+                        throw ConcordError(.keyReplaced, "the sync key of the store at \(store.path) was replaced")
+                    }
+                })
+        }
+        pending += rows
+        waiting += report.newOperationCount
+        return report
+    }
+
+    /// Applies the operations of the parts logged so far to their records, in record order, in
+    /// transactions of at most `MergeBatch.records` records, reading them back from the log. If
+    /// it fails, they stay pending: the next merge, or the next process to open the store,
+    /// applies them.
+    package mutating func apply() throws(ConcordError) {
+        guard !pending.isEmpty else { return }
+        let rows = pending
+        pending = []
+        waiting = 0
+        let store = store
+        try store.guarded { try store.applyPending(rows, bounds: store.environment.mergeBatch, afterEachBatch: {}) }
+    }
+}
+
+extension ConcordStore {
+    /// The first stages of a merge of `operations` (SPEC.md §5.6: read, validate, sort by record),
+    /// done ahead of the rest, so that a peer session sorts its next batches while the part before
+    /// them is logged (`MergeInParts`). What the store holds is read through this store object: a
+    /// read-only one of the same file reads it without waiting for the writer. Fails, writing
+    /// nothing, if an operation is invalid.
+    package func prepareMerge(_ operations: some Sequence<Op>) throws(ConcordError) -> PreparedMerge {
+        let bounds = environment.mergeBatch.unbounded(holding: operations.underestimatedCount)
+        return try guarded {
+            PreparedMerge(
+                operations: try readAndSort({ each in for operation in operations { try each(operation) } }, sortRun: bounds.sortRun),
+                path: path)
+        }
+    }
+}
+
+/// Operations read, validated and sorted by record for a merge into the store of one file
+/// (`ConcordStore.prepareMerge(_:)`), waiting to be logged (`MergeInParts.log(_:)`).
+package struct PreparedMerge: Sendable {
+    fileprivate let operations: OperationSorter.Finished
+    fileprivate let path: String
+
+    /// How many operations it holds.
+    package var count: Int { operations.count }
+}
