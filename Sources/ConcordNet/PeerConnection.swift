@@ -312,7 +312,7 @@ final class PeerConnection: @unchecked Sendable {
                 finishMerge()
             case .needOperations(let since, let lastShared):
                 startStreaming(since: since, lastShared: lastShared)
-            case .finished(let summary):
+            case .finished(let summary), .live(let summary):
                 end(nil, summary: summary)
             case .failed(let failure):
                 end(failure)

@@ -6,8 +6,10 @@ extension ConcordError {
     static let wrongKeyMessage = "the peer does not hold this store's sync key"
 
     static func versionMismatch(peer: UInt16) -> ConcordError {
-        let remedy = peer > PeerProtocol.version ? "upgrade Concord on this side" : "upgrade Concord on the peer"
-        return ConcordError(.versionMismatch, "the peer speaks protocol version \(peer) and this build speaks \(PeerProtocol.version); \(remedy)")
+        let remedy = peer > PeerProtocol.liveVersion ? "upgrade Concord on this side" : "upgrade Concord on the peer"
+        return ConcordError(
+            .versionMismatch,
+            "the peer speaks protocol version \(peer) and this build speaks versions \(PeerProtocol.version) to \(PeerProtocol.liveVersion); \(remedy)")
     }
 
     static func violation(_ what: String) -> ConcordError {

@@ -28,8 +28,8 @@ enum Handshake {
     static let serverLabel = Array("concord-peer-1 server".utf8)
     static let clientLabel = Array("concord-peer-1 client".utf8)
 
-    static func header(_ kind: Kind) -> [UInt8] {
-        PeerProtocol.magic + [UInt8(PeerProtocol.version >> 8), UInt8(PeerProtocol.version & 0xFF), kind.rawValue]
+    static func header(_ kind: Kind, version: UInt16 = PeerProtocol.version) -> [UInt8] {
+        PeerProtocol.magic + [UInt8(version >> 8), UInt8(version & 0xFF), kind.rawValue]
     }
 
     /// A handshake frame's fixed start, read as far as the frame allows.

@@ -2,7 +2,8 @@ import ConcordCore
 import ConcordWire
 import Foundation
 
-/// The messages of the encrypted phase (SPEC.md §15.5).
+/// The messages of the encrypted phase (SPEC.md §15.5), and those of a live session's live phase
+/// (§15.10).
 enum PeerMessage: Hashable {
     enum Kind: UInt8 {
         case versions = 1
@@ -10,6 +11,10 @@ enum PeerMessage: Hashable {
         case done = 3
         case error = 4
         case ack = 5
+        case push = 6
+        case pushAck = 7
+        case ping = 8
+        case pong = 9
 
         /// "a versions message", "an error message", …
         var phrase: String {
@@ -19,8 +24,15 @@ enum PeerMessage: Hashable {
             case .done: "a done message"
             case .error: "an error message"
             case .ack: "an ack message"
+            case .push: "a push message"
+            case .pushAck: "a pushAck message"
+            case .ping: "a ping message"
+            case .pong: "a pong message"
             }
         }
+
+        /// Whether it belongs to the live phase.
+        var isLive: Bool { rawValue >= Kind.push.rawValue }
     }
 
     case versions(ReplicaID, VersionVector)
@@ -28,6 +40,10 @@ enum PeerMessage: Hashable {
     case done
     case error(String)
     case ack(UInt64)
+    case push([Op])
+    case pushAck(UInt64)
+    case ping(UInt64)
+    case pong(UInt64)
 
     static func encodeVersions(replica: ReplicaID, versions: VersionVector) -> [UInt8] {
         var writer = ByteWriter()
@@ -37,10 +53,12 @@ enum PeerMessage: Hashable {
         return writer.bytes
     }
 
-    /// A batch message around a raw operations payload (SPEC.md §13).
-    static func encodeBatch(raw: [UInt8]) -> [UInt8] {
+    /// A batch message (or a push, which has the same body) around a raw operations payload
+    /// (SPEC.md §13).
+    static func encodeBatch(raw: [UInt8], kind: Kind = .batch) -> [UInt8] {
+        precondition(kind == .batch || kind == .push, "\(kind.phrase) carries no operations")
         var writer = ByteWriter()
-        writer.byte(Kind.batch.rawValue)
+        writer.byte(kind.rawValue)
         writer.varint(UInt64(raw.count))
         writer.bytes(Zstd.compress(raw))
         return writer.bytes
@@ -49,9 +67,14 @@ enum PeerMessage: Hashable {
     static let doneMessage: [UInt8] = [Kind.done.rawValue]
 
     static func encodeAck(_ operations: Int) -> [UInt8] {
+        encodeCount(.ack, UInt64(operations))
+    }
+
+    /// An `ack`, `pushAck`, `ping` or `pong`: the type, then one varint.
+    static func encodeCount(_ kind: Kind, _ value: UInt64) -> [UInt8] {
         var writer = ByteWriter()
-        writer.byte(Kind.ack.rawValue)
-        writer.varint(UInt64(operations))
+        writer.byte(kind.rawValue)
+        writer.varint(value)
         return writer.bytes
     }
 
@@ -79,11 +102,14 @@ enum PeerMessage: Hashable {
     /// The type of a message, or `nil` for an empty message.
     static func kind(of message: [UInt8]) -> UInt8? { message.first }
 
-    /// Whether a message is a batch, by its type byte (before it is decoded).
-    static func isBatch(_ message: [UInt8]) -> Bool { kind(of: message) == Kind.batch.rawValue }
+    /// Whether a message carries operations (a batch or a push), by its type byte (before it is
+    /// decoded).
+    static func isBatch(_ message: [UInt8]) -> Bool {
+        kind(of: message) == Kind.batch.rawValue || kind(of: message) == Kind.push.rawValue
+    }
 
-    /// The raw length a batch message declares (before it is checked: `decode` checks it), or
-    /// nil if the message is not a batch or too short to declare one.
+    /// The raw length a batch or push message declares (before it is checked: `decode` checks
+    /// it), or nil if the message is neither or too short to declare one.
     static func declaredRawLength(of message: [UInt8]) -> Int? {
         guard isBatch(message) else { return nil }
         var reader = ByteReader(message, offset: 1)
@@ -102,7 +128,7 @@ enum PeerMessage: Hashable {
                 let versions = try reader.versionVector()
                 guard reader.isAtEnd else { throw DecodeError.malformed("bytes after the version vector") }
                 return .versions(replica, versions)
-            case .batch:
+            case .batch, .push:
                 let rawLength = try reader.varint()
                 guard rawLength >= 1, rawLength <= UInt64(PeerProtocol.maxBatchBytes) else {
                     throw DecodeError.malformed("a batch declares \(rawLength) raw bytes (the limit is \(PeerProtocol.maxBatchBytes))")
@@ -116,7 +142,7 @@ enum PeerMessage: Hashable {
                 }
                 var operations: [Op] = []
                 try OperationsBlock.decode(raw, maxOperations: PeerProtocol.maxBatchOperations) { operations.append($0) }
-                return .batch(operations)
+                return kind == .batch ? .batch(operations) : .push(operations)
             case .done:
                 guard reader.isAtEnd else { throw DecodeError.malformed("bytes after done") }
                 return .done
@@ -124,10 +150,15 @@ enum PeerMessage: Hashable {
                 let reason = try reader.string(maxBytes: PeerProtocol.maxErrorReasonBytes)
                 guard reader.isAtEnd else { throw DecodeError.malformed("bytes after the error's reason") }
                 return .error(reason)
-            case .ack:
-                let count = try reader.varint()
-                guard reader.isAtEnd else { throw DecodeError.malformed("bytes after the count") }
-                return .ack(count)
+            case .ack, .pushAck, .ping, .pong:
+                let value = try reader.varint()
+                guard reader.isAtEnd else { throw DecodeError.malformed(kind == .ack || kind == .pushAck ? "bytes after the count" : "bytes after the nonce") }
+                switch kind {
+                case .ack: return .ack(value)
+                case .pushAck: return .pushAck(value)
+                case .ping: return .ping(value)
+                default: return .pong(value)
+                }
             }
         } catch let error as DecodeError {
             throw Malformed("\(kind.phrase): \(error.shortDescription)")

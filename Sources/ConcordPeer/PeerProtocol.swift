@@ -2,8 +2,14 @@
 package enum PeerProtocol {
     /// The first 8 bytes of every handshake frame: `CNCDPEER`.
     package static let magic: [UInt8] = Array("CNCDPEER".utf8)
-    /// The protocol version this build speaks.
+    /// The protocol version of a one-shot session, which every build speaks.
     package static let version: UInt16 = 1
+    /// The protocol version of a live session (SPEC.md §15.10), the highest this build speaks.
+    package static let liveVersion: UInt16 = 2
+    /// A side writes no further push while the operations it pushed and the peer has not
+    /// acknowledged exceed this many, or `maxUnacknowledgedPushBytes` raw (SPEC.md §15.10).
+    package static let maxUnacknowledgedPushOperations = 131_072
+    package static let maxUnacknowledgedPushBytes = 8 << 20
     /// The longest frame payload a reader accepts once the handshake is complete: 4 MiB.
     package static let maxFrameBytes = 4 << 20
     /// The longest frame payload a reader accepts during the handshake.

@@ -80,8 +80,15 @@ package enum PeerAction: Hashable, Sendable {
     /// always the last action of the list it is in.
     case needOperations(since: VersionVector, lastShared: [OperationID])
     /// The session is complete: both sides have sent everything the other lacked, and each has
-    /// acknowledged receiving it. Flush what was sent, then close the connection.
+    /// acknowledged receiving it. Flush what was sent, then close the connection. (A live
+    /// session's end, after its live phase, is reported so too.)
     case finished(PeerSummary)
+    /// The exchange of a live session (SPEC.md §15.10) is complete, as for `.finished`, and the
+    /// session stays open in its live phase: from now on, push what the store holds and the peer
+    /// may lack (`push(operations:)`, from `peerHolds`), whenever the store commits and while
+    /// `mayPush` allows, and send `ping()` when nothing was written for a while. It ends when the
+    /// connection closes (`connectionClosed()`, a normal end) or either side fails.
+    case live(PeerSummary)
     /// The session has ended in failure: flush what was sent (an `error` for the peer may be
     /// among it), then close the connection. Nothing more is handed out to be applied (merges
     /// already handed out may still commit, `apply`; a transport stops those queued after one
@@ -166,6 +173,30 @@ package struct PeerSession: Sendable {
     private var receiving: Receiving = .versions
     private var sending: Sending = .waitingForPeerVersions
     private var ackReceived = false
+    /// Whether this side asks for (a client) or accepts (a server) a live session.
+    private let offersLive: Bool
+    /// The session's protocol version: what a client proposes until the server answers, then
+    /// what the handshake settled (SPEC.md §15.10, "Negotiation").
+    package private(set) var version: UInt16 = PeerProtocol.version
+    /// Whether the session is in its live phase (SPEC.md §15.10).
+    package private(set) var isLive = false
+    /// What the peer holds as far as this side knows (SPEC.md §15.10 rule 1): what its `versions`
+    /// covers, every operation received from it, and every operation written to it.
+    package private(set) var peerHolds = SeqRanges()
+    /// Push operations written, and the `n` of the last `pushAck` received.
+    private var pushOperationsWritten = 0
+    private var pushOperationsAcknowledged = 0
+    /// The pushes written and not wholly acknowledged: the count of push operations written up to
+    /// the end of each, and its raw bytes; and the raw bytes of all of them.
+    private var pushesUnacknowledged: [(end: Int, rawBytes: Int)] = []
+    private var pushBytesUnacknowledged = 0
+    /// Push operations received in the parts handed out (`.apply`, in order; 0 for a part of
+    /// batches or a `.finishMerge`), and those logged so far (what `pushAck` counts).
+    private var pushesInFlight: [Int] = []
+    private var pushOperationsLogged = 0
+    /// Push operations in the part being collected.
+    private var collectedPushOperations = 0
+    private var nextPingNonce: UInt64 = 0
     /// The peer's `done` has arrived: the `ack` goes out once the `.finishMerge` has committed.
     private var ackOwed = false
     /// The connection has closed: once nothing is left to apply, the session ends.
@@ -235,6 +266,8 @@ package struct PeerSession: Sendable {
     ///   - maxAppliesInFlight: how many `.apply` may be out, not yet confirmed by `batchApplied()`:
     ///     a transport that prepares a merge (reads and sorts its operations) while the one
     ///     before it writes takes two. A value below one counts as one. One by default.
+    ///   - live: a client asks for a live session (protocol version 2, SPEC.md §15.10), and a
+    ///     server accepts one when a client asks; otherwise the session is one-shot (version 1).
     ///   - random: where the handshake's nonce comes from: the system CSPRNG, unless a test
     ///     injects a seeded source.
     ///   - describeError: how this side words the reason it sends in its `error` when it ends
@@ -242,9 +275,10 @@ package struct PeerSession: Sendable {
     ///     the failure's `message`; an app may add its own advice (`syncctl` names its commands).
     package init(
         role: PeerRole, key: SyncKey, localReplica: ReplicaID, localVersions: VersionVector,
-        batchesPerApply: Int = 1, maxAppliesInFlight: Int = 1, random: RandomBytes = .system,
+        batchesPerApply: Int = 1, maxAppliesInFlight: Int = 1, live: Bool = false, random: RandomBytes = .system,
         describeError: @escaping @Sendable (ConcordError) -> String = { $0.message }
     ) {
+        offersLive = live
         self.batchesPerApply = max(1, batchesPerApply)
         self.maxAppliesInFlight = max(1, maxAppliesInFlight)
         self.role = role
@@ -272,6 +306,13 @@ package struct PeerSession: Sendable {
     /// its inbound flow control bounds what waits.
     package var waitsForMerges: Bool {
         appliesInFlight > 0 && (heldMessage != nil || collectedBatches >= batchesPerApply)
+    }
+
+    /// Whether, in the live phase, a push may be written: the operations pushed and not yet
+    /// acknowledged are under the bounds of SPEC.md §15.10 rule 4.
+    package var mayPush: Bool {
+        isLive && isActive && pushOperationsWritten - pushOperationsAcknowledged < PeerProtocol.maxUnacknowledgedPushOperations
+            && pushBytesUnacknowledged < PeerProtocol.maxUnacknowledgedPushBytes
     }
 
     /// Whether the session has ended, finished or failed.
@@ -312,7 +353,8 @@ package struct PeerSession: Sendable {
         switch role {
         case .client:
             let nonce = random(Handshake.nonceBytes)
-            let hello = Handshake.header(.clientHello) + nonce
+            if offersLive { version = PeerProtocol.liveVersion }
+            let hello = Handshake.header(.clientHello, version: version) + nonce
             phase = .clientAwaitingServerHello(clientHello: hello, clientNonce: nonce)
             emit(Frame.encode(hello), into: &actions)
         case .server:
@@ -337,7 +379,12 @@ package struct PeerSession: Sendable {
         guard isActive else { return [] }
         precondition(appliesInFlight > 0, "PeerSession.batchApplied() without an .apply")
         appliesInFlight -= 1
-        return handleReceived()
+        let pushed = pushesInFlight.removeFirst()
+        guard pushed > 0 else { return handleReceived() }
+        pushOperationsLogged += pushed
+        var actions: [PeerAction] = []
+        guard sendMessage(PeerMessage.encodeCount(.pushAck, UInt64(pushOperationsLogged)), into: &actions) else { return actions }
+        return actions + handleReceived()
     }
 
     /// While `.apply` actions are being merged: opens and decodes the batches that follow them,
@@ -425,7 +472,12 @@ package struct PeerSession: Sendable {
 
     /// Ends the session once the connection has closed, and what arrived whole has been handled.
     private mutating func endClosed(into actions: inout [PeerAction]) {
-        if decoder.isInsideFrame {
+        if isLive {
+            // The live phase ends by a close (SPEC.md §15.10 rule 6): what was not acknowledged
+            // is sent again by the next session.
+            phase = .finished
+            actions.append(.finished(summary))
+        } else if decoder.isInsideFrame {
             fail(ConcordError(.truncated, "the connection ended in the middle of a frame"), into: &actions)
         } else if isHandshakeComplete {
             fail(ConcordError(.closed, "the connection closed before the session finished"), into: &actions)
@@ -456,17 +508,50 @@ package struct PeerSession: Sendable {
         precondition(sending == .operations, "PeerSession.send(operations:) before .needOperations or after finishSending()")
         var actions: [PeerAction] = []
         for operation in operations where !received.contains(operation.id) {
-            if !batch.isEmpty, batch.estimatedBytes + Self.sizeBound(operation) > PeerProtocol.targetBatchBytes {
-                guard flushBatch(into: &actions) else { break }
-            }
-            if batch.isEmpty { batchFirst = operation.id }
-            batch.append(operation)
-            if !lastSharedToSend.isEmpty, lastSharedToSend.remove(operation.id) != nil { batchLastShared += 1 }
-            if batch.operationCount >= PeerProtocol.maxBatchOperations || batch.estimatedBytes >= PeerProtocol.targetBatchBytes {
-                guard flushBatch(into: &actions) else { break }
-            }
+            guard append(operation, kind: .batch, into: &actions) else { break }
         }
         return actions
+    }
+
+    /// In the live phase: writes the operations the store holds that the peer may lack, in
+    /// pushes cut as batches are (SPEC.md §15.10 rule 2), leaving out those it holds
+    /// (`peerHolds`), which come to include these. Call it with each author's operations in seq
+    /// order, while `mayPush`; it writes every push at once, the last one short.
+    package mutating func push(operations: some Sequence<Op>) -> [PeerAction] {
+        guard isActive else { return [] }
+        precondition(isLive, "PeerSession.push(operations:) before the live phase")
+        var actions: [PeerAction] = []
+        for operation in operations where !peerHolds.contains(operation.id) {
+            guard append(operation, kind: .push, into: &actions) else { return actions }
+        }
+        _ = flushBatch(kind: .push, into: &actions)
+        return actions
+    }
+
+    /// In the live phase: a `ping` (SPEC.md §15.10 rule 5), for a side that has written nothing
+    /// for a while.
+    package mutating func ping() -> [PeerAction] {
+        guard isActive, isLive else { return [] }
+        var actions: [PeerAction] = []
+        nextPingNonce += 1
+        _ = sendMessage(PeerMessage.encodeCount(.ping, nextPingNonce), into: &actions)
+        return actions
+    }
+
+    /// Adds an operation to the open batch (or push), which goes out once full, or before an
+    /// operation that would take it well past its target size. `false` once the session has failed.
+    private mutating func append(_ operation: Op, kind: PeerMessage.Kind, into actions: inout [PeerAction]) -> Bool {
+        if !batch.isEmpty, batch.estimatedBytes + Self.sizeBound(operation) > PeerProtocol.targetBatchBytes {
+            guard flushBatch(kind: kind, into: &actions) else { return false }
+        }
+        if batch.isEmpty { batchFirst = operation.id }
+        batch.append(operation)
+        peerHolds.insert(operation.id)
+        if !lastSharedToSend.isEmpty, lastSharedToSend.remove(operation.id) != nil { batchLastShared += 1 }
+        if batch.operationCount >= PeerProtocol.maxBatchOperations || batch.estimatedBytes >= PeerProtocol.targetBatchBytes {
+            guard flushBatch(kind: kind, into: &actions) else { return false }
+        }
+        return true
     }
 
     /// Sends the last batch and `done`: everything the peer lacked has been sent. The session
@@ -475,7 +560,7 @@ package struct PeerSession: Sendable {
         guard isActive else { return [] }
         precondition(sending == .operations, "PeerSession.finishSending() before .needOperations, or twice")
         var actions: [PeerAction] = []
-        guard flushBatch(into: &actions), sendMessage(PeerMessage.doneMessage, into: &actions) else { return actions }
+        guard flushBatch(kind: .batch, into: &actions), sendMessage(PeerMessage.doneMessage, into: &actions) else { return actions }
         sending = .done
         return actions
     }
@@ -505,14 +590,32 @@ package struct PeerSession: Sendable {
                  into: &actions)
             return nil
         }
-        guard parsed.version == PeerProtocol.version else {
-            // A server tells a client of another version which version it speaks, in clear.
+        if role == .client, first, parsed.kind == Handshake.Kind.refusal.rawValue, frame.count == Handshake.refusalBytes,
+           frame[Handshake.headerBytes] == Handshake.RefusalReason.version.rawValue, parsed.version < version {
+            // A server that does not speak the version this side proposed, naming the highest it
+            // speaks (a live client tries again with it, SPEC.md §15.10).
+            fail(.versionMismatch(peer: parsed.version), into: &actions)
+            return nil
+        }
+        // A server settles the version with the client's hello (the lower of the two sides'
+        // highest); a client accepts a server hello of a version it speaks up to the one it
+        // proposed; every later frame carries the version settled.
+        let accepted: ClosedRange<UInt16> =
+            switch (role, first) {
+            case (.server, true): PeerProtocol.version...PeerProtocol.liveVersion
+            case (.client, true): PeerProtocol.version...version
+            default: version...version
+            }
+        guard accepted.contains(parsed.version) else {
+            // A server tells a client of another version the highest version it speaks, in clear.
             if role == .server, first {
-                emit(Frame.encode(Handshake.header(.refusal) + [Handshake.RefusalReason.version.rawValue]), into: &actions)
+                emit(Frame.encode(Handshake.header(.refusal, version: PeerProtocol.liveVersion) + [Handshake.RefusalReason.version.rawValue]),
+                     into: &actions)
             }
             fail(.versionMismatch(peer: parsed.version), into: &actions)
             return nil
         }
+        if first { version = role == .server && !offersLive ? PeerProtocol.version : parsed.version }
         guard let kind = parsed.kind else {
             fail(.violation("a handshake frame of \(frame.count) bytes"), into: &actions)
             return nil
@@ -524,7 +627,7 @@ package struct PeerSession: Sendable {
             }
             switch Handshake.RefusalReason(rawValue: frame[Handshake.headerBytes]) {
             case .wrongKey?: fail(ConcordError(.wrongKey, ConcordError.wrongKeyMessage), into: &actions)
-            case .version?: fail(.violation("a refusal of protocol version \(PeerProtocol.version), which it speaks"), into: &actions)
+            case .version?: fail(.violation("a refusal of protocol version \(version), which it speaks"), into: &actions)
             case nil: fail(.violation("a refusal for an unknown reason (\(frame[Handshake.headerBytes]))"), into: &actions)
             }
             return nil
@@ -541,7 +644,7 @@ package struct PeerSession: Sendable {
         let clientNonce = Array(frame[Handshake.headerBytes...])
         let serverNonce = random(Handshake.nonceBytes)
         let keys = Handshake.Keys(key: key, clientNonce: clientNonce, serverNonce: serverNonce)
-        let helloStart = Handshake.header(.serverHello) + serverNonce
+        let helloStart = Handshake.header(.serverHello, version: version) + serverNonce
         let transcript = frame + helloStart
         let proof = keys.proof(label: Handshake.serverLabel, transcript: transcript)
         emit(Frame.encode(helloStart + proof), into: &actions)
@@ -562,12 +665,12 @@ package struct PeerSession: Sendable {
         let transcript = clientHello + frame[..<proofStart]
         guard keys.verify(frame[proofStart...], label: Handshake.serverLabel, transcript: transcript) else {
             // The server does not hold the key: refuse, and never send a proof of our own.
-            emit(Frame.encode(Handshake.header(.refusal) + [Handshake.RefusalReason.wrongKey.rawValue]), into: &actions)
+            emit(Frame.encode(Handshake.header(.refusal, version: version) + [Handshake.RefusalReason.wrongKey.rawValue]), into: &actions)
             fail(ConcordError(.wrongKey, ConcordError.wrongKeyMessage), into: &actions)
             return
         }
         let proof = keys.proof(label: Handshake.clientLabel, transcript: transcript)
-        emit(Frame.encode(Handshake.header(.clientProof) + proof), into: &actions)
+        emit(Frame.encode(Handshake.header(.clientProof, version: version) + proof), into: &actions)
         establish(sealing: keys.clientToServer, opening: keys.serverToClient, into: &actions)
     }
 
@@ -633,7 +736,9 @@ package struct PeerSession: Sendable {
     private mutating func applyCollected(into actions: inout [PeerAction]) {
         guard !collected.isEmpty else { return }
         actions.append(.apply(collected))
-        summary.batchesReceived += collectedBatches
+        pushesInFlight.append(collectedPushOperations)
+        collectedPushOperations = 0
+        summary.batchesReceived += isLive ? 0 : collectedBatches
         summary.operationsReceived += collected.count - collectedLastShared
         summary.lastSharedReceived += collectedLastShared
         collected = []
@@ -650,6 +755,7 @@ package struct PeerSession: Sendable {
         let outOfOrder: String? =
             switch (type, receiving) {
             case (.error?, _), (nil, _): nil  // an error ends the session anywhere; decode reports an unknown type
+            case (let type?, _) where type.isLive: isLive ? nil : "\(type.phrase) before the live phase"
             case (.ack?, .versions): "an ack message before versions"
             case (.ack?, _) where ackReceived: "a second ack message"
             case (.ack?, _) where sending != .done: "an ack message before this side's done"
@@ -658,6 +764,7 @@ package struct PeerSession: Sendable {
             case (.versions?, _): "a second versions message"
             case (let type?, .versions): "\(type.phrase) before versions"
             case (let type?, .done): "\(type.phrase) after done"
+            case (let type?, .batches): "\(type.phrase) before the live phase"  // the live kinds, above
             }
         if let outOfOrder {
             fail(.violation(outOfOrder), tellingPeer: "it received something the protocol does not allow there: \(outOfOrder)", into: &actions)
@@ -679,6 +786,7 @@ package struct PeerSession: Sendable {
             }
             summary.peerReplica = replica
             summary.peerVersions = versions
+            peerHolds = SeqRanges(upTo: versions)
             receiving = .batches
             sending = .operations
             let lastShared = Self.lastShared(localVersions, versions)
@@ -694,6 +802,31 @@ package struct PeerSession: Sendable {
             collected += operations
             collectedBatches += 1
             collectedRawBytes += PeerMessage.declaredRawLength(of: message) ?? 0
+            for operation in operations { peerHolds.insert(operation.id) }
+        case let .push(operations):
+            for operation in operations {
+                received.insert(operation.id)
+                peerHolds.insert(operation.id)
+            }
+            collected += operations
+            collectedBatches += 1
+            collectedRawBytes += PeerMessage.declaredRawLength(of: message) ?? 0
+            collectedPushOperations += operations.count
+        case let .pushAck(count):
+            guard count <= UInt64(pushOperationsWritten), count >= UInt64(pushOperationsAcknowledged) else {
+                let what = "a pushAck message for \(count) operations; this side pushed \(pushOperationsWritten), and \(pushOperationsAcknowledged) were acknowledged"
+                fail(.violation(what), tellingPeer: "it received something the protocol does not allow: \(what)", into: &actions)
+                return
+            }
+            pushOperationsAcknowledged = Int(count)
+            while let first = pushesUnacknowledged.first, first.end <= pushOperationsAcknowledged {
+                pushesUnacknowledged.removeFirst()
+                pushBytesUnacknowledged -= first.rawBytes
+            }
+        case let .ping(nonce):
+            _ = sendMessage(PeerMessage.encodeCount(.pong, nonce), into: &actions)
+        case .pong:
+            break  // what it answers does not matter: bytes arrived
         case .done:
             receiving = .done
             // Every batch before it has been logged (a message waits for them). The records show
@@ -701,6 +834,7 @@ package struct PeerSession: Sendable {
             if summary.batchesReceived > 0 {
                 actions.append(.finishMerge)
                 appliesInFlight += 1
+                pushesInFlight.append(0)
                 ackOwed = true
             } else {
                 sendAck(into: &actions)
@@ -727,17 +861,23 @@ package struct PeerSession: Sendable {
 
     private mutating func checkFinished(into actions: inout [PeerAction]) {
         guard receiving == .done, ackReceived else { return }
+        if version >= PeerProtocol.liveVersion {
+            isLive = true
+            actions.append(.live(summary))
+            return
+        }
         phase = .finished
         actions.append(.finished(summary))
     }
 
-    /// Seals and sends the open batch, if there is one. `false` once the session has failed.
-    private mutating func flushBatch(into actions: inout [PeerAction]) -> Bool {
+    /// Seals and sends the open batch (or push), if there is one. `false` once the session has
+    /// failed.
+    private mutating func flushBatch(kind: PeerMessage.Kind, into actions: inout [PeerAction]) -> Bool {
         guard !batch.isEmpty, let first = batchFirst else { return true }
         let count = batch.operationCount
         let raw = batch.finish()
         batchFirst = nil
-        let message = raw.count <= PeerProtocol.maxBatchBytes ? PeerMessage.encodeBatch(raw: raw) : nil
+        let message = raw.count <= PeerProtocol.maxBatchBytes ? PeerMessage.encodeBatch(raw: raw, kind: kind) : nil
         guard let message, message.count + FrameCipher.tagBytes <= PeerProtocol.maxFrameBytes else {
             let what = count == 1
                 ? "operation \(first) is too large to send to a peer (\(raw.count) bytes)"
@@ -746,6 +886,13 @@ package struct PeerSession: Sendable {
             return false
         }
         guard sendMessage(message, into: &actions) else { return false }
+        if kind == .push {
+            summary.operationsSent += count
+            pushOperationsWritten += count
+            pushesUnacknowledged.append((pushOperationsWritten, raw.count))
+            pushBytesUnacknowledged += raw.count
+            return true
+        }
         summary.batchesSent += 1
         summary.operationsSent += count - batchLastShared
         summary.lastSharedSent += batchLastShared

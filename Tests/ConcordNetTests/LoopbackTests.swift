@@ -343,11 +343,11 @@ import Testing
         let server = try TestServer(a)
         defer { server.stop() }
         let raw = try RawClient(port: server.address.port)
-        raw.send([0, 0, 0, 43] + PeerProtocol.magic + [0, 2, 1] + [UInt8](repeating: 9, count: 32))
+        raw.send([0, 0, 0, 43] + PeerProtocol.magic + [0, 3, 1] + [UInt8](repeating: 9, count: 32))
         let (bytes, closed) = raw.receiveUntilClosed(timeout: 5)
         #expect(closed)
-        #expect(bytes == [0, 0, 0, 12] + PeerProtocol.magic + [0, 1, 4, 1], "a refusal of reason 1 with version 1")
-        #expect(server.waitForRecords(1).first?.failure?.message == "the peer speaks protocol version 2 and this build speaks 1; upgrade Concord on this side")
+        #expect(bytes == [0, 0, 0, 12] + PeerProtocol.magic + [0, 2, 4, 1], "a refusal of reason 1 with version 2, the highest this build speaks")
+        #expect(server.waitForRecords(1).first?.failure?.message == "the peer speaks protocol version 3 and this build speaks versions 1 to 2; upgrade Concord on this side")
     }
 
     @Test func aRefusedConnectionIsAOneLineError() throws {

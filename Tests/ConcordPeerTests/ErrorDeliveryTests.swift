@@ -69,8 +69,8 @@ import Testing
             peers[other]!.outbox += peers[other]!.session.sendUncheckedMessage(HostileClient.versions(replicaC)).sentBytes
             expected = "it received something the protocol does not allow there: a second versions message"
         case .malformed:
-            peers[other]!.outbox += peers[other]!.session.sendUncheckedMessage([9]).sentBytes
-            expected = "it received something the protocol does not allow: a message of unknown type 9"
+            peers[other]!.outbox += peers[other]!.session.sendUncheckedMessage([10]).sentBytes
+            expected = "it received something the protocol does not allow: a message of unknown type 10"
         case .sameReplica:
             expected = "both stores have replica id \(replicas[role]!.hex); one is a copy of the other"
         case .wrongAck:

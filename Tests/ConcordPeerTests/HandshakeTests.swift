@@ -132,31 +132,31 @@ import Testing
         var server = PeerSession(role: .server, key: keyA, localReplica: replicaB, localVersions: VersionVector(), random: seeded(20))
         _ = server.start()
         var hello = Handshake.header(.clientHello) + [UInt8](repeating: 1, count: 32)
-        hello[9] = 2  // version 2
+        hello[9] = 3  // version 3: this build speaks up to 2
         let actions = server.receive(Frame.encode(hello))
         #expect(actions == [
-            .send(Self.vector("versionRefusalFrame")),
-            .failed(ConcordError(.versionMismatch, "the peer speaks protocol version 2 and this build speaks 1; upgrade Concord on this side")),
+            .send(Frame.encode(Handshake.header(.refusal, version: 2) + [1])),
+            .failed(ConcordError(.versionMismatch, "the peer speaks protocol version 3 and this build speaks versions 1 to 2; upgrade Concord on this side")),
         ])
     }
 
     @Test func aClientOfANewerVersionWithAnotherHelloIsStillToldTheVersion() throws {
-        // A version 2 hello may look different after the version: only magic and version count.
+        // A version 3 hello may look different after the version: only magic and version count.
         var server = PeerSession(role: .server, key: keyA, localReplica: replicaB, localVersions: VersionVector(), random: seeded(20))
         _ = server.start()
-        let actions = server.receive(Frame.encode(PeerProtocol.magic + [0, 2, 9, 9, 9]))
-        #expect(actions.first == .send(Self.vector("versionRefusalFrame")))
+        let actions = server.receive(Frame.encode(PeerProtocol.magic + [0, 3, 9, 9, 9]))
+        #expect(actions.first == .send(Frame.encode(Handshake.header(.refusal, version: 2) + [1])))
         #expect(server.failure?.code == .versionMismatch)
     }
 
-    @Test(arguments: [(UInt16(2), "upgrade Concord on this side"), (0, "upgrade Concord on the peer"), (0x0101, "upgrade Concord on this side")])
+    @Test(arguments: [(UInt16(3), "upgrade Concord on this side"), (0, "upgrade Concord on the peer"), (0x0101, "upgrade Concord on this side")])
     func aClientFacingAnotherVersionNamesBoth(version: UInt16, remedy: String) throws {
         var client = PeerSession(role: .client, key: keyA, localReplica: replicaA, localVersions: VersionVector(), random: seeded(10))
         _ = client.start()
         // The refusal of a server of that version.
         let refusal = PeerProtocol.magic + [UInt8(version >> 8), UInt8(version & 0xFF), 4, 1]
         #expect(client.receive(Frame.encode(refusal)) == [
-            .failed(ConcordError(.versionMismatch, "the peer speaks protocol version \(version) and this build speaks 1; \(remedy)")),
+            .failed(ConcordError(.versionMismatch, "the peer speaks protocol version \(version) and this build speaks versions 1 to 2; \(remedy)")),
         ])
     }
 

@@ -318,7 +318,7 @@ import Testing
             ("a batch after done", [versions, [3], batch], "a batch message after done"),
             ("a second done", [versions, [3], [3]], "a done message after done"),
             ("an ack before this side's done", [versions, [5, 0]], "an ack message before this side's done"),
-            ("an unknown type", [versions, [9, 1, 2]], "a message of unknown type 9"),
+            ("an unknown type", [versions, [10, 1, 2]], "a message of unknown type 10"),
             ("an empty message", [versions, []], "an empty message"),
             ("versions with bytes after", [versions + [0]], "a versions message: bytes after the version vector"),
             ("versions naming a replica twice", [twice.bytes], "a versions message: a version vector names a replica twice"),
@@ -397,7 +397,7 @@ import Testing
             operations(by: replicaA, seqs: 11...20).forEach { encoder.append($0) }
             return encoder.finish()
         }())
-        let actions = hostile.send(HostileClient.versions(replicaA), good, [9], later, [3])
+        let actions = hostile.send(HostileClient.versions(replicaA), good, [10], later, [3])
         #expect(actions.filter(\.isApply).count == 1)
         #expect(actions.last?.isApply == false)
         #expect(hostile.server.failure?.code == .protocolViolation)

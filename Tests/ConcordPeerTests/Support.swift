@@ -124,6 +124,8 @@ struct TestPeer {
     var finishMerges = 0
     var needOperationsCalls: [VersionVector] = []
     var finished: PeerSummary?
+    /// The summary of the exchange, once a live session entered its live phase.
+    var live: PeerSummary?
     var failure: ConcordError?
     /// How many operations the driver passes to `send(operations:)` at a time.
     var chunk = 1000
@@ -140,13 +142,13 @@ struct TestPeer {
 
     init(
         role: PeerRole, key: SyncKey = keyA, replica: ReplicaID, operations: [Op] = [], batchesPerApply: Int = 1,
-        appliesInFlight: Int = 1, random: RandomBytes
+        appliesInFlight: Int = 1, live: Bool = false, random: RandomBytes
     ) {
         let store = OperationSet(operations)
         self.store = store
         session = PeerSession(
             role: role, key: key, localReplica: replica, localVersions: store.versions, batchesPerApply: batchesPerApply,
-            maxAppliesInFlight: appliesInFlight, random: random)
+            maxAppliesInFlight: appliesInFlight, live: live, random: random)
     }
 
     var hasEnded: Bool { finished != nil || failure != nil }
@@ -182,6 +184,9 @@ struct TestPeer {
             case .finished(let summary):
                 #expect(finished == nil && failure == nil, "two ends")
                 finished = summary
+            case .live(let summary):
+                #expect(live == nil && finished == nil && failure == nil, "the live phase entered twice, or after the end")
+                live = summary
             case .failed(let failure):
                 #expect(finished == nil && self.failure == nil, "two ends")
                 self.failure = failure
