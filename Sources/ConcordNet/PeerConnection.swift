@@ -337,8 +337,10 @@ final class PeerConnection: @unchecked Sendable {
                     Result { () throws(ConcordError) in
                         if merge == nil { merge = MergeInParts(into: store, ifSyncKeyIs: keyBytes) }
                         let report = try merge!.log(prepared)
-                        // Records never lag more than a merge's logging bound behind the log.
-                        if merge!.isFull { try merge!.apply() }
+                        // Records never lag more than a merge's logging bound behind the log. The
+                        // part is held either way: an apply that fails here is tried again at the
+                        // end of the input, which reports it then.
+                        if merge!.isFull { try? merge!.apply() }
                         return report
                     }
                 }

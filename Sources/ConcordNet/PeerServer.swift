@@ -200,7 +200,7 @@ public final class PeerServer: @unchecked Sendable {
 public enum PeerClient {
     /// Connects to `address`, syncs with the sync key the store holds, and returns how it went. A
     /// session that fails is returned with its `failure` set (nothing after the failure was
-    /// applied; batches applied before it stay); a connection that cannot be made throws
+    /// merged; what was logged before it is held, and applied to its records); a connection that cannot be made throws
     /// a `ConcordError` of code `closed`, a store without a sync key one of code `noSyncKey`.
     public static func sync(
         store: ConcordStore, address: PeerAddress,

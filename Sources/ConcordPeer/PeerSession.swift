@@ -115,9 +115,13 @@ package enum PeerAction: Hashable, Sendable {
 ///     for action in actions {
 ///         switch action {
 ///         case .send(let bytes): write(bytes)
-///         case .apply(let operations):
-///             do { try store.merge(operations) }
+///         case .apply(let operations):        // the next part of the session's merge
+///             do { try merge.log(try store.prepareMerge(operations)) }
 ///             catch { perform(session.abort(ConcordError(.local, "cannot apply a batch: \(error)"))); return }
+///             perform(session.batchApplied())
+///         case .finishMerge:                     // the peer's done: its operations reach the records
+///             do { try merge.apply() }
+///             catch { perform(session.abort(ConcordError(.local, "cannot apply the batches: \(error)"))); return }
 ///             perform(session.batchApplied())
 ///         case .needOperations(let since, let lastShared):
 ///             perform(session.send(operations: try lastShared.compactMap(store.operation)))
@@ -129,6 +133,7 @@ package enum PeerAction: Hashable, Sendable {
 ///             }
 ///             perform(session.send(operations: chunk))
 ///             perform(session.finishSending())
+///         case .live: startPushing()             // a live session (SPEC.md §15.10)
 ///         case .finished(let summary): close(); log(summary)
 ///         case .failed(let failure): close(); log(failure)
 ///         }
@@ -852,13 +857,16 @@ package struct PeerSession: Sendable {
         }
     }
 
-    /// The session has finished once the peer's `done` and its `ack` of everything this side sent
-    /// have arrived (the ack comes only after this side's `done`).
+    /// Tells the peer that this side holds every operation of its batches (and that its records
+    /// show them).
     private mutating func sendAck(into actions: inout [PeerAction]) {
         guard sendMessage(PeerMessage.encodeAck(operationsInBatchesReceived), into: &actions) else { return }
         checkFinished(into: &actions)
     }
 
+    /// The session has finished once the peer's `done` and its `ack` of everything this side sent
+    /// have arrived (the ack comes only after this side's `done`); a live session enters its live
+    /// phase then.
     private mutating func checkFinished(into actions: inout [PeerAction]) {
         guard receiving == .done, ackReceived else { return }
         if version >= PeerProtocol.liveVersion {

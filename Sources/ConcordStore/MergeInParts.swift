@@ -30,8 +30,13 @@ package struct MergeInParts {
     }
 
     /// Whether as many operations wait as a merge logs before it applies (`MergeBatch.operations`,
-    /// SPEC.md §5.6): time to `apply()`, so that records never lag far behind the log.
-    package var isFull: Bool { waiting >= store.environment.mergeBatch.operations }
+    /// SPEC.md §5.6), or a million if that is less: time to `apply()`, so that records never lag
+    /// far behind the log. (A session sends nothing while it applies: a million take about a
+    /// second on a small machine, far inside the peer protocol's 60 s idle timeout, whatever
+    /// bound a user sets for other merges.)
+    package var isFull: Bool { waiting >= min(store.environment.mergeBatch.operations, Self.maxWaiting) }
+
+    static let maxWaiting = 1_000_000
 
     /// Logs the operations of `part` (prepared by `ConcordStore.prepareMerge(_:)`) in one
     /// transaction, if the store still holds the session's sync key; otherwise nothing is written
@@ -59,15 +64,19 @@ package struct MergeInParts {
 
     /// Applies the operations of the parts logged so far to their records, in record order, in
     /// transactions of at most `MergeBatch.records` records, reading them back from the log. If
-    /// it fails, they stay pending: the next merge, or the next process to open the store,
-    /// applies them.
+    /// it fails, they stay pending: a later `apply()` tries again, and so do the next merge and
+    /// the next process to open the store (this process no longer claims them, SPEC.md §9).
     package mutating func apply() throws(ConcordError) {
         guard !pending.isEmpty else { return }
-        let rows = pending
+        let store = store
+        do {
+            try store.guarded { try store.applyPending(pending, bounds: store.environment.mergeBatch, afterEachBatch: {}) }
+        } catch {
+            try? store.write { db in try PendingRow.forgetApplier(db) }
+            throw error
+        }
         pending = []
         waiting = 0
-        let store = store
-        try store.guarded { try store.applyPending(rows, bounds: store.environment.mergeBatch, afterEachBatch: {}) }
     }
 }
 
