@@ -58,6 +58,10 @@ final class PeerConnection: @unchecked Sendable {
     /// uses the key the store holds then (SPEC.md §15.1).
     private let initialKey: SyncKey?
     private let initialVersions: VersionVector?
+    /// Whether this side asks for (a client) or accepts (a server) a live session (SPEC.md §15.10).
+    private let offersLive: Bool
+    /// Called once a live session has entered its live phase, with what its exchange moved.
+    private let onLive: (@Sendable (PeerSummary) -> Void)?
 
     // Confined to `worker`.
     /// The session, from the moment the connection is active and its key and versions are known.
@@ -83,6 +87,9 @@ final class PeerConnection: @unchecked Sendable {
     private var newOperations = 0
     private var farFuture: Timestamp?
     private var lastWrite: EventLoopFuture<Void>?
+    /// In the live phase: the task that follows the store's commits (`changes()`), each of which
+    /// may bring something to push.
+    private var following: Task<Void, Never>?
 
     // Confined to `applier`.
     /// The peer's batches, one merge logged part by part and applied at the session's end
@@ -114,14 +121,22 @@ final class PeerConnection: @unchecked Sendable {
     private var handshakeTimer: PeerTimer?
     private var idleTimer: PeerTimer?
     private var closing = false
+    /// In the live phase: the heartbeat's timer, when bytes last arrived, and when a write last
+    /// completed (SPEC.md §15.10 rule 5).
+    private var heartbeatTimer: PeerTimer?
+    private var lastReceived: NIODeadline
+    private var lastWritten: NIODeadline
 
     /// The record of the session, once it has ended (finished or failed).
     var result: EventLoopFuture<PeerSessionRecord> { outcome.futureResult }
 
     init(
         channel: any Channel, role: PeerRole, store: ConcordStore, key: SyncKey?, localVersions: VersionVector?,
-        configuration: PeerTransportConfiguration, progress: (@Sendable (PeerProgress) -> Void)?
+        configuration: PeerTransportConfiguration, progress: (@Sendable (PeerProgress) -> Void)?,
+        offersLive: Bool = false, onLive: (@Sendable (PeerSummary) -> Void)? = nil
     ) {
+        self.offersLive = offersLive
+        self.onLive = onLive
         self.channel = channel
         self.store = store
         self.configuration = configuration
@@ -129,6 +144,8 @@ final class PeerConnection: @unchecked Sendable {
         clock = configuration.clock
         started = clock.now()
         lastActivity = started
+        lastReceived = started
+        lastWritten = started
         peer = channel.remoteAddress?.shown ?? "?"
         worker = DispatchQueue(label: "concord.peer \(peer)")
         applier = DispatchQueue(label: "concord.peer.apply \(peer)")
@@ -166,7 +183,7 @@ final class PeerConnection: @unchecked Sendable {
             self.key = key
             session = PeerSession(
                 role: role, key: key, localReplica: store.replicaID, localVersions: versions,
-                batchesPerApply: configuration.batchesPerApply, maxAppliesInFlight: Self.maxAppliesInFlight,
+                batchesPerApply: configuration.batchesPerApply, maxAppliesInFlight: Self.maxAppliesInFlight, live: offersLive,
                 describeError: configuration.describeError)
             perform(session!.start())
         }
@@ -191,6 +208,7 @@ final class PeerConnection: @unchecked Sendable {
     /// Bytes arrived. On the event loop.
     func received(_ buffer: ByteBuffer) {
         lastActivity = clock.now()
+        lastReceived = lastActivity
         let wakeWorker = lock.withLock {
             inbox.append(contentsOf: buffer.readableBytesView)
             inboundPending += buffer.readableBytes
@@ -214,7 +232,11 @@ final class PeerConnection: @unchecked Sendable {
             inbox = []
             return bytes
         }
-        if !ended, !bytes.isEmpty { perform(session?.receive(bytes) ?? []) }
+        if !ended, !bytes.isEmpty {
+            perform(session?.receive(bytes) ?? [])
+            // A pushAck may have opened the window for what waits to be pushed.
+            if session?.isLive == true { pushWhatIsNew() }
+        }
         let (resume, drained) = lock.withLock {
             inboundPending -= bytes.count
             return (readingPausedShared && !channelGone && inboundPending <= configuration.inboundBufferBytes / 2, inbox.isEmpty)
@@ -244,6 +266,8 @@ final class PeerConnection: @unchecked Sendable {
         handshakeTimer?.cancel()
         idleTimer?.cancel()
         idleTimer = nil
+        heartbeatTimer?.cancel()
+        heartbeatTimer = nil
         worker.async { [self] in
             // Nothing more can be sent; the session may still wait for its merges to end, and
             // hears of the close once it has had every byte that arrived (the peer's last words).
@@ -265,6 +289,20 @@ final class PeerConnection: @unchecked Sendable {
     /// Ends the session from this side (a server shutting down). From any thread.
     func abort(_ failure: ConcordError) {
         worker.async { [self] in abortOnWorker(failure) }
+    }
+
+    /// Ends a live session from this side, as its normal end (SPEC.md §15.10 rule 6: the user
+    /// stops the client): closes once what was written is flushed. Before the live phase, the
+    /// session fails as stopped. From any thread.
+    func stop() {
+        worker.async { [self] in
+            guard !ended else { return }
+            if session?.isLive == true {
+                end(nil)
+            } else {
+                abortOnWorker(ConcordError(.local, "stopped"))
+            }
+        }
     }
 
     /// Ends the session, telling the peer why once past the handshake (`tellingPeer`, or the
@@ -312,8 +350,10 @@ final class PeerConnection: @unchecked Sendable {
                 finishMerge()
             case .needOperations(let since, let lastShared):
                 startStreaming(since: since, lastShared: lastShared)
-            case .finished(let summary), .live(let summary):
+            case .finished(let summary):
                 end(nil, summary: summary)
+            case .live(let summary):
+                enterLivePhase(summary)
             case .failed(let failure):
                 end(failure)
             }
@@ -329,6 +369,8 @@ final class PeerConnection: @unchecked Sendable {
         // The key is checked inside each part's own transaction: a key replaced by another
         // process at any moment before it stops this batch.
         let keyBytes = key?.bytes ?? []
+        // A push shows in the records as soon as it is held (SPEC.md §15.10 rule 3).
+        let applyNow = session?.isLive == true
         applier.async { [self] in
             let result =
                 aMergeFailed
@@ -340,7 +382,7 @@ final class PeerConnection: @unchecked Sendable {
                         // Records never lag more than a merge's logging bound behind the log. The
                         // part is held either way: an apply that fails here is tried again at the
                         // end of the input, which reports it then.
-                        if merge!.isFull { try? merge!.apply() }
+                        if applyNow || merge!.isFull { try? merge!.apply() }
                         return report
                     }
                 }
@@ -435,6 +477,92 @@ final class PeerConnection: @unchecked Sendable {
         if !ended { takeInbox() }
     }
 
+    // MARK: The live phase
+
+    /// The exchange of a live session is done: follow the store's commits and push what the peer
+    /// lacks as they land, and keep the connection's heartbeat (SPEC.md §15.10). On the worker.
+    private func enterLivePhase(_ summary: PeerSummary) {
+        onLive?(summary)
+        let (store, worker) = (store, worker)
+        following = Task { [weak self] in
+            for await _ in store.changes() {
+                guard let self else { return }
+                worker.async { self.pushWhatIsNew() }
+            }
+        }
+        channel.eventLoop.execute { [self] in
+            // The idle timeout does not apply in the live phase; the heartbeat does.
+            idleTimer?.cancel()
+            idleTimer = nil
+            guard !closing else { return }
+            lastReceived = clock.now()
+            lastWritten = lastReceived
+            armHeartbeat()
+        }
+        // What was committed since the exchange read the log.
+        pushWhatIsNew()
+    }
+
+    /// Pushes what the store holds and the peer does not (`PeerSession.peerHolds`), read from the
+    /// log a push at a time, while the session may push and the connection takes what is
+    /// written (at most `outboundBufferBytes` wait: a peer that reads slowly is caught up from
+    /// the log once it has taken them, SPEC.md §15.10 "A server's live peers"). On the worker.
+    private func pushWhatIsNew() {
+        while !ended, let session, session.isLive, session.mayPush {
+            let full = lock.withLock {
+                guard outboundPending >= configuration.outboundBufferBytes else { return false }
+                pumpWaitsForWrites = true
+                return true
+            }
+            if full { return }  // a write's completion pushes again
+            guard keyStillHeld() else { return }
+            var operations: [Op] = []
+            do {
+                try preparingStore().forEachOperation(notIn: session.peerHolds) { operation in
+                    operations.append(operation)
+                    return operations.count < PeerProtocol.maxBatchOperations
+                }
+            } catch {
+                abortOnWorker(ConcordError(.local, "this side cannot read its store: \(error)", cause: error))
+                return
+            }
+            if operations.isEmpty { return }
+            perform(self.session?.push(operations: operations) ?? [])
+            reportProgress()
+        }
+    }
+
+    /// Wakes every second in the live phase: pings a peer that this side has written nothing to
+    /// for 5 s, and ends a session whose peer has sent nothing for 15 s while this side reads, or
+    /// has taken none of what waits to be written for 15 s (SPEC.md §15.10 rule 5). On the
+    /// event loop.
+    private func armHeartbeat() {
+        heartbeatTimer = clock.schedule(at: clock.now() + .seconds(1), on: channel.eventLoop) { [self] in
+            guard !closing, heartbeatTimer != nil else { return }
+            let now = clock.now()
+            // The silence clock stops while this side does not read.
+            if readingPaused { lastReceived = now }
+            let waiting = lock.withLock { outboundPending }
+            let silence = TimeAmount(PeerProtocol.liveSilenceTimeout)
+            if now - lastReceived >= silence {
+                timeOut(ConcordError(.timedOut, "the peer went silent for \(PeerProtocol.liveSilenceTimeout.shown)"), handshakeOnly: false)
+                return
+            }
+            if waiting > 0, now - lastWritten >= silence {
+                timeOut(ConcordError(.timedOut, "the peer stopped reading for \(PeerProtocol.liveSilenceTimeout.shown)"), handshakeOnly: false)
+                return
+            }
+            if waiting == 0, now - lastWritten >= TimeAmount(PeerProtocol.heartbeatInterval) {
+                lastWritten = now  // one ping per interval, whatever the write's completion says
+                worker.async { [self] in
+                    guard !ended else { return }
+                    perform(session?.ping() ?? [])
+                }
+            }
+            armHeartbeat()
+        }
+    }
+
     private func write(_ bytes: [UInt8]) {
         guard !bytes.isEmpty else { return }
         let count = bytes.count
@@ -447,6 +575,7 @@ final class PeerConnection: @unchecked Sendable {
         promise.futureResult.whenComplete { [self] _ in
             // On the event loop.
             lastActivity = clock.now()
+            lastWritten = lastActivity
             let resume = lock.withLock {
                 outboundPending -= count
                 guard pumpWaitsForWrites, outboundPending <= configuration.outboundBufferBytes / 2 else { return false }
@@ -465,8 +594,10 @@ final class PeerConnection: @unchecked Sendable {
             available: { [self] in worker.async { self.pump() } })
     }
 
-    /// Seals what the feed has ready while the connection takes it.
+    /// Seals what the feed has ready while the connection takes it (or, in the live phase, what
+    /// there is to push).
     private func pump() {
+        if session?.isLive == true { return pushWhatIsNew() }
         guard streaming, !ended, let feed else { return }
         while true {
             let full = lock.withLock {
@@ -512,6 +643,8 @@ final class PeerConnection: @unchecked Sendable {
         streaming = false
         feed?.cancel()
         feed = nil
+        following?.cancel()
+        following = nil
         ending = (failure, summary, flush)
         finishEnding()
     }
@@ -561,6 +694,8 @@ final class PeerConnection: @unchecked Sendable {
         handshakeTimer?.cancel()
         idleTimer?.cancel()
         idleTimer = nil
+        heartbeatTimer?.cancel()
+        heartbeatTimer = nil
         guard linger, channel.isActive else {
             channel.close(promise: nil)
             return

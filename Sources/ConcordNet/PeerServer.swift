@@ -39,6 +39,8 @@ public final class PeerServer: @unchecked Sendable {
     private let lock = NSLock()
     private var listener: (any Channel)?
     private var sessions: [ObjectIdentifier: PeerConnection] = [:]
+    /// The sessions that were offered a live session when they connected, and may be live.
+    private var mayBeLive = 0
     private var stopping = false
     /// Signalled once the server is stopping and its last session has ended.
     private let drained = DispatchSemaphore(value: 0)
@@ -110,9 +112,25 @@ public final class PeerServer: @unchecked Sendable {
 
     /// A new connection: a session of its own, or closed at once when the server is full or stopping.
     private func accept(_ channel: any Channel) -> PeerConnection {
+        // A client that asks for a live session gets one while fewer than 48 may be live, so that
+        // one-shot sessions always find room (SPEC.md §15.10); beyond them it gets version 1.
+        let offersLive = lock.withLock {
+            guard mayBeLive < PeerProtocol.maxLiveSessions else { return false }
+            mayBeLive += 1
+            return true
+        }
+        let logger = logger
         let connection = PeerConnection(
             channel: channel, role: .server, store: store, key: nil, localVersions: nil,
-            configuration: configuration, progress: onProgress)
+            configuration: configuration, progress: onProgress, offersLive: offersLive,
+            onLive: { summary in
+                logger.info(
+                    "peer \(channel.remoteAddress?.shown ?? "?"): live, after receiving \(summary.operationsReceived) operations and sending \(summary.operationsSent)",
+                    metadata: ["peer": "\(channel.remoteAddress?.shown ?? "?")"])
+            })
+        if offersLive {
+            connection.result.whenComplete { [self] _ in lock.withLock { mayBeLive -= 1 } }
+        }
         let admitted = lock.withLock {
             guard !stopping, sessions.count < configuration.maxSessions else { return false }
             sessions[ObjectIdentifier(connection)] = connection
@@ -229,16 +247,18 @@ public enum PeerClient {
         return try session(store: store, address: address, configuration: configuration, group: group, progress: progress).wait()
     }
 
-    /// Connects, and runs the session on `group`: its record once it has ended.
-    private static func session(
+    /// Connects, and runs the session on `group`: its record once it has ended. A live session
+    /// (`offersLive`) calls `onLive` once it is live, and is reachable through `connection` to be
+    /// stopped.
+    static func session(
         store: ConcordStore, address: PeerAddress, configuration: PeerTransportConfiguration,
-        group: any EventLoopGroup, progress: (@Sendable (PeerProgress) -> Void)?
+        group: any EventLoopGroup, progress: (@Sendable (PeerProgress) -> Void)?,
+        offersLive: Bool = false, onLive: (@Sendable (PeerSummary) -> Void)? = nil, connection box: ConnectionBox = ConnectionBox()
     ) throws -> EventLoopFuture<PeerSessionRecord> {
         let versions = try store.versionVector()
         guard let key = try store.syncKey() else {
             throw ConcordError.noSyncKey(at: store.path)
         }
-        let box = ConnectionBox()
         let bootstrap = ClientBootstrap(group: group)
             .connectTimeout(TimeAmount(configuration.connectTimeout))
             .channelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
@@ -247,7 +267,7 @@ public enum PeerClient {
                     try channel.pipeline.syncOperations.addHandler(PeerChannelHandler { channel in
                         let connection = PeerConnection(
                             channel: channel, role: .client, store: store, key: key, localVersions: versions,
-                            configuration: configuration, progress: progress)
+                            configuration: configuration, progress: progress, offersLive: offersLive, onLive: onLive)
                         box.set(connection)
                         return connection
                     })
@@ -270,7 +290,7 @@ public enum PeerClient {
 }
 
 /// The client's connection, made on the event loop and read by the caller.
-private final class ConnectionBox: @unchecked Sendable {
+final class ConnectionBox: @unchecked Sendable {
     // @unchecked Sendable: `connection` is read and written only with `lock` held.
     private let lock = NSLock()
     private var connection: PeerConnection?

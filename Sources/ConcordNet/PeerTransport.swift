@@ -42,6 +42,10 @@ public struct PeerTransportConfiguration: Sendable {
     /// its own advice from the failure's code, as `syncctl` names its commands.
     public var describeError: @Sendable (ConcordError) -> String = { $0.message }
 
+    /// Each wait of a live client before it connects again is varied by this much, a number in
+    /// -0.2...0.2 (random, unless a test fixes it; SPEC.md §15.10).
+    package var reconnectJitter: @Sendable () -> Double = { Double.random(in: -0.2...0.2) }
+
     /// Test hook: the side closes its connection, as if killed, once it has merged this many
     /// `.apply`s (sending nothing more: no `error`, no `ack`).
     var dropConnectionAfterApplies: Int?

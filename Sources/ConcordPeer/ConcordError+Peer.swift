@@ -9,7 +9,14 @@ extension ConcordError {
         let remedy = peer > PeerProtocol.liveVersion ? "upgrade Concord on this side" : "upgrade Concord on the peer"
         return ConcordError(
             .versionMismatch,
-            "the peer speaks protocol version \(peer) and this build speaks versions \(PeerProtocol.version) to \(PeerProtocol.liveVersion); \(remedy)")
+            "the peer speaks protocol version \(peer) and this build speaks versions \(PeerProtocol.version) to \(PeerProtocol.liveVersion); \(remedy)",
+            cause: PeerVersionMismatch(peerVersion: peer))
+    }
+
+    /// The version a peer named when it refused this side's, or spoke another (the cause of a
+    /// `versionMismatch`): a live client that proposed 2 tries again with 1 when it is 1.
+    package struct PeerVersionMismatch: Error, Hashable {
+        package let peerVersion: UInt16
     }
 
     static func violation(_ what: String) -> ConcordError {

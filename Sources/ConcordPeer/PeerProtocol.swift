@@ -10,6 +10,13 @@ package enum PeerProtocol {
     /// acknowledged exceed this many, or `maxUnacknowledgedPushBytes` raw (SPEC.md §15.10).
     package static let maxUnacknowledgedPushOperations = 131_072
     package static let maxUnacknowledgedPushBytes = 8 << 20
+    /// In the live phase, a side that has written nothing for this long sends `ping`.
+    package static let heartbeatInterval: Duration = .seconds(5)
+    /// In the live phase, a side ends the session once its peer has sent nothing for this long
+    /// (while it reads), or has taken none of what waits to be written.
+    package static let liveSilenceTimeout: Duration = .seconds(15)
+    /// How many live sessions a server keeps at most, of its 64 (SPEC.md §15.10).
+    package static let maxLiveSessions = 48
     /// The longest frame payload a reader accepts once the handshake is complete: 4 MiB.
     package static let maxFrameBytes = 4 << 20
     /// The longest frame payload a reader accepts during the handshake.

@@ -25,6 +25,32 @@ extension ConcordStore {
         }
     }
 
+    /// Calls `body` with the operations in the log that `held` does not contain, author by author
+    /// in sequence order, until it returns `false`. Of each author only the log rows past the seqs
+    /// `held` covers from 1 on are read (an index range, never the whole log): a live session
+    /// pushes from what the peer holds so, whenever the store commits (SPEC.md §15.10 rule 2).
+    package func forEachOperation(notIn held: SeqRanges, _ body: (Op) throws -> Bool) throws(ConcordError) {
+        try guarded {
+            try connection.read { db in
+                let rows = try db.cachedStatement(sql: "SELECT first_seq, last_seq, ops FROM log WHERE replica = ? AND last_seq > ? ORDER BY first_seq")
+                for (author, index) in try ReplicaDirectory(db).indexByID.sorted(by: { $0.key < $1.key }) {
+                    let first = held.ranges(of: author).first
+                    let covered = first.map { $0.lowerBound <= 1 ? $0.upperBound : 0 } ?? 0
+                    guard covered < UInt64(Int64.max) else { continue }
+                    let cursor = try Row.fetchCursor(rows, arguments: [index, Int64(covered)])
+                    while let row = try cursor.next() {
+                        let chunk = try Self.decodeChunk(
+                            try row.column(2), author: author,
+                            first: UInt64(bitPattern: try row.column(0) as Int64), last: UInt64(bitPattern: try row.column(1) as Int64))
+                        for operation in chunk where !held.contains(operation.id) {
+                            guard try body(operation) else { return }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     /// The operation held under `id`, if the log has it.
     package func operation(_ id: OperationID) throws(ConcordError) -> Op? {
         try guarded {

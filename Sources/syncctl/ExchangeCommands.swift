@@ -45,27 +45,35 @@ struct Sync: ParsableCommand {
             folder lacks. Files that are not bundles, damaged or incomplete are skipped with a warning. \
             With --watch, keeps syncing as the store or the folder changes until SIGINT or SIGTERM. \
             With --peer: one two-way session with a store that 'syncctl serve' serves; both hold the \
-            same sync key ('syncctl key').
+            same sync key ('syncctl key'). With --live, the session stays open after that exchange, \
+            each side pushing what its store commits as it lands, and connects again by itself after \
+            a drop, until SIGINT or SIGTERM.
             """)
     @OptionGroup var store: StoreOptions
     @Option(help: "The shared folder (kept in step by Dropbox, Syncthing, NFS, …).") var folder: String?
     @Option(help: ArgumentHelp("A peer that 'syncctl serve' serves (default port 7420).", valueName: "host:port"))
     var peer: String?
     @Flag(help: "With --folder: keep syncing until interrupted.") var watch = false
+    @Flag(help: "With --peer: keep the session open, pushing changes both ways, until interrupted.") var live = false
     @Option(help: "With --watch: seconds between looks at the store and the folder.") var interval: Double = 2
-    @OptionGroup(title: "With --watch") var log: LogOptions
+    @OptionGroup(title: "With --watch or --live") var log: LogOptions
 
     func validate() throws {
         guard (folder == nil) != (peer == nil) else { throw ValidationError("give either --folder DIR or --peer HOST:PORT") }
         if let peer, PeerAddress(peer) == nil { throw ValidationError("'\(peer)' is not HOST:PORT") }
-        if peer != nil, watch { throw ValidationError("--watch goes with --folder, not --peer") }
-        if log.isGiven, !watch { throw ValidationError("--log-level and --log-format go with --watch") }
+        if peer != nil, watch { throw ValidationError("--watch goes with --folder, not --peer (--live keeps a peer session open)") }
+        if folder != nil, live { throw ValidationError("--live goes with --peer, not --folder (--watch keeps a folder in step)") }
+        if log.isGiven, !watch, !live { throw ValidationError("--log-level and --log-format go with --watch or --live") }
         guard interval >= 0.1, interval <= 86_400 else { throw ValidationError("--interval must be from 0.1 to 86400 seconds") }
     }
 
     func run() throws {
         if let peer, let address = PeerAddress(peer) {
-            try PeerSync.run(store: try store.open(), address: address)
+            if live {
+                try PeerSync.live(store: try store.open(), address: address, logger: log.logger(label: "concord.live"))
+            } else {
+                try PeerSync.run(store: try store.open(), address: address)
+            }
             return
         }
         var sync = FolderSync(store: try store.open(), folder: folder!)

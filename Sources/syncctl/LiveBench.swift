@@ -1,12 +1,14 @@
 import ArgumentParser
 import ConcordCore
+import ConcordExchange
+import ConcordKeys
 import ConcordStore
 import ConcordWorkload
 import Foundation
 
 /// `syncctl bench live`: how soon a commit made in one process is seen by a program that follows
-/// a store in another (`syncctl changes --follow`), on the same store and through a shared folder
-/// watched on both sides.
+/// a store in another (`syncctl changes --follow`): on the same store, through a shared folder
+/// watched on both sides, and through `serve` and a live peer client.
 struct LiveBench: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "live",
@@ -16,16 +18,26 @@ struct LiveBench: ParsableCommand {
             commit returned. A follower process (`syncctl changes --follow --json`) prints each \
             change as it sees it; this process notes when each line arrives (one clock for both). \
             `observe`: the follower follows A itself. `folder`: `sync --folder --watch` runs on A \
-            and on B (default interval), and the follower follows B. Prints p50, p99 and max over \
+            and on B (default interval), and the follower follows B. `peer`: `serve` runs on A and \
+            `sync --peer --live` on B, and the follower follows B. Prints p50, p99 and max over \
             every change, and how many never arrived (none, or the run fails).
             """)
     @Option(help: "Single-reminder commits per path measured.") var changes = 1000
     @Option(help: "Commits a second.") var rate = 100
-    @Option(help: "The paths to measure: observe, folder.") var via: [Path] = [.observe, .folder]
+    @Option(help: "The paths to measure: observe, folder, peer.") var via: [Path] = [.observe, .folder, .peer]
     @Flag(help: "Print one JSON object.") var json = false
 
     enum Path: String, ExpressibleByArgument, CaseIterable {
-        case observe, folder
+        case observe, folder, peer
+
+        /// What it measures, for the report.
+        var what: String {
+            switch self {
+            case .observe: "a follower process on the same store"
+            case .folder: "sync --folder --watch on both sides, a follower of the other store"
+            case .peer: "serve and sync --peer --live over loopback, a follower of the client's store"
+            }
+        }
     }
 
     func validate() throws {
@@ -46,8 +58,7 @@ struct LiveBench: ParsableCommand {
         } else {
             say("live        \(changes) single-reminder commits at \(rate)/s per path")
             for (path, latencies) in results {
-                let what = path == .observe ? "a follower process on the same store" : "sync --folder --watch on both sides, a follower of the other store"
-                say("\(path.rawValue.padding(toLength: 12, withPad: " ", startingAt: 0))\(latencies.line) (\(what))")
+                say("\(path.rawValue.padding(toLength: 12, withPad: " ", startingAt: 0))\(latencies.line) (\(path.what))")
             }
         }
     }
@@ -68,6 +79,18 @@ struct LiveBench: ParsableCommand {
             try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
             helpers.append(try Self.spawn(["sync", "--folder", folder, "--watch", "--store", a.path], output: nil))
             helpers.append(try Self.spawn(["sync", "--folder", folder, "--watch", "--store", followed], output: nil))
+        }
+        if path == .peer {
+            let key = SyncKey.generate()
+            try a.setSyncKey(key)
+            let b = try ConcordStore.create(at: directory + "/b.db", name: "b")
+            try b.setSyncKey(key)
+            try b.close()
+            followed = b.path
+            let address = "127.0.0.1:\(try Self.freePort())"
+            helpers.append(try Self.spawn(["serve", "--listen", address, "--store", a.path], output: nil))
+            // The client connects again until the server listens; the warm-up below waits for it.
+            helpers.append(try Self.spawn(["sync", "--peer", address, "--live", "--store", followed], output: nil))
         }
         let arrivals = Arrivals()
         // From the store as it is now: nothing committed while the follower starts is missed.
@@ -99,6 +122,26 @@ struct LiveBench: ParsableCommand {
         guard missed == 0 else { throw ConcordError(.io, "\(missed) of \(changes) changes never reached the follower (\(path.rawValue))") }
         let milliseconds = committed.map { ref, time in Double(Int64(seen[ref]!) - Int64(time)) / 1_000_000 }
         return Latencies(milliseconds)
+    }
+
+    /// A TCP port on 127.0.0.1 that nothing listens on now (the system picks it).
+    private static func freePort() throws -> Int {
+        #if canImport(Glibc)
+        let socket = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        #else
+        let socket = socket(AF_INET, SOCK_STREAM, 0)
+        #endif
+        guard socket >= 0 else { throw ConcordError(.io, "cannot open a socket to find a free port") }
+        defer { close(socket) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, length) == 0 && getsockname(socket, $0, &length) == 0 }
+        }
+        guard bound else { throw ConcordError(.io, "cannot find a free port on 127.0.0.1") }
+        return Int(UInt16(bigEndian: address.sin_port))
     }
 
     /// Runs this executable with `arguments`; its standard output goes to `output` line by line

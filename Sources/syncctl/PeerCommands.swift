@@ -126,6 +126,52 @@ enum PeerSync {
     }
 }
 
+extension PeerSync {
+    /// `syncctl sync --peer HOST:PORT --live`: keeps a live session (SPEC.md §15.10) until SIGINT
+    /// or SIGTERM, connecting again after each drop. Logs each session's start and end; on a
+    /// terminal, a status line shows the connection and the operations moved each way.
+    static func live(store: ConcordStore, address: PeerAddress, logger: Logger) throws {
+        guard try store.syncKey() != nil else { throw ConcordError.noSyncKey(at: store.path) }
+        let stop = StopSignal()
+        logger.notice("syncing live with \(address); stop with Ctrl-C", metadata: ["peer": "\(address)"])
+        let failure = stop.cancellingOnStop { () -> ConcordError? in
+            // Operations moved by the sessions that have ended, and by the one under way.
+            var (earlierReceived, earlierSent) = (0, 0)
+            var current: PeerProgress?
+            do {
+                for try await event in PeerClient.live(store: store, address: address, configuration: .syncctl) {
+                    switch event {
+                    case .live(let summary):
+                        logger.notice(
+                            "live with \(address) after receiving \(summary.operationsReceived) operations and sending \(summary.operationsSent)",
+                            metadata: ["peer": "\(address)"])
+                    case .progress(let progress):
+                        current = progress
+                    case .disconnected(let failure, let delay):
+                        earlierReceived += current?.operationsReceived ?? 0
+                        earlierSent += current?.operationsSent ?? 0
+                        current = nil
+                        let why = failure.map { Advice.line(for: $0) } ?? "the peer closed the session"
+                        logger.notice(
+                            "disconnected from \(address): \(why); connecting again in \(String(format: "%.1f", delay.seconds)) s",
+                            metadata: ["peer": "\(address)"])
+                        ProgressLine.shared.show("reconnecting to \(address) in \(String(format: "%.1f", delay.seconds)) s · received \(earlierReceived), sent \(earlierSent)")
+                        continue
+                    }
+                    let (received, sent) = (earlierReceived + (current?.operationsReceived ?? 0), earlierSent + (current?.operationsSent ?? 0))
+                    ProgressLine.shared.show("connected to \(address) · received \(received) operations, sent \(sent)")
+                }
+                return nil
+            } catch {
+                return error as? ConcordError ?? ConcordError(.local, "\(error)")
+            }
+        }
+        ProgressLine.shared.clear()
+        if let failure { throw PeerCommandError(message: "live sync with \(address) failed: \(Advice.line(for: failure))") }
+        logger.notice("stopped")
+    }
+}
+
 extension PeerTransportConfiguration {
     /// The defaults, with failures worded with syncctl's advice: in the server's log, and in
     /// what a side tells its peer (SPEC.md §15.6, §15.8).

@@ -313,6 +313,9 @@ import Testing
         try a.addReminders(10_000, label: "A", textLength: 2_000, random: true)
         var configuration = quickConfiguration(handshake: .seconds(5), idle: .seconds(1))
         configuration.lingerTimeout = .milliseconds(300)
+        // Well under the stream even with the largest socket buffers Linux gives (4 MiB, which
+        // a loaded machine may fill whole): once seen sealing the whole stream with 4 MiB here.
+        configuration.outboundBufferBytes = 1 << 20
         let server = try TestServer(a, configuration: configuration)
         defer { server.stop() }
 

@@ -1,0 +1,130 @@
+import ConcordCore
+import ConcordExchange
+import ConcordPeer
+import ConcordStore
+import Foundation
+import NIOCore
+import NIOPosix
+
+/// What a live client (`PeerClient.live`) reports as it goes.
+public enum LiveSyncEvent: Sendable, Hashable {
+    /// The session's exchange is done and it is live: from now on each side pushes what its store
+    /// commits. Carries what the exchange moved.
+    case live(PeerSummary)
+    /// Operations moved so far in the current session, each way (the exchange's included).
+    case progress(PeerProgress)
+    /// The session ended (`failure` says why, or is `nil` when the peer closed it normally, as a
+    /// server that stops does); the client connects again after `reconnectingIn`.
+    case disconnected(failure: ConcordError?, reconnectingIn: Duration)
+}
+
+extension PeerClient {
+    /// Keeps a live session with the peer at `address` (SPEC.md §15.10): each session starts with
+    /// the exchange from version vectors, then each side pushes the operations its store commits
+    /// (by any process) as they land. When a session ends, the client connects again after a
+    /// wait that starts at 0.5 s, doubles at each failed attempt up to 30 s, varies at random by
+    /// up to 20% either way, and starts again at 0.5 s once a session has lasted 60 s. A server
+    /// that speaks only protocol version 1 gets a one-shot session at each attempt instead.
+    ///
+    /// The stream ends when the task iterating it is cancelled (the session under way ends
+    /// normally), or throws a failure that would recur: no sync key here, two stores with one
+    /// replica id, a clash, an operation too large, or a server of a newer protocol version.
+    public static func live(
+        store: ConcordStore, address: PeerAddress,
+        configuration: PeerTransportConfiguration = PeerTransportConfiguration()
+    ) -> AsyncThrowingStream<LiveSyncEvent, any Error> {
+        let (stream, continuation) = AsyncThrowingStream<LiveSyncEvent, any Error>.makeStream()
+        let current = ConnectionBox()
+        let task = Task {
+            let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+            let ending = await keepLive(store: store, address: address, configuration: configuration, group: group, current: current) {
+                continuation.yield($0)
+            }
+            try? await group.shutdownGracefully()
+            continuation.finish(throwing: ending)
+        }
+        continuation.onTermination = { _ in
+            task.cancel()
+            current.get()?.stop()
+        }
+        return stream
+    }
+
+    /// The sessions of `live`, one after the other, until the task is cancelled (nil) or a
+    /// session fails in a way that would recur (that failure).
+    private static func keepLive(
+        store: ConcordStore, address: PeerAddress, configuration: PeerTransportConfiguration, group: any EventLoopGroup,
+        current: ConnectionBox, report: @escaping @Sendable (LiveSyncEvent) -> Void
+    ) async -> ConcordError? {
+        var backoff = ReconnectBackoff(jitter: configuration.reconnectJitter)
+        // After a server refused version 2: one-shot sessions until then.
+        var oneShotUntil: ContinuousClock.Instant?
+        while !Task.isCancelled {
+            let started = ContinuousClock.now
+            let offersLive = oneShotUntil.map { started >= $0 } ?? true
+            if offersLive { oneShotUntil = nil }
+            var failure: ConcordError?
+            do {
+                let record = try await withTaskCancellationHandler {
+                    try await session(
+                        store: store, address: address, configuration: configuration, group: group,
+                        progress: { report(.progress($0)) }, offersLive: offersLive,
+                        onLive: { report(.live($0)) }, connection: current
+                    ).get()
+                } onCancel: {
+                    current.get()?.stop()
+                }
+                failure = record.failure
+            } catch {
+                failure = error as? ConcordError ?? ConcordError(.closed, "\(error)")
+            }
+            if Task.isCancelled { break }
+            if let failure, offersLive, (failure.cause as? ConcordError.PeerVersionMismatch)?.peerVersion == PeerProtocol.version {
+                // A server of version 1: one-shot sessions, at the longest wait, and version 2
+                // offered again every 10 minutes.
+                oneShotUntil = ContinuousClock.now + .seconds(600)
+                continue
+            }
+            if let failure, !Self.retries(after: failure) { return failure }
+            if ContinuousClock.now - started >= ReconnectBackoff.resetAfter { backoff.reset() }
+            let delay = oneShotUntil == nil ? backoff.next() : ReconnectBackoff.longest
+            report(.disconnected(failure: failure, reconnectingIn: delay))
+            try? await Task.sleep(for: delay)
+        }
+        return nil
+    }
+
+    /// Whether a live client connects again after `failure` (SPEC.md §15.10, "A live client").
+    static func retries(after failure: ConcordError) -> Bool {
+        switch failure.code {
+        case .sameReplica, .clash, .operationTooLarge, .noSyncKey: false
+        case .versionMismatch: ((failure.cause as? ConcordError.PeerVersionMismatch)?.peerVersion ?? 0) <= PeerProtocol.liveVersion
+        default: true
+        }
+    }
+}
+
+/// The waits of a live client between attempts (SPEC.md §15.10): 0.5 s, doubling up to 30 s,
+/// each varied at random by up to 20% either way.
+struct ReconnectBackoff {
+    static let first: Duration = .milliseconds(500)
+    static let longest: Duration = .seconds(30)
+    /// A session that lasted this long starts the waits again from the first.
+    static let resetAfter: Duration = .seconds(60)
+
+    private let jitter: @Sendable () -> Double
+    private var base = first
+
+    /// - Parameter jitter: a number in -0.2...0.2 for each wait (random, unless a test injects it).
+    init(jitter: @escaping @Sendable () -> Double) {
+        self.jitter = jitter
+    }
+
+    mutating func next() -> Duration {
+        let wait = base * (1 + max(-0.2, min(0.2, jitter())))
+        base = min(base * 2, Self.longest)
+        return wait
+    }
+
+    mutating func reset() { base = Self.first }
+}

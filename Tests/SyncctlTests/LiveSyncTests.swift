@@ -1,0 +1,160 @@
+import ConcordCore
+import Foundation
+import Testing
+
+/// `syncctl sync --peer HOST:PORT --live` against `syncctl serve` (SPEC.md §15.10), with real
+/// processes on 127.0.0.1: changes written by other processes reach every live peer, through the
+/// server's fan-out too, and survive a server or a client killed at random moments.
+/// `CONCORD_LIVE_SEED` replays a run of the kill test (the seed is printed).
+@Suite(.serialized) struct LiveSyncTests {
+    static let seed: UInt64 = ProcessInfo.processInfo.environment["CONCORD_LIVE_SEED"].flatMap { UInt64($0) }
+        ?? UInt64.random(in: 1...999_999)
+
+    /// Starts `serve` on `store` at `port` (0: any free one) and returns it with the port it bound.
+    func serve(_ sandbox: Sandbox, _ store: Store, port: Int = 0, sourceLocation: SourceLocation = #_sourceLocation) throws -> (BackgroundRun, Int) {
+        let server = try sandbox.start(["serve", "--listen", "127.0.0.1:\(port)", "--store", store.path])
+        #expect(eventually(timeout: 20) { server.stdout.contains("\n") || !server.isRunning }, sourceLocation: sourceLocation)
+        let first = String(server.stdout.split(separator: "\n").first ?? "")
+        let match = try #require(first.firstMatch(of: /^serving .+ on 127\.0\.0\.1:(\d+)\s/), "\(server.stdout) \(server.stderr)", sourceLocation: sourceLocation)
+        return (server, Int(match.1)!)
+    }
+
+    /// Starts a live client of `store` and waits until its first session is live.
+    func live(_ sandbox: Sandbox, _ store: Store, port: Int, waiting: Bool = true, sourceLocation: SourceLocation = #_sourceLocation) throws -> BackgroundRun {
+        let client = try sandbox.start(["sync", "--peer", "127.0.0.1:\(port)", "--live", "--store", store.path])
+        if waiting {
+            #expect(eventually(timeout: 20) { client.stdout.contains("live with 127.0.0.1:\(port)") || !client.isRunning },
+                    "\(client.stdout) \(client.stderr)", sourceLocation: sourceLocation)
+        }
+        return client
+    }
+
+    /// The titles of every reminder of `store`.
+    func titles(_ store: Store) throws -> Set<String> {
+        Set(try store.reminders(all: true).compactMap { $0["title"] as? String })
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func changesOfOtherProcessesReachEveryLivePeerThroughTheServer() throws {
+        let sandbox = try Sandbox()
+        let (a, b) = try sandbox.makePairedStores()
+        let c = try sandbox.makeStore("c.db")
+        try c.ok("key", "import", String(try a.ok("key", "show").split(separator: "\n")[0]))
+        try a.addReminder("on a before")
+        let (server, port) = try serve(sandbox, a)
+        let clientB = try live(sandbox, b, port: port)
+        let clientC = try live(sandbox, c, port: port)
+        #expect(try eventually(timeout: 10) { try titles(b).contains("on a before") && titles(c).contains("on a before") })
+
+        // Each write is its own process, as an app's widget or a script would be; b's and c's
+        // reach each other only through the server.
+        var written: Set<String> = ["on a before"]
+        for round in 0..<5 {
+            for (store, name) in [(a, "a"), (b, "b"), (c, "c")] {
+                let title = "on \(name), round \(round)"
+                try store.addReminder(title)
+                written.insert(title)
+            }
+        }
+        for store in [a, b, c] {
+            let arrived = try eventually(timeout: 15) { try titles(store) == written }
+            let difference = try titles(store).symmetricDifference(written)
+            #expect(arrived, "\(store.path): \(difference)")
+        }
+        #expect(try a.dump() == (try b.dump()))
+        #expect(try b.dump() == (try c.dump()))
+
+        // One change, timed from the writer's exit to its showing in another process's read.
+        let started = Date()
+        try b.addReminder("timed")
+        #expect(try eventually(timeout: 10) { try titles(c).contains("timed") })
+        print("LiveSyncTests: a reminder written on b showed on c, through the server, \(Int(Date().timeIntervalSince(started) * 1000)) ms after 'reminder add' started (reads by polling every 100 ms)")
+
+        // Stopped by the signal: a normal end on both sides, and the server serves on.
+        for client in [clientB, clientC] {
+            client.send(SIGTERM)
+            let result = client.wait(timeout: 20)
+            #expect(result.succeeded, "\(result)")
+            #expect(result.stdout.hasSuffix("stopped\n"), "\(result)")
+            #expect(result.stderr.isEmpty, "\(result)")
+        }
+        #expect(server.isRunning)
+        server.send(SIGTERM)
+        #expect(server.wait(timeout: 20).succeeded)
+        for store in [a, b, c] { try store.expectSound("after the live sessions") }
+    }
+
+    /// The server and the client killed (SIGKILL) and started again at random moments while
+    /// other processes write on both sides: every write whose command exited 0 reaches the other
+    /// side once both run again, without anyone starting a sync by hand.
+    @Test(.timeLimit(.minutes(4)))
+    func killsOfTheServerAndTheClientLoseNothing() throws {
+        var random = SplitMix64(seed: Self.seed)
+        let sandbox = try Sandbox()
+        let (a, b) = try sandbox.makePairedStores()
+        var (server, port) = try serve(sandbox, a)
+        var client = try live(sandbox, b, port: port)
+        var written: Set<String> = []
+        var kills: [String] = []
+        for round in 0..<12 {
+            for (store, name) in [(a, "a"), (b, "b")] {
+                let title = "on \(name), round \(round)"
+                let result = try store.run("reminder", "add", title)
+                if result.succeeded { written.insert(title) }
+            }
+            // Let a push get under way, or not, before the kill.
+            Thread.sleep(forTimeInterval: Double(random.next() % 300) / 1000)
+            if random.next() % 2 == 0 {
+                server.send(SIGKILL)
+                _ = server.wait(timeout: 20)
+                kills.append("server")
+                let title = "on a, while the server was down, round \(round)"
+                if try a.run("reminder", "add", title).succeeded { written.insert(title) }
+                (server, _) = try serve(sandbox, a, port: port)
+            } else {
+                client.send(SIGKILL)
+                _ = client.wait(timeout: 20)
+                kills.append("client")
+                let title = "on b, while its client was down, round \(round)"
+                if try b.run("reminder", "add", title).succeeded { written.insert(title) }
+                client = try live(sandbox, b, port: port, waiting: false)
+            }
+        }
+        print("LiveSyncTests kills (seed \(Self.seed); replay with CONCORD_LIVE_SEED=\(Self.seed)): \(kills.joined(separator: ", "))")
+        for store in [a, b] {
+            let arrived = try eventually(timeout: 60) { try titles(store).isSuperset(of: written) }
+            let lacking = written.subtracting(try titles(store))
+            #expect(arrived, "seed \(Self.seed): \(store.path) lacks \(lacking)")
+        }
+        #expect(try eventually(timeout: 20) { try a.dump() == (try b.dump()) }, "seed \(Self.seed)")
+        client.send(SIGTERM)
+        #expect(client.wait(timeout: 20).succeeded)
+        server.send(SIGTERM)
+        #expect(server.wait(timeout: 20).succeeded)
+        try a.expectSound("seed \(Self.seed)")
+        try b.expectSound("seed \(Self.seed)")
+    }
+
+    /// A live client whose key the server does not hold is refused at each attempt, says so, and
+    /// tries again (the key may be imported meanwhile); the server serves on.
+    @Test(.timeLimit(.minutes(2)))
+    func aLiveClientWithAnotherKeyIsRefusedAndTriesAgain() throws {
+        let sandbox = try Sandbox()
+        let (a, _) = try sandbox.makePairedStores()
+        let other = try sandbox.makeStore("other.db")
+        try other.ok("key", "generate")
+        try other.addReminder("never shared")
+        let (server, port) = try serve(sandbox, a)
+        let client = try live(sandbox, other, port: port, waiting: false)
+        #expect(eventually(timeout: 20) {
+            client.stdout.components(separatedBy: "the peer does not hold this store's sync key").count > 2
+        }, "\(client.stdout)")
+        #expect(!client.stdout.contains("\nlive with"))
+        client.send(SIGTERM)
+        #expect(client.wait(timeout: 20).succeeded)
+        #expect(!(try titles(a)).contains("never shared"))
+        #expect(server.isRunning)
+        server.send(SIGTERM)
+        _ = server.wait(timeout: 20)
+    }
+}
