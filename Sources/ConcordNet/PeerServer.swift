@@ -39,6 +39,8 @@ public final class PeerServer: @unchecked Sendable {
     private let lock = NSLock()
     private var listener: (any Channel)?
     private var sessions: [ObjectIdentifier: PeerConnection] = [:]
+    /// The sessions in their live phase, which leave their place among `maxSessions` to others.
+    private var live: Set<ObjectIdentifier> = []
     /// The sessions that were offered a live session when they connected, and may be live.
     private var mayBeLive = 0
     private var stopping = false
@@ -112,27 +114,31 @@ public final class PeerServer: @unchecked Sendable {
 
     /// A new connection: a session of its own, or closed at once when the server is full or stopping.
     private func accept(_ channel: any Channel) -> PeerConnection {
-        // A client that asks for a live session gets one while fewer than 48 may be live, so that
-        // one-shot sessions always find room (SPEC.md §15.10); beyond them it gets version 1.
+        // A client that asks for a live session gets one while fewer than `maxLiveSessions` may
+        // be live; beyond them it gets version 1 (SPEC.md §15.10).
         let offersLive = lock.withLock {
-            guard mayBeLive < PeerProtocol.maxLiveSessions else { return false }
+            guard mayBeLive < configuration.maxLiveSessions else { return false }
             mayBeLive += 1
             return true
         }
         let logger = logger
+        let box = ConnectionBox()
         let connection = PeerConnection(
             channel: channel, role: .server, store: store, key: nil, localVersions: nil,
             configuration: configuration, progress: onProgress, offersLive: offersLive,
-            onLive: { summary in
+            onLive: { [self] summary in
+                // Live: its place among the sessions in their exchange is free for another.
+                if let connection = box.get() { lock.withLock { _ = live.insert(ObjectIdentifier(connection)) } }
                 logger.info(
                     "peer \(channel.remoteAddress?.shown ?? "?"): live, after receiving \(summary.operationsReceived) operations and sending \(summary.operationsSent)",
                     metadata: ["peer": "\(channel.remoteAddress?.shown ?? "?")"])
             })
+        box.set(connection)
         if offersLive {
             connection.result.whenComplete { [self] _ in lock.withLock { mayBeLive -= 1 } }
         }
         let admitted = lock.withLock {
-            guard !stopping, sessions.count < configuration.maxSessions else { return false }
+            guard !stopping, sessions.count - live.count < configuration.maxSessions else { return false }
             sessions[ObjectIdentifier(connection)] = connection
             return true
         }
@@ -156,6 +162,7 @@ public final class PeerServer: @unchecked Sendable {
             }
             let last = lock.withLock {
                 sessions[ObjectIdentifier(connection)] = nil
+                live.remove(ObjectIdentifier(connection))
                 return sessions.isEmpty && stopping
             }
             if last { drained.signal() }

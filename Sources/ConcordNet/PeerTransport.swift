@@ -13,8 +13,12 @@ public struct PeerTransportConfiguration: Sendable {
     public var idleTimeout: Duration = PeerProtocol.idleTimeout
     /// How long a connection may take to open (client).
     public var connectTimeout: Duration = .seconds(10)
-    /// The most sessions a server runs at once; a connection beyond them is closed at once.
+    /// The most sessions a server runs at once in their exchange (one-shot sessions, and live ones
+    /// until they are live); a connection beyond them is closed at once.
     public var maxSessions = 64
+    /// The most live sessions a server keeps in their live phase (SPEC.md §15.10); a client that
+    /// asks for one beyond them gets a one-shot session.
+    public var maxLiveSessions = 100
     /// Operations read from the store at a time when streaming what the peer lacks.
     public var readChunkOperations = 4096
     /// Bytes handed to the connection and not yet written before the sender waits (outbound

@@ -15,8 +15,6 @@ package enum PeerProtocol {
     /// In the live phase, a side ends the session once its peer has sent nothing for this long
     /// (while it reads), or has taken none of what waits to be written.
     package static let liveSilenceTimeout: Duration = .seconds(15)
-    /// How many live sessions a server keeps at most, of its 64 (SPEC.md §15.10).
-    package static let maxLiveSessions = 48
     /// The longest frame payload a reader accepts once the handshake is complete: 4 MiB.
     package static let maxFrameBytes = 4 << 20
     /// The longest frame payload a reader accepts during the handshake.
