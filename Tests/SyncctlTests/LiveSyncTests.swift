@@ -135,6 +135,47 @@ import Testing
         try b.expectSound("seed \(Self.seed)")
     }
 
+    /// Connections cut at random bytes (of the handshake, the exchange or the live phase) by a
+    /// proxy between the client and the server, while other processes write on both sides:
+    /// the client connects again each time, and every write whose command exited 0 reaches the
+    /// other side once the cutting stops.
+    @Test(.timeLimit(.minutes(4)))
+    func connectionsCutAtAnyByteLoseNothing() throws {
+        let seed = Self.seed &+ 7
+        var random = SplitMix64(seed: seed)
+        let sandbox = try Sandbox()
+        let (a, b) = try sandbox.makePairedStores()
+        try a.addReminder("on a before")
+        let (server, port) = try serve(sandbox, a)
+        let proxy = try CuttingProxy(target: port, seed: seed, cuts: 6, maxBytes: 3_000)
+        let client = try live(sandbox, b, port: proxy.port, waiting: false)
+        var written: Set<String> = ["on a before"]
+        var round = 0
+        let deadline = Date().addingTimeInterval(90)
+        while proxy.cuts.count < 6, Date() < deadline {
+            for (store, name) in [(a, "a"), (b, "b")] {
+                let title = "on \(name), round \(round)"
+                if try store.run("reminder", "add", title).succeeded { written.insert(title) }
+            }
+            round += 1
+            Thread.sleep(forTimeInterval: Double(random.next() % 500) / 1000)
+        }
+        print("LiveSyncTests cuts (seed \(seed); replay with CONCORD_LIVE_SEED=\(Self.seed)): at bytes \(proxy.cuts), \(round) rounds of writes")
+        #expect(proxy.cuts.count == 6, "the proxy cut \(proxy.cuts.count) connections")
+        for store in [a, b] {
+            let arrived = try eventually(timeout: 90) { try titles(store).isSuperset(of: written) }
+            let lacking = written.subtracting(try titles(store))
+            #expect(arrived, "seed \(seed): \(store.path) lacks \(lacking)")
+        }
+        #expect(try eventually(timeout: 20) { try a.dump() == (try b.dump()) }, "seed \(seed)")
+        client.send(SIGTERM)
+        #expect(client.wait(timeout: 20).succeeded)
+        server.send(SIGTERM)
+        #expect(server.wait(timeout: 20).succeeded)
+        try a.expectSound("seed \(seed)")
+        try b.expectSound("seed \(seed)")
+    }
+
     /// A live client whose key the server does not hold is refused at each attempt, says so, and
     /// tries again (the key may be imported meanwhile); the server serves on.
     @Test(.timeLimit(.minutes(2)))
