@@ -48,7 +48,8 @@ import Testing
                 try (0..<10).map { index in try run(["reminder", "add", "writer \(writer), \(index)", "--store", path]).out }
             })
         }
-        let added = try ids.values.flatMap { try #require($0).get() }.map { "reminder:\($0)" }
+        let byWriter = try ids.values.map { try #require($0).get().map { "reminder:\($0)" } }
+        let added = byWriter.flatMap { $0 }
         #expect(Set(added).count == 30)
         #expect(eventually(timeout: 20) {
             let printed = (try? Self.lines(follower.stdout)) ?? []
@@ -61,6 +62,11 @@ import Testing
         let printed = try Self.lines(result.stdout)
         let records = printed.flatMap { $0["records"] as? [String] ?? [] }
         #expect(records.count == 30, "each record once")
+        // In commit order: each writer's reminders, committed one after the other, in that order.
+        for written in byWriter {
+            let positions = written.compactMap { records.firstIndex(of: $0) }
+            #expect(positions == positions.sorted(), "in commit order: \(written) at \(positions)")
+        }
         let last = try #require(printed.last?["versions"] as? [String: Int])
         let data = try JSONSerialization.data(withJSONObject: last)
         #expect(try store.ok("changes", "--since", String(decoding: data, as: UTF8.self)) == "")
