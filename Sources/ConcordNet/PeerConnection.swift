@@ -483,9 +483,12 @@ final class PeerConnection: @unchecked Sendable {
     /// lacks as they land, and keep the connection's heartbeat (SPEC.md §15.10). On the worker.
     private func enterLivePhase(_ summary: PeerSummary) {
         onLive?(summary)
-        let (store, worker) = (store, worker)
+        // Subscribed before the log is read below: a commit between the two is heard of, never
+        // missed (the observer starts from what the store holds as it is made).
+        let changes = store.changes()
+        let worker = worker
         following = Task { [weak self] in
-            for await _ in store.changes() {
+            for await _ in changes {
                 guard let self else { return }
                 worker.async { self.pushWhatIsNew() }
             }

@@ -135,4 +135,67 @@ import Testing
         follower.cancel()
         _ = await follower.result
     }
+
+    /// The waits between attempts: 0.5 s doubling up to 30 s, each varied by at most 20%.
+    @Test func theWaitsDoubleUpToThirtySecondsWithTheirJitter() {
+        var backoff = ReconnectBackoff(jitter: { 0 })
+        let waits = (0..<9).map { _ in backoff.next() }
+        #expect(waits == [.milliseconds(500), .seconds(1), .seconds(2), .seconds(4), .seconds(8), .seconds(16), .seconds(30), .seconds(30), .seconds(30)])
+        backoff.reset()
+        #expect(backoff.next() == .milliseconds(500))
+        var low = ReconnectBackoff(jitter: { -0.9 })  // at most 20% either way
+        #expect(low.next() == .milliseconds(400))
+    }
+
+    /// A server that speaks only version 1 refuses a live client's hello of version 2: the client
+    /// tries again at once with version 1, for a one-shot session.
+    @Test(.timeLimit(.minutes(1)))
+    func aLiveClientFallsBackToVersionOneForAnOlderServer() async throws {
+        let directory = try TemporaryDirectory()
+        let node = try Node(in: directory, "b", seed: 2, key: SyncKey.generate())
+        nonisolated(unsafe) let raw = try RawServer()  // used by the thread below only, then released
+        let port = raw.port
+        let versions = LockedState<[[UInt8]]>([])
+        Thread.detachNewThread {
+            for _ in 0..<2 {
+                guard let connection = try? raw.acceptConnection() else { return }
+                let hello = connection.receiveFrames(1, timeout: 10)
+                versions.withLock { $0.append(hello.count >= 14 ? Array(hello[12..<14]) : []) }
+                // The refusal of a server of version 1.
+                connection.send(Frame.encode(Handshake.header(.refusal, version: 1) + [Handshake.RefusalReason.version.rawValue]))
+                _ = connection.receiveUntilClosed(timeout: 5)
+            }
+        }
+        let client = Task {
+            for try await _ in PeerClient.live(store: node.store, address: PeerAddress(host: "127.0.0.1", port: port), configuration: Self.configuration()) {}
+        }
+        #expect(await Self.eventually(20) { versions.withLock { $0.count } >= 2 })
+        #expect(versions.withLock { $0 }.prefix(2) == [[0, 2], [0, 1]], "a hello of version 2, then one of version 1")
+        client.cancel()
+        _ = await client.result
+    }
+
+    /// Two stores with one replica id: the live client reports it and stops, rather than trying
+    /// again forever.
+    @Test(.timeLimit(.minutes(1)))
+    func aLiveClientStopsOnAFailureThatWouldRecur() async throws {
+        let directory = try TemporaryDirectory()
+        let key = SyncKey.generate()
+        let original = try await ConcordStore.create(at: directory.file("original.db"))
+        try original.setSyncKey(key)
+        try await original.close()
+        try FileManager.default.copyItem(atPath: directory.file("original.db"), toPath: directory.file("copy.db"))
+        let served = try await ConcordStore.open(at: directory.file("original.db"))
+        let server = PeerServer(store: served, configuration: Self.configuration())
+        let address = try await server.start(host: "127.0.0.1", port: 0)
+        let copy = try await ConcordStore.open(at: directory.file("copy.db"))
+        do {
+            for try await _ in PeerClient.live(store: copy, address: address, configuration: Self.configuration()) {}
+            Issue.record("the stream ended without the failure")
+        } catch let error as ConcordError {
+            #expect(error.code == .sameReplica, "\(error)")
+        }
+        await server.stop()
+    }
 }
+
