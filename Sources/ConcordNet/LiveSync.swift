@@ -13,8 +13,9 @@ public enum LiveSyncEvent: Sendable, Hashable {
     case live(PeerSummary)
     /// Operations moved so far in the current session, each way (the exchange's included).
     case progress(PeerProgress)
-    /// The session ended (`failure` says why, or is `nil` when the peer closed it normally, as a
-    /// server that stops does); the client connects again after `reconnectingIn`.
+    /// The session ended (`failure` says why, or is `nil` when the peer closed the connection
+    /// without a word, as a server killed or a dropped network leaves it); the client connects
+    /// again after `reconnectingIn`.
     case disconnected(failure: ConcordError?, reconnectingIn: Duration)
 }
 
@@ -24,7 +25,8 @@ extension PeerClient {
     /// (by any process) as they land. When a session ends, the client connects again after a
     /// wait that starts at 0.5 s, doubles at each failed attempt up to 30 s, varies at random by
     /// up to 20% either way, and starts again at 0.5 s once a session has lasted 60 s. A server
-    /// that speaks only protocol version 1 gets a one-shot session at each attempt instead.
+    /// that speaks only protocol version 1 refuses version 2 at each attempt, and gets a one-shot
+    /// session right after, every 30 s.
     ///
     /// The stream ends when the task iterating it is cancelled (the session under way ends
     /// normally), or throws a failure that would recur: no sync key here, two stores with one
@@ -45,7 +47,7 @@ extension PeerClient {
         }
         continuation.onTermination = { _ in
             task.cancel()
-            current.get()?.stop()
+            current.stop()
         }
         return stream
     }
@@ -57,12 +59,11 @@ extension PeerClient {
         current: ConnectionBox, report: @escaping @Sendable (LiveSyncEvent) -> Void
     ) async -> ConcordError? {
         var backoff = ReconnectBackoff(jitter: configuration.reconnectJitter)
-        // After a server refused version 2: one-shot sessions until then.
-        var oneShotUntil: ContinuousClock.Instant?
+        // A server refused version 2: this attempt goes on as a one-shot session (version 1).
+        var oneShot = false
         while !Task.isCancelled {
             let started = ContinuousClock.now
-            let offersLive = oneShotUntil.map { started >= $0 } ?? true
-            if offersLive { oneShotUntil = nil }
+            let offersLive = !oneShot
             var failure: ConcordError?
             do {
                 let record = try await withTaskCancellationHandler {
@@ -72,7 +73,7 @@ extension PeerClient {
                         onLive: { report(.live($0)) }, connection: current
                     ).get()
                 } onCancel: {
-                    current.get()?.stop()
+                    current.stop()
                 }
                 failure = record.failure
             } catch {
@@ -80,14 +81,16 @@ extension PeerClient {
             }
             if Task.isCancelled { break }
             if let failure, offersLive, (failure.cause as? ConcordError.PeerVersionMismatch)?.peerVersion == PeerProtocol.version {
-                // A server of version 1: one-shot sessions, at the longest wait, and version 2
-                // offered again every 10 minutes.
-                oneShotUntil = ContinuousClock.now + .seconds(600)
+                // A server of version 1: a one-shot session at once. The refusal is in clear and
+                // may be forged, so the fallback lasts this attempt only.
+                oneShot = true
                 continue
             }
             if let failure, !Self.retries(after: failure) { return failure }
             if ContinuousClock.now - started >= ReconnectBackoff.resetAfter { backoff.reset() }
-            let delay = oneShotUntil == nil ? backoff.next() : ReconnectBackoff.longest
+            // After a one-shot session with a server of version 1, the longest wait.
+            let delay = oneShot ? ReconnectBackoff.longest : backoff.next()
+            oneShot = false
             report(.disconnected(failure: failure, reconnectingIn: delay))
             try? await Task.sleep(for: delay)
         }

@@ -319,10 +319,10 @@ final class PeerConnection: @unchecked Sendable {
     /// Whether the store still holds the key this session authenticated with. Once it does not
     /// (`syncctl key generate --force` or `key import --force` by any process), the session ends:
     /// the peer holds a replaced key, and must not be served (SPEC.md §15.1).
-    private func keyStillHeld() -> Bool {
+    private func keyStillHeld(reading reader: ConcordStore? = nil) -> Bool {
         let held: Bool
         do {
-            held = try store.syncKeyBytes() == key?.bytes
+            held = try (reader ?? store).syncKeyBytes() == key?.bytes
         } catch {
             abortOnWorker(ConcordError(.local, "this side cannot read its store: \(error)", cause: error))
             return false
@@ -475,6 +475,8 @@ final class PeerConnection: @unchecked Sendable {
         // waited in the inbox meanwhile.
         perform(session?.batchApplied() ?? [])
         if !ended { takeInbox() }
+        // A pushAck held behind the part may have opened the window for what waits to be pushed.
+        if !ended, session?.isLive == true { pushWhatIsNew() }
     }
 
     // MARK: The live phase
@@ -492,12 +494,19 @@ final class PeerConnection: @unchecked Sendable {
                 guard let self else { return }
                 worker.async { self.pushWhatIsNew() }
             }
+            // The stream ends when it is cancelled (the session ended), or at once when the store
+            // cannot be followed (no file descriptor left, say): then the session cannot push
+            // what lands, and ends, for the client to connect again.
+            guard !Task.isCancelled, let self else { return }
+            worker.async {
+                self.abortOnWorker(ConcordError(.local, "this side cannot follow its store's commits"), tellingPeer: "it cannot follow its store's commits")
+            }
         }
         channel.eventLoop.execute { [self] in
             // The idle timeout does not apply in the live phase; the heartbeat does.
             idleTimer?.cancel()
             idleTimer = nil
-            guard !closing else { return }
+            guard !closing, channel.isActive else { return }
             lastReceived = clock.now()
             lastWritten = lastReceived
             armHeartbeat()
@@ -518,12 +527,15 @@ final class PeerConnection: @unchecked Sendable {
                 return true
             }
             if full { return }  // a write's completion pushes again
-            guard keyStillHeld() else { return }
+            guard !inputClosed, keyStillHeld(reading: preparingStore()) else { return }
+            // One push's worth at a time, so that the bounds are checked before each push.
             var operations: [Op] = []
+            var bytes = 0
             do {
                 try preparingStore().forEachOperation(notIn: session.peerHolds) { operation in
                     operations.append(operation)
-                    return operations.count < PeerProtocol.maxBatchOperations
+                    bytes += PeerSession.sizeBound(operation)
+                    return operations.count < PeerProtocol.maxBatchOperations && bytes < PeerProtocol.targetBatchBytes
                 }
             } catch {
                 abortOnWorker(ConcordError(.local, "this side cannot read its store: \(error)", cause: error))

@@ -296,12 +296,29 @@ public enum PeerClient {
     }
 }
 
-/// The client's connection, made on the event loop and read by the caller.
+/// The client's connection, made on the event loop and read by the caller; and whether the
+/// caller has stopped it, so that a connection made after the stop is stopped as it is made.
 final class ConnectionBox: @unchecked Sendable {
-    // @unchecked Sendable: `connection` is read and written only with `lock` held.
+    // @unchecked Sendable: `connection` and `stopped` are read and written only with `lock` held.
     private let lock = NSLock()
     private var connection: PeerConnection?
+    private var stopped = false
 
-    func set(_ connection: PeerConnection) { lock.withLock { self.connection = connection } }
+    func set(_ connection: PeerConnection) {
+        let stopNow = lock.withLock {
+            self.connection = connection
+            return stopped
+        }
+        if stopNow { connection.stop() }
+    }
+
     func get() -> PeerConnection? { lock.withLock { connection } }
+
+    /// Stops the connection there is, and any made from now on.
+    func stop() {
+        lock.withLock {
+            stopped = true
+            return connection
+        }?.stop()
+    }
 }

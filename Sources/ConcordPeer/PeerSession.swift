@@ -960,7 +960,7 @@ package struct PeerSession: Sendable {
 
     /// An upper bound, give or take, of an operation's encoded size (SPEC.md §8.3), used to start a
     /// new batch before an operation that would take the open one well past its target.
-    static func sizeBound(_ operation: Op) -> Int {
+    package static func sizeBound(_ operation: Op) -> Int {
         var size = 1 + 10 + 17
         switch operation.action {
         case let .assign(field, value):
