@@ -54,7 +54,7 @@ public final class FolderSync: Sendable {
         self.coalesceThreshold = coalesceThreshold
         let absolute = folder.hasPrefix("/") ? folder : FileManager.default.currentDirectoryPath + "/" + folder
         self.folder = (absolute as NSString).standardizingPath
-        directory = (self.folder as NSString).appendingPathComponent("concord-v\(Self.layoutVersion)")
+        directory = Self.directory(of: self.folder)
     }
 
     /// One sync, both ways: import what is new, publish what the folder lacks, coalesce, forget
@@ -463,6 +463,27 @@ public final class FolderSync: Sendable {
         let stem = name.dropFirst().prefix(upTo: range.lowerBound)
         guard let (writer, _) = parse(stem + fileExtension) else { return nil }
         return writer
+    }
+
+    /// The paths of the files in the shared folder `folder` that `replica` wrote: its bundles and
+    /// its temporary files in this layout's directory (SPEC.md §14), never another replica's. None
+    /// when the folder has no such directory.
+    package static func files(of replica: ReplicaID, in folder: String) throws(ConcordError) -> [String] {
+        let directory = FolderSync.directory(of: folder)
+        guard FileManager.default.fileExists(atPath: directory) else { return [] }
+        let names: [String]
+        do {
+            names = try FileManager.default.contentsOfDirectory(atPath: directory)
+        } catch {
+            throw ConcordError(.folder, "cannot list the shared folder \(directory): \(error.localizedDescription)")
+        }
+        return names.filter { name in (parse(name)?.0 ?? temporaryFileWriter(name)) == replica }.sorted()
+            .map { (directory as NSString).appendingPathComponent($0) }
+    }
+
+    /// Where this layout version keeps its files in the shared folder `folder`.
+    static func directory(of folder: String) -> String {
+        (folder as NSString).appendingPathComponent("concord-v\(layoutVersion)")
     }
 
     /// `<replica id>-<serial, 10 digits>.cbundle`

@@ -130,6 +130,12 @@ extension ConcordStore {
         try await offload { () throws(ConcordError) in try self.delete(ref) }
     }
 
+    /// The async form of `deleteAll(_:)`.
+    @discardableResult
+    public func deleteAll(_ kind: RecordKind) async throws(ConcordError) -> Int {
+        try await offload { () throws(ConcordError) in try self.deleteAll(kind) }
+    }
+
     /// The async form of `restore(_:)`.
     public func restore(_ ref: RecordRef) async throws(ConcordError) {
         try await offload { () throws(ConcordError) in try self.restore(ref) }

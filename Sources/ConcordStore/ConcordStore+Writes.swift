@@ -149,4 +149,23 @@ extension ConcordStore {
     public func restore(_ ref: RecordRef) throws(ConcordError) {
         try perform(.restore, on: ref)
     }
+
+    /// Deletes every record of `kind` that this store holds and that is not deleted ("delete all
+    /// data"), in one transaction: a delete each, as `delete(_:)` writes, so the deletes reach
+    /// every replica, and a record that another replica creates meanwhile stays (SPEC.md §7).
+    /// Returns how many records it deleted.
+    @discardableResult
+    public func deleteAll(_ kind: RecordKind) throws(ConcordError) -> Int {
+        let refs: [RecordRef] =
+            if kind == .reminder {
+                try reminders(includeCompleted: true).map { .reminder($0.id) }
+            } else if kind == .note {
+                try notes().map { .note($0.id) }
+            } else {
+                []
+            }
+        guard !refs.isEmpty else { return 0 }
+        try perform(refs.map { ($0, Change.delete) })
+        return refs.count
+    }
 }

@@ -41,16 +41,27 @@ struct TagCommand<Kind: CommandKind>: ParsableCommand {
 /// `reminder delete` and `note delete`.
 struct DeleteCommand<Kind: CommandKind>: ParsableCommand {
     static var configuration: CommandConfiguration {
-        CommandConfiguration(commandName: "delete", abstract: "Delete a \(Kind.kind.name) (it can be restored).")
+        CommandConfiguration(
+            commandName: "delete", abstract: "Delete a \(Kind.kind.name), or every one with --all (they can be restored).")
     }
 
     @OptionGroup var store: StoreOptions
-    @Argument(help: "The record's id or a unique prefix.") var id: String
+    @Argument(help: "The record's id or a unique prefix.") var id: String?
+    @Flag(help: "Delete every \(Kind.kind.name) this store holds; the deletes reach every replica.") var all = false
 
     init() {}
 
+    func validate() throws {
+        guard (id == nil) == all else { throw ValidationError("give either an id or --all") }
+    }
+
     func run() throws {
         let store = try store.open()
+        guard let id else {
+            let count = try store.deleteAll(Kind.kind)
+            say("deleted \(count) \(Kind.kind.name)\(count == 1 ? "" : "s")")
+            return
+        }
         try store.delete(try store.resolve(id, kind: Kind.kind))
     }
 }
