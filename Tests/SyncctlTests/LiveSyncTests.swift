@@ -29,6 +29,26 @@ import Testing
         return client
     }
 
+    /// Every title `written` reaches both stores within `seconds`, and they end equal; then the
+    /// processes stop on SIGTERM with exit 0, and both stores are sound.
+    func expectEveryWrite(
+        _ written: Set<String>, on a: Store, _ b: Store, within seconds: TimeInterval, then processes: [BackgroundRun], seed: UInt64,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
+        for store in [a, b] {
+            let arrived = try eventually(timeout: seconds) { try titles(store).isSuperset(of: written) }
+            let lacking = written.subtracting(try titles(store))
+            #expect(arrived, "seed \(seed): \(store.path) lacks \(lacking)", sourceLocation: sourceLocation)
+        }
+        #expect(try eventually(timeout: 20) { try a.dump() == (try b.dump()) }, "seed \(seed)", sourceLocation: sourceLocation)
+        for process in processes {
+            process.send(SIGTERM)
+            #expect(process.wait(timeout: 20).succeeded, sourceLocation: sourceLocation)
+        }
+        try a.expectSound("seed \(seed)", sourceLocation: sourceLocation)
+        try b.expectSound("seed \(seed)", sourceLocation: sourceLocation)
+    }
+
     /// The titles of every reminder of `store`.
     func titles(_ store: Store) throws -> Set<String> {
         Set(try store.reminders(all: true).compactMap { $0["title"] as? String })
@@ -128,18 +148,7 @@ import Testing
             }
         }
         print("LiveSyncTests kills (seed \(Self.seed); replay with CONCORD_LIVE_SEED=\(Self.seed)): \(kills.joined(separator: ", "))")
-        for store in [a, b] {
-            let arrived = try eventually(timeout: 60) { try titles(store).isSuperset(of: written) }
-            let lacking = written.subtracting(try titles(store))
-            #expect(arrived, "seed \(Self.seed): \(store.path) lacks \(lacking)")
-        }
-        #expect(try eventually(timeout: 20) { try a.dump() == (try b.dump()) }, "seed \(Self.seed)")
-        client.send(SIGTERM)
-        #expect(client.wait(timeout: 20).succeeded)
-        server.send(SIGTERM)
-        #expect(server.wait(timeout: 20).succeeded)
-        try a.expectSound("seed \(Self.seed)")
-        try b.expectSound("seed \(Self.seed)")
+        try expectEveryWrite(written, on: a, b, within: 60, then: [client, server], seed: Self.seed)
     }
 
     /// Connections delayed, and cut or stalled at random bytes (of the handshake, the exchange or
@@ -171,18 +180,7 @@ import Testing
         }
         print("LiveSyncTests faults (seed \(seed); replay with CONCORD_LIVE_SEED=\(Self.seed)): \(proxy.faults.joined(separator: ", ")); \(round) rounds of writes")
         #expect(proxy.faults.count >= 3, "the proxy met \(proxy.faults.count) faults")
-        for store in [a, b] {
-            let arrived = try eventually(timeout: 90) { try titles(store).isSuperset(of: written) }
-            let lacking = written.subtracting(try titles(store))
-            #expect(arrived, "seed \(seed): \(store.path) lacks \(lacking)")
-        }
-        #expect(try eventually(timeout: 20) { try a.dump() == (try b.dump()) }, "seed \(seed)")
-        client.send(SIGTERM)
-        #expect(client.wait(timeout: 20).succeeded)
-        server.send(SIGTERM)
-        #expect(server.wait(timeout: 20).succeeded)
-        try a.expectSound("seed \(seed)")
-        try b.expectSound("seed \(seed)")
+        try expectEveryWrite(written, on: a, b, within: 90, then: [client, server], seed: seed)
     }
 
     /// A live client whose key the server does not hold is refused at each attempt, says so, and

@@ -123,14 +123,8 @@ final class FaultyProxy: @unchecked Sendable {
     }
 
     private static func makeListener() throws -> (Int32, Int) {
-        #if canImport(Glibc)
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        #else
-        let descriptor = socket(AF_INET, SOCK_STREAM, 0)
-        #endif
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let descriptor = tcpSocket()
+        var address = loopback(port: 0)
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let bound = withUnsafeMutablePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
@@ -142,15 +136,8 @@ final class FaultyProxy: @unchecked Sendable {
     }
 
     private static func dial(_ port: Int) -> Int32? {
-        #if canImport(Glibc)
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        #else
-        let descriptor = socket(AF_INET, SOCK_STREAM, 0)
-        #endif
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let descriptor = tcpSocket()
+        var address = loopback(port: port)
         let connected = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                 connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
@@ -161,5 +148,22 @@ final class FaultyProxy: @unchecked Sendable {
             return nil
         }
         return descriptor
+    }
+
+    private static func tcpSocket() -> Int32 {
+        #if canImport(Glibc)
+        socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        #else
+        socket(AF_INET, SOCK_STREAM, 0)
+        #endif
+    }
+
+    /// 127.0.0.1:`port` (0: any free port, for a listener).
+    private static func loopback(port: Int) -> sockaddr_in {
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return address
     }
 }
