@@ -42,7 +42,7 @@ public struct StoreEnvironment: Sendable {
     }
 
     /// The id of a new record: time-ordered, after every one this environment made (SPEC.md §2).
-    func makeRecordID() -> RecordID {
+    package func makeRecordID() -> RecordID {
         let millis = wallClock()
         let (random1, random2) = (random(), random())
         return lastRecordID.withLock { last in
