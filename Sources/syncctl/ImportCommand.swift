@@ -171,7 +171,11 @@ struct ImportedRecord {
                 title: title, notes: fields.notes, due: try instant(fields.due, "due"), priority: priority, tags: tags,
                 repeatRule: fields.repeat, completedAt: completedAt)
             changes = [(ref, .createReminder(draft))]
-            if let snoozed = try instant(fields.snoozedUntil, "snoozedUntil") { changes.append((ref, .snooze(until: snoozed))) }
+            // A snooze that has ended changes nothing now (and §6.2 refuses one that ends by now):
+            // a list exported a while ago still imports.
+            if let snoozed = try instant(fields.snoozedUntil, "snoozedUntil"), snoozed > Date() {
+                changes.append((ref, .snooze(until: snoozed)))
+            }
         } else {
             ref = .note(id)
             changes = [(ref, .createNote(NoteDraft(title: title, body: fields.body ?? "", tags: tags, isPinned: fields.pinned ?? false)))]

@@ -51,4 +51,13 @@ import Testing
         let result = try store.expectRefused(["import", file], mentions: ["bad.json " + expected])
         #expect(result.stderr.split(separator: "\n").count == 1, "\(result)")
     }
+
+    /// A list exported a while ago: its snooze has ended, which changes nothing, and it imports.
+    @Test func aSnoozeThatHasEndedIsLeftOut() throws {
+        let sandbox = try Sandbox()
+        let store = try sandbox.makeStore()
+        let file = try sandbox.write(Data(#"{"id":"0123456789abcdef0123456789abcdef","kind":"reminder","title":"old","snoozedUntil":"2020-01-01T00:00:00.000Z"}"#.utf8), to: "old.json")
+        #expect(try store.ok("import", file) == "imported 1 reminder and 0 notes")
+        #expect(try store.reminders().first?["snoozedUntil"] is NSNull)
+    }
 }
