@@ -19,8 +19,11 @@ struct Import: ParsableCommand {
     @OptionGroup var output: JSONFlag
 
     func run() throws {
+        // The file is read whole before the store is opened: FILE might name one of the store's
+        // own files, and a descriptor of it closed while this process holds a connection would
+        // drop SQLite's locks on it.
+        let records = try Self.read(file, makeID: try StoreOptions.environment().makeRecordID)
         let store = try store.open()
-        let records = try Self.read(file, makeID: store.environment.makeRecordID)
         var changes: [(RecordRef, Change)] = []
         var (reminders, notes, held) = (0, 0, 0)
         for record in records {

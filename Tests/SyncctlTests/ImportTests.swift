@@ -52,6 +52,16 @@ import Testing
         #expect(result.stderr.split(separator: "\n").count == 1, "\(result)")
     }
 
+    /// The store's own file given as the file to import: refused as not JSON, the store intact
+    /// (it is read before the store is opened, so no descriptor of it is closed under SQLite).
+    @Test func theStoreItselfIsRefusedAndLeftIntact() throws {
+        let sandbox = try Sandbox()
+        let store = try sandbox.makeStore()
+        try store.addReminder("kept")
+        try store.expectRefused(["import", store.path], mentions: ["line 1: not JSON"])
+        try store.expectSound("after importing the store itself")
+    }
+
     /// A list exported a while ago: its snooze has ended, which changes nothing, and it imports.
     @Test func aSnoozeThatHasEndedIsLeftOut() throws {
         let sandbox = try Sandbox()
