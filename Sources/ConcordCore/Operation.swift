@@ -18,13 +18,18 @@ public struct Op: Hashable, Sendable, CustomStringConvertible {
     public var record: RecordRef
     /// What it does to the record.
     public var action: Action
+    /// For an assign, what its writer had seen of the register (SPEC.md §5.1, "Predecessors");
+    /// nil when that is unknown (an assign written by a build older than bundle format 2) and for
+    /// tag operations, which carry what they observed in their action.
+    public var predecessors: Predecessors?
 
     /// An operation with these parts, as the store and the formats make them.
-    public init(id: OperationID, timestamp: Timestamp, record: RecordRef, action: Action) {
+    public init(id: OperationID, timestamp: Timestamp, record: RecordRef, action: Action, predecessors: Predecessors? = nil) {
         self.id = id
         self.timestamp = timestamp
         self.record = record
         self.action = action
+        self.predecessors = predecessors
     }
 
     /// The largest valid sequence number, 2^63−1: stores keep seqs in SQLite's signed 64-bit
@@ -65,8 +70,20 @@ public struct Op: Hashable, Sendable, CustomStringConvertible {
             if record.kind.knows(field), !field.accepts(value) {
                 throw InvalidOperation(operation: id, reason: "\(record.kind.name) field '\(field.name)' cannot hold \(value)")
             }
+            if let predecessors {
+                for entry in predecessors.entries {
+                    guard entry.replica != id.replica else {
+                        throw InvalidOperation(operation: id, reason: "its predecessors name its own replica")
+                    }
+                    guard entry.seq <= Op.maxSeq else {
+                        throw InvalidOperation(operation: id, reason: "a predecessor's sequence number \(entry.seq) is past 2^63-1")
+                    }
+                }
+            }
         case .addTag, .removeTag:
-            break
+            guard predecessors == nil else {
+                throw InvalidOperation(operation: id, reason: "a tag operation with predecessors")
+            }
         }
     }
 }

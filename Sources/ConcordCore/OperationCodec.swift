@@ -4,7 +4,9 @@
 public enum OperationCodec {
     static let actionMask: UInt8 = 0x03
     static let sameRecordFlag: UInt8 = 0x04
-    static let reservedBits: UInt8 = 0xF8
+    /// An assign whose predecessors follow its value (bundle format 2 on, SPEC.md §8.3).
+    static let predecessorsFlag: UInt8 = 0x08
+    static let reservedBits: UInt8 = 0xF0
 
     /// Appends `operations` (one author, contiguous ascending seqs) to `writer`.
     public static func encode(_ operations: some Sequence<Op>, into writer: inout ByteWriter) {
@@ -30,6 +32,7 @@ public enum OperationCodec {
             }
             let sameRecord = operation.record == previousRecord
             if sameRecord { header |= sameRecordFlag }
+            if operation.predecessors != nil { header |= predecessorsFlag }
             writer.byte(header)
             writer.signedVarint(Int64(bitPattern: operation.timestamp.rawValue &- previousTimestamp))
             previousTimestamp = operation.timestamp.rawValue
@@ -43,6 +46,13 @@ public enum OperationCodec {
                 writer.byte(field.code)
                 if case .other(let name) = field { writer.string(name.string) }
                 encode(value, into: &writer)
+                if let predecessors = operation.predecessors {
+                    writer.varint(UInt64(predecessors.entries.count))
+                    for entry in predecessors.entries {
+                        writer.identifier(entry.replica)
+                        writer.varint(entry.seq)
+                    }
+                }
             case let .addTag(tag):
                 writer.string(tag.string)
             case let .removeTag(tag, observed):
@@ -156,6 +166,10 @@ public enum OperationCodec {
                 previousRecord = record
             }
             let action: Action
+            var predecessors: Predecessors?
+            guard header & OperationCodec.predecessorsFlag == 0 || header & OperationCodec.actionMask == 0 else {
+                throw .malformed("a tag operation with the predecessors bit set")
+            }
             switch header & OperationCodec.actionMask {
             case 0:
                 let code = try reader.byte()
@@ -170,6 +184,9 @@ public enum OperationCodec {
                     field = known
                 }
                 action = .assign(field, try OperationCodec.decodeValue(from: &reader))
+                if header & OperationCodec.predecessorsFlag != 0 {
+                    predecessors = try OperationCodec.predecessors(from: &reader)
+                }
             case 1:
                 action = .addTag(ExactString(try reader.string()))
             case 2:
@@ -187,7 +204,8 @@ public enum OperationCodec {
                 throw .malformed("unknown action \(header & OperationCodec.actionMask)")
             }
             let operation = Op(
-                id: OperationID(replica: author, seq: nextSeq), timestamp: timestamp, record: record, action: action)
+                id: OperationID(replica: author, seq: nextSeq), timestamp: timestamp, record: record, action: action,
+                predecessors: predecessors)
             guard nextSeq < UInt64.max else { throw .malformed("sequence number overflows") }
             nextSeq += 1
             do {
@@ -197,6 +215,25 @@ public enum OperationCodec {
             }
             return operation
         }
+    }
+
+    /// Predecessors as an assign carries them: a count, then each replica's id and seq, replicas
+    /// strictly ascending and seqs at least 1, so that one set has one encoding (SPEC.md §8.3).
+    static func predecessors(from reader: inout ByteReader) throws(DecodeError) -> Predecessors {
+        let count = try reader.varint()
+        guard count <= UInt64(reader.remaining / 17) else { throw .truncated }
+        var entries: [OperationID] = []
+        entries.reserveCapacity(Int(count))
+        for _ in 0..<count {
+            let replica: ReplicaID = try reader.identifier()
+            let seq = try reader.varint()
+            guard seq >= 1 else { throw .malformed("a predecessor of seq 0") }
+            if let last = entries.last, last.replica >= replica {
+                throw .malformed("predecessors out of replica order")
+            }
+            entries.append(OperationID(replica: replica, seq: seq))
+        }
+        return Predecessors(sortedEntries: entries)
     }
 
     /// A value: a type byte, then its payload (SPEC.md §8.2).

@@ -14,6 +14,8 @@ public struct RecordState: Hashable, Sendable {
     public private(set) var unknown: [ExactString: LWWRegister]
     /// The record's tags.
     public private(set) var tags: TagSet
+    /// The ids of the operations applied to it: where its history lies in the log.
+    public private(set) var operations: OperationSpans
 
     /// The state of a record no operation has touched: no register written, no tag.
     public init(ref: RecordRef) {
@@ -22,11 +24,15 @@ public struct RecordState: Hashable, Sendable {
         knownRegisters = count == 0 ? [] : Array(repeating: nil, count: count)
         unknown = [:]
         tags = TagSet()
+        operations = OperationSpans()
     }
 
     /// Rebuilds a state from its parts as a store keeps them: the registers of known fields in
     /// the order of `ref.kind.knownFields` (extra ones are ignored), and the unknown fields by name.
-    public init(ref: RecordRef, knownRegisters: [LWWRegister?], unknown: [ExactString: LWWRegister], tags: TagSet) {
+    public init(
+        ref: RecordRef, knownRegisters: [LWWRegister?], unknown: [ExactString: LWWRegister], tags: TagSet,
+        operations: OperationSpans = OperationSpans()
+    ) {
         self.ref = ref
         let count = ref.kind.knownFieldCount
         if knownRegisters.count == count {
@@ -38,6 +44,7 @@ public struct RecordState: Hashable, Sendable {
         }
         self.unknown = [:]
         self.tags = tags
+        self.operations = operations
         for (name, register) in unknown { write(.other(name), register) }
     }
 
@@ -50,9 +57,10 @@ public struct RecordState: Hashable, Sendable {
 
     /// Folds one operation in: an assign into its field's register, a tag operation into `tags`.
     public mutating func apply(_ operation: Op) {
+        operations.insert(operation.id)
         switch operation.action {
         case let .assign(field, value):
-            write(field, LWWRegister(value: value, stamp: operation.stamp))
+            write(field, LWWRegister(value: value, stamp: operation.stamp, predecessors: operation.predecessors))
         case let .addTag(tag):
             tags.add(tag, dot: operation.id)
         case let .removeTag(tag, observed):
@@ -87,6 +95,7 @@ public struct RecordState: Hashable, Sendable {
             unknown[name].merge(register)
         }
         tags.merge(other.tags)
+        operations.formUnion(other.operations)
     }
 
     /// The register of `field`; nil if it was never written.
@@ -98,6 +107,11 @@ public struct RecordState: Hashable, Sendable {
     /// The current value of a field; `.null` when it was never written.
     public func value(_ field: Field) -> Value {
         register(field)?.value ?? .null
+    }
+
+    /// Whether some field's register has more than one head (SPEC.md §5.1).
+    public var inConflict: Bool {
+        knownRegisters.contains { $0?.inConflict ?? false } || unknown.values.contains { $0.inConflict }
     }
 
     /// Whether the `deleted` register holds `true` (SPEC.md §5.3).

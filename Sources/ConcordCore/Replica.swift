@@ -25,9 +25,13 @@ package struct Replica: Sendable {
         var made: [Op] = []
         for (index, action) in actions.enumerated() {
             let seq = versionVector[id] + 1 + UInt64(index)
+            var predecessors: Predecessors?
+            if case .assign(let field, _) = action {
+                predecessors = records[ref]?.register(field)?.predecessors(ofWriteBy: id) ?? .none
+            }
             made.append(Op(
                 id: OperationID(replica: id, seq: seq), timestamp: try ticking.tick(wallMillis: wallMillis),
-                record: ref, action: action))
+                record: ref, action: action, predecessors: predecessors))
         }
         clock = ticking
         for operation in made { insert(operation) }

@@ -550,7 +550,11 @@ package struct PeerSession: Sendable {
             guard flushBatch(kind: kind, into: &actions) else { return false }
         }
         if batch.isEmpty { batchFirst = operation.id }
-        batch.append(operation)
+        // Versions 1 and 2 of the protocol carry no predecessors (SPEC.md §15.5): a peer of a build
+        // older than them would refuse the bit that flags them.
+        var sent = operation
+        sent.predecessors = nil
+        batch.append(sent)
         peerHolds.insert(operation.id)
         if !lastSharedToSend.isEmpty, lastSharedToSend.remove(operation.id) != nil { batchLastShared += 1 }
         if batch.operationCount >= PeerProtocol.maxBatchOperations || batch.estimatedBytes >= PeerProtocol.targetBatchBytes {

@@ -16,9 +16,15 @@ extension ConcordStore {
                 for (ref, change) in changes {
                     let actions = try change.plan(on: ref, current: try context.state(of: ref), now: Int64(clamping: now))
                     for action in actions {
+                        var predecessors: Predecessors?
+                        if case .assign(let field, _) = action {
+                            // What this replica has seen of the register: a write that settles any conflict in it.
+                            predecessors = try context.state(of: ref)?.register(field)?.predecessors(ofWriteBy: replicaID) ?? .none
+                        }
                         let operation = Op(
                             id: OperationID(replica: replicaID, seq: try context.nextLocalSeq()),
-                            timestamp: try context.clock.tick(wallMillis: now), record: ref, action: action)
+                            timestamp: try context.clock.tick(wallMillis: now), record: ref, action: action,
+                            predecessors: predecessors)
                         try context.append(operation)
                         made.append(operation)
                     }

@@ -120,7 +120,10 @@ struct RecordStatements {
 
 /// Reads and writes `RecordState`s as rows.
 enum RecordRows {
-    static let crdtFormat: UInt8 = 1
+    /// The `crdt` blob's format: 2 keeps each register's heads and the record's operation spans
+    /// (SPEC.md §9); format 1, of stores made before them, is read as registers of writes with
+    /// unknown predecessors and no spans, and rewritten as format 2 when its record is.
+    static let crdtFormat: UInt8 = 2
 
     static func load(_ ref: RecordRef, _ db: Database, _ directory: ReplicaDirectory) throws -> RecordState? {
         var statements = RecordStatements()
@@ -167,20 +170,21 @@ enum RecordRows {
     ) throws -> RecordState {
         var reader = ByteReader(crdt)
         do {
-            guard try reader.byte() == crdtFormat else { throw DecodeError.malformed("unknown crdt format") }
+            let format = try readFormat(&reader)
             var known = [LWWRegister?](repeating: nil, count: ref.kind.knownFieldCount)
             let mask = try reader.varint()
             if let table {
                 // The table's columns are the kind's known fields, in order.
                 for (index, entry) in table.columns.enumerated() where mask & (1 << UInt64(entry.field.code)) != 0 {
                     let stamp = try readStamp(&reader, directory)
-                    known[index] = LWWRegister(value: try column(index, entry.field), stamp: stamp)
+                    known[index] = try readHeads(of: try column(index, entry.field), stamp, &reader, format, directory)
                 }
             }
-            let unknown = try readUnknown(&reader, directory)
+            let unknown = try readUnknown(&reader, format, directory)
             let tags = try readTags(&reader, directory)
+            let operations = format == 1 ? OperationSpans() : try readSpans(&reader, directory)
             guard reader.isAtEnd else { throw DecodeError.malformed("trailing bytes") }
-            return RecordState(ref: ref, knownRegisters: known, unknown: unknown, tags: tags)
+            return RecordState(ref: ref, knownRegisters: known, unknown: unknown, tags: tags, operations: operations)
         } catch let error as DecodeError {
             throw ConcordError(.corrupt, "the merge metadata of \(ref) is damaged (\(error))")
         }
@@ -224,10 +228,11 @@ enum RecordRows {
         }
         writer.varint(mask)
         for register in known {
-            if let register { try writeStamp(register.stamp, &writer, db, &directory) }
+            if let register { try writeRegister(register, &writer, db, &directory) }
         }
         try writeUnknown(state.unknown, &writer, db, &directory)
         try writeTags(state.tags, &writer, db, &directory)
+        try writeSpans(state.operations, &writer, db, &directory)
         let crdtEnd = writer.bytes.count
 
         guard let table else {
@@ -262,27 +267,38 @@ enum RecordRows {
         }
     }
 
+    /// What `patch` did.
+    enum Patched {
+        /// It joined the state with the record's row.
+        case joined
+        /// The record has no row; nothing was written.
+        case noRow
+        /// A write held in a field column lost and stays a head, so its value is needed: the
+        /// row must be read whole and joined (`load`, `merge`, `save`). Nothing was written.
+        case needsWholeRow
+    }
+
     /// Joins `state`, which holds only what a batch applied to its record (an unread state of
     /// `WriteContext`), with the record's row where the row lies. Reads only the row's `crdt`
     /// blob; rewrites it and only the columns whose registers `state` wins (with the tags column
-    /// when `state` has tags), or nothing when `state` wins none and has neither tags nor unknown
-    /// fields. The field columns it does not rewrite are not read (`verify` checks them). The row it
-    /// leaves is the one `save` writes for the joined state, byte for byte: the values of the
-    /// other columns and the other parts of the blob stay as they are, and are not decoded.
-    /// Returns false, writing nothing, when the record has no row.
+    /// when `state` has tags). The field columns it does not rewrite are not read (`verify` checks
+    /// them). The row it leaves is the one `save` writes for the joined state, byte for byte: the
+    /// values of the other columns and the other parts of the blob stay as they are, and are not
+    /// decoded.
     static func patch(
         _ state: RecordState, in table: RecordTable, _ db: Database, _ directory: inout ReplicaDirectory,
         _ statements: inout RecordStatements
-    ) throws -> Bool {
-        guard let stored = try storedCRDT(of: state.ref, in: table, db, &statements) else { return false }
+    ) throws -> Patched {
+        guard let stored = try storedCRDT(of: state.ref, in: table, db, &statements) else { return .noRow }
         let known = state.knownRegisters
         var reader = ByteReader(stored)
         var writer = ByteWriter(capacity: stored.count + 64)
         // Bit i stands for `table.columns[i]`.
         var wonSlots: UInt32 = 0
         var joinedTags: TagSet?
+        var joinedValues = [Value?](repeating: nil, count: known.count)
         do {
-            guard try reader.byte() == crdtFormat else { throw DecodeError.malformed("unknown crdt format") }
+            let format = try readFormat(&reader)
             let storedMask = try reader.varint()
             var mask: UInt64 = 0
             for (slot, (field, _)) in table.columns.enumerated() {
@@ -293,20 +309,39 @@ enum RecordRows {
             writer.varint(mask)
             for (slot, (field, _)) in table.columns.enumerated() {
                 let start = reader.offset
-                let storedStamp = storedMask & (1 << UInt64(field.code)) != 0 ? try readStamp(&reader, directory) : nil
-                if let register = known[slot], storedStamp.map({ register.stamp > $0 }) ?? true {
-                    try writeStamp(register.stamp, &writer, db, &directory)
+                guard storedMask & (1 << UInt64(field.code)) != 0 else {
+                    if let register = known[slot] {
+                        try writeRegister(register, &writer, db, &directory)
+                        wonSlots |= 1 << UInt32(slot)
+                        joinedValues[slot] = register.value
+                    }
+                    continue
+                }
+                let storedStamp = try readStamp(&reader, directory)
+                // The column's value is not read: a placeholder stands for it, and is never written.
+                let storedRegister = try readHeads(of: .null, storedStamp, &reader, format, directory)
+                guard let register = known[slot] else {
+                    if format == crdtFormat {
+                        writer.bytes(stored[start..<reader.offset])
+                    } else {
+                        try writeRegister(storedRegister, &writer, db, &directory)
+                    }
+                    continue
+                }
+                let joined = storedRegister.merging(register)
+                if joined.rivals.contains(where: { $0.stamp == storedStamp }) { return .needsWholeRow }
+                try writeRegister(joined, &writer, db, &directory)
+                if joined.stamp != storedStamp {
                     wonSlots |= 1 << UInt32(slot)
-                } else if storedStamp != nil {
-                    writer.bytes(stored[start..<reader.offset])
+                    joinedValues[slot] = joined.value
                 }
             }
-            if state.unknown.isEmpty {
+            if state.unknown.isEmpty, format == crdtFormat {
                 let start = reader.offset
-                _ = try readUnknown(&reader, directory)
+                _ = try readUnknown(&reader, format, directory)
                 writer.bytes(stored[start..<reader.offset])
             } else {
-                var unknown = try readUnknown(&reader, directory)
+                var unknown = try readUnknown(&reader, format, directory)
                 for (name, register) in state.unknown { unknown[name] = unknown[name]?.merging(register) ?? register }
                 try writeUnknown(unknown, &writer, db, &directory)
             }
@@ -320,17 +355,20 @@ enum RecordRows {
                 try writeTags(tags, &writer, db, &directory)
                 joinedTags = tags
             }
+            var operations = format == 1 ? OperationSpans() : try readSpans(&reader, directory)
+            operations.formUnion(state.operations)
+            try writeSpans(operations, &writer, db, &directory)
             guard reader.isAtEnd else { throw DecodeError.malformed("trailing bytes") }
         } catch let error as DecodeError {
             throw ConcordError(.corrupt, "the merge metadata of \(state.ref) is damaged (\(error))")
         }
-        guard wonSlots != 0 || !state.unknown.isEmpty || joinedTags != nil else { return true }
-
         let crdtEnd = writer.bytes.count
+        // Operations applied again (a merge finished twice) change nothing.
+        guard wonSlots != 0 || joinedTags != nil || writer.bytes[..<crdtEnd].elementsEqual(stored) == false else { return .joined }
         if let joinedTags { writeTagsColumn(joinedTags, into: &writer) }
         let tagsEnd = writer.bytes.count
         for slot in known.indices where wonSlots & (1 << UInt32(slot)) != 0 {
-            if case .string(let text)? = known[slot]?.value { writer.bytes(text.utf8) }
+            if case .string(let text)? = joinedValues[slot] { writer.bytes(text.utf8) }
         }
         let statement = HotStatement(db, prepared: try statements.patch(of: table, slots: wonSlots, tags: joinedTags != nil, db))
         try writer.bytes.withUnsafeBytes { payload in
@@ -338,7 +376,7 @@ enum RecordRows {
             var index: Int32 = 2
             var textStart = tagsEnd
             for (slot, (field, _)) in table.columns.enumerated() where wonSlots & (1 << UInt32(slot)) != 0 {
-                bindColumn(statement, index, field, known[slot]?.value, payload, &textStart)
+                bindColumn(statement, index, field, joinedValues[slot], payload, &textStart)
                 index += 1
             }
             if joinedTags != nil {
@@ -350,7 +388,7 @@ enum RecordRows {
             statement.bindInPlace(index, blob: UnsafeRawBufferPointer(rebasing: payload[0..<crdtEnd]))
             try statement.execute()
         }
-        return true
+        return .joined
     }
 
     /// The `crdt` blob of a record's row, nil when it has none.
@@ -439,18 +477,124 @@ enum RecordRows {
         for (name, register) in unknown.sorted(by: { $0.key < $1.key }) {
             writer.string(name.string)
             OperationCodec.encode(register.value, into: &writer)
-            try writeStamp(register.stamp, &writer, db, &directory)
+            try writeRegister(register, &writer, db, &directory)
         }
     }
 
-    private static func readUnknown(_ reader: inout ByteReader, _ directory: ReplicaDirectory) throws -> [ExactString: LWWRegister] {
+    private static func readUnknown(
+        _ reader: inout ByteReader, _ format: UInt8, _ directory: ReplicaDirectory
+    ) throws -> [ExactString: LWWRegister] {
         var unknown: [ExactString: LWWRegister] = [:]
         for _ in 0..<(try reader.varint()) {
             let name = try reader.string()
             let value = try OperationCodec.decodeValue(from: &reader)
-            unknown[ExactString(name)] = LWWRegister(value: value, stamp: try readStamp(&reader, directory))
+            let stamp = try readStamp(&reader, directory)
+            unknown[ExactString(name)] = try readHeads(of: value, stamp, &reader, format, directory)
         }
         return unknown
+    }
+
+    private static func readFormat(_ reader: inout ByteReader) throws -> UInt8 {
+        let format = try reader.byte()
+        guard format == 1 || format == crdtFormat else { throw DecodeError.malformed("unknown crdt format \(format)") }
+        return format
+    }
+
+    // A register's heads, after its stamp (SPEC.md §9, the `crdt` blob): a flags byte, then what
+    // it flags. Format 1 has none: every write it holds had unknown predecessors.
+    private static let unknownThroughWinner: UInt8 = 0x01
+    private static let unknownThroughStamp: UInt8 = 0x02
+    private static let seenFollows: UInt8 = 0x04
+    private static let rivalsFollow: UInt8 = 0x08
+
+    /// Writes a register's stamp and heads (not the winner's value, which has its column or is
+    /// written before).
+    private static func writeRegister(
+        _ register: LWWRegister, _ writer: inout ByteWriter, _ db: Database, _ directory: inout ReplicaDirectory
+    ) throws {
+        try writeStamp(register.stamp, &writer, db, &directory)
+        var flags: UInt8 = 0
+        if let through = register.unknownThrough { flags |= through == register.stamp ? unknownThroughWinner : unknownThroughStamp }
+        if !register.seen.entries.isEmpty { flags |= seenFollows }
+        if !register.rivals.isEmpty { flags |= rivalsFollow }
+        writer.byte(flags)
+        if flags & unknownThroughStamp != 0 { try writeStamp(register.unknownThrough!, &writer, db, &directory) }
+        if flags & seenFollows != 0 {
+            writer.varint(UInt64(register.seen.entries.count))
+            for entry in register.seen.entries {
+                writer.varint(UInt64(try directory.index(of: entry.replica, db)))
+                writer.varint(entry.seq)
+            }
+        }
+        if flags & rivalsFollow != 0 {
+            writer.varint(UInt64(register.rivals.count))
+            for rival in register.rivals {
+                OperationCodec.encode(rival.value, into: &writer)
+                try writeStamp(rival.stamp, &writer, db, &directory)
+            }
+        }
+    }
+
+    /// Reads the heads that follow a register's stamp, for a winner of `value`.
+    private static func readHeads(
+        of value: Value, _ stamp: Stamp, _ reader: inout ByteReader, _ format: UInt8, _ directory: ReplicaDirectory
+    ) throws -> LWWRegister {
+        guard format != 1 else { return LWWRegister(value: value, stamp: stamp) }
+        let flags = try reader.byte()
+        guard flags & 0xF0 == 0, flags & (unknownThroughWinner | unknownThroughStamp) != unknownThroughWinner | unknownThroughStamp else {
+            throw DecodeError.malformed("register flags 0x\(String(flags, radix: 16))")
+        }
+        var unknownThrough: Stamp?
+        if flags & unknownThroughWinner != 0 { unknownThrough = stamp }
+        if flags & unknownThroughStamp != 0 { unknownThrough = try readStamp(&reader, directory) }
+        var seen: [OperationID] = []
+        if flags & seenFollows != 0 {
+            let count = try reader.varint()
+            guard count <= UInt64(reader.remaining / 2) else { throw DecodeError.truncated }
+            for _ in 0..<count {
+                let replica = try directory.id(at: Int64(bitPattern: try reader.varint()))
+                seen.append(OperationID(replica: replica, seq: try reader.varint()))
+            }
+        }
+        var rivals: [LWWRegister.Write] = []
+        if flags & rivalsFollow != 0 {
+            let count = try reader.varint()
+            guard count <= UInt64(reader.remaining / 4) else { throw DecodeError.truncated }
+            for _ in 0..<count {
+                let rivalValue = try OperationCodec.decodeValue(from: &reader)
+                rivals.append(LWWRegister.Write(value: rivalValue, stamp: try readStamp(&reader, directory)))
+            }
+        }
+        return LWWRegister(
+            value: value, stamp: stamp, rivals: rivals, seen: Predecessors(seen), unknownThrough: unknownThrough)
+    }
+
+    /// The record's operation spans: a count, then each as its author's index, first seq, and
+    /// length less one.
+    private static func writeSpans(
+        _ operations: OperationSpans, _ writer: inout ByteWriter, _ db: Database, _ directory: inout ReplicaDirectory
+    ) throws {
+        writer.varint(UInt64(operations.spans.count))
+        for span in operations.spans {
+            writer.varint(UInt64(try directory.index(of: span.replica, db)))
+            writer.varint(span.first)
+            writer.varint(span.last - span.first)
+        }
+    }
+
+    private static func readSpans(_ reader: inout ByteReader, _ directory: ReplicaDirectory) throws -> OperationSpans {
+        let count = try reader.varint()
+        guard count <= UInt64(reader.remaining / 3) else { throw DecodeError.truncated }
+        var spans: [OperationSpans.Span] = []
+        spans.reserveCapacity(Int(count))
+        for _ in 0..<count {
+            let replica = try directory.id(at: Int64(bitPattern: try reader.varint()))
+            let first = try reader.varint()
+            let length = try reader.varint()
+            guard first >= 1, length <= UInt64.max - first else { throw DecodeError.malformed("an impossible span") }
+            spans.append(OperationSpans.Span(replica: replica, first: first, last: first + length))
+        }
+        return OperationSpans(spans)
     }
 
     private static func writeTags(_ tags: TagSet, _ writer: inout ByteWriter, _ db: Database, _ directory: inout ReplicaDirectory) throws {

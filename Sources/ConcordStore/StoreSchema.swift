@@ -5,7 +5,7 @@ enum StoreSchema {
     /// `PRAGMA application_id`: "Conc".
     static let applicationID: Int32 = 0x436F_6E63
     /// `PRAGMA user_version`: the newest schema this build writes and reads.
-    static let version = 4
+    static let version = 5
 
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
@@ -124,6 +124,18 @@ enum StoreSchema {
                 ) WITHOUT ROWID;
 
                 PRAGMA user_version = 4;
+                """)
+        }
+        migrator.registerMigration("v5 heads and operation spans") { db in
+            // Records keep their registers' heads and where their operations are in the log, in
+            // `crdt` format 2. Every log row is listed as pending from its first record, so that
+            // its operations are applied once more (which changes no value) and fill them in; a
+            // store opened for writing does that first (SPEC.md §9).
+            try db.execute(sql: """
+                INSERT OR REPLACE INTO pending_merge (replica, first_seq, applied_through)
+                    SELECT replica, first_seq, NULL FROM log;
+
+                PRAGMA user_version = 5;
                 """)
         }
         return migrator

@@ -174,7 +174,18 @@ struct WriteContext {
         guard let held = try heldOperation(id) else {
             throw ConcordError(.corrupt, "the log lacks operation \(id) that the version vector covers")
         }
-        return Self.encoded(held).elementsEqual(encoding)
+        if Self.encoded(held).elementsEqual(encoding) { return true }
+        // One of the two copies may have lost its predecessors on the way, through a peer session
+        // or a build that does not carry them: it is the same operation (SPEC.md §4.2).
+        var reader = ByteReader(Array(encoding))
+        var decoder = OperationCodec.RunDecoder(author: id.replica, firstSeq: id.seq)
+        guard var incoming = try? decoder.next(from: &reader), reader.isAtEnd else { return false }
+        var kept = held
+        if incoming.predecessors == nil || kept.predecessors == nil {
+            incoming.predecessors = nil
+            kept.predecessors = nil
+        }
+        return incoming == kept
     }
 
     private static func encoded(_ operation: Op) -> [UInt8] {
@@ -337,11 +348,13 @@ struct WriteContext {
                 if let table = RecordTable.of(states[index].ref.kind) {
                     // Joined with its row where the row lies, reading and writing only what the
                     // batch's operations touch.
-                    if try RecordRows.patch(states[index], in: table, db, &directory, &statements) {
+                    switch try RecordRows.patch(states[index], in: table, db, &directory, &statements) {
+                    case .joined:
                         found += 1
                         continue
+                    case .noRow: rows[index] = .new
+                    case .needsWholeRow: try read(index)
                     }
-                    rows[index] = .new
                 } else {
                     try read(index)
                 }

@@ -4,8 +4,9 @@ import ConcordCore
 package enum BundleFormat {
     /// `\x89 C N C D \r \n \x1A`: not text, and damaged by any newline or 8-bit mangling.
     package static let magic: [UInt8] = [0x89, 0x43, 0x4E, 0x43, 0x44, 0x0D, 0x0A, 0x1A]
-    /// The format version this build writes, and the newest it reads.
-    package static let version: UInt8 = 1
+    /// The format version this build writes, and the newest it reads: 2, whose assigns may carry
+    /// their predecessors (SPEC.md §8.3). It reads format 1 too, whose assigns carry none.
+    package static let version: UInt8 = 2
     /// The longest block, stored or decompressed, a reader accepts: 16 MiB.
     package static let maxBlockBytes = 16 << 20
     /// A writer closes an operations block once its raw payload reaches this size.
@@ -231,7 +232,7 @@ package struct BundleReader<Source: ByteSource> {
         let header = try readExactly(BundleFormat.headerBytes, atStart: true)
         guard Array(header[0..<8]) == BundleFormat.magic else { throw .notABundle }
         guard header[8] <= BundleFormat.version else { throw .newerVersion(header[8]) }
-        guard header[8] == BundleFormat.version else { throw .corrupt("format version 0") }
+        guard header[8] >= 1 else { throw .corrupt("format version 0") }
         guard header[9] == 0 else { throw .corrupt("header flags 0x\(String(header[9], radix: 16)) are reserved") }
         let (type, payload) = try readBlock()
         guard type == .manifest else { throw .corrupt("the first block is not the manifest") }

@@ -63,8 +63,16 @@ enum CodecGen {
         default: maxRaw
         }
         let action: Action
+        var predecessors: Predecessors?
         switch spec.action {
         case 0:
+            // Unknown (format 1), none, or some of the dots, as the predecessors of format 2.
+            if spec.tsChoice % 2 == 1 {
+                let replicas = Universe.replicaIDs + [ReplicaID(high: .max, low: .max)]
+                predecessors = Predecessors(
+                    spec.dots.map { OperationID(replica: replicas[$0.replica], seq: seqs[$0.seq]) }
+                        .filter { $0.replica != author && $0.seq <= Op.maxSeq })
+            }
             let field = spec.field < 10 ? Field(code: UInt8(spec.field + 1))! : .other(ExactString(fieldNames[spec.field - 10]))
             var value = value(spec.valueChoice, spec.aux)
             if record.kind.knows(field), !field.accepts(value) { value = acceptable(for: field, spec.aux) }
@@ -77,7 +85,9 @@ enum CodecGen {
                 ExactString(strings[spec.aux % strings.count]),
                 observed: spec.dots.map { OperationID(replica: replicas[$0.replica], seq: seqs[$0.seq]) })
         }
-        return Op(id: OperationID(replica: author, seq: seq), timestamp: Timestamp(rawValue: timestamp), record: record, action: action)
+        return Op(
+            id: OperationID(replica: author, seq: seq), timestamp: Timestamp(rawValue: timestamp), record: record, action: action,
+            predecessors: predecessors)
     }
 
     /// Runs of one author with contiguous seqs, and the first seq.
@@ -161,7 +171,7 @@ struct CodecTests {
                 #expect(throws: DecodeError.self) { try refused.append(encodedAlone: alone.bytes, in: first.lowerBound..<end, into: &scratch) }
             }
             // A header that refers to a previous record, or has reserved bits set.
-            for flag: UInt8 in [0x04, 0x08, 0x80] {
+            for flag: UInt8 in [0x04, 0x10, 0x80] {
                 var flagged = alone.bytes
                 flagged[first.lowerBound] |= flag
                 #expect(throws: DecodeError.self) { try refused.append(encodedAlone: flagged, in: first, into: &scratch) }
@@ -240,7 +250,15 @@ struct CodecTests {
         let title: [UInt8] = [0x01, 0x04, 0x01, 0x61]
         #expect(try decode([0x00, 0x02, 0x01] + id + title).count == 1)
         // Reserved header bits, an unknown action, a same-record flag with no previous record.
-        #expect(throws: DecodeError.malformed("operation header 0x8 has reserved bits set")) { try decode([0x08, 0x02, 0x01] + id + title) }
+        #expect(throws: DecodeError.malformed("operation header 0x10 has reserved bits set")) { try decode([0x10, 0x02, 0x01] + id + title) }
+        // Predecessors: none, one, and refused out of order, naming the author, of seq 0, or on a tag operation.
+        let other = [UInt8](repeating: 9, count: 16)
+        #expect(try decode([0x08, 0x02, 0x01] + id + title + [0x00])[0].predecessors == Predecessors.none)
+        #expect(try decode([0x08, 0x02, 0x01] + id + title + [0x01] + other + [0x05])[0].predecessors?.entries.map(\.seq) == [5])
+        #expect(throws: DecodeError.self) { try decode([0x08, 0x02, 0x01] + id + title + [0x02] + other + [0x05] + other + [0x06]) }
+        #expect(throws: DecodeError.self) { try decode([0x08, 0x02, 0x01] + id + title + [0x01] + other + [0x00]) }
+        #expect(throws: DecodeError.self) { try decode([0x08, 0x02, 0x01] + id + title + [0x01] + author.bytes + [0x01]) }
+        #expect(throws: DecodeError.self) { try decode([0x09, 0x02, 0x01] + id + [0x01, 0x61, 0x00]) }
         #expect(throws: DecodeError.self) { try decode([0x03, 0x02, 0x01] + id + title) }
         #expect(throws: DecodeError.self) { try decode([0x04, 0x02] + title) }
         // Record kind 0, unknown field code, empty field name, unknown value type.

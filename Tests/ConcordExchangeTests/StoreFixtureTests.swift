@@ -54,8 +54,8 @@ import Testing
         let clock = ManualClock(Self.afterFixture)
         // A copied store refuses writes until it is declared moved (SPEC.md §9.1).
         let store = try ConcordStore.adoptLocation(at: path, environment: environment(clock: clock, seed: 1))
-        #expect(ConcordStore.schemaVersion == 4)
-        #expect(try store.status().schemaVersion == 4)
+        #expect(ConcordStore.schemaVersion == 5)
+        #expect(try store.status().schemaVersion == 5)
         #expect(store.replicaID.hex == Self.a)
         #expect(Array((try store.dump() + "\n").utf8) == (try expectedDump()))
         #expect(try store.verify().isSound)

@@ -151,7 +151,7 @@ extension JoinedRowTests {
     /// the batch: the store is reported corrupt, and nothing of the batch is applied. The merge
     /// fits in one transaction, which logged its operations (SPEC.md §5.6): nothing of it stays,
     /// and the row is as it was.
-    @Test(arguments: ["substr(crdt, 1, 3)", "crdt || x'00'", "x'02' || substr(crdt, 2)", "substr(crdt, 1, length(crdt) - 1)"])
+    @Test(arguments: ["substr(crdt, 1, 3)", "crdt || x'00'", "x'03' || substr(crdt, 2)", "substr(crdt, 1, length(crdt) - 1)"])
     func aDamagedRowRefusesTheBatch(damage: String) throws {
         let (directory, damaged, edits) = try Self.damagedStore("crdt = \(damage)")
         defer { withExtendedLifetime(directory) {} }
