@@ -118,6 +118,10 @@ public enum Change: Hashable, Sendable {
     case delete
     /// Restores a deleted record.
     case restore
+    /// Writes `value` into a field whose register is in conflict, settling it: like any local
+    /// write, it has seen every head (SPEC.md §5.1). Refused for a deleted record, as edits are,
+    /// and for a value of another type than the field's.
+    case settle(Field, Value)
 
     /// The longest a reminder can be snoozed: 366 days.
     public static let maxSnoozeMillis: Int64 = 366 * 24 * 3_600_000
@@ -253,6 +257,10 @@ public enum Change: Hashable, Sendable {
         case .restore:
             guard let current else { throw .notFound(ref) }
             return current.isDeleted ? [.assign(.deleted, .bool(false))] : []
+
+        case let .settle(field, value):
+            _ = try Self.live(ref, current, kind: ref.kind)
+            return [.assign(field, value)]
         }
     }
 

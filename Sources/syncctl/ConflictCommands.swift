@@ -1,0 +1,155 @@
+import ArgumentParser
+import ConcordCore
+import ConcordStore
+import Foundation
+
+/// `syncctl history ID [--json]`: every write to one record (SPEC.md §10 "History", §11).
+struct History: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "List every write to one record's fields and tags, and whether it holds now.",
+        discussion: """
+            One line per operation, oldest first: its time, its replica (and seq), what it wrote, \
+            and 'holds', 'conflict' (a head that is not the value shown) or 'superseded'.
+            """)
+    @OptionGroup var store: StoreOptions
+    @Argument(help: "The record's id or a unique prefix.") var id: String
+    @OptionGroup var output: JSONFlag
+
+    func run() throws {
+        let store = try store.open()
+        let ref = try store.resolve(id)
+        guard let entries = try store.history(of: ref) else { throw ConcordError(.notFound, "no record with id \(id)") }
+        if output.json {
+            say(JSON.array(entries.map(Self.json)).canonical)
+        } else {
+            for entry in entries { say("\(Output.text(of: entry.operation))  \(entry.standing.rawValue)") }
+        }
+    }
+
+    /// `{"op":"assign","field":F,"value":V,...}`: one history entry (SPEC.md §10).
+    static func json(_ entry: HistoryEntry) -> JSON {
+        let operation = entry.operation
+        var members: [(String, JSON)] = [
+            ("replica", .string(operation.id.replica.hex)), ("seq", .int(Int64(operation.id.seq))),
+            ("time", .string(CivilTime(millis: Int64(operation.timestamp.physicalMillis)).iso8601)),
+            ("timestamp", .string(String(operation.timestamp.rawValue))), ("standing", .string(entry.standing.rawValue)),
+        ]
+        switch operation.action {
+        case let .assign(field, value):
+            members += [("action", .string("assign")), ("field", .string(field.name)), ("value", JSON(value))]
+        case let .addTag(tag):
+            members += [("action", .string("addTag")), ("tag", .string(tag.string))]
+        case let .removeTag(tag, observed):
+            members += [("action", .string("removeTag")), ("tag", .string(tag.string)), ("removes", .int(Int64(observed.count)))]
+        }
+        return .object(members)
+    }
+}
+
+/// `syncctl conflicts [--json]`: the fields written concurrently (SPEC.md §5.1, §11).
+struct Conflicts: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "List the fields that were written on two replicas that had not seen each other's write.",
+        discussion: """
+            For each, every competing value with its replica and time; the first is the value shown. \
+            'syncctl resolve' settles one, and so does any edit of the field.
+            """)
+    @OptionGroup var store: StoreOptions
+    @OptionGroup var output: JSONFlag
+
+    func run() throws {
+        let store = try store.open()
+        let conflicts = try store.conflicts()
+        if output.json {
+            say(JSON.array(conflicts.map(Self.json)).canonical)
+            return
+        }
+        guard !conflicts.isEmpty else {
+            say("no conflicts")
+            return
+        }
+        for conflict in conflicts {
+            say("\(conflict.record.kind.name) \(conflict.record.id.hex) \(conflict.field.name):")
+            for (index, head) in conflict.heads.enumerated() {
+                let mine = head.stamp.replica == store.replicaID ? " (this replica)" : ""
+                let time = CivilTime(millis: Int64(head.stamp.timestamp.physicalMillis)).iso8601
+                say("  \(index == 0 ? "shown" : "other")  \(JSON(head.value).canonical)  by \(head.stamp.replica.hex)\(mine) at \(time)")
+            }
+        }
+    }
+
+    static func json(_ conflict: Conflict) -> JSON {
+        .object([
+            ("kind", .string(conflict.record.kind.name)), ("id", .string(conflict.record.id.hex)),
+            ("field", .string(conflict.field.name)),
+            ("heads", .array(conflict.heads.map { head in
+                .object([
+                    ("value", JSON(head.value)), ("replica", .string(head.stamp.replica.hex)), ("seq", .int(Int64(head.stamp.seq))),
+                    ("time", .string(CivilTime(millis: Int64(head.stamp.timestamp.physicalMillis)).iso8601)),
+                    ("timestamp", .string(String(head.stamp.timestamp.rawValue))),
+                ])
+            })),
+        ])
+    }
+}
+
+/// `syncctl resolve ID --field NAME (--value V | --keep REPLICA)` (SPEC.md §11).
+struct Resolve: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Settle a field in conflict: write one value that has seen every competing one.",
+        discussion: """
+            --keep REPLICA keeps the value that replica wrote (its id, or a prefix of at least 4 \
+            digits); --value V writes V (text as it is; other fields take a JSON value: 2, true, null). \
+            Once the replicas have synced, the conflict is gone on all of them.
+            """)
+    @OptionGroup var store: StoreOptions
+    @Argument(help: "The record's id or a unique prefix.") var id: String
+    @Option(help: "The field in conflict, as 'syncctl conflicts' names it.") var field: String
+    @Option(help: "The value to write.") var value: String?
+    @Option(help: "The replica whose value to keep.") var keep: String?
+
+    func validate() throws {
+        guard (value == nil) != (keep == nil) else { throw ValidationError("give one of --value V and --keep REPLICA") }
+    }
+
+    func run() throws {
+        let store = try store.open()
+        let ref = try store.resolve(id)
+        let named = Field(name: field)
+        guard let conflict = try store.conflicts().first(where: { $0.record == ref && $0.field == named }) else {
+            throw ConcordError(.invalidInput, "\(ref.kind.name) \(ref.id.hex) has no conflict in field '\(field)'")
+        }
+        let chosen: Value
+        if let keep {
+            let matches = conflict.heads.filter { keep.count >= 4 && $0.stamp.replica.hex.hasPrefix(keep.lowercased()) }
+            guard let head = matches.first, matches.allSatisfy({ $0.stamp.replica == head.stamp.replica }) else {
+                let replicas = conflict.heads.map(\.stamp.replica.hex).joined(separator: ", ")
+                throw ConcordError(.invalidInput, "--keep \(keep) names none of the replicas in conflict (\(replicas))")
+            }
+            chosen = head.value
+        } else {
+            chosen = try Self.parse(value!, for: named)
+        }
+        try store.perform(.settle(named, chosen), on: ref)
+        say("\(ref.kind.name) \(ref.id.hex) \(named.name) = \(JSON(chosen).canonical)")
+    }
+
+    /// Text fields take V as it is; the others a JSON scalar of the field's type.
+    static func parse(_ text: String, for field: Field) throws -> Value {
+        let value: Value
+        switch field {
+        case .title, .notes, .body, .repeatRule: value = .string(text)
+        default:
+            switch text {
+            case "null": value = .null
+            case "true": value = .bool(true)
+            case "false": value = .bool(false)
+            default:
+                guard let int = Int64(text) else { throw ConcordError(.invalidInput, "'\(text)' is not a value of field '\(field.name)'") }
+                value = .int(int)
+            }
+        }
+        guard field.accepts(value) else { throw ConcordError(.invalidInput, "'\(text)' is not a value of field '\(field.name)'") }
+        return value
+    }
+}
