@@ -157,6 +157,7 @@ extension Op {
         switch action {
         case let .assign(field, value):
             members += [("action", .string("assign")), ("field", .string(field.name)), ("value", JSON(value))]
+            if let predecessors { members.append(("predecessors", .array(predecessors.entries.map { .string($0.description) }))) }
         case let .addTag(tag):
             members += [("action", .string("addTag")), ("tag", .string(tag.string))]
         case let .removeTag(tag, observed):

@@ -26,23 +26,10 @@ struct History: ParsableCommand {
         }
     }
 
-    /// `{"op":"assign","field":F,"value":V,...}`: one history entry (SPEC.md §10).
+    /// The operation's object of `log --json`, with its `standing` (SPEC.md §10, "History").
     static func json(_ entry: HistoryEntry) -> JSON {
-        let operation = entry.operation
-        var members: [(String, JSON)] = [
-            ("replica", .string(operation.id.replica.hex)), ("seq", .int(Int64(operation.id.seq))),
-            ("time", .string(CivilTime(millis: Int64(operation.timestamp.physicalMillis)).iso8601)),
-            ("timestamp", .string(String(operation.timestamp.rawValue))), ("standing", .string(entry.standing.rawValue)),
-        ]
-        switch operation.action {
-        case let .assign(field, value):
-            members += [("action", .string("assign")), ("field", .string(field.name)), ("value", JSON(value))]
-        case let .addTag(tag):
-            members += [("action", .string("addTag")), ("tag", .string(tag.string))]
-        case let .removeTag(tag, observed):
-            members += [("action", .string("removeTag")), ("tag", .string(tag.string)), ("removes", .int(Int64(observed.count)))]
-        }
-        return .object(members)
+        guard case .object(let members) = entry.operation.json else { return entry.operation.json }
+        return .object(members + [("standing", .string(entry.standing.rawValue))])
     }
 }
 
@@ -86,7 +73,7 @@ struct Conflicts: ParsableCommand {
                 .object([
                     ("value", JSON(head.value)), ("replica", .string(head.stamp.replica.hex)), ("seq", .int(Int64(head.stamp.seq))),
                     ("time", .string(CivilTime(millis: Int64(head.stamp.timestamp.physicalMillis)).iso8601)),
-                    ("timestamp", .string(String(head.stamp.timestamp.rawValue))),
+                    ("timestamp", .int(Int64(bitPattern: head.stamp.timestamp.rawValue))),
                 ])
             })),
         ])

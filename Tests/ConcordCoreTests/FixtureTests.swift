@@ -9,20 +9,22 @@ import Testing
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("Fixtures")
 
+    /// `oprun-v1/NAME.oprun`, and `oprun-v2/` of runs whose assigns carry predecessors (SPEC.md §8.3).
     static func runFixtures() throws -> [String] {
-        try FileManager.default.contentsOfDirectory(atPath: fixtures.appendingPathComponent("oprun-v1").path)
-            .filter { $0.hasSuffix(".oprun") }.sorted()
+        try ["oprun-v1", "oprun-v2"].flatMap { version in
+            try FileManager.default.contentsOfDirectory(atPath: fixtures.appendingPathComponent(version).path)
+                .filter { $0.hasSuffix(".oprun") }.sorted().map { "\(version)/\($0)" }
+        }
     }
 
     @Test func everyOperationRunFixtureHasItsExpectation() throws {
-        #expect(try !Self.runFixtures().isEmpty)
+        #expect(try Set(Self.runFixtures().map { $0.prefix(8) }) == ["oprun-v1", "oprun-v2"])
     }
 
     @Test(arguments: try runFixtures())
     func operationRunFixtureDecodes(_ name: String) throws {
-        let directory = Self.fixtures.appendingPathComponent("oprun-v1")
-        let bytes = [UInt8](try Data(contentsOf: directory.appendingPathComponent(name)))
-        let expectedURL = directory.appendingPathComponent(name.replacingOccurrences(of: ".oprun", with: ".json"))
+        let bytes = [UInt8](try Data(contentsOf: Self.fixtures.appendingPathComponent(name)))
+        let expectedURL = Self.fixtures.appendingPathComponent(name.replacingOccurrences(of: ".oprun", with: ".json"))
         let expected = try #require(
             try JSONSerialization.jsonObject(with: Data(contentsOf: expectedURL)) as? [String: Any])
         let authorHex = try #require(expected["author"] as? String)

@@ -1,0 +1,39 @@
+import Foundation
+import Testing
+
+/// The bundles under `Fixtures/` through the built `syncctl`: format 1, whose assigns carry no
+/// predecessors, shows no conflict; format 2 shows the conflicts its operations hold, the same as
+/// the store that exported it (SPEC.md §5.1, §13).
+@Suite struct FormatFixtureTests {
+    static let fixtures = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("Fixtures")
+
+    @Test(arguments: ["basic", "two-replicas"])
+    func aFormat1BundleMergesWithNoConflict(_ name: String) throws {
+        let sandbox = try Sandbox()
+        let store = try sandbox.makeStore()
+        try store.ok("merge", Self.fixtures.appendingPathComponent("bundle-v1/\(name).cbundle").path)
+        let expected = try String(contentsOf: Self.fixtures.appendingPathComponent("bundle-v1/\(name).dump.json"), encoding: .utf8)
+        #expect(try store.ok("dump") == expected.trimmingCharacters(in: .newlines))
+        #expect(try store.ok("conflicts") == "no conflicts")
+        #expect(try store.ok("conflicts", "--json") == "[]")
+    }
+
+    /// A reminder's title edited on two replicas without an exchange between them, its priority
+    /// edited on one and then on the other after a sync, and a note edited on one.
+    @Test func aFormat2BundleShowsItsConflicts() throws {
+        let sandbox = try Sandbox()
+        let store = try sandbox.makeStore()
+        let directory = Self.fixtures.appendingPathComponent("bundle-v2")
+        #expect(try store.ok("merge", directory.appendingPathComponent("conflicts.cbundle").path) == "merged 14 new operations from 2 replicas")
+        let dump = try String(contentsOf: directory.appendingPathComponent("conflicts.dump.json"), encoding: .utf8)
+        let conflicts = try String(contentsOf: directory.appendingPathComponent("conflicts.conflicts.json"), encoding: .utf8)
+        #expect(try store.ok("dump") == dump.trimmingCharacters(in: .newlines))
+        #expect(try store.ok("conflicts", "--json") == conflicts.trimmingCharacters(in: .newlines))
+        let lines = try store.ok("conflicts").split(separator: "\n")
+        #expect(lines.count == 3 && lines[0].hasSuffix(" title:"), "\(lines)")
+        #expect(lines[1].contains(#""Buy almond milk""#) && lines[2].contains(#""Buy oat milk""#), "\(lines)")
+        try store.expectSound("after merging the fixture")
+    }
+}
