@@ -59,17 +59,18 @@ extension PeerClient {
         current: ConnectionBox, report: @escaping @Sendable (LiveSyncEvent) -> Void
     ) async -> ConcordError? {
         var backoff = ReconnectBackoff(jitter: configuration.reconnectJitter)
-        // A server refused version 2: this attempt goes on as a one-shot session (version 1).
-        var oneShot = false
+        // A server refused this side's version naming an older one: this attempt proposes at most
+        // that one (a one-shot session when it is 1).
+        var fallback: PeerTransportConfiguration?
         while !Task.isCancelled {
             let started = ContinuousClock.now
-            let offersLive = !oneShot
+            let attempt = fallback ?? configuration
             var failure: ConcordError?
             do {
                 let record = try await withTaskCancellationHandler {
                     try await session(
-                        store: store, address: address, configuration: configuration, group: group,
-                        progress: { report(.progress($0)) }, offersLive: offersLive,
+                        store: store, address: address, configuration: attempt, group: group,
+                        progress: { report(.progress($0)) }, offersLive: true,
                         onLive: { report(.live($0)) }, connection: current
                     ).get()
                 } onCancel: {
@@ -80,17 +81,18 @@ extension PeerClient {
                 failure = error as? ConcordError ?? ConcordError(.closed, "\(error)")
             }
             if Task.isCancelled { break }
-            if let failure, offersLive, (failure.cause as? ConcordError.PeerVersionMismatch)?.peerVersion == PeerProtocol.version {
-                // A server of version 1: a one-shot session at once. The refusal is in clear and
-                // may be forged, so the fallback lasts this attempt only.
-                oneShot = true
+            if fallback == nil, let older = PeerClient.olderVersion(after: failure, configuration) {
+                // A server of an older build: at once, with its version. The refusal is in clear
+                // and may be forged, so the fallback lasts this attempt only.
+                fallback = older
                 continue
             }
             if let failure, !Self.retries(after: failure) { return failure }
             if ContinuousClock.now - started >= ReconnectBackoff.resetAfter { backoff.reset() }
             // After a one-shot session with a server of version 1, the longest wait.
+            let oneShot = fallback.map { !PeerProtocol.isLive(PeerProtocol.proposal(live: true, upTo: $0.highestVersion)) } ?? false
             let delay = oneShot ? ReconnectBackoff.longest : backoff.next()
-            oneShot = false
+            fallback = nil
             report(.disconnected(failure: failure, reconnectingIn: delay))
             try? await Task.sleep(for: delay)
         }
@@ -101,7 +103,7 @@ extension PeerClient {
     static func retries(after failure: ConcordError) -> Bool {
         switch failure.code {
         case .sameReplica, .clash, .operationTooLarge, .noSyncKey: false
-        case .versionMismatch: ((failure.cause as? ConcordError.PeerVersionMismatch)?.peerVersion ?? 0) <= PeerProtocol.liveVersion
+        case .versionMismatch: ((failure.cause as? ConcordError.PeerVersionMismatch)?.peerVersion ?? 0) <= PeerProtocol.highestVersion
         default: true
         }
     }

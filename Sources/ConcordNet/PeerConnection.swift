@@ -184,7 +184,7 @@ final class PeerConnection: @unchecked Sendable {
             session = PeerSession(
                 role: role, key: key, localReplica: store.replicaID, localVersions: versions,
                 batchesPerApply: configuration.batchesPerApply, maxAppliesInFlight: Self.maxAppliesInFlight, live: offersLive,
-                describeError: configuration.describeError)
+                highestVersion: configuration.highestVersion, describeError: configuration.describeError)
             perform(session!.start())
         }
     }

@@ -115,7 +115,7 @@ public final class PeerServer: @unchecked Sendable {
     /// A new connection: a session of its own, or closed at once when the server is full or stopping.
     private func accept(_ channel: any Channel) -> PeerConnection {
         // A client that asks for a live session gets one while fewer than `maxLiveSessions` may
-        // be live; beyond them it gets version 1 (SPEC.md §15.10).
+        // be live; beyond them it gets the one-shot version below the one it asked for (SPEC.md §15.10).
         let offersLive = lock.withLock {
             guard mayBeLive < configuration.maxLiveSessions else { return false }
             mayBeLive += 1
@@ -234,7 +234,10 @@ public enum PeerClient {
     ) async throws -> PeerSessionRecord {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         do {
-            let record = try await session(store: store, address: address, configuration: configuration, group: group, progress: progress).get()
+            var record = try await session(store: store, address: address, configuration: configuration, group: group, progress: progress).get()
+            if let older = olderVersion(after: record.failure, configuration) {
+                record = try await session(store: store, address: address, configuration: older, group: group, progress: progress).get()
+            }
             try await group.shutdownGracefully()
             return record
         } catch {
@@ -251,7 +254,22 @@ public enum PeerClient {
     ) throws -> PeerSessionRecord {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         defer { try? group.syncShutdownGracefully() }
-        return try session(store: store, address: address, configuration: configuration, group: group, progress: progress).wait()
+        let record = try session(store: store, address: address, configuration: configuration, group: group, progress: progress).wait()
+        guard let older = olderVersion(after: record.failure, configuration) else { return record }
+        return try session(store: store, address: address, configuration: older, group: group, progress: progress).wait()
+    }
+
+    /// When a server refused this side's version naming an older one it speaks (a build older
+    /// than this one), the configuration that proposes at most that one, for one more attempt: the
+    /// refusal is in clear and may be forged, so the next sync proposes the highest again
+    /// (SPEC.md §15.10, "Negotiation").
+    static func olderVersion(after failure: ConcordError?, _ configuration: PeerTransportConfiguration) -> PeerTransportConfiguration? {
+        guard let named = (failure?.cause as? ConcordError.PeerVersionMismatch)?.peerVersion,
+              named >= PeerProtocol.version, named < configuration.highestVersion
+        else { return nil }
+        var older = configuration
+        older.highestVersion = named
+        return older
     }
 
     /// Connects, and runs the session on `group`: its record once it has ended. A live session

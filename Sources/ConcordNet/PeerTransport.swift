@@ -50,6 +50,10 @@ public struct PeerTransportConfiguration: Sendable {
     /// -0.2...0.2 (random, unless a test fixes it; SPEC.md §15.10).
     package var reconnectJitter: @Sendable () -> Double = { Double.random(in: -0.2...0.2) }
 
+    /// The highest protocol version this side speaks (SPEC.md §15.10): lower for one attempt after
+    /// a server refused those above it, and in tests, to be a side of an older build.
+    package var highestVersion = PeerProtocol.highestVersion
+
     /// Test hook: the side closes its connection, as if killed, once it has merged this many
     /// `.apply`s (sending nothing more: no `error`, no `ack`).
     var dropConnectionAfterApplies: Int?

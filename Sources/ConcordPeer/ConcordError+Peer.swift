@@ -6,15 +6,15 @@ extension ConcordError {
     static let wrongKeyMessage = "the peer does not hold this store's sync key"
 
     static func versionMismatch(peer: UInt16) -> ConcordError {
-        let remedy = peer > PeerProtocol.liveVersion ? "upgrade Concord on this side" : "upgrade Concord on the peer"
+        let remedy = peer > PeerProtocol.highestVersion ? "upgrade Concord on this side" : "upgrade Concord on the peer"
         return ConcordError(
             .versionMismatch,
-            "the peer speaks protocol version \(peer) and this build speaks versions \(PeerProtocol.version) to \(PeerProtocol.liveVersion); \(remedy)",
+            "the peer speaks protocol version \(peer) and this build speaks versions \(PeerProtocol.version) to \(PeerProtocol.highestVersion); \(remedy)",
             cause: PeerVersionMismatch(peerVersion: peer))
     }
 
     /// The version a peer named when it refused this side's, or spoke another (the cause of a
-    /// `versionMismatch`): a live client that proposed 2 tries again with 1 when it is 1.
+    /// `versionMismatch`): a client tries again once with the versions up to it (SPEC.md §15.10).
     package struct PeerVersionMismatch: Error, Hashable {
         package let peerVersion: UInt16
     }

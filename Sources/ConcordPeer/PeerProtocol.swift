@@ -4,8 +4,25 @@ package enum PeerProtocol {
     package static let magic: [UInt8] = Array("CNCDPEER".utf8)
     /// The protocol version of a one-shot session, which every build speaks.
     package static let version: UInt16 = 1
-    /// The protocol version of a live session (SPEC.md §15.10), the highest this build speaks.
+    /// The protocol version of a live session (SPEC.md §15.10).
     package static let liveVersion: UInt16 = 2
+    /// Versions 3 and 4 are versions 1 and 2 whose assigns carry their predecessors (SPEC.md
+    /// §15.5): the highest this build speaks is 4.
+    package static let highestVersion: UInt16 = 4
+
+    /// Whether a session of `version` has a live phase: 2 and 4.
+    package static func isLive(_ version: UInt16) -> Bool { version % 2 == 0 }
+
+    /// Whether the assigns of a session of `version` carry their predecessors: 3 and 4.
+    package static func carriesPredecessors(_ version: UInt16) -> Bool { version >= 3 }
+
+    /// The version a client proposes: the highest up to `highest` that is live when it wants a live
+    /// session and one-shot otherwise, or 1 (one-shot) when there is no live one.
+    package static func proposal(live: Bool, upTo highest: UInt16) -> UInt16 {
+        var proposed = min(live ? 4 : 3, highest)
+        if isLive(proposed) != live { proposed -= 1 }
+        return max(proposed, version)
+    }
     /// A side writes no further push while the operations it pushed and the peer has not
     /// acknowledged exceed this many, or `maxUnacknowledgedPushBytes` raw (SPEC.md §15.10).
     package static let maxUnacknowledgedPushOperations = 131_072

@@ -180,6 +180,10 @@ package struct PeerSession: Sendable {
     private var ackReceived = false
     /// Whether this side asks for (a client) or accepts (a server) a live session.
     private let offersLive: Bool
+    /// The highest version this side speaks: a client proposes no higher (lower once a server
+    /// refused those above it, SPEC.md §15.10), and a server accepts no higher (tests make a side
+    /// of an older build with it).
+    private let highestVersion: UInt16
     /// The session's protocol version: what a client proposes until the server answers, then
     /// what the handshake settled (SPEC.md §15.10, "Negotiation").
     package private(set) var version: UInt16 = PeerProtocol.version
@@ -271,8 +275,10 @@ package struct PeerSession: Sendable {
     ///   - maxAppliesInFlight: how many `.apply` may be out, not yet confirmed by `batchApplied()`:
     ///     a transport that prepares a merge (reads and sorts its operations) while the one
     ///     before it writes takes two. A value below one counts as one. One by default.
-    ///   - live: a client asks for a live session (protocol version 2, SPEC.md §15.10), and a
-    ///     server accepts one when a client asks; otherwise the session is one-shot (version 1).
+    ///   - live: a client asks for a live session (protocol version 4 or 2, SPEC.md §15.10), and a
+    ///     server accepts one when a client asks; otherwise the session is one-shot (version 3 or 1).
+    ///   - highestVersion: the highest version this side speaks: a client proposes no higher, and
+    ///     a server accepts no higher.
     ///   - random: where the handshake's nonce comes from: the system CSPRNG, unless a test
     ///     injects a seeded source.
     ///   - describeError: how this side words the reason it sends in its `error` when it ends
@@ -280,10 +286,12 @@ package struct PeerSession: Sendable {
     ///     the failure's `message`; an app may add its own advice (`syncctl` names its commands).
     package init(
         role: PeerRole, key: SyncKey, localReplica: ReplicaID, localVersions: VersionVector,
-        batchesPerApply: Int = 1, maxAppliesInFlight: Int = 1, live: Bool = false, random: RandomBytes = .system,
+        batchesPerApply: Int = 1, maxAppliesInFlight: Int = 1, live: Bool = false,
+        highestVersion: UInt16 = PeerProtocol.highestVersion, random: RandomBytes = .system,
         describeError: @escaping @Sendable (ConcordError) -> String = { $0.message }
     ) {
         offersLive = live
+        self.highestVersion = highestVersion
         self.batchesPerApply = max(1, batchesPerApply)
         self.maxAppliesInFlight = max(1, maxAppliesInFlight)
         self.role = role
@@ -358,7 +366,7 @@ package struct PeerSession: Sendable {
         switch role {
         case .client:
             let nonce = random(Handshake.nonceBytes)
-            if offersLive { version = PeerProtocol.liveVersion }
+            version = PeerProtocol.proposal(live: offersLive, upTo: highestVersion)
             let hello = Handshake.header(.clientHello, version: version) + nonce
             phase = .clientAwaitingServerHello(clientHello: hello, clientNonce: nonce)
             emit(Frame.encode(hello), into: &actions)
@@ -550,11 +558,15 @@ package struct PeerSession: Sendable {
             guard flushBatch(kind: kind, into: &actions) else { return false }
         }
         if batch.isEmpty { batchFirst = operation.id }
-        // Versions 1 and 2 of the protocol carry no predecessors (SPEC.md §15.5): a peer of a build
-        // older than them would refuse the bit that flags them.
-        var sent = operation
-        sent.predecessors = nil
-        batch.append(sent)
+        if PeerProtocol.carriesPredecessors(version) {
+            batch.append(operation)
+        } else {
+            // Versions 1 and 2 of the protocol carry no predecessors (SPEC.md §15.5): a peer of a
+            // build older than them would refuse the bit that flags them.
+            var sent = operation
+            sent.predecessors = nil
+            batch.append(sent)
+        }
         peerHolds.insert(operation.id)
         if !lastSharedToSend.isEmpty, lastSharedToSend.remove(operation.id) != nil { batchLastShared += 1 }
         if batch.operationCount >= PeerProtocol.maxBatchOperations || batch.estimatedBytes >= PeerProtocol.targetBatchBytes {
@@ -602,29 +614,38 @@ package struct PeerSession: Sendable {
         if role == .client, first, parsed.kind == Handshake.Kind.refusal.rawValue, frame.count == Handshake.refusalBytes,
            frame[Handshake.headerBytes] == Handshake.RefusalReason.version.rawValue, parsed.version < version {
             // A server that does not speak the version this side proposed, naming the highest it
-            // speaks (a live client tries again with it, SPEC.md §15.10).
+            // speaks (the client tries again with it once, SPEC.md §15.10).
             fail(.versionMismatch(peer: parsed.version), into: &actions)
             return nil
         }
-        // A server settles the version with the client's hello (the lower of the two sides'
-        // highest); a client accepts a server hello of a version it speaks up to the one it
-        // proposed; every later frame carries the version settled.
+        if role == .client, first, parsed.version > version, parsed.kind != Handshake.Kind.refusal.rawValue {
+            fail(.violation("a server hello of version \(parsed.version), above the \(version) this side proposed"), into: &actions)
+            return nil
+        }
+        // A server settles the version with the client's hello; a client accepts a server hello of
+        // the version it proposed or, from a server that keeps no more live sessions, of the one-shot
+        // version below a live one; every later frame carries the version settled.
         let accepted: ClosedRange<UInt16> =
             switch (role, first) {
-            case (.server, true): PeerProtocol.version...PeerProtocol.liveVersion
-            case (.client, true): PeerProtocol.version...version
+            case (.server, true): PeerProtocol.version...highestVersion
+            case (.client, true): (PeerProtocol.isLive(version) ? version - 1 : version)...version
             default: version...version
             }
         guard accepted.contains(parsed.version) else {
             // A server tells a client of another version the highest version it speaks, in clear.
             if role == .server, first {
-                emit(Frame.encode(Handshake.header(.refusal, version: PeerProtocol.liveVersion) + [Handshake.RefusalReason.version.rawValue]),
+                emit(Frame.encode(Handshake.header(.refusal, version: highestVersion) + [Handshake.RefusalReason.version.rawValue]),
                      into: &actions)
             }
             fail(.versionMismatch(peer: parsed.version), into: &actions)
             return nil
         }
-        if first { version = role == .server && !offersLive ? PeerProtocol.version : parsed.version }
+        if first {
+            // A server that may keep no more live sessions answers a live version with the one-shot
+            // version below it (SPEC.md §15.10).
+            let refusesLive = role == .server && !offersLive && PeerProtocol.isLive(parsed.version)
+            version = refusesLive ? parsed.version - 1 : parsed.version
+        }
         guard let kind = parsed.kind else {
             fail(.violation("a handshake frame of \(frame.count) bytes"), into: &actions)
             return nil
@@ -873,7 +894,7 @@ package struct PeerSession: Sendable {
     /// phase then.
     private mutating func checkFinished(into actions: inout [PeerAction]) {
         guard receiving == .done, ackReceived else { return }
-        if version >= PeerProtocol.liveVersion {
+        if PeerProtocol.isLive(version) {
             isLive = true
             actions.append(.live(summary))
             return

@@ -27,6 +27,6 @@ private let version = """
     store schema \(ConcordStore.schemaVersion)
     bundle format \(BundleFormat.version), encrypted bundle format \(EncryptedBundleFormat.version)
     shared folder layout \(FolderSync.layoutVersion)
-    peer protocol \(PeerProtocol.version)
+    peer protocol \(PeerProtocol.highestVersion)
     dump format \(ConcordCore.Dump.formatVersion)
     """

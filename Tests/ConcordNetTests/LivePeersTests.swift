@@ -150,32 +150,139 @@ import Testing
         #expect(low.next() == .milliseconds(400))
     }
 
-    /// A server that speaks only version 1 refuses a live client's hello of version 2: the client
-    /// tries again at once with version 1, for a one-shot session.
-    @Test(.timeLimit(.minutes(1)))
-    func aLiveClientFallsBackToVersionOneForAnOlderServer() async throws {
+    /// A server of an older build refuses a live client's hello of version 4, naming the highest
+    /// it speaks: the client tries again at once with it (1: a one-shot session; 2: a live one
+    /// without predecessors). The fallback lasts that attempt: the attempt after it (here, after a
+    /// refusal that breaks the protocol, so at once) proposes 4 again. (After a one-shot session
+    /// the client waits 30 s: no third attempt is awaited then.)
+    @Test(.timeLimit(.minutes(1)), arguments: [UInt16(1), 2])
+    func aLiveClientFallsBackOnceForAnOlderServer(named: UInt16) async throws {
         let directory = try TemporaryDirectory()
         let node = try Node(in: directory, "b", seed: 2, key: SyncKey.generate())
         nonisolated(unsafe) let raw = try RawServer()  // used by the thread below only, then released
         let port = raw.port
         let versions = LockedState<[[UInt8]]>([])
+        let attempts = named == 1 ? 2 : 3
         Thread.detachNewThread {
-            for _ in 0..<2 {
+            for _ in 0..<attempts {
                 guard let connection = try? raw.acceptConnection() else { return }
                 let hello = connection.receiveFrames(1, timeout: 10)
                 versions.withLock { $0.append(hello.count >= 14 ? Array(hello[12..<14]) : []) }
-                // The refusal of a server of version 1.
-                connection.send(Frame.encode(Handshake.header(.refusal, version: 1) + [Handshake.RefusalReason.version.rawValue]))
+                // The refusal of a server whose highest version is `named`.
+                connection.send(Frame.encode(Handshake.header(.refusal, version: named) + [Handshake.RefusalReason.version.rawValue]))
                 _ = connection.receiveUntilClosed(timeout: 5)
             }
         }
         let client = Task {
             for try await _ in PeerClient.live(store: node.store, address: PeerAddress(host: "127.0.0.1", port: port), configuration: Self.configuration()) {}
         }
-        #expect(await Self.eventually(20) { versions.withLock { $0.count } >= 2 })
-        #expect(versions.withLock { $0 }.prefix(2) == [[0, 2], [0, 1]], "a hello of version 2, then one of version 1")
+        #expect(await Self.eventually(20) { versions.withLock { $0.count } >= attempts })
+        let expected: [[UInt8]] = named == 1 ? [[0, 4], [0, 1]] : [[0, 4], [0, 2], [0, 4]]
+        #expect(versions.withLock { $0 }.prefix(attempts) == expected[...], "a hello of version 4, then one of version \(named)")
         client.cancel()
         _ = await client.result
+    }
+
+    /// A live client of this build and a live server of the build before predecessors (version
+    /// 2): after one refusal the session is live, of version 2; pushes arrive without their
+    /// predecessors.
+    @Test(.timeLimit(.minutes(1)))
+    func aLiveClientGoesLiveWithAServerOfTheBuildBefore() async throws {
+        let directory = try TemporaryDirectory()
+        let key = SyncKey.generate()
+        let a = try Node(in: directory, "a", seed: 1, key: key)
+        let b = try Node(in: directory, "b", seed: 2, key: key)
+        let before = try await a.store.addReminder(ReminderDraft(title: "before", priority: .high))
+        var old = Self.configuration()
+        old.highestVersion = 2
+        let server = try TestServer(a, configuration: old)
+        defer { server.stop() }
+        let wentLive = LockedState(0)
+        let follower = Task {
+            for try await event in PeerClient.live(store: b.store, address: server.address, configuration: Self.configuration()) {
+                if case .live = event { wentLive.withLock { $0 += 1 } }
+            }
+        }
+        #expect(await Self.eventually(20) { wentLive.withLock { $0 } >= 1 })
+        #expect(try await b.store.reminders().map(\.title) == ["before"])
+        // The refused attempt is logged; the live session is not, while it lasts.
+        let refused = try #require(server.records.first)
+        #expect((refused.failure?.cause as? ConcordError.PeerVersionMismatch)?.peerVersion == 4)
+
+        // A push: its assigns (an edit's, which carry predecessors) arrive stripped.
+        a.clock.advance(1_000)
+        let pushed = try await a.store.perform(.editReminder(ReminderPatch(title: "pushed", notes: "n")), on: .reminder(before))
+        #expect(!pushed.isEmpty && pushed.allSatisfy { $0.predecessors != nil })
+        #expect(try await Self.eventually(20) { try await b.store.reminders().map(\.title) == ["pushed"] })
+        for operation in pushed {
+            let held = try #require(try b.store.operation(operation.id))
+            var stripped = operation
+            stripped.predecessors = nil
+            #expect(held == stripped)
+        }
+        #expect(wentLive.withLock { $0 } == 1, "one live session, not reconnecting")
+        follower.cancel()
+        _ = await follower.result
+    }
+
+    /// A store that received assigns stripped of their predecessors (in a session of version 2)
+    /// and later receives the same assigns with them holds them as duplicates, not as a clash; and
+    /// keeps the copy it held. So does the store that wrote them, given the stripped copies back.
+    /// Another operation under a held id is still a clash.
+    @Test(.timeLimit(.minutes(1)))
+    func anOperationReceivedStrippedAndLaterWithItsPredecessorsIsADuplicate() async throws {
+        let directory = try TemporaryDirectory()
+        let key = SyncKey.generate()
+        let a = try Node(in: directory, "a", seed: 1, key: key)
+        let b = try Node(in: directory, "b", seed: 2, key: key)
+        // A edits a reminder B wrote: assigns whose predecessors name B's writes.
+        let reminder = RecordRef.reminder(RecordID(high: 1, low: 1))
+        let fromB = try await b.store.perform(.createReminder(ReminderDraft(title: "first", notes: "n", priority: .high, tags: ["t"])), on: reminder)
+        _ = try await a.store.merge(fromB)
+        a.clock.advance(1_000)
+        let written = try await a.store.perform(.editReminder(ReminderPatch(title: "second", priority: .low)), on: reminder)
+        #expect(written.count == 2)
+        #expect(written.allSatisfy { $0.predecessors.map { $0.seq(of: b.store.replicaID) > 0 } ?? false })
+
+        // A session of version 2: a live client of the build before predecessors.
+        var old = Self.configuration()
+        old.highestVersion = 2
+        let server = try TestServer(a, configuration: Self.configuration())
+        defer { server.stop() }
+        let wentLive = LockedState(false)
+        let follower = Task {
+            for try await event in PeerClient.live(store: b.store, address: server.address, configuration: old) {
+                if case .live = event { wentLive.withLock { $0 = true } }
+            }
+        }
+        #expect(await Self.eventually(20) { wentLive.withLock { $0 } })
+        follower.cancel()
+        _ = await follower.result
+        for operation in written {
+            #expect(try b.store.operation(operation.id)?.predecessors == nil, "\(operation.id) arrived stripped")
+        }
+
+        // The same operations with their predecessors: duplicates, and the stripped copies stay.
+        let report = try await b.store.merge(written)
+        #expect(report.duplicates == written.count)
+        #expect(report.newOperationCount == 0)
+        for operation in written {
+            #expect(try b.store.operation(operation.id)?.predecessors == nil, "\(operation.id): the copy held is kept")
+        }
+        // The stripped copies back to the writer: duplicates too, and its copies keep theirs.
+        let stripped = written.map { var copy = $0; copy.predecessors = nil; return copy }
+        let back = try await a.store.merge(stripped)
+        #expect(back.duplicates == written.count && back.newOperationCount == 0)
+        for operation in written {
+            #expect(try a.store.operation(operation.id) == operation)
+        }
+        #expect(try a.dump() == (try b.dump()))
+
+        // An operation that differs otherwise under a held id is still refused.
+        let assign = try #require(written.first { if case .assign = $0.action { true } else { false } })
+        var forged = assign
+        forged.timestamp = Timestamp(physicalMillis: assign.timestamp.physicalMillis + 1, logical: assign.timestamp.logical)
+        #expect(throws: ConcordError.self) { try b.store.merge([forged]) }
     }
 
     /// Two stores with one replica id: the live client reports it and stops, rather than trying

@@ -342,18 +342,102 @@ import Testing
         #expect(raw.receiveUntilClosed(timeout: 20).closed)
     }
 
-    @Test func aClientOfAnotherVersionIsToldWhichVersionTheServerSpeaks() throws {
+    /// A hello of a version the server does not speak gets a refusal naming the highest it speaks:
+    /// 4 from this build, 2 from a server configured as one of the build before it.
+    @Test(arguments: [(UInt16(4), UInt16(5)), (2, 3), (2, 4)])
+    func aClientOfAnotherVersionIsToldWhichVersionTheServerSpeaks(serverHighest: UInt16, proposed: UInt16) throws {
         let directory = try TemporaryDirectory()
         let key = SyncKey.generate()
         let a = try Node(in: directory, "a", seed: 1, key: key)
-        let server = try TestServer(a)
+        var configuration = quickConfiguration(idle: .seconds(10))
+        configuration.highestVersion = serverHighest
+        let server = try TestServer(a, configuration: configuration)
         defer { server.stop() }
         let raw = try RawClient(port: server.address.port)
-        raw.send([0, 0, 0, 43] + PeerProtocol.magic + [0, 3, 1] + [UInt8](repeating: 9, count: 32))
+        raw.send([0, 0, 0, 43] + PeerProtocol.magic + [0, UInt8(proposed), 1] + [UInt8](repeating: 9, count: 32))
         let (bytes, closed) = raw.receiveUntilClosed(timeout: 5)
         #expect(closed)
-        #expect(bytes == [0, 0, 0, 12] + PeerProtocol.magic + [0, 2, 4, 1], "a refusal of reason 1 with version 2, the highest this build speaks")
-        #expect(server.waitForRecords(1).first?.failure?.message == "the peer speaks protocol version 3 and this build speaks versions 1 to 2; upgrade Concord on this side")
+        #expect(bytes == [0, 0, 0, 12] + PeerProtocol.magic + [0, UInt8(serverHighest), 4, 1], "a refusal of reason 1 with the highest version the server speaks")
+        let failure = server.waitForRecords(1).first?.failure
+        #expect(failure?.code == .versionMismatch)
+        if serverHighest == PeerProtocol.highestVersion {
+            #expect(failure?.message == "the peer speaks protocol version \(proposed) and this build speaks versions 1 to 4; upgrade Concord on this side")
+        }
+    }
+
+    /// A client of this build and a server of an older one (configured to speak up to 2, the build
+    /// before predecessors, or 1, the build before live sessions): the server refuses the client's
+    /// version 3, naming its own; the client tries again at once with it and the sync succeeds, in
+    /// a session of version 1, whose assigns travel without their predecessors.
+    @Test(arguments: [UInt16(2), 1])
+    func aClientSyncsWithAServerOfAnOlderBuildThroughOneRetry(serverHighest: UInt16) async throws {
+        let directory = try TemporaryDirectory()
+        let key = SyncKey.generate()
+        let a = try Node(in: directory, "a", seed: 1, key: key)
+        let b = try Node(in: directory, "b", seed: 2, key: key)
+        try populate(a.store, clock: a.clock, label: "A")
+        try populate(b.store, clock: b.clock, label: "B")
+        let opsA = a.operationCount
+        let opsB = b.operationCount
+        var old = quickConfiguration(idle: .seconds(10))
+        old.highestVersion = serverHighest
+        let server = try TestServer(a, configuration: old)
+        defer { server.stop() }
+
+        let configuration = quickConfiguration(idle: .seconds(10))
+        #expect(configuration.highestVersion == PeerProtocol.highestVersion)
+        let record = try await PeerClient.sync(store: b.store, address: server.address, configuration: configuration)
+        #expect(record.finished, "\(record.logLine)")
+        #expect(record.summary.operationsReceived == opsA && record.summary.operationsSent == opsB)
+        #expect(try a.dump() == (try b.dump()))
+        // The server logged the refused attempt, then the session.
+        let logged = server.waitForRecords(2)
+        #expect(logged.count == 2)
+        #expect(logged.first?.failure?.code == .versionMismatch)
+        #expect((logged.first?.failure?.cause as? ConcordError.PeerVersionMismatch)?.peerVersion == 3)
+        #expect(logged.last?.finished == true)
+        try Self.expectPredecessors(of: a.store, in: b.store, kept: false)
+        try Self.expectPredecessors(of: b.store, in: a.store, kept: false)
+
+        // The fallback lasted that sync: the next proposes 3 again, and is refused again first
+        // (here through the blocking `sync`).
+        let again = try b.sync(with: server.address, configuration: configuration)
+        #expect(again.finished, "\(again.logLine)")
+        let relogged = server.waitForRecords(4)
+        #expect(relogged.count == 4)
+        #expect((relogged.dropLast().last?.failure?.cause as? ConcordError.PeerVersionMismatch)?.peerVersion == 3)
+    }
+
+    /// Between two sides of this build, a one-shot session is of version 3: assigns arrive with
+    /// their predecessors.
+    @Test func predecessorsTravelBetweenTwoSidesOfThisBuild() throws {
+        let directory = try TemporaryDirectory()
+        let key = SyncKey.generate()
+        let a = try Node(in: directory, "a", seed: 1, key: key)
+        let b = try Node(in: directory, "b", seed: 2, key: key)
+        try populate(a.store, clock: a.clock, label: "A")
+        try populate(b.store, clock: b.clock, label: "B")
+        let server = try TestServer(a)
+        defer { server.stop() }
+        let record = try b.sync(with: server.address)
+        #expect(record.finished, "\(record.logLine)")
+        #expect(server.waitForRecords(1).count == 1, "no refused attempt")
+        try Self.expectPredecessors(of: a.store, in: b.store, kept: true)
+        try Self.expectPredecessors(of: b.store, in: a.store, kept: true)
+    }
+
+    /// Checks that `receiver` holds every operation `author` wrote, with its predecessors when
+    /// `kept`, and with none (unknown) otherwise; and that `author` wrote assigns that carry them.
+    static func expectPredecessors(of author: ConcordStore, in receiver: ConcordStore, kept: Bool) throws {
+        var written: [Op] = []
+        try author.forEachOperation { if $0.id.replica == author.replicaID { written.append($0) } }
+        #expect(written.contains { $0.predecessors != nil }, "the author's assigns carry predecessors")
+        for operation in written {
+            let held = try #require(try receiver.operation(operation.id))
+            var expected = operation
+            if !kept { expected.predecessors = nil }
+            #expect(held == expected, "\(operation.id)")
+        }
     }
 
     @Test func aRefusedConnectionIsAOneLineError() throws {

@@ -14,15 +14,19 @@ import Testing
     }
 
     /// A whole session, byte for byte, against vectors computed from the SPEC by an independent
-    /// implementation (`Fixtures/peer-v1/vectors.py`).
-    @Test func theWireBytesMatchTheVectors() throws {
+    /// implementation (`Fixtures/peer-v1/vectors.py`). They are a session of version 1: the client
+    /// is one of a build that speaks only version 1, and the server one of such a build, or of this
+    /// one (which answers a client of version 1 in version 1, byte for byte).
+    @Test(arguments: [UInt16(1), PeerProtocol.highestVersion])
+    func theWireBytesMatchTheVectors(serverHighestVersion: UInt16) throws {
         let key = try #require(SyncKey(bytes: Self.vector("key")))
         var client = PeerSession(
             role: .client, key: key, localReplica: ReplicaID(bytes: Self.vector("clientReplica"))!,
-            localVersions: Self.vectorVersions("clientVersions"), random: fixed(Self.vector("clientNonce")))
+            localVersions: Self.vectorVersions("clientVersions"), highestVersion: 1, random: fixed(Self.vector("clientNonce")))
         var server = PeerSession(
             role: .server, key: key, localReplica: ReplicaID(bytes: Self.vector("serverReplica"))!,
-            localVersions: Self.vectorVersions("serverVersions"), random: fixed(Self.vector("serverNonce")))
+            localVersions: Self.vectorVersions("serverVersions"), highestVersion: serverHighestVersion,
+            random: fixed(Self.vector("serverNonce")))
         #expect(server.start() == [])
         #expect(client.start() == [.send(Self.vector("clientHelloFrame"))])
         #expect(server.receive(Self.vector("clientHelloFrame")) == [.send(Self.vector("serverHelloFrame"))])
@@ -54,6 +58,7 @@ import Testing
         #expect(clientSummary.bytesSent == summary.bytesReceived)
         #expect(clientSummary.bytesReceived == summary.bytesSent)
         #expect(Self.vector("clientHelloFrame").count == 47 && Self.vector("serverHelloFrame").count == 79)
+        #expect(client.version == 1 && server.version == 1)
     }
 
     @Test func theSessionKeysMatchTheVectors() throws {
@@ -107,10 +112,11 @@ import Testing
             #expect(peer.needOperationsCalls.isEmpty)
             #expect(peer.store.operations.count == 10)
         }
-        // The client sent its hello and a refusal, nothing keyed.
+        // The client sent its hello and a refusal, nothing keyed; the refusal carries the version
+        // of the hellos: 3, a one-shot client's.
         let sent = try frames(client.sent)
         #expect(sent.count == 2)
-        #expect(sent[1] == Handshake.header(.refusal) + [2])
+        #expect(sent[1] == Handshake.header(.refusal, version: 3) + [2])
         #expect(try frames(server.sent).count == 1)
     }
 
@@ -122,7 +128,9 @@ import Testing
         var impostor = PeerSession(role: .client, key: keyB, localReplica: replicaA, localVersions: VersionVector(), random: seeded(10))
         guard case .send(let hello)? = impostor.start().first else { return }
         #expect(server.receive(hello).count == 1)
-        let forged = Frame.encode(Handshake.header(.clientProof) + [UInt8](repeating: 0x33, count: 32))
+        #expect(server.version == 3)
+        // A proof of the version the hellos settled, so that only the proof is wrong.
+        let forged = Frame.encode(Handshake.header(.clientProof, version: server.version) + [UInt8](repeating: 0x33, count: 32))
         #expect(server.receive(forged + Frame.encode([1, 2, 3])) == [.failed(ConcordError(.wrongKey, "the peer does not hold this store's sync key"))])
         #expect(server.failure?.code == .wrongKey)
         #expect(!server.isHandshakeComplete)
@@ -132,40 +140,58 @@ import Testing
         var server = PeerSession(role: .server, key: keyA, localReplica: replicaB, localVersions: VersionVector(), random: seeded(20))
         _ = server.start()
         var hello = Handshake.header(.clientHello) + [UInt8](repeating: 1, count: 32)
-        hello[9] = 3  // version 3: this build speaks up to 2
+        hello[9] = 5  // version 5: this build speaks up to 4
         let actions = server.receive(Frame.encode(hello))
         #expect(actions == [
-            .send(Frame.encode(Handshake.header(.refusal, version: 2) + [1])),
-            .failed(ConcordError(.versionMismatch, "the peer speaks protocol version 3 and this build speaks versions 1 to 2; upgrade Concord on this side")),
+            .send(Frame.encode(Handshake.header(.refusal, version: 4) + [1])),
+            .failed(ConcordError(.versionMismatch, "the peer speaks protocol version 5 and this build speaks versions 1 to 4; upgrade Concord on this side")),
         ])
     }
 
     @Test func aClientOfANewerVersionWithAnotherHelloIsStillToldTheVersion() throws {
-        // A version 3 hello may look different after the version: only magic and version count.
+        // A version 5 hello may look different after the version: only magic and version count.
         var server = PeerSession(role: .server, key: keyA, localReplica: replicaB, localVersions: VersionVector(), random: seeded(20))
         _ = server.start()
-        let actions = server.receive(Frame.encode(PeerProtocol.magic + [0, 3, 9, 9, 9]))
-        #expect(actions.first == .send(Frame.encode(Handshake.header(.refusal, version: 2) + [1])))
+        let actions = server.receive(Frame.encode(PeerProtocol.magic + [0, 5, 9, 9, 9]))
+        #expect(actions.first == .send(Frame.encode(Handshake.header(.refusal, version: 4) + [1])))
         #expect(server.failure?.code == .versionMismatch)
     }
 
-    @Test(arguments: [(UInt16(3), "upgrade Concord on this side"), (0, "upgrade Concord on the peer"), (0x0101, "upgrade Concord on this side")])
+    /// A refusal naming a version above this build's (5, 257), or below the one-shot client's 3 (a
+    /// server of an older build: 2, 1; or 0).
+    @Test(arguments: [
+        (UInt16(5), "upgrade Concord on this side"), (0x0101, "upgrade Concord on this side"),
+        (2, "upgrade Concord on the peer"), (1, "upgrade Concord on the peer"), (0, "upgrade Concord on the peer"),
+    ])
     func aClientFacingAnotherVersionNamesBoth(version: UInt16, remedy: String) throws {
         var client = PeerSession(role: .client, key: keyA, localReplica: replicaA, localVersions: VersionVector(), random: seeded(10))
         _ = client.start()
         // The refusal of a server of that version.
         let refusal = PeerProtocol.magic + [UInt8(version >> 8), UInt8(version & 0xFF), 4, 1]
         #expect(client.receive(Frame.encode(refusal)) == [
-            .failed(ConcordError(.versionMismatch, "the peer speaks protocol version \(version) and this build speaks versions 1 to 2; \(remedy)")),
+            .failed(ConcordError(.versionMismatch, "the peer speaks protocol version \(version) and this build speaks versions 1 to 4; \(remedy)")),
         ])
     }
 
+    /// A server that refuses the version a client proposed naming that very version (the vector: a
+    /// client of version 1 refused with version 1) breaks the protocol.
     @Test func aRefusalForAVersionItSpeaksBreaksTheProtocol() {
-        var client = PeerSession(role: .client, key: keyA, localReplica: replicaA, localVersions: VersionVector(), random: seeded(10))
+        var client = PeerSession(
+            role: .client, key: keyA, localReplica: replicaA, localVersions: VersionVector(), highestVersion: 1, random: seeded(10))
         _ = client.start()
         #expect(client.receive(Self.vector("versionRefusalFrame")) == [
             .failed(ConcordError(.protocolViolation, "the peer broke the protocol: a refusal of protocol version 1, which it speaks")),
         ])
+        // So does a refusal of this build's one-shot (3) or live (4) version naming it.
+        for (live, version) in [(false, UInt16(3)), (true, 4)] {
+            var client = PeerSession(role: .client, key: keyA, localReplica: replicaA, localVersions: VersionVector(), live: live, random: seeded(10))
+            _ = client.start()
+            #expect(client.version == version)
+            let refusal = Frame.encode(Handshake.header(.refusal, version: version) + [Handshake.RefusalReason.version.rawValue])
+            #expect(client.receive(refusal) == [
+                .failed(ConcordError(.protocolViolation, "the peer broke the protocol: a refusal of protocol version \(version), which it speaks")),
+            ])
+        }
     }
 
     static let garbage: [(String, [UInt8])] = [
@@ -213,7 +239,9 @@ import Testing
             (.client, Handshake.header(.refusal) + [2, 0], "a refusal of 13 bytes"),
         ]
         for (role, frame, message) in cases {
-            var session = PeerSession(role: role, key: keyA, localReplica: replicaA, localVersions: VersionVector(), random: seeded(1))
+            // Frames of version 1, to sides that speak only it.
+            var session = PeerSession(
+                role: role, key: keyA, localReplica: replicaA, localVersions: VersionVector(), highestVersion: 1, random: seeded(1))
             _ = session.start()
             #expect(session.receive(Frame.encode(frame)) == [.failed(ConcordError(.protocolViolation, "the peer broke the protocol: \(message)"))])
         }
@@ -296,7 +324,7 @@ import Testing
             return
         }
         let serverHello = try frames(serverHelloFrame)[0]
-        let reflected = Handshake.header(.clientProof) + serverHello[43...]
+        let reflected = Handshake.header(.clientProof, version: server.version) + serverHello[43...]
         #expect(server.receive(Frame.encode(reflected)) == [.failed(ConcordError(.wrongKey, "the peer does not hold this store's sync key"))])
     }
 

@@ -8,24 +8,44 @@ import Testing
 /// not acknowledged, heartbeats, and the messages that break the protocol there.
 @Suite struct LiveSessionTests {
     /// A client and a server, each holding operations of its own, run until the exchange is done.
-    static func pair(clientLive: Bool = true, serverLive: Bool = true) -> (client: TestPeer, server: TestPeer) {
+    /// A side whose highest version is below this build's is one of an older build (2: the build
+    /// before predecessors; 1: the build before live sessions).
+    static func pair(
+        clientLive: Bool = true, serverLive: Bool = true,
+        clientHighest: UInt16 = PeerProtocol.highestVersion, serverHighest: UInt16 = PeerProtocol.highestVersion,
+        clientOperations: [Op] = operations(by: replicaA, seqs: 1...20), serverOperations: [Op] = operations(by: replicaB, seqs: 1...30)
+    ) -> (client: TestPeer, server: TestPeer) {
         var client = TestPeer(
-            role: .client, replica: replicaA, operations: operations(by: replicaA, seqs: 1...20), live: clientLive, random: seeded(10))
+            role: .client, replica: replicaA, operations: clientOperations, live: clientLive, highestVersion: clientHighest, random: seeded(10))
         var server = TestPeer(
-            role: .server, replica: replicaB, operations: operations(by: replicaB, seqs: 1...30), live: serverLive, random: seeded(20))
+            role: .server, replica: replicaB, operations: serverOperations, live: serverLive, highestVersion: serverHighest, random: seeded(20))
         run(&client, &server)
         return (client, server)
     }
 
-    @Test(arguments: [(true, true, 2), (true, false, 1), (false, true, 1), (false, false, 1)])
-    func theVersionIsTheLowerOfWhatEachSideSpeaks(clientLive: Bool, serverLive: Bool, expected: Int) {
-        let (client, server) = Self.pair(clientLive: clientLive, serverLive: serverLive)
-        #expect(client.session.version == UInt16(expected))
-        #expect(server.session.version == UInt16(expected))
+    /// The version each pair of sides settles (SPEC.md §15.10, "Negotiation"): the client's
+    /// proposal (the highest it speaks of the kind it wants: 3 one-shot, 4 live; 1 or 2 from an
+    /// older build) when the server speaks it, lowered to the one-shot version below it by a server
+    /// that may keep no more live sessions (`serverLive: false`).
+    @Test(arguments: [
+        // This build on both sides.
+        (false, UInt16(4), true, UInt16(4), UInt16(3)), (false, 4, false, 4, 3), (true, 4, true, 4, 4), (true, 4, false, 4, 3),
+        // A client of the build before predecessors (2), or before live sessions (1), and a server of this one.
+        (true, 2, true, 4, 2), (true, 2, false, 4, 1), (false, 2, true, 4, 1), (false, 1, true, 4, 1), (true, 1, true, 4, 1),
+        // A server of an older build, and a client of this one once refused (it proposes up to
+        // the version the refusal named), or of that build.
+        (true, 2, true, 2, 2), (true, 2, false, 2, 1), (false, 2, true, 2, 1), (true, 1, true, 2, 1),
+        (true, 1, true, 1, 1), (false, 1, true, 1, 1),
+    ])
+    func theVersionIsTheLowerOfWhatEachSideSpeaks(clientLive: Bool, clientHighest: UInt16, serverLive: Bool, serverHighest: UInt16, expected: UInt16) {
+        let (client, server) = Self.pair(clientLive: clientLive, serverLive: serverLive, clientHighest: clientHighest, serverHighest: serverHighest)
+        #expect(client.failure == nil && server.failure == nil)
+        #expect(client.session.version == expected)
+        #expect(server.session.version == expected)
         // Either way the exchange is whole: each holds what the other held.
         #expect(client.store.operations.count == 50)
         #expect(server.store.operations.count == 50)
-        if expected == 2 {
+        if PeerProtocol.isLive(expected) {
             #expect(client.live != nil && server.live != nil)
             #expect(client.finished == nil && server.finished == nil)
             #expect(client.session.isLive && server.session.isLive)
@@ -36,26 +56,88 @@ import Testing
         }
     }
 
-    /// A server that speaks only version 1 refuses a hello of version 2, naming version 1: the
-    /// client's failure says so, so that a live client can try again with version 1.
-    @Test func aRefusalOfVersionTwoByAnOlderServerNamesVersionOne() {
-        var client = TestPeer(role: .client, replica: replicaA, live: true, random: seeded(10))
-        client.start()
-        let refusal = Frame.encode(Handshake.header(.refusal, version: 1) + [Handshake.RefusalReason.version.rawValue])
-        client.receive(refusal)
+    /// A server of an older build refuses the version a client of this one proposes, naming the
+    /// highest it speaks (2, or 1): the client's failure says so, so that the transport can try
+    /// again once with it (SPEC.md §15.10).
+    @Test(arguments: [(false, UInt16(2)), (true, 2), (false, 1), (true, 1)])
+    func aClientOfThisBuildIsRefusedByAnOlderServerNamingItsVersion(clientLive: Bool, serverHighest: UInt16) throws {
+        let (client, server) = Self.pair(clientLive: clientLive, serverHighest: serverHighest)
         #expect(client.failure?.code == .versionMismatch)
-        #expect(client.failure?.message.contains("version 1") == true)
+        #expect((client.failure?.cause as? ConcordError.PeerVersionMismatch)?.peerVersion == serverHighest)
+        #expect(client.failure?.message.contains("the peer speaks protocol version \(serverHighest) ") == true)
+        #expect(server.failure?.code == .versionMismatch)
+        #expect((server.failure?.cause as? ConcordError.PeerVersionMismatch)?.peerVersion == (clientLive ? 4 : 3))
+        let hellos = try frames(client.sent)
+        #expect(hellos.count == 1 && hellos.first?.starts(with: Handshake.header(.clientHello, version: clientLive ? 4 : 3)) == true)
+        #expect(try frames(server.sent) == [Handshake.header(.refusal, version: serverHighest) + [Handshake.RefusalReason.version.rawValue]])
+        #expect(client.appliedBatches.isEmpty && server.appliedBatches.isEmpty)
+        #expect(client.needOperationsCalls.isEmpty && server.needOperationsCalls.isEmpty)
     }
 
     /// A server answers a hello of a version it does not speak with a refusal that names the
-    /// highest it speaks.
-    @Test func aServerRefusesAnUnknownVersionNamingTheHighestItSpeaks() throws {
-        var server = TestPeer(role: .server, replica: replicaB, live: true, random: seeded(20))
+    /// highest it speaks: this build 4, the builds before it 2 and 1.
+    @Test(arguments: [(UInt16(4), UInt16(5)), (4, 0x0100), (2, 3), (2, 4), (1, 2), (1, 3), (1, 4)])
+    func aServerRefusesAnUnknownVersionNamingTheHighestItSpeaks(serverHighest: UInt16, proposed: UInt16) throws {
+        var server = TestPeer(role: .server, replica: replicaB, live: true, highestVersion: serverHighest, random: seeded(20))
         server.start()
-        server.receive(Frame.encode(Handshake.header(.clientHello, version: 3) + [UInt8](repeating: 1, count: 32)))
+        server.receive(Frame.encode(Handshake.header(.clientHello, version: proposed) + [UInt8](repeating: 1, count: 32)))
         #expect(server.failure?.code == .versionMismatch)
+        #expect((server.failure?.cause as? ConcordError.PeerVersionMismatch)?.peerVersion == proposed)
         let sent = try frames(server.sent)
-        #expect(sent == [Handshake.header(.refusal, version: 2) + [Handshake.RefusalReason.version.rawValue]])
+        #expect(sent == [Handshake.header(.refusal, version: serverHighest) + [Handshake.RefusalReason.version.rawValue]])
+    }
+
+    /// A client accepts a server hello of the version it proposed, or (from a server at its live
+    /// limit) of the one-shot version below a live one; it speaks none above its proposal.
+    @Test func aServerHelloAboveTheProposalIsRefused() {
+        for (live, proposed) in [(false, UInt16(3)), (true, 4)] {
+            var client = TestPeer(role: .client, replica: replicaA, live: live, random: seeded(10))
+            client.start()
+            #expect(client.session.version == proposed)
+            client.receive(Frame.encode(Handshake.header(.serverHello, version: proposed + 1) + [UInt8](repeating: 1, count: 64)))
+            #expect(client.failure?.code == .protocolViolation)
+            #expect(client.failure?.message == "the peer broke the protocol: a server hello of version \(proposed + 1), above the \(proposed) this side proposed")
+        }
+    }
+
+    /// Assigns keep their predecessors in sessions of version 3 and 4, in the exchange and in the
+    /// live phase's pushes, both ways; in sessions of version 1 and 2 each side receives them
+    /// stripped (predecessors unknown), while what it sent stays as it was in its own store.
+    @Test(arguments: [
+        (false, UInt16(4), UInt16(3)), (true, 4, 4),  // this build on both sides
+        (false, 1, 1), (true, 2, 2),  // a client of an older build
+    ])
+    func predecessorsTravelInVersionsThreeAndFourOnly(live: Bool, clientHighest: UInt16, expected: UInt16) throws {
+        let fromClient = withPredecessors(operations(by: replicaA, seqs: 1...40))
+        let fromServer = withPredecessors(operations(by: replicaB, seqs: 1...40))
+        #expect(fromClient.filter { $0.predecessors == Predecessors.empty }.count == 5)
+        #expect(fromClient.filter { $0.predecessors.map { !$0.entries.isEmpty } ?? false }.count == 15)
+        var (client, server) = Self.pair(
+            clientLive: live, serverLive: true, clientHighest: clientHighest, clientOperations: fromClient, serverOperations: fromServer)
+        try #require(client.failure == nil && server.failure == nil)
+        #expect(client.session.version == expected && server.session.version == expected)
+        let keeps = PeerProtocol.carriesPredecessors(expected)
+
+        /// What a side should hold of `sent` once it has received it.
+        func received(_ sent: [Op]) -> [Op] {
+            keeps ? sent : sent.map { var stripped = $0; stripped.predecessors = nil; return stripped }
+        }
+        #expect(server.appliedBatches.flatMap { $0 } == received(fromClient))
+        #expect(client.appliedBatches.flatMap { $0 } == received(fromServer))
+        #expect(server.store.operations == OperationSet(fromServer + received(fromClient)).operations)
+        #expect(client.store.operations == OperationSet(fromClient + received(fromServer)).operations)
+
+        guard PeerProtocol.isLive(expected) else { return }
+        let pushedByClient = withPredecessors(operations(by: replicaA, seqs: 41...60))
+        client.store.apply(pushedByClient)
+        client.perform(client.session.push(operations: pushedByClient))
+        let pushedByServer = withPredecessors(operations(by: replicaB, seqs: 41...60))
+        server.store.apply(pushedByServer)
+        server.perform(server.session.push(operations: pushedByServer))
+        pump(&client, &server)
+        #expect(client.failure == nil && server.failure == nil)
+        #expect(server.appliedBatches.last == received(pushedByClient))
+        #expect(client.appliedBatches.last == received(pushedByServer))
     }
 
     @Test func pushesAreMergedAndAcknowledged() {

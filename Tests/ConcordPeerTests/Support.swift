@@ -74,6 +74,18 @@ func operations(by author: ReplicaID, seqs: ClosedRange<UInt64>, text: String = 
     }
 }
 
+/// `operations` with predecessors on their assigns, as a build that records them writes them
+/// (SPEC.md §5.1): alternately *none* (an empty list) and a list naming another replica.
+func withPredecessors(_ operations: [Op]) -> [Op] {
+    operations.map { operation in
+        guard case .assign = operation.action else { return operation }
+        var copy = operation
+        let other = operation.id.replica == replicaC ? replicaA : replicaC
+        copy.predecessors = operation.id.seq % 8 == 1 ? Predecessors.empty : Predecessors([OperationID(replica: other, seq: operation.id.seq)])
+        return copy
+    }
+}
+
 /// A replica's operations in memory: what a store holds, as far as sync is concerned.
 struct OperationSet {
     var operations: [OperationID: Op] = [:]
@@ -140,15 +152,16 @@ struct TestPeer {
     /// The `.apply` handed out and not yet merged, in order, when `mergesLater`.
     var mergesUnderWay: [[Op]] = []
 
+    /// - Parameter highestVersion: below `PeerProtocol.highestVersion`, a side of an older build.
     init(
         role: PeerRole, key: SyncKey = keyA, replica: ReplicaID, operations: [Op] = [], batchesPerApply: Int = 1,
-        appliesInFlight: Int = 1, live: Bool = false, random: RandomBytes
+        appliesInFlight: Int = 1, live: Bool = false, highestVersion: UInt16 = PeerProtocol.highestVersion, random: RandomBytes
     ) {
         let store = OperationSet(operations)
         self.store = store
         session = PeerSession(
             role: role, key: key, localReplica: replica, localVersions: store.versions, batchesPerApply: batchesPerApply,
-            maxAppliesInFlight: appliesInFlight, live: live, random: random)
+            maxAppliesInFlight: appliesInFlight, live: live, highestVersion: highestVersion, random: random)
     }
 
     var hasEnded: Bool { finished != nil || failure != nil }
