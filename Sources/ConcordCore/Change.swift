@@ -260,6 +260,7 @@ public enum Change: Hashable, Sendable {
 
         case let .settle(field, value):
             _ = try Self.live(ref, current, kind: ref.kind)
+            if field == .title, case .string(let title) = value { try Self.checkTitle(title) }
             return [.assign(field, value)]
         }
     }

@@ -124,6 +124,7 @@ extension Reminder {
             ("repeat", repeatRule.map { .string($0.rawValue) } ?? .null),
             ("tags", .array(tags.map(JSON.string))),
             ("deleted", .bool(isDeleted)),
+            ("conflict", .bool(isInConflict)),
         ])
     }
 }
@@ -139,6 +140,7 @@ extension Note {
             ("pinned", .bool(isPinned)),
             ("tags", .array(tags.map(JSON.string))),
             ("deleted", .bool(isDeleted)),
+            ("conflict", .bool(isInConflict)),
         ])
     }
 }
@@ -192,10 +194,13 @@ package enum Dump {
         switch state.ref.kind {
         case .reminder:
             guard case .object(let object) = Reminder(state: state).json else { preconditionFailure() }
-            members = object.map { key, value in key == "repeat" ? (key, JSON(state.value(.repeatRule))) : (key, value) }
+            members = object.filter { $0.0 != "conflict" }.map { key, value in
+                key == "repeat" ? (key, JSON(state.value(.repeatRule))) : (key, value)
+            }
         case .note:
             guard case .object(let object) = Note(state: state).json else { preconditionFailure() }
-            members = object
+            // `conflicts` lists them; the dump keeps its form.
+            members = object.filter { $0.0 != "conflict" }
         default:
             members = [
                 ("id", .string(state.ref.id.hex)),

@@ -5,6 +5,9 @@
 /// rivals is in conflict. To tell which writes were seen it keeps what the writes held had seen
 /// (`seen`, the join of their predecessors) and the greatest stamp of a write whose predecessors
 /// are unknown (`unknownThrough`), which counts as having seen every write of a smaller stamp.
+/// The writes that only such a write covers are kept too (`hidden`, by stamp alone): a new write
+/// lists them among its predecessors, so that a replica that holds them with their predecessors
+/// sees them covered as well.
 ///
 /// Merge laws (each has a property test in `CRDTLawTests`):
 /// - Commutative: `a.merging(b) == b.merging(a)`
@@ -31,6 +34,9 @@ public struct LWWRegister: Hashable, Sendable {
     public var stamp: Stamp
     /// The heads other than the winner, greatest stamp first; empty unless the register is in conflict.
     public private(set) var rivals: [Write]
+    /// The writes that no write held had seen by its predecessors or its author, but that are
+    /// stamped before `unknownThrough`: not heads, and listed by a new write. Greatest first.
+    public private(set) var hidden: [Stamp]
     /// Per other replica, the greatest seq of its writes to the register that a write held had
     /// seen (the join of the writes' predecessors).
     public private(set) var seen: Predecessors
@@ -48,15 +54,17 @@ public struct LWWRegister: Hashable, Sendable {
         self.value = value
         self.stamp = stamp
         rivals = []
-        seen = predecessors ?? .none
+        hidden = []
+        seen = predecessors ?? .empty
         unknownThrough = predecessors == nil ? stamp : nil
     }
 
     /// A register with all its parts, as a store keeps them.
-    public init(value: Value, stamp: Stamp, rivals: [Write], seen: Predecessors, unknownThrough: Stamp?) {
+    public init(value: Value, stamp: Stamp, rivals: [Write], hidden: [Stamp] = [], seen: Predecessors, unknownThrough: Stamp?) {
         self.value = value
         self.stamp = stamp
         self.rivals = rivals.sorted { $0.stamp > $1.stamp }
+        self.hidden = hidden.sorted(by: >)
         self.seen = seen
         self.unknownThrough = unknownThrough
     }
@@ -70,18 +78,19 @@ public struct LWWRegister: Hashable, Sendable {
     /// Whether writes met that had not seen each other (more than one head).
     public var inConflict: Bool { !rivals.isEmpty }
 
-    /// What a new write by `author` has seen of the register: everything the register holds.
+    /// What a new write by `author` has seen of the register: every write it holds.
     public func predecessors(ofWriteBy author: ReplicaID) -> Predecessors {
         var seenNow = seen
-        seenNow.formUnion(Predecessors(heads.map { OperationID(replica: $0.stamp.replica, seq: $0.stamp.seq) }))
+        let uncovered = heads.map(\.stamp) + hidden
+        seenNow.formUnion(Predecessors(uncovered.map { OperationID(replica: $0.replica, seq: $0.seq) }))
         return seenNow.removing(author)
     }
 
     /// Joins another register of the same field: the greater stamp wins, and the heads are the
     /// writes of either that no write of either had seen.
     public mutating func merge(_ other: LWWRegister) {
-        if other.stamp == stamp, other.rivals.isEmpty, other.seen == seen, other.unknownThrough == unknownThrough,
-            rivals.isEmpty
+        if other.stamp == stamp, other.rivals.isEmpty, other.hidden.isEmpty, other.seen == seen,
+            other.unknownThrough == unknownThrough, rivals.isEmpty, hidden.isEmpty
         {
             return
         }
@@ -92,32 +101,45 @@ public struct LWWRegister: Hashable, Sendable {
             value = other.value
             stamp = other.stamp
         }
-        if rivals.isEmpty, other.rivals.isEmpty {
+        if rivals.isEmpty, hidden.isEmpty, other.rivals.isEmpty, other.hidden.isEmpty {
             // The common case, without an array: the two winners, of which one lost (or both are one).
             let loser = oldWinner.stamp == stamp ? other.winner : oldWinner
-            if loser.stamp != stamp, !isCovered(loser.stamp, among: CollectionOfOne(winner)) { rivals = [loser] }
+            if loser.stamp != stamp, !isSeen(loser.stamp, among: CollectionOfOne(stamp)) { keep(loser) }
             return
         }
-        var candidates = rivals + other.rivals
+        // Every write that may be uncovered: the heads and hidden writes of either, and both winners.
+        var candidates = rivals + other.rivals + (hidden + other.hidden).map { Write(value: .null, stamp: $0) }
         candidates.append(oldWinner)
         candidates.append(other.winner)
         candidates.sort { $0.stamp > $1.stamp }
-        var heads: [Write] = []
+        let stamps = candidates.map(\.stamp)
+        rivals = []
+        hidden = []
         for (index, candidate) in candidates.enumerated() where candidate.stamp != stamp {
-            if index > 0, candidates[index - 1].stamp == candidate.stamp { continue }
-            if !isCovered(candidate.stamp, among: candidates) { heads.append(candidate) }
+            // The same write twice. A hidden write's copy has no value, but it stays hidden: the
+            // joined `unknownThrough` is at least the one that hid it.
+            if index > 0, stamps[index - 1] == candidate.stamp { continue }
+            if !isSeen(candidate.stamp, among: stamps) { keep(candidate) }
         }
-        rivals = heads
     }
 
-    /// Whether some write held had seen the write stamped `stamp`: one whose predecessors were
-    /// unknown and whose stamp is greater, one whose predecessors list it, or a later write by its
-    /// own author. `heads` holds at least the heads; a later write by the same author that is not
-    /// a head was seen by a head, and so its earlier one is covered by `seen` or by that head's author.
-    private func isCovered(_ stamp: Stamp, among heads: some Sequence<Write>) -> Bool {
-        if let unknownThrough, stamp < unknownThrough { return true }
+    /// Keeps `write`, which no write held had seen by its predecessors or its author: a rival, or
+    /// hidden when a write of unknown predecessors is stamped after it.
+    private mutating func keep(_ write: Write) {
+        if let unknownThrough, write.stamp < unknownThrough {
+            if hidden.last != write.stamp { hidden.append(write.stamp) }
+        } else if rivals.last?.stamp != write.stamp {
+            rivals.append(write)
+        }
+    }
+
+    /// Whether a write held had seen the write stamped `stamp` by its predecessors (`seen`) or as
+    /// a later write of the same author. `uncovered` holds at least the writes no write held had so
+    /// seen; a later write of the same author that is not among them was seen by one, and so its
+    /// earlier one is covered by `seen` or by that one's author.
+    private func isSeen(_ stamp: Stamp, among uncovered: some Sequence<Stamp>) -> Bool {
         if seen.seq(of: stamp.replica) >= stamp.seq { return true }
-        return heads.contains { $0.stamp.replica == stamp.replica && $0.stamp.seq > stamp.seq }
+        return uncovered.contains { $0.replica == stamp.replica && $0.seq > stamp.seq }
     }
 
     /// A copy with `other` merged in, by `merge(_:)`.

@@ -4,13 +4,13 @@
 ///
 /// A replica has always seen its own earlier writes, so the author is never listed. An assign
 /// whose writer had seen nothing of the register (the first write of a field) has predecessors
-/// `.none`; one written by a build older than predecessors has none known (`Op.predecessors` is nil).
+/// `.empty`; one written by a build older than predecessors has none known (`Op.predecessors` is nil).
 public struct Predecessors: Hashable, Sendable {
     /// One entry per replica, ascending by replica id, each with a seq of at least 1.
     public private(set) var entries: [OperationID]
 
     /// Nothing seen.
-    public static let none = Predecessors(sortedEntries: [])
+    public static let empty = Predecessors(sortedEntries: [])
 
     /// The predecessors of `entries`, in any order: a replica listed twice keeps its greatest seq,
     /// and entries of seq 0 are left out.

@@ -79,6 +79,9 @@ public struct Reminder: Hashable, Sendable, Codable, Identifiable {
     public var tags: [String]
     /// Whether it is deleted (a tombstone that `restore` undoes).
     public var isDeleted: Bool
+    /// Whether a field of it was written on replicas that had not seen each other's write, and
+    /// keeps the competing values until one write settles it (SPEC.md §5.1; `ConcordStore.conflicts()`).
+    public var isInConflict = false
 
     /// Whether it is completed.
     public var isCompleted: Bool { completedAt != nil }
@@ -96,12 +99,13 @@ public struct Reminder: Hashable, Sendable, Codable, Identifiable {
         repeatRule = state.value(.repeatRule).stringValue.flatMap(RepeatRule.init(rawValue:))
         tags = state.tags.present.map(\.string)
         isDeleted = state.isDeleted
+        isInConflict = state.inConflict
     }
 
     /// A reminder with these values, as a preview or a test builds one; a store makes its own from its records.
     public init(
         id: RecordID, title: String, notes: String?, due: Date?, priority: Priority, completedAt: Date?,
-        snoozedUntil: Date?, repeatRule: RepeatRule?, tags: [String], isDeleted: Bool
+        snoozedUntil: Date?, repeatRule: RepeatRule?, tags: [String], isDeleted: Bool, isInConflict: Bool = false
     ) {
         self.id = id
         self.title = title
@@ -113,6 +117,7 @@ public struct Reminder: Hashable, Sendable, Codable, Identifiable {
         self.repeatRule = repeatRule
         self.tags = tags
         self.isDeleted = isDeleted
+        self.isInConflict = isInConflict
     }
 
     /// Whether the reminder should alert at `instant`: due at or before it, open, not deleted,
@@ -138,6 +143,8 @@ public struct Note: Hashable, Sendable, Codable, Identifiable {
     public var tags: [String]
     /// Whether it is deleted (a tombstone that `restore` undoes).
     public var isDeleted: Bool
+    /// Whether a field of it is in conflict (as `Reminder.isInConflict`).
+    public var isInConflict = false
 
     /// The note its record's state shows (the state must be a note's).
     public init(state: RecordState) {
@@ -148,16 +155,18 @@ public struct Note: Hashable, Sendable, Codable, Identifiable {
         isPinned = state.value(.pinned).boolValue ?? false
         tags = state.tags.present.map(\.string)
         isDeleted = state.isDeleted
+        isInConflict = state.inConflict
     }
 
     /// A note with these values, as a preview or a test builds one; a store makes its own from its records.
-    public init(id: RecordID, title: String, body: String, isPinned: Bool, tags: [String], isDeleted: Bool) {
+    public init(id: RecordID, title: String, body: String, isPinned: Bool, tags: [String], isDeleted: Bool, isInConflict: Bool = false) {
         self.id = id
         self.title = title
         self.body = body
         self.isPinned = isPinned
         self.tags = tags
         self.isDeleted = isDeleted
+        self.isInConflict = isInConflict
     }
 }
 
@@ -176,5 +185,35 @@ extension RepeatRule: Codable {
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         try container.encode(rawValue)
+    }
+}
+
+// Values encoded before `isInConflict` existed decode as not in conflict.
+
+extension Reminder {
+    /// Decodes a reminder; one encoded without `isInConflict` is not in conflict.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(
+            id: try container.decode(RecordID.self, forKey: .id), title: try container.decode(String.self, forKey: .title),
+            notes: try container.decodeIfPresent(String.self, forKey: .notes), due: try container.decodeIfPresent(Date.self, forKey: .due),
+            priority: try container.decode(Priority.self, forKey: .priority),
+            completedAt: try container.decodeIfPresent(Date.self, forKey: .completedAt),
+            snoozedUntil: try container.decodeIfPresent(Date.self, forKey: .snoozedUntil),
+            repeatRule: try container.decodeIfPresent(RepeatRule.self, forKey: .repeatRule),
+            tags: try container.decode([String].self, forKey: .tags), isDeleted: try container.decode(Bool.self, forKey: .isDeleted),
+            isInConflict: try container.decodeIfPresent(Bool.self, forKey: .isInConflict) ?? false)
+    }
+}
+
+extension Note {
+    /// Decodes a note; one encoded without `isInConflict` is not in conflict.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(
+            id: try container.decode(RecordID.self, forKey: .id), title: try container.decode(String.self, forKey: .title),
+            body: try container.decode(String.self, forKey: .body), isPinned: try container.decode(Bool.self, forKey: .isPinned),
+            tags: try container.decode([String].self, forKey: .tags), isDeleted: try container.decode(Bool.self, forKey: .isDeleted),
+            isInConflict: try container.decodeIfPresent(Bool.self, forKey: .isInConflict) ?? false)
     }
 }

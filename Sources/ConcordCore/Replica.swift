@@ -27,7 +27,7 @@ package struct Replica: Sendable {
             let seq = versionVector[id] + 1 + UInt64(index)
             var predecessors: Predecessors?
             if case .assign(let field, _) = action {
-                predecessors = records[ref]?.register(field)?.predecessors(ofWriteBy: id) ?? .none
+                predecessors = records[ref]?.register(field)?.predecessors(ofWriteBy: id) ?? Predecessors.empty
             }
             made.append(Op(
                 id: OperationID(replica: id, seq: seq), timestamp: try ticking.tick(wallMillis: wallMillis),

@@ -44,6 +44,16 @@ extension ConcordStore {
 
     // MARK: Reads
 
+    /// The async form of `conflicts()`.
+    public func conflicts() async throws(ConcordError) -> [Conflict] {
+        try await offload { () throws(ConcordError) in try self.conflicts() }
+    }
+
+    /// The async form of `history(of:)`.
+    public func history(of ref: RecordRef) async throws(ConcordError) -> [HistoryEntry]? {
+        try await offload { () throws(ConcordError) in try self.history(of: ref) }
+    }
+
     /// The async form of `reminders(includeCompleted:includeDeleted:)`.
     public func reminders(includeCompleted: Bool = false, includeDeleted: Bool = false) async throws(ConcordError) -> [Reminder] {
         try await offload { () throws(ConcordError) in try self.reminders(includeCompleted: includeCompleted, includeDeleted: includeDeleted) }

@@ -42,7 +42,7 @@ extension ConcordStore {
             try connection.read { db in
                 let rows = try Row.fetchCursor(db, sql: """
                     SELECT id, CAST(title AS BLOB), CAST(notes AS BLOB), due, priority, completed, snoozed_until,
-                        CAST(repeat AS BLOB), tags, deleted
+                        CAST(repeat AS BLOB), tags, deleted, conflicts
                     FROM reminders WHERE \(condition) ORDER BY due IS NULL, due, id
                     """, arguments: arguments)
                 var result: [Reminder] = []
@@ -54,7 +54,8 @@ extension ConcordStore {
                         completedAt: (try row.column(5) as Int64?).map(Date.init(millisecondsSince1970:)),
                         snoozedUntil: (try row.column(6) as Int64?).map(Date.init(millisecondsSince1970:)),
                         repeatRule: try row.text(7).flatMap(RepeatRule.init(rawValue:)),
-                        tags: try Self.tags(try row.column(8)), isDeleted: try row.column(9)))
+                        tags: try Self.tags(try row.column(8)), isDeleted: try row.column(9),
+                        isInConflict: (try row.column(10) as Int64) > 0))
                 }
                 return result
             }
@@ -65,14 +66,15 @@ extension ConcordStore {
         try guarded {
             try connection.read { db in
                 let rows = try Row.fetchCursor(db, sql: """
-                    SELECT id, CAST(title AS BLOB), CAST(body AS BLOB), pinned, tags, deleted FROM notes WHERE \(condition)
+                    SELECT id, CAST(title AS BLOB), CAST(body AS BLOB), pinned, tags, deleted, conflicts FROM notes WHERE \(condition)
                     ORDER BY pinned DESC, id
                     """, arguments: arguments)
                 var result: [Note] = []
                 while let row = try rows.next() {
                     result.append(Note(
                         id: try Self.recordID(try row.column(0)), title: try row.text(1) ?? "", body: try row.text(2) ?? "",
-                        isPinned: try row.column(3) ?? false, tags: try Self.tags(try row.column(4)), isDeleted: try row.column(5)))
+                        isPinned: try row.column(3) ?? false, tags: try Self.tags(try row.column(4)), isDeleted: try row.column(5),
+                        isInConflict: (try row.column(6) as Int64) > 0))
                 }
                 return result
             }

@@ -19,7 +19,7 @@ extension ConcordStore {
                         var predecessors: Predecessors?
                         if case .assign(let field, _) = action {
                             // What this replica has seen of the register: a write that settles any conflict in it.
-                            predecessors = try context.state(of: ref)?.register(field)?.predecessors(ofWriteBy: replicaID) ?? .none
+                            predecessors = try context.state(of: ref)?.register(field)?.predecessors(ofWriteBy: replicaID) ?? Predecessors.empty
                         }
                         let operation = Op(
                             id: OperationID(replica: replicaID, seq: try context.nextLocalSeq()),

@@ -20,11 +20,11 @@ final class RecordTable: Sendable {
     /// GRDB decodes text as a C string, which ends at a NUL (`RecordRows.value(of:_:)` takes
     /// them back as UTF-8).
     let rowColumns: String
-    /// `INSERT INTO <table> (id, <field columns>, tags, crdt) VALUES (?1, ?2, …)`
+    /// `INSERT INTO <table> (id, <field columns>, tags, conflicts, crdt) VALUES (?1, ?2, …)`
     let insertSQL: String
     /// `insertSQL` that writes nothing when the record has a row.
     let insertIfAbsentSQL: String
-    /// `UPDATE <table> SET <field column> = ?2, …, tags = ?, crdt = ? WHERE id = ?1`: the same
+    /// `UPDATE <table> SET <field column> = ?2, …, tags = ?, conflicts = ?, crdt = ? WHERE id = ?1`: the same
     /// parameters as `insertSQL`.
     let updateSQL: String
 
@@ -42,7 +42,7 @@ final class RecordTable: Sendable {
         selectCRDTSQL = "SELECT crdt FROM \(name) WHERE id = ?"
         rowColumns = columns.map { Self.textFields.contains($0.field) ? "CAST(\($0.column) AS BLOB)" : $0.column }
             .joined(separator: ", ")
-        let names = ["id"] + columns.map(\.column) + ["tags", "crdt"]
+        let names = ["id"] + columns.map(\.column) + ["tags", "conflicts", "crdt"]
         insertSQL = "INSERT INTO \(name) (" + names.joined(separator: ", ") + ") VALUES ("
             + names.indices.map { "?\($0 + 1)" }.joined(separator: ", ") + ")"
         insertIfAbsentSQL = insertSQL + " ON CONFLICT (id) DO NOTHING"
@@ -50,10 +50,11 @@ final class RecordTable: Sendable {
             + " WHERE id = ?1"
     }
 
-    /// `UPDATE <table> SET <column> = ?2, …, [tags = ?,] crdt = ? WHERE id = ?1`, setting the
+    /// `UPDATE <table> SET <column> = ?2, …, [tags = ?,] conflicts = ?, crdt = ? WHERE id = ?1`, setting the
     /// columns of the slots whose bits `slots` has (bit i for `columns[i]`), in column order.
     func patchSQL(slots: UInt32, tags: Bool) -> String {
-        let names = columns.indices.filter { slots & (1 << $0) != 0 }.map { columns[$0].column } + (tags ? ["tags"] : []) + ["crdt"]
+        let names = columns.indices.filter { slots & (1 << $0) != 0 }.map { columns[$0].column } + (tags ? ["tags"] : [])
+            + ["conflicts", "crdt"]
         return "UPDATE \(name) SET " + names.enumerated().map { "\($1) = ?\($0 + 2)" }.joined(separator: ", ") + " WHERE id = ?1"
     }
 
@@ -259,9 +260,10 @@ enum RecordRows {
                 index += 1
             }
             statement.bindInPlace(index, text: UnsafeRawBufferPointer(rebasing: payload[crdtEnd..<tagsEnd]))
+            statement.bind(index + 1, Int64(conflictCount(of: state)))
             // The bindings point into `payload`, which ends with this call.
             defer { statement.clearBindings() }
-            statement.bindInPlace(index + 1, blob: UnsafeRawBufferPointer(rebasing: payload[0..<crdtEnd]))
+            statement.bindInPlace(index + 2, blob: UnsafeRawBufferPointer(rebasing: payload[0..<crdtEnd]))
             try statement.execute()
             return write != .insertIfAbsent || statement.changes > 0
         }
@@ -297,6 +299,8 @@ enum RecordRows {
         var wonSlots: UInt32 = 0
         var joinedTags: TagSet?
         var joinedValues = [Value?](repeating: nil, count: known.count)
+        // The fields in conflict once joined: the `conflicts` column.
+        var conflicts: Int64 = 0
         do {
             let format = try readFormat(&reader)
             let storedMask = try reader.varint()
@@ -314,6 +318,7 @@ enum RecordRows {
                         try writeRegister(register, &writer, db, &directory)
                         wonSlots |= 1 << UInt32(slot)
                         joinedValues[slot] = register.value
+                        if register.inConflict { conflicts += 1 }
                     }
                     continue
                 }
@@ -321,6 +326,7 @@ enum RecordRows {
                 // The column's value is not read: a placeholder stands for it, and is never written.
                 let storedRegister = try readHeads(of: .null, storedStamp, &reader, format, directory)
                 guard let register = known[slot] else {
+                    if storedRegister.inConflict { conflicts += 1 }
                     if format == crdtFormat {
                         writer.bytes(stored[start..<reader.offset])
                     } else {
@@ -330,6 +336,7 @@ enum RecordRows {
                 }
                 let joined = storedRegister.merging(register)
                 if joined.rivals.contains(where: { $0.stamp == storedStamp }) { return .needsWholeRow }
+                if joined.inConflict { conflicts += 1 }
                 try writeRegister(joined, &writer, db, &directory)
                 if joined.stamp != storedStamp {
                     wonSlots |= 1 << UInt32(slot)
@@ -338,11 +345,13 @@ enum RecordRows {
             }
             if state.unknown.isEmpty, format == crdtFormat {
                 let start = reader.offset
-                _ = try readUnknown(&reader, format, directory)
+                let unknown = try readUnknown(&reader, format, directory)
+                conflicts += Int64(unknown.values.filter(\.inConflict).count)
                 writer.bytes(stored[start..<reader.offset])
             } else {
                 var unknown = try readUnknown(&reader, format, directory)
                 for (name, register) in state.unknown { unknown[name] = unknown[name]?.merging(register) ?? register }
+                conflicts += Int64(unknown.values.filter(\.inConflict).count)
                 try writeUnknown(unknown, &writer, db, &directory)
             }
             if state.tags.entries.isEmpty {
@@ -364,7 +373,7 @@ enum RecordRows {
         }
         let crdtEnd = writer.bytes.count
         // Operations applied again (a merge finished twice) change nothing.
-        guard wonSlots != 0 || joinedTags != nil || writer.bytes[..<crdtEnd].elementsEqual(stored) == false else { return .joined }
+        guard wonSlots != 0 || joinedTags != nil || !writer.bytes[..<crdtEnd].elementsEqual(stored) else { return .joined }
         if let joinedTags { writeTagsColumn(joinedTags, into: &writer) }
         let tagsEnd = writer.bytes.count
         for slot in known.indices where wonSlots & (1 << UInt32(slot)) != 0 {
@@ -383,12 +392,18 @@ enum RecordRows {
                 statement.bindInPlace(index, text: UnsafeRawBufferPointer(rebasing: payload[crdtEnd..<tagsEnd]))
                 index += 1
             }
+            statement.bind(index, conflicts)
             // The bindings point into `payload`, which ends with this call.
             defer { statement.clearBindings() }
-            statement.bindInPlace(index, blob: UnsafeRawBufferPointer(rebasing: payload[0..<crdtEnd]))
+            statement.bindInPlace(index + 1, blob: UnsafeRawBufferPointer(rebasing: payload[0..<crdtEnd]))
             try statement.execute()
         }
         return .joined
+    }
+
+    /// The `conflicts` column: how many of the record's fields are in conflict (SPEC.md §5.1).
+    static func conflictCount(of state: RecordState) -> Int {
+        state.knownRegisters.reduce(0) { $0 + ($1?.inConflict == true ? 1 : 0) } + state.unknown.values.filter(\.inConflict).count
     }
 
     /// The `crdt` blob of a record's row, nil when it has none.
@@ -506,6 +521,7 @@ enum RecordRows {
     private static let unknownThroughStamp: UInt8 = 0x02
     private static let seenFollows: UInt8 = 0x04
     private static let rivalsFollow: UInt8 = 0x08
+    private static let hiddenFollow: UInt8 = 0x10
 
     /// Writes a register's stamp and heads (not the winner's value, which has its column or is
     /// written before).
@@ -517,6 +533,7 @@ enum RecordRows {
         if let through = register.unknownThrough { flags |= through == register.stamp ? unknownThroughWinner : unknownThroughStamp }
         if !register.seen.entries.isEmpty { flags |= seenFollows }
         if !register.rivals.isEmpty { flags |= rivalsFollow }
+        if !register.hidden.isEmpty { flags |= hiddenFollow }
         writer.byte(flags)
         if flags & unknownThroughStamp != 0 { try writeStamp(register.unknownThrough!, &writer, db, &directory) }
         if flags & seenFollows != 0 {
@@ -533,6 +550,10 @@ enum RecordRows {
                 try writeStamp(rival.stamp, &writer, db, &directory)
             }
         }
+        if flags & hiddenFollow != 0 {
+            writer.varint(UInt64(register.hidden.count))
+            for stamp in register.hidden { try writeStamp(stamp, &writer, db, &directory) }
+        }
     }
 
     /// Reads the heads that follow a register's stamp, for a winner of `value`.
@@ -541,7 +562,7 @@ enum RecordRows {
     ) throws -> LWWRegister {
         guard format != 1 else { return LWWRegister(value: value, stamp: stamp) }
         let flags = try reader.byte()
-        guard flags & 0xF0 == 0, flags & (unknownThroughWinner | unknownThroughStamp) != unknownThroughWinner | unknownThroughStamp else {
+        guard flags & 0xE0 == 0, flags & (unknownThroughWinner | unknownThroughStamp) != unknownThroughWinner | unknownThroughStamp else {
             throw DecodeError.malformed("register flags 0x\(String(flags, radix: 16))")
         }
         var unknownThrough: Stamp?
@@ -565,8 +586,14 @@ enum RecordRows {
                 rivals.append(LWWRegister.Write(value: rivalValue, stamp: try readStamp(&reader, directory)))
             }
         }
+        var hidden: [Stamp] = []
+        if flags & hiddenFollow != 0 {
+            let count = try reader.varint()
+            guard count <= UInt64(reader.remaining / 3) else { throw DecodeError.truncated }
+            for _ in 0..<count { hidden.append(try readStamp(&reader, directory)) }
+        }
         return LWWRegister(
-            value: value, stamp: stamp, rivals: rivals, seen: Predecessors(seen), unknownThrough: unknownThrough)
+            value: value, stamp: stamp, rivals: rivals, hidden: hidden, seen: Predecessors(seen), unknownThrough: unknownThrough)
     }
 
     /// The record's operation spans: a count, then each as its author's index, first seq, and

@@ -128,10 +128,12 @@ enum StoreSchema {
         }
         migrator.registerMigration("v5 heads and operation spans") { db in
             // Records keep their registers' heads and where their operations are in the log, in
-            // `crdt` format 2. Every log row is listed as pending from its first record, so that
+            // `crdt` format 2, and how many of their fields are in conflict, in `conflicts`. Every log row is listed as pending from its first record, so that
             // its operations are applied once more (which changes no value) and fill them in; a
             // store opened for writing does that first (SPEC.md §9).
             try db.execute(sql: """
+                ALTER TABLE reminders ADD COLUMN conflicts INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE notes ADD COLUMN conflicts INTEGER NOT NULL DEFAULT 0;
                 INSERT OR REPLACE INTO pending_merge (replica, first_seq, applied_through)
                     SELECT replica, first_seq, NULL FROM log;
 

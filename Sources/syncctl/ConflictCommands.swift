@@ -86,8 +86,9 @@ struct Resolve: ParsableCommand {
         abstract: "Settle a field in conflict: write one value that has seen every competing one.",
         discussion: """
             --keep REPLICA keeps the value that replica wrote (its id, or a prefix of at least 4 \
-            digits); --value V writes V (text as it is; other fields take a JSON value: 2, true, null). \
-            Once the replicas have synced, the conflict is gone on all of them.
+            digits); --value V writes V: text as it is, a date as 'reminder edit' takes one, a \
+            priority by name, true or false, none for no value. Once the replicas have synced, the \
+            conflict is gone on all of them.
             """)
     @OptionGroup var store: StoreOptions
     @Argument(help: "The record's id or a unique prefix.") var id: String
@@ -121,22 +122,31 @@ struct Resolve: ParsableCommand {
         say("\(ref.kind.name) \(ref.id.hex) \(named.name) = \(JSON(chosen).canonical)")
     }
 
-    /// Text fields take V as it is; the others a JSON scalar of the field's type.
+    /// V as the field takes it (SPEC.md §11 `resolve`): text as it is, a date as `reminder edit`
+    /// takes one, a priority by name, a repeat rule as stored, true or false, or `none` for no value.
     static func parse(_ text: String, for field: Field) throws -> Value {
-        let value: Value
-        switch field {
-        case .title, .notes, .body, .repeatRule: value = .string(text)
-        default:
-            switch text {
-            case "null": value = .null
-            case "true": value = .bool(true)
-            case "false": value = .bool(false)
-            default:
-                guard let int = Int64(text) else { throw ConcordError(.invalidInput, "'\(text)' is not a value of field '\(field.name)'") }
-                value = .int(int)
-            }
+        func refused(_ expected: String) -> ConcordError {
+            ConcordError(.invalidInput, "'\(text)' is not a value of field '\(field.name)': \(expected)")
         }
-        guard field.accepts(value) else { throw ConcordError(.invalidInput, "'\(text)' is not a value of field '\(field.name)'") }
-        return value
+        switch field {
+        case .title, .notes, .body:
+            return .string(text)
+        case .due, .completed, .snoozedUntil:
+            if text == "none" { return .null }
+            guard let date = DateArgument.parse(text) else { throw refused("a date such as 2026-11-22T09:30:00Z, or none") }
+            return .int(date.millisecondsSince1970)
+        case .priority:
+            guard let priority = Priority(name: text) else { throw refused("none, low, medium or high") }
+            return .int(priority.rawValue)
+        case .repeatRule:
+            if text == "none" { return .null }
+            guard RepeatRule(rawValue: text) != nil else { throw refused("a repeat rule as stored (daily, monthly:31, …), or none") }
+            return .string(text)
+        case .deleted, .pinned:
+            guard let flag = ["true": true, "false": false][text] else { throw refused("true or false") }
+            return .bool(flag)
+        case .other:
+            throw ConcordError(.invalidInput, "field '\(field.name)' is not one this build knows: keep a replica's value with --keep")
+        }
     }
 }

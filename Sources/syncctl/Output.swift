@@ -47,7 +47,12 @@ enum Output {
             "repeat    \(reminder.repeatRule?.rawValue ?? "-")",
             "tags      \(reminder.tags.isEmpty ? "-" : reminder.tags.joined(separator: ", "))",
             "deleted   \(reminder.isDeleted ? "yes" : "no")",
-        ].joined(separator: "\n")
+        ].joined(separator: "\n") + conflictLine(reminder.isInConflict)
+    }
+
+    /// A line under a record's details when a field of it is in conflict.
+    private static func conflictLine(_ inConflict: Bool) -> String {
+        inConflict ? "\nconflict  yes: 'syncctl conflicts' lists the values, 'syncctl resolve' settles them" : ""
     }
 
     static func details(of note: Note) -> String {
@@ -57,9 +62,7 @@ enum Output {
             "pinned    \(note.isPinned ? "yes" : "no")",
             "tags      \(note.tags.isEmpty ? "-" : note.tags.joined(separator: ", "))",
             "deleted   \(note.isDeleted ? "yes" : "no")",
-            "",
-            note.body,
-        ].joined(separator: "\n")
+        ].joined(separator: "\n") + conflictLine(note.isInConflict) + "\n\n" + note.body
     }
 
     static func json(of status: StoreStatus) -> JSON {

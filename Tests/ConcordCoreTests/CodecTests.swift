@@ -253,7 +253,7 @@ struct CodecTests {
         #expect(throws: DecodeError.malformed("operation header 0x10 has reserved bits set")) { try decode([0x10, 0x02, 0x01] + id + title) }
         // Predecessors: none, one, and refused out of order, naming the author, of seq 0, or on a tag operation.
         let other = [UInt8](repeating: 9, count: 16)
-        #expect(try decode([0x08, 0x02, 0x01] + id + title + [0x00])[0].predecessors == Predecessors.none)
+        #expect(try decode([0x08, 0x02, 0x01] + id + title + [0x00])[0].predecessors == Predecessors.empty)
         #expect(try decode([0x08, 0x02, 0x01] + id + title + [0x01] + other + [0x05])[0].predecessors?.entries.map(\.seq) == [5])
         #expect(throws: DecodeError.self) { try decode([0x08, 0x02, 0x01] + id + title + [0x02] + other + [0x05] + other + [0x06]) }
         #expect(throws: DecodeError.self) { try decode([0x08, 0x02, 0x01] + id + title + [0x01] + other + [0x00]) }

@@ -59,6 +59,15 @@ import Testing
         #expect(store.replicaID.hex == Self.a)
         #expect(Array((try store.dump() + "\n").utf8) == (try expectedDump()))
         #expect(try store.verify().isSound)
+        // The migration to schema 5 applied the log again: every record knows where its operations
+        // are (its history is exactly its operations of the log), and none is in conflict, since
+        // no operation of the fixture carries predecessors.
+        let operations = try store.allOperations()
+        #expect(try store.conflicts().isEmpty)
+        for ref in Set(operations.map(\.record)) {
+            let history = try #require(try store.history(of: ref)).map(\.operation)
+            #expect(history == operations.filter { $0.record == ref }.sorted { $0.stamp < $1.stamp }, "\(ref)")
+        }
 
         // The migration kept the highest serial `a` published in the folder it synced through,
         // and dropped the old records of its files, so that every file is read once more.

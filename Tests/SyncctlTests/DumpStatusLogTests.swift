@@ -195,7 +195,7 @@ import Testing
         #expect(result.succeeded && result.stderr.isEmpty, "\(result)")
         #expect(result.stdoutLines == [
             "syncctl 0.1.0", "store schema 5", "bundle format 2, encrypted bundle format 1", "shared folder layout 1",
-            "peer protocol 1", "dump format 1",
+            "peer protocol 4", "dump format 1",
         ], "\(result)")
     }
 }

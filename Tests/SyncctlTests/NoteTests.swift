@@ -15,7 +15,7 @@ import Testing
         let notes = try store.notes()
         #expect(notes.count == 1)
         let note = try #require(notes.first)
-        #expect(Set(note.keys) == noteKeys)
+        #expect(Set(note.keys) == listedNoteKeys)
         #expect(note.string("id") == id)
         #expect(note.string("kind") == "note")
         #expect(note.string("title") == "Groceries")
@@ -26,7 +26,7 @@ import Testing
 
         let plain = try store.addNote("Plain")
         let plainObject = try store.show(String(plain.suffix(6)))
-        #expect(Set(plainObject.keys) == noteKeys)
+        #expect(Set(plainObject.keys) == listedNoteKeys)
         #expect(plainObject.string("body") == "")
         #expect(plainObject.bool("pinned") == false)
         #expect(plainObject.strings("tags") == [])

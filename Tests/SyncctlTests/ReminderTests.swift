@@ -17,7 +17,7 @@ import Testing
         let listed = try store.reminders()
         #expect(listed.count == 1)
         let reminder = try #require(listed.first)
-        #expect(Set(reminder.keys) == reminderKeys)
+        #expect(Set(reminder.keys) == listedReminderKeys)
         #expect(reminder.string("id") == id)
         #expect(reminder.string("kind") == "reminder")
         #expect(reminder.string("title") == "Buy milk")
@@ -34,7 +34,7 @@ import Testing
         // A bare reminder: optional fields are null, priority none, no tags.
         let bare = try store.addReminder("Bare")
         let bareObject = try store.show(bare)
-        #expect(Set(bareObject.keys) == reminderKeys)
+        #expect(Set(bareObject.keys) == listedReminderKeys)
         #expect(bareObject.isNull("notes"))
         #expect(bareObject.isNull("due"))
         #expect(bareObject.isNull("repeat"))
@@ -269,7 +269,7 @@ import Testing
         let at = "2027-05-01T09:00:00Z"
         let due = try jsonArray(store.ok("reminder", "due", "--at", at, "--json"))
         #expect(due.compactMap { $0.string("id") } == [earlier, onTime], "ordered by due date")
-        for reminder in due { #expect(Set(reminder.keys) == reminderKeys) }
+        for reminder in due { #expect(Set(reminder.keys) == listedReminderKeys) }
         let text = try store.ok("reminder", "due", "--at", at)
         #expect(text.split(separator: "\n").count == 2)
         #expect(text.contains("due exactly then") && text.contains("due earlier") && !text.contains(later))

@@ -391,6 +391,9 @@ let reminderKeys: Set<String> = [
 ]
 /// The keys every note object has.
 let noteKeys: Set<String> = ["id", "kind", "title", "body", "pinned", "tags", "deleted"]
+/// The keys of the objects `list` and `show` print: the dump's, and `conflict` (SPEC.md §10).
+let listedReminderKeys = reminderKeys.union(["conflict"])
+let listedNoteKeys = noteKeys.union(["conflict"])
 
 /// Instants as syncctl prints them: `2026-11-22T09:30:00.000Z`.
 enum Instant {
