@@ -32,16 +32,37 @@ public struct LWWRegister: Hashable, Sendable {
     public var value: Value
     /// The stamp of the winning write, which orders it against any other.
     public var stamp: Stamp
-    /// The heads other than the winner, greatest stamp first; empty unless the register is in conflict.
-    public private(set) var rivals: [Write]
-    /// The writes that no write held had seen by its predecessors or its author, but that are
-    /// stamped before `unknownThrough`: not heads, and listed by a new write. Greatest first.
-    public private(set) var hidden: [Stamp]
-    /// Per other replica, the greatest seq of its writes to the register that a write held had
-    /// seen (the join of the writes' predecessors).
-    public private(set) var seen: Predecessors
     /// The greatest stamp of a write held whose predecessors are unknown; nil when there is none.
     public private(set) var unknownThrough: Stamp?
+    /// `rivals`, `hidden` and `seen`, boxed: most registers have none of them, and a merge copies
+    /// registers often, so they cost a register one reference, and none when absent.
+    private var box: Box?
+
+    private final class Box: Sendable {
+        let rivals: [Write]
+        let hidden: [Stamp]
+        let seen: Predecessors
+
+        init(rivals: [Write], hidden: [Stamp], seen: Predecessors) {
+            self.rivals = rivals
+            self.hidden = hidden
+            self.seen = seen
+        }
+
+        /// A box of these parts, or nil when they are all empty.
+        static func of(rivals: [Write], hidden: [Stamp], seen: Predecessors) -> Box? {
+            rivals.isEmpty && hidden.isEmpty && seen.entries.isEmpty ? nil : Box(rivals: rivals, hidden: hidden, seen: seen)
+        }
+    }
+
+    /// The heads other than the winner, greatest stamp first; empty unless the register is in conflict.
+    public var rivals: [Write] { box?.rivals ?? [] }
+    /// The writes that no write held had seen by its predecessors or its author, but that are
+    /// stamped before `unknownThrough`: not heads, and listed by a new write. Greatest first.
+    public var hidden: [Stamp] { box?.hidden ?? [] }
+    /// Per other replica, the greatest seq of its writes to the register that a write held had
+    /// seen (the join of the writes' predecessors).
+    public var seen: Predecessors { box?.seen ?? .empty }
 
     /// A register holding one write whose predecessors are unknown, as every write of a build
     /// older than predecessors is.
@@ -53,9 +74,7 @@ public struct LWWRegister: Hashable, Sendable {
     public init(value: Value, stamp: Stamp, predecessors: Predecessors?) {
         self.value = value
         self.stamp = stamp
-        rivals = []
-        hidden = []
-        seen = predecessors ?? .empty
+        box = predecessors.flatMap { Box.of(rivals: [], hidden: [], seen: $0) }
         unknownThrough = predecessors == nil ? stamp : nil
     }
 
@@ -63,9 +82,7 @@ public struct LWWRegister: Hashable, Sendable {
     public init(value: Value, stamp: Stamp, rivals: [Write], hidden: [Stamp] = [], seen: Predecessors, unknownThrough: Stamp?) {
         self.value = value
         self.stamp = stamp
-        self.rivals = rivals.sorted { $0.stamp > $1.stamp }
-        self.hidden = hidden.sorted(by: >)
-        self.seen = seen
+        box = Box.of(rivals: rivals.sorted { $0.stamp > $1.stamp }, hidden: hidden.sorted(by: >), seen: seen)
         self.unknownThrough = unknownThrough
     }
 
@@ -76,7 +93,7 @@ public struct LWWRegister: Hashable, Sendable {
     public var heads: [Write] { [winner] + rivals }
 
     /// Whether writes met that had not seen each other (more than one head).
-    public var inConflict: Bool { !rivals.isEmpty }
+    public var inConflict: Bool { box.map { !$0.rivals.isEmpty } ?? false }
 
     /// What a new write by `author` has seen of the register: every write it holds.
     public func predecessors(ofWriteBy author: ReplicaID) -> Predecessors {
@@ -89,57 +106,83 @@ public struct LWWRegister: Hashable, Sendable {
     /// Joins another register of the same field: the greater stamp wins, and the heads are the
     /// writes of either that no write of either had seen.
     public mutating func merge(_ other: LWWRegister) {
-        if other.stamp == stamp, other.rivals.isEmpty, other.hidden.isEmpty, other.seen == seen,
-            other.unknownThrough == unknownThrough, rivals.isEmpty, hidden.isEmpty
-        {
+        if box == nil, other.box == nil {
+            // The common case, without an array: the two winners, of which one lost (or both are
+            // one), and no write that either had seen by its predecessors.
+            mergeUnknownThrough(other)
+            let oldWinner = winner
+            if other.stamp > stamp {
+                value = other.value
+                stamp = other.stamp
+            }
+            let loser = oldWinner.stamp == stamp ? other.winner : oldWinner
+            if loser.stamp != stamp, !(loser.stamp.replica == stamp.replica && loser.stamp.seq < stamp.seq) {
+                box = keeping([loser], seen: .empty)
+            }
             return
         }
-        seen.formUnion(other.seen)
-        if let through = other.unknownThrough, unknownThrough.map({ through > $0 }) ?? true { unknownThrough = through }
-        let oldWinner = winner
+        var joinedSeen = seen
+        joinedSeen.formUnion(other.seen)
+        mergeUnknownThrough(other)
+        // Every write that may be uncovered: the heads and hidden writes of either, and both winners.
+        var candidates = rivals + other.rivals + (hidden + other.hidden).map { Write(value: .null, stamp: $0) }
+        candidates.append(winner)
+        candidates.append(other.winner)
         if other.stamp > stamp {
             value = other.value
             stamp = other.stamp
         }
-        if rivals.isEmpty, hidden.isEmpty, other.rivals.isEmpty, other.hidden.isEmpty {
-            // The common case, without an array: the two winners, of which one lost (or both are one).
-            let loser = oldWinner.stamp == stamp ? other.winner : oldWinner
-            if loser.stamp != stamp, !isSeen(loser.stamp, among: CollectionOfOne(stamp)) { keep(loser) }
-            return
-        }
-        // Every write that may be uncovered: the heads and hidden writes of either, and both winners.
-        var candidates = rivals + other.rivals + (hidden + other.hidden).map { Write(value: .null, stamp: $0) }
-        candidates.append(oldWinner)
-        candidates.append(other.winner)
         candidates.sort { $0.stamp > $1.stamp }
         let stamps = candidates.map(\.stamp)
-        rivals = []
-        hidden = []
+        var kept: [Write] = []
         for (index, candidate) in candidates.enumerated() where candidate.stamp != stamp {
             // The same write twice. A hidden write's copy has no value, but it stays hidden: the
             // joined `unknownThrough` is at least the one that hid it.
             if index > 0, stamps[index - 1] == candidate.stamp { continue }
-            if !isSeen(candidate.stamp, among: stamps) { keep(candidate) }
+            if !Self.isSeen(candidate.stamp, by: joinedSeen, among: stamps) { kept.append(candidate) }
         }
+        box = keeping(kept, seen: joinedSeen)
     }
 
-    /// Keeps `write`, which no write held had seen by its predecessors or its author: a rival, or
-    /// hidden when a write of unknown predecessors is stamped after it.
-    private mutating func keep(_ write: Write) {
-        if let unknownThrough, write.stamp < unknownThrough {
-            if hidden.last != write.stamp { hidden.append(write.stamp) }
-        } else if rivals.last?.stamp != write.stamp {
-            rivals.append(write)
+    private mutating func mergeUnknownThrough(_ other: LWWRegister) {
+        if let through = other.unknownThrough, unknownThrough.map({ through > $0 }) ?? true { unknownThrough = through }
+    }
+
+    /// The box of `seen` and of `kept`, the writes other than the winner that no write held had
+    /// seen by its predecessors or its author (greatest first): rivals, or hidden when a write of
+    /// unknown predecessors is stamped after them.
+    private func keeping(_ kept: [Write], seen: Predecessors) -> Box? {
+        var rivals: [Write] = []
+        var hidden: [Stamp] = []
+        for write in kept {
+            if let unknownThrough, write.stamp < unknownThrough { hidden.append(write.stamp) } else { rivals.append(write) }
         }
+        return Box.of(rivals: rivals, hidden: hidden, seen: seen)
     }
 
     /// Whether a write held had seen the write stamped `stamp` by its predecessors (`seen`) or as
     /// a later write of the same author. `uncovered` holds at least the writes no write held had so
     /// seen; a later write of the same author that is not among them was seen by one, and so its
     /// earlier one is covered by `seen` or by that one's author.
-    private func isSeen(_ stamp: Stamp, among uncovered: some Sequence<Stamp>) -> Bool {
+    private static func isSeen(_ stamp: Stamp, by seen: Predecessors, among uncovered: [Stamp]) -> Bool {
         if seen.seq(of: stamp.replica) >= stamp.seq { return true }
         return uncovered.contains { $0.replica == stamp.replica && $0.seq > stamp.seq }
+    }
+
+    /// Equal registers hold the same winner, heads, hidden writes, `seen` and `unknownThrough`.
+    public static func == (lhs: LWWRegister, rhs: LWWRegister) -> Bool {
+        lhs.value == rhs.value && lhs.stamp == rhs.stamp && lhs.unknownThrough == rhs.unknownThrough
+            && lhs.rivals == rhs.rivals && lhs.hidden == rhs.hidden && lhs.seen == rhs.seen
+    }
+
+    /// Hashes what `==` compares.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(value)
+        hasher.combine(stamp)
+        hasher.combine(unknownThrough)
+        hasher.combine(rivals)
+        hasher.combine(hidden)
+        hasher.combine(seen)
     }
 
     /// A copy with `other` merged in, by `merge(_:)`.
