@@ -32,26 +32,25 @@ public struct LWWRegister: Hashable, Sendable {
     public var value: Value
     /// The stamp of the winning write, which orders it against any other.
     public var stamp: Stamp
-    /// The greatest stamp of a write held whose predecessors are unknown; nil when there is none.
-    public private(set) var unknownThrough: Stamp?
-    /// `rivals`, `hidden` and `seen`, boxed: most registers have none of them, and a merge copies
-    /// registers often, so they cost a register one reference, and none when absent.
+    /// Whether `unknownThrough` is the winner's stamp: the common case of a write of unknown
+    /// predecessors that wins, kept without the box.
+    private var unknownThroughWinner: Bool
+    /// `rivals`, `hidden`, `seen`, and an `unknownThrough` that is not the winner's stamp: most
+    /// registers have none of them, and a merge copies registers often, so they cost a register
+    /// one reference, and none when absent.
     private var box: Box?
 
     private final class Box: Sendable {
         let rivals: [Write]
         let hidden: [Stamp]
         let seen: Predecessors
+        let unknownThrough: Stamp?
 
-        init(rivals: [Write], hidden: [Stamp], seen: Predecessors) {
+        init(rivals: [Write], hidden: [Stamp], seen: Predecessors, unknownThrough: Stamp?) {
             self.rivals = rivals
             self.hidden = hidden
             self.seen = seen
-        }
-
-        /// A box of these parts, or nil when they are all empty.
-        static func of(rivals: [Write], hidden: [Stamp], seen: Predecessors) -> Box? {
-            rivals.isEmpty && hidden.isEmpty && seen.entries.isEmpty ? nil : Box(rivals: rivals, hidden: hidden, seen: seen)
+            self.unknownThrough = unknownThrough
         }
     }
 
@@ -63,6 +62,8 @@ public struct LWWRegister: Hashable, Sendable {
     /// Per other replica, the greatest seq of its writes to the register that a write held had
     /// seen (the join of the writes' predecessors).
     public var seen: Predecessors { box?.seen ?? .empty }
+    /// The greatest stamp of a write held whose predecessors are unknown; nil when there is none.
+    public var unknownThrough: Stamp? { unknownThroughWinner ? stamp : box?.unknownThrough }
 
     /// A register holding one write whose predecessors are unknown, as every write of a build
     /// older than predecessors is.
@@ -74,16 +75,31 @@ public struct LWWRegister: Hashable, Sendable {
     public init(value: Value, stamp: Stamp, predecessors: Predecessors?) {
         self.value = value
         self.stamp = stamp
-        box = predecessors.flatMap { Box.of(rivals: [], hidden: [], seen: $0) }
-        unknownThrough = predecessors == nil ? stamp : nil
+        unknownThroughWinner = predecessors == nil
+        box = nil
+        if let predecessors, !predecessors.entries.isEmpty {
+            box = Box(rivals: [], hidden: [], seen: predecessors, unknownThrough: nil)
+        }
     }
 
     /// A register with all its parts, as a store keeps them.
     public init(value: Value, stamp: Stamp, rivals: [Write], hidden: [Stamp] = [], seen: Predecessors, unknownThrough: Stamp?) {
         self.value = value
         self.stamp = stamp
-        box = Box.of(rivals: rivals.sorted { $0.stamp > $1.stamp }, hidden: hidden.sorted(by: >), seen: seen)
-        self.unknownThrough = unknownThrough
+        unknownThroughWinner = false
+        box = nil
+        set(rivals: rivals.sorted { $0.stamp > $1.stamp }, hidden: hidden.sorted(by: >), seen: seen, unknownThrough: unknownThrough)
+    }
+
+    /// Sets the parts kept beside the winner, with the winner already set.
+    private mutating func set(rivals: [Write], hidden: [Stamp], seen: Predecessors, unknownThrough: Stamp?) {
+        unknownThroughWinner = unknownThrough == stamp
+        let boxed = unknownThroughWinner ? nil : unknownThrough
+        if rivals.isEmpty, hidden.isEmpty, seen.entries.isEmpty, boxed == nil {
+            box = nil
+        } else {
+            box = Box(rivals: rivals, hidden: hidden, seen: seen, unknownThrough: boxed)
+        }
     }
 
     /// The winning write.
@@ -106,24 +122,27 @@ public struct LWWRegister: Hashable, Sendable {
     /// Joins another register of the same field: the greater stamp wins, and the heads are the
     /// writes of either that no write of either had seen.
     public mutating func merge(_ other: LWWRegister) {
+        let through = Self.later(unknownThrough, other.unknownThrough)
         if box == nil, other.box == nil {
             // The common case, without an array: the two winners, of which one lost (or both are
-            // one), and no write that either had seen by its predecessors.
-            mergeUnknownThrough(other)
-            let oldWinner = winner
+            // one), and no write that either had seen by its predecessors. A later write of the
+            // loser's own author is the winner, which covers it.
             if other.stamp > stamp {
+                let loser = winner
                 value = other.value
                 stamp = other.stamp
-            }
-            let loser = oldWinner.stamp == stamp ? other.winner : oldWinner
-            if loser.stamp != stamp, !(loser.stamp.replica == stamp.replica && loser.stamp.seq < stamp.seq) {
-                box = keeping([loser], seen: .empty)
+                let covered = loser.stamp.replica == stamp.replica && loser.stamp.seq < stamp.seq
+                keep(covered ? [] : [loser], seen: .empty, unknownThrough: through)
+            } else if other.stamp != stamp {
+                let covered = other.stamp.replica == stamp.replica && other.stamp.seq < stamp.seq
+                keep(covered ? [] : [other.winner], seen: .empty, unknownThrough: through)
+            } else {
+                unknownThroughWinner = through == stamp
             }
             return
         }
         var joinedSeen = seen
         joinedSeen.formUnion(other.seen)
-        mergeUnknownThrough(other)
         // Every write that may be uncovered: the heads and hidden writes of either, and both winners.
         var candidates = rivals + other.rivals + (hidden + other.hidden).map { Write(value: .null, stamp: $0) }
         candidates.append(winner)
@@ -141,23 +160,25 @@ public struct LWWRegister: Hashable, Sendable {
             if index > 0, stamps[index - 1] == candidate.stamp { continue }
             if !Self.isSeen(candidate.stamp, by: joinedSeen, among: stamps) { kept.append(candidate) }
         }
-        box = keeping(kept, seen: joinedSeen)
+        keep(kept, seen: joinedSeen, unknownThrough: through)
     }
 
-    private mutating func mergeUnknownThrough(_ other: LWWRegister) {
-        if let through = other.unknownThrough, unknownThrough.map({ through > $0 }) ?? true { unknownThrough = through }
+    private static func later(_ a: Stamp?, _ b: Stamp?) -> Stamp? {
+        guard let a else { return b }
+        guard let b else { return a }
+        return max(a, b)
     }
 
-    /// The box of `seen` and of `kept`, the writes other than the winner that no write held had
-    /// seen by its predecessors or its author (greatest first): rivals, or hidden when a write of
-    /// unknown predecessors is stamped after them.
-    private func keeping(_ kept: [Write], seen: Predecessors) -> Box? {
+    /// Keeps `seen`, `unknownThrough` and `kept`, the writes other than the winner that no write
+    /// held had seen by its predecessors or its author (greatest first): rivals, or hidden when a
+    /// write of unknown predecessors is stamped after them.
+    private mutating func keep(_ kept: [Write], seen: Predecessors, unknownThrough: Stamp?) {
         var rivals: [Write] = []
         var hidden: [Stamp] = []
         for write in kept {
             if let unknownThrough, write.stamp < unknownThrough { hidden.append(write.stamp) } else { rivals.append(write) }
         }
-        return Box.of(rivals: rivals, hidden: hidden, seen: seen)
+        set(rivals: rivals, hidden: hidden, seen: seen, unknownThrough: unknownThrough)
     }
 
     /// Whether a write held had seen the write stamped `stamp` by its predecessors (`seen`) or as

@@ -403,7 +403,10 @@ enum RecordRows {
 
     /// The `conflicts` column: how many of the record's fields are in conflict (SPEC.md §5.1).
     static func conflictCount(of state: RecordState) -> Int {
-        state.knownRegisters.reduce(0) { $0 + ($1?.inConflict == true ? 1 : 0) } + state.unknown.values.filter(\.inConflict).count
+        var count = 0
+        for register in state.knownRegisters where register?.inConflict == true { count += 1 }
+        for register in state.unknown.values where register.inConflict { count += 1 }
+        return count
     }
 
     /// The `crdt` blob of a record's row, nil when it has none.
