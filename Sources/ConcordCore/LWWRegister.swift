@@ -127,17 +127,20 @@ public struct LWWRegister: Hashable, Sendable {
             // The common case, without an array: the two winners, of which one lost (or both are
             // one), and no write that either had seen by its predecessors. A later write of the
             // loser's own author is the winner, which covers it.
+            var loser: Write?
             if other.stamp > stamp {
-                let loser = winner
+                if stamp.replica != other.stamp.replica || stamp.seq > other.stamp.seq { loser = winner }
                 value = other.value
                 stamp = other.stamp
-                let covered = loser.stamp.replica == stamp.replica && loser.stamp.seq < stamp.seq
-                keep(covered ? [] : [loser], seen: .empty, unknownThrough: through)
-            } else if other.stamp != stamp {
-                let covered = other.stamp.replica == stamp.replica && other.stamp.seq < stamp.seq
-                keep(covered ? [] : [other.winner], seen: .empty, unknownThrough: through)
+            } else if other.stamp != stamp, other.stamp.replica != stamp.replica || other.stamp.seq > stamp.seq {
+                loser = other.winner
+            }
+            if let loser {
+                keep([loser], seen: .empty, unknownThrough: through)
+            } else if through == nil || through == stamp {
+                unknownThroughWinner = through != nil
             } else {
-                unknownThroughWinner = through == stamp
+                set(rivals: [], hidden: [], seen: .empty, unknownThrough: through)
             }
             return
         }

@@ -228,8 +228,11 @@ enum RecordRows {
             for (index, (field, _)) in table.columns.enumerated() where known[index] != nil { mask |= 1 << UInt64(field.code) }
         }
         writer.varint(mask)
+        var conflicts: Int64 = 0
         for register in known {
-            if let register { try writeRegister(register, &writer, db, &directory) }
+            guard let register else { continue }
+            try writeRegister(register, &writer, db, &directory)
+            if register.inConflict { conflicts += 1 }
         }
         try writeUnknown(state.unknown, &writer, db, &directory)
         try writeTags(state.tags, &writer, db, &directory)
@@ -260,7 +263,8 @@ enum RecordRows {
                 index += 1
             }
             statement.bindInPlace(index, text: UnsafeRawBufferPointer(rebasing: payload[crdtEnd..<tagsEnd]))
-            statement.bind(index + 1, Int64(conflictCount(of: state)))
+            for register in state.unknown.values where register.inConflict { conflicts += 1 }
+            statement.bind(index + 1, conflicts)
             // The bindings point into `payload`, which ends with this call.
             defer { statement.clearBindings() }
             statement.bindInPlace(index + 2, blob: UnsafeRawBufferPointer(rebasing: payload[0..<crdtEnd]))
@@ -399,14 +403,6 @@ enum RecordRows {
             try statement.execute()
         }
         return .joined
-    }
-
-    /// The `conflicts` column: how many of the record's fields are in conflict (SPEC.md §5.1).
-    static func conflictCount(of state: RecordState) -> Int {
-        var count = 0
-        for register in state.knownRegisters where register?.inConflict == true { count += 1 }
-        for register in state.unknown.values where register.inConflict { count += 1 }
-        return count
     }
 
     /// The `crdt` blob of a record's row, nil when it has none.
