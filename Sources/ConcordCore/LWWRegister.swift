@@ -129,10 +129,11 @@ public struct LWWRegister: Hashable, Sendable {
             // loser's own author is the winner, which covers it.
             var loser: Write?
             if other.stamp > stamp {
-                if stamp.replica != other.stamp.replica || stamp.seq > other.stamp.seq { loser = winner }
+                // A later write of the loser's own author covers it (rule 3).
+                if stamp.replica != other.stamp.replica || stamp.seq >= other.stamp.seq { loser = winner }
                 value = other.value
                 stamp = other.stamp
-            } else if other.stamp != stamp, other.stamp.replica != stamp.replica || other.stamp.seq > stamp.seq {
+            } else if other.stamp != stamp, other.stamp.replica != stamp.replica || other.stamp.seq >= stamp.seq {
                 loser = other.winner
             }
             if let loser {
