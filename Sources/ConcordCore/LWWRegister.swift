@@ -75,9 +75,14 @@ public struct LWWRegister: Hashable, Sendable {
     public init(value: Value, stamp: Stamp, predecessors: Predecessors?) {
         self.value = value
         self.stamp = stamp
-        unknownThroughWinner = predecessors == nil
         box = nil
-        if let predecessors, !predecessors.entries.isEmpty {
+        // Pattern matches rather than `== nil`, which would copy the value through a generic witness.
+        guard case .some(let predecessors) = predecessors else {
+            unknownThroughWinner = true
+            return
+        }
+        unknownThroughWinner = false
+        if !predecessors.entries.isEmpty {
             box = Box(rivals: [], hidden: [], seen: predecessors, unknownThrough: nil)
         }
     }
@@ -221,10 +226,11 @@ public struct LWWRegister: Hashable, Sendable {
 extension Optional where Wrapped == LWWRegister {
     @inline(__always)
     mutating func merge(_ write: LWWRegister) {
-        if self == nil {
-            self = write
-        } else {
+        // A pattern match rather than `== nil`, which copies the register through a generic witness.
+        if case .some = self {
             self!.merge(write)
+        } else {
+            self = write
         }
     }
 }
