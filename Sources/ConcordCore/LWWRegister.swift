@@ -107,6 +107,11 @@ public struct LWWRegister: Hashable, Sendable {
         }
     }
 
+    /// Whether the register keeps nothing but its winner: no rivals, no hidden writes, nothing
+    /// seen, and no `unknownThrough` other than the winner's stamp (the store writes such a
+    /// register's heads in one byte).
+    package var keepsOnlyItsWinner: Bool { box == nil }
+
     /// The winning write.
     public var winner: Write { Write(value: value, stamp: stamp) }
 

@@ -221,6 +221,8 @@ public enum OperationCodec {
     /// strictly ascending and seqs at least 1, so that one set has one encoding (SPEC.md §8.3).
     static func predecessors(from reader: inout ByteReader) throws(DecodeError) -> Predecessors {
         let count = try reader.varint()
+        // Most assigns list nothing: the first write of a field, or a replica's own edit.
+        guard count > 0 else { return .empty }
         guard count <= UInt64(reader.remaining / 17) else { throw .truncated }
         var entries: [OperationID] = []
         entries.reserveCapacity(Int(count))

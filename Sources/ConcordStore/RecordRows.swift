@@ -528,6 +528,10 @@ enum RecordRows {
         _ register: LWWRegister, _ writer: inout ByteWriter, _ db: Database, _ directory: inout ReplicaDirectory
     ) throws {
         try writeStamp(register.stamp, &writer, db, &directory)
+        guard !register.keepsOnlyItsWinner else {
+            writer.byte(register.unknownThrough == nil ? 0 : unknownThroughWinner)
+            return
+        }
         var flags: UInt8 = 0
         if let through = register.unknownThrough { flags |= through == register.stamp ? unknownThroughWinner : unknownThroughStamp }
         if !register.seen.entries.isEmpty { flags |= seenFollows }
