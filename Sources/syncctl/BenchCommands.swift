@@ -73,7 +73,8 @@ struct MergeBench: ParsableCommand {
             Builds the workload (B's history, A's concurrent creates), exports B as a bundle, merges it \
             into fresh copies of A --runs times, checks that A then holds what B and A together hold, \
             and prints the operations, the median merge time, operations per second, the bundle's size, \
-            and the peak resident memory during the merges. Each merge runs in a process of its own, \
+            and the peak resident memory during the merges; then the time to read one record's history \
+            in the merged A, for 200 of its records. Each merge runs in a process of its own, \
             as 'syncctl merge' would, so that its memory is its own and not what building the \
             workload left.
             """)
@@ -134,6 +135,8 @@ struct MergeBench: ParsableCommand {
             guard try Measure.dumpDigest(mergedA) == (try Measure.dumpDigest(b)) else {
                 throw ValidationError("after the merge, A does not hold B's state where B won")
             }
+            progressNote("reading histories")
+            let history = try Self.timeHistories(in: mergedA, of: workload)
             ProgressLine.shared.clear()
             let median = Measure.median(times)
             let result = JSON.object([
@@ -144,6 +147,9 @@ struct MergeBench: ParsableCommand {
                 ("bundleBytes", .int(Int64(summary.bytes))),
                 ("bytesPerOperation", .string(formatted(Double(summary.bytes) / Double(operations), 2))),
                 ("peakResidentBytes", .int(Int64(peak))), ("verified", .bool(true)),
+                ("historyMedianMilliseconds", .string(formatted(history.median * 1000, 2))),
+                ("historyMaxMilliseconds", .string(formatted(history.max * 1000, 2))),
+                ("historyOperations", .string(formatted(history.operations, 1))),
             ])
             if options.json {
                 say(result.canonical)
@@ -155,8 +161,24 @@ struct MergeBench: ParsableCommand {
                 say("bundle      \(summary.bytes) bytes, \(formatted(Double(summary.bytes) / Double(operations), 2)) bytes/operation")
                 say("memory      \(peak / 1_000_000) MB peak resident during the merges")
                 say("verified    A holds B's state where B won")
+                say("history     median \(formatted(history.median * 1000, 2)) ms, max \(formatted(history.max * 1000, 2)) ms to read one record's history (\(formatted(history.operations, 1)) operations on average) in the merged A, 200 records")
             }
         }
+    }
+
+    /// The median and greatest time to read one record's history, over 200 of the workload's
+    /// records spread across it, and their operations on average.
+    static func timeHistories(in store: ConcordStore, of workload: ReminderWorkload) throws -> (median: Double, max: Double, operations: Double) {
+        let ids = workload.recordIDs()
+        let sample = (0..<200).map { ids[$0 * ids.count / 200] }
+        var times: [Double] = []
+        var operations = 0
+        for id in sample {
+            var entries: [HistoryEntry]?
+            times.append(try Measure.seconds { entries = try store.history(of: .reminder(id)) })
+            operations += entries?.count ?? 0
+        }
+        return (Measure.median(times), times.max() ?? 0, Double(operations) / Double(sample.count))
     }
 }
 
