@@ -14,12 +14,15 @@ extension ConcordStore {
                 var context = try WriteContext(db, localReplica: replicaID)
                 var made: [Op] = []
                 for (ref, change) in changes {
-                    let actions = try change.plan(on: ref, current: try context.state(of: ref), now: Int64(clamping: now))
+                    let current = try context.state(of: ref)
+                    let actions = try change.plan(on: ref, current: current, now: Int64(clamping: now))
                     for action in actions {
                         var predecessors: Predecessors?
                         if case .assign(let field, _) = action {
-                            // What this replica has seen of the register: a write that settles any conflict in it.
-                            predecessors = try context.state(of: ref)?.register(field)?.predecessors(ofWriteBy: replicaID) ?? Predecessors.empty
+                            // What this replica has seen of the register: a write that settles any
+                            // conflict in it. The state before the change tells it: a change's own
+                            // writes are this replica's, which no predecessors list.
+                            predecessors = current?.register(field)?.predecessors(ofWriteBy: replicaID) ?? Predecessors.empty
                         }
                         let operation = Op(
                             id: OperationID(replica: replicaID, seq: try context.nextLocalSeq()),
