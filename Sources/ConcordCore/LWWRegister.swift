@@ -112,6 +112,10 @@ public struct LWWRegister: Hashable, Sendable {
     /// register's heads in one byte).
     package var keepsOnlyItsWinner: Bool { box == nil }
 
+    /// Whether the register keeps nothing but its winner, which had known predecessors: no
+    /// `unknownThrough` either (the store writes no heads for such a register).
+    package var isPlain: Bool { box == nil && !unknownThroughWinner }
+
     /// The winning write.
     public var winner: Write { Write(value: value, stamp: stamp) }
 

@@ -174,11 +174,13 @@ enum RecordRows {
             let format = try readFormat(&reader)
             var known = [LWWRegister?](repeating: nil, count: ref.kind.knownFieldCount)
             let mask = try reader.varint()
+            let flagged = format == 1 ? 0 : try reader.varint()
             if let table {
                 // The table's columns are the kind's known fields, in order.
                 for (index, entry) in table.columns.enumerated() where mask & (1 << UInt64(entry.field.code)) != 0 {
                     let stamp = try readStamp(&reader, directory)
-                    known[index] = try readHeads(of: try column(index, entry.field), stamp, &reader, format, directory)
+                    let hasFlags = flagged & (1 << UInt64(entry.field.code)) != 0
+                    known[index] = try readHeads(of: try column(index, entry.field), stamp, hasFlags: hasFlags, &reader, format, directory)
                 }
             }
             let unknown = try readUnknown(&reader, format, directory)
@@ -228,10 +230,17 @@ enum RecordRows {
             for (index, (field, _)) in table.columns.enumerated() where known[index] != nil { mask |= 1 << UInt64(field.code) }
         }
         writer.varint(mask)
+        var flagged: UInt64 = 0
+        if let table {
+            for (index, (field, _)) in table.columns.enumerated() where known[index].map({ !$0.isPlain }) == true {
+                flagged |= 1 << UInt64(field.code)
+            }
+        }
+        writer.varint(flagged)
         var conflicts: Int64 = 0
         for register in known {
             guard let register else { continue }
-            try writeRegister(register, &writer, db, &directory)
+            try writeRegister(register, flagged: !register.isPlain, &writer, db, &directory)
             if register.inConflict { conflicts += 1 }
         }
         try writeUnknown(state.unknown, &writer, db, &directory)
@@ -308,18 +317,22 @@ enum RecordRows {
         do {
             let format = try readFormat(&reader)
             let storedMask = try reader.varint()
+            let storedFlagged = format == 1 ? 0 : try reader.varint()
             var mask: UInt64 = 0
             for (slot, (field, _)) in table.columns.enumerated() {
                 let bit: UInt64 = 1 << UInt64(field.code)
                 if storedMask & bit != 0 || known[slot] != nil { mask |= bit }
             }
-            writer.byte(crdtFormat)
-            writer.varint(mask)
+            // The registers go to `registers` first: which of them have a flags byte comes before them.
+            var registers = ByteWriter(capacity: stored.count + 32)
+            var flagged: UInt64 = 0
             for (slot, (field, _)) in table.columns.enumerated() {
+                let bit: UInt64 = 1 << UInt64(field.code)
                 let start = reader.offset
-                guard storedMask & (1 << UInt64(field.code)) != 0 else {
+                guard storedMask & bit != 0 else {
                     if let register = known[slot] {
-                        try writeRegister(register, &writer, db, &directory)
+                        if !register.isPlain { flagged |= bit }
+                        try writeRegister(register, flagged: !register.isPlain, &registers, db, &directory)
                         wonSlots |= 1 << UInt32(slot)
                         joinedValues[slot] = register.value
                         if register.inConflict { conflicts += 1 }
@@ -328,25 +341,32 @@ enum RecordRows {
                 }
                 let storedStamp = try readStamp(&reader, directory)
                 // The column's value is not read: a placeholder stands for it, and is never written.
-                let storedRegister = try readHeads(of: .null, storedStamp, &reader, format, directory)
+                let storedRegister = try readHeads(
+                    of: .null, storedStamp, hasFlags: storedFlagged & bit != 0, &reader, format, directory)
                 guard let register = known[slot] else {
                     if storedRegister.inConflict { conflicts += 1 }
+                    if !storedRegister.isPlain { flagged |= bit }
                     if format == crdtFormat {
-                        writer.bytes(stored[start..<reader.offset])
+                        registers.bytes(stored[start..<reader.offset])
                     } else {
-                        try writeRegister(storedRegister, &writer, db, &directory)
+                        try writeRegister(storedRegister, flagged: !storedRegister.isPlain, &registers, db, &directory)
                     }
                     continue
                 }
                 let joined = storedRegister.merging(register)
                 if joined.rivals.contains(where: { $0.stamp == storedStamp }) { return .needsWholeRow }
                 if joined.inConflict { conflicts += 1 }
-                try writeRegister(joined, &writer, db, &directory)
+                if !joined.isPlain { flagged |= bit }
+                try writeRegister(joined, flagged: !joined.isPlain, &registers, db, &directory)
                 if joined.stamp != storedStamp {
                     wonSlots |= 1 << UInt32(slot)
                     joinedValues[slot] = joined.value
                 }
             }
+            writer.byte(crdtFormat)
+            writer.varint(mask)
+            writer.varint(flagged)
+            writer.bytes(registers.bytes[...])
             if state.unknown.isEmpty, format == crdtFormat {
                 let start = reader.offset
                 let unknown = try readUnknown(&reader, format, directory)
@@ -491,7 +511,7 @@ enum RecordRows {
         for (name, register) in unknown.sorted(by: { $0.key < $1.key }) {
             writer.string(name.string)
             OperationCodec.encode(register.value, into: &writer)
-            try writeRegister(register, &writer, db, &directory)
+            try writeRegister(register, flagged: true, &writer, db, &directory)
         }
     }
 
@@ -503,7 +523,7 @@ enum RecordRows {
             let name = try reader.string()
             let value = try OperationCodec.decodeValue(from: &reader)
             let stamp = try readStamp(&reader, directory)
-            unknown[ExactString(name)] = try readHeads(of: value, stamp, &reader, format, directory)
+            unknown[ExactString(name)] = try readHeads(of: value, stamp, hasFlags: true, &reader, format, directory)
         }
         return unknown
     }
@@ -522,12 +542,13 @@ enum RecordRows {
     private static let rivalsFollow: UInt8 = 0x08
     private static let hiddenFollow: UInt8 = 0x10
 
-    /// Writes a register's stamp and heads (not the winner's value, which has its column or is
-    /// written before).
+    /// Writes a register's stamp and, when `flagged`, its heads (not the winner's value, which has
+    /// its column or is written before). Only a plain register (`isPlain`) goes unflagged.
     private static func writeRegister(
-        _ register: LWWRegister, _ writer: inout ByteWriter, _ db: Database, _ directory: inout ReplicaDirectory
+        _ register: LWWRegister, flagged: Bool, _ writer: inout ByteWriter, _ db: Database, _ directory: inout ReplicaDirectory
     ) throws {
         try writeStamp(register.stamp, &writer, db, &directory)
+        guard flagged else { return }
         guard !register.keepsOnlyItsWinner else {
             writer.byte(register.unknownThrough == nil ? 0 : unknownThroughWinner)
             return
@@ -561,9 +582,11 @@ enum RecordRows {
 
     /// Reads the heads that follow a register's stamp, for a winner of `value`.
     private static func readHeads(
-        of value: Value, _ stamp: Stamp, _ reader: inout ByteReader, _ format: UInt8, _ directory: ReplicaDirectory
+        of value: Value, _ stamp: Stamp, hasFlags: Bool, _ reader: inout ByteReader, _ format: UInt8, _ directory: ReplicaDirectory
     ) throws -> LWWRegister {
         guard format != 1 else { return LWWRegister(value: value, stamp: stamp) }
+        // No flags byte: a register of one write whose writer listed what it had seen (or nothing).
+        guard hasFlags else { return LWWRegister(value: value, stamp: stamp, predecessors: .empty) }
         let flags = try reader.byte()
         guard flags & 0xE0 == 0, flags & (unknownThroughWinner | unknownThroughStamp) != unknownThroughWinner | unknownThroughStamp else {
             throw DecodeError.malformed("register flags 0x\(String(flags, radix: 16))")
