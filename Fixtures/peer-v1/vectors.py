@@ -67,60 +67,65 @@ def seal(key: bytes, counter: int, plaintext: bytes) -> bytes:
     return ChaCha20Poly1305(key).encrypt(nonce, plaintext, None)
 
 
-key = bytes(range(32))
-other_key = bytes([0xFF]) * 32
-nc = bytes(range(0x40, 0x60))
-ns = bytes(range(0x80, 0xA0))
-salt = nc + ns
-k_auth = hkdf_sha256(key, salt, b"concord-peer-1 auth", 32)
-k_cs = hkdf_sha256(key, salt, b"concord-peer-1 client-to-server", 32)
-k_sc = hkdf_sha256(key, salt, b"concord-peer-1 server-to-client", 32)
+def main() -> None:
+    key = bytes(range(32))
+    other_key = bytes([0xFF]) * 32
+    nc = bytes(range(0x40, 0x60))
+    ns = bytes(range(0x80, 0xA0))
+    salt = nc + ns
+    k_auth = hkdf_sha256(key, salt, b"concord-peer-1 auth", 32)
+    k_cs = hkdf_sha256(key, salt, b"concord-peer-1 client-to-server", 32)
+    k_sc = hkdf_sha256(key, salt, b"concord-peer-1 server-to-client", 32)
 
-client_hello = header(1) + nc
-server_hello_start = header(2) + ns
-transcript = client_hello + server_hello_start
-server_proof = hmac.new(k_auth, b"concord-peer-1 server" + transcript, hashlib.sha256).digest()
-client_proof = hmac.new(k_auth, b"concord-peer-1 client" + transcript, hashlib.sha256).digest()
-server_hello = server_hello_start + server_proof
+    client_hello = header(1) + nc
+    server_hello_start = header(2) + ns
+    transcript = client_hello + server_hello_start
+    server_proof = hmac.new(k_auth, b"concord-peer-1 server" + transcript, hashlib.sha256).digest()
+    client_proof = hmac.new(k_auth, b"concord-peer-1 client" + transcript, hashlib.sha256).digest()
+    server_hello = server_hello_start + server_proof
 
-client_replica = bytes.fromhex("0102030405060708090a0b0c0d0e0f10")
-server_replica = bytes.fromhex("f0e0d0c0b0a090807060504030201000")
-client_vector = [(client_replica, 3), (server_replica, 200)]
-server_vector = []
-client_versions = versions_message(client_replica, client_vector)
-server_versions = versions_message(server_replica, server_vector)
-done = bytes([3])
+    client_replica = bytes.fromhex("0102030405060708090a0b0c0d0e0f10")
+    server_replica = bytes.fromhex("f0e0d0c0b0a090807060504030201000")
+    client_vector = [(client_replica, 3), (server_replica, 200)]
+    server_vector = []
+    client_versions = versions_message(client_replica, client_vector)
+    server_versions = versions_message(server_replica, server_vector)
+    done = bytes([3])
 
-vectors = {
-    "key": key.hex(),
-    "keyText": key_text(key),
-    "keyID": key_id(key),
-    "otherKey": other_key.hex(),
-    "otherKeyText": key_text(other_key),
-    "otherKeyID": key_id(other_key),
-    "clientNonce": nc.hex(),
-    "serverNonce": ns.hex(),
-    "authKey": k_auth.hex(),
-    "clientToServerKey": k_cs.hex(),
-    "serverToClientKey": k_sc.hex(),
-    "clientReplica": client_replica.hex(),
-    "clientVersions": {r.hex(): s for r, s in client_vector},
-    "serverReplica": server_replica.hex(),
-    "serverVersions": {r.hex(): s for r, s in server_vector},
-    # A whole session in which neither side sends operations (the test's driver has none), so
-    # each sends its versions, then done, then acks the other's done (0 operations): client
-    # hello, server hello, client proof and versions, server versions, each side's done, each
-    # side's ack.
-    "clientHelloFrame": frame(client_hello).hex(),
-    "serverHelloFrame": frame(server_hello).hex(),
-    "clientProofFrame": frame(header(3) + client_proof).hex(),
-    "clientVersionsFrame": frame(seal(k_cs, 0, client_versions)).hex(),
-    "serverVersionsFrame": frame(seal(k_sc, 0, server_versions)).hex(),
-    "clientDoneFrame": frame(seal(k_cs, 1, done)).hex(),
-    "serverDoneFrame": frame(seal(k_sc, 1, done)).hex(),
-    "clientAckFrame": frame(seal(k_cs, 2, bytes([5, 0]))).hex(),
-    "serverAckFrame": frame(seal(k_sc, 2, bytes([5, 0]))).hex(),
-    "wrongKeyRefusalFrame": frame(header(4) + bytes([2])).hex(),
-    "versionRefusalFrame": frame(header(4) + bytes([1])).hex(),
-}
-print(json.dumps(vectors, indent=2, sort_keys=True))
+    vectors = {
+        "key": key.hex(),
+        "keyText": key_text(key),
+        "keyID": key_id(key),
+        "otherKey": other_key.hex(),
+        "otherKeyText": key_text(other_key),
+        "otherKeyID": key_id(other_key),
+        "clientNonce": nc.hex(),
+        "serverNonce": ns.hex(),
+        "authKey": k_auth.hex(),
+        "clientToServerKey": k_cs.hex(),
+        "serverToClientKey": k_sc.hex(),
+        "clientReplica": client_replica.hex(),
+        "clientVersions": {r.hex(): s for r, s in client_vector},
+        "serverReplica": server_replica.hex(),
+        "serverVersions": {r.hex(): s for r, s in server_vector},
+        # A whole session in which neither side sends operations (the test's driver has none), so
+        # each sends its versions, then done, then acks the other's done (0 operations): client
+        # hello, server hello, client proof and versions, server versions, each side's done, each
+        # side's ack.
+        "clientHelloFrame": frame(client_hello).hex(),
+        "serverHelloFrame": frame(server_hello).hex(),
+        "clientProofFrame": frame(header(3) + client_proof).hex(),
+        "clientVersionsFrame": frame(seal(k_cs, 0, client_versions)).hex(),
+        "serverVersionsFrame": frame(seal(k_sc, 0, server_versions)).hex(),
+        "clientDoneFrame": frame(seal(k_cs, 1, done)).hex(),
+        "serverDoneFrame": frame(seal(k_sc, 1, done)).hex(),
+        "clientAckFrame": frame(seal(k_cs, 2, bytes([5, 0]))).hex(),
+        "serverAckFrame": frame(seal(k_sc, 2, bytes([5, 0]))).hex(),
+        "wrongKeyRefusalFrame": frame(header(4) + bytes([2])).hex(),
+        "versionRefusalFrame": frame(header(4) + bytes([1])).hex(),
+    }
+    print(json.dumps(vectors, indent=2, sort_keys=True))
+
+
+if __name__ == "__main__":
+    main()
