@@ -88,14 +88,9 @@ func startProcess(
     process.standardInput = FileHandle.nullDevice
     process.standardOutput = outHandle
     process.standardError = errHandle
-    // One launch at a time: Foundation's `Process.run()` on Linux is not safe to call from several
-    // threads at once (a soak test's writer threads crashed inside it, in a memcpy).
-    try launches.withLock { try process.run() }
+    try process.run()
     return process
 }
-
-/// Serializes `Process.run()` across the test process's threads.
-private let launches = NSLock()
 
 /// Runs `executable` with `arguments` and exactly `environment`, no standard input, output in files
 /// (no pipe can fill up), killed after `timeout` seconds.
