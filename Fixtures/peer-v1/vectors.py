@@ -67,26 +67,39 @@ def seal(key: bytes, counter: int, plaintext: bytes) -> bytes:
     return ChaCha20Poly1305(key).encrypt(nonce, plaintext, None)
 
 
-def main() -> None:
+def handshake(version: int) -> dict:
+    """The handshake of SPEC.md 15.3 with this file's key and nonces, in frames of `version`: the
+    keys, both hellos and the client's proof."""
     key = bytes(range(32))
-    other_key = bytes([0xFF]) * 32
     nc = bytes(range(0x40, 0x60))
     ns = bytes(range(0x80, 0xA0))
     salt = nc + ns
     k_auth = hkdf_sha256(key, salt, b"concord-peer-1 auth", 32)
-    k_cs = hkdf_sha256(key, salt, b"concord-peer-1 client-to-server", 32)
-    k_sc = hkdf_sha256(key, salt, b"concord-peer-1 server-to-client", 32)
-
-    client_hello = header(1) + nc
-    server_hello_start = header(2) + ns
+    client_hello = header(1, version) + nc
+    server_hello_start = header(2, version) + ns
     transcript = client_hello + server_hello_start
-    server_proof = hmac.new(k_auth, b"concord-peer-1 server" + transcript, hashlib.sha256).digest()
-    client_proof = hmac.new(k_auth, b"concord-peer-1 client" + transcript, hashlib.sha256).digest()
-    server_hello = server_hello_start + server_proof
+    return {
+        "key": key, "nc": nc, "ns": ns, "k_auth": k_auth,
+        "k_cs": hkdf_sha256(key, salt, b"concord-peer-1 client-to-server", 32),
+        "k_sc": hkdf_sha256(key, salt, b"concord-peer-1 server-to-client", 32),
+        "client_hello": client_hello,
+        "server_hello": server_hello_start
+        + hmac.new(k_auth, b"concord-peer-1 server" + transcript, hashlib.sha256).digest(),
+        "client_proof": header(3, version)
+        + hmac.new(k_auth, b"concord-peer-1 client" + transcript, hashlib.sha256).digest(),
+    }
 
-    client_replica = bytes.fromhex("0102030405060708090a0b0c0d0e0f10")
-    server_replica = bytes.fromhex("f0e0d0c0b0a090807060504030201000")
-    client_vector = [(client_replica, 3), (server_replica, 200)]
+
+CLIENT_REPLICA = bytes.fromhex("0102030405060708090a0b0c0d0e0f10")
+SERVER_REPLICA = bytes.fromhex("f0e0d0c0b0a090807060504030201000")
+CLIENT_VECTOR = [(CLIENT_REPLICA, 3), (SERVER_REPLICA, 200)]
+
+
+def main() -> None:
+    h = handshake(1)
+    key, nc, ns, k_auth, k_cs, k_sc = h["key"], h["nc"], h["ns"], h["k_auth"], h["k_cs"], h["k_sc"]
+    other_key = bytes([0xFF]) * 32
+    client_replica, server_replica, client_vector = CLIENT_REPLICA, SERVER_REPLICA, CLIENT_VECTOR
     server_vector = []
     client_versions = versions_message(client_replica, client_vector)
     server_versions = versions_message(server_replica, server_vector)
@@ -112,9 +125,9 @@ def main() -> None:
         # each sends its versions, then done, then acks the other's done (0 operations): client
         # hello, server hello, client proof and versions, server versions, each side's done, each
         # side's ack.
-        "clientHelloFrame": frame(client_hello).hex(),
-        "serverHelloFrame": frame(server_hello).hex(),
-        "clientProofFrame": frame(header(3) + client_proof).hex(),
+        "clientHelloFrame": frame(h["client_hello"]).hex(),
+        "serverHelloFrame": frame(h["server_hello"]).hex(),
+        "clientProofFrame": frame(h["client_proof"]).hex(),
         "clientVersionsFrame": frame(seal(k_cs, 0, client_versions)).hex(),
         "serverVersionsFrame": frame(seal(k_sc, 0, server_versions)).hex(),
         "clientDoneFrame": frame(seal(k_cs, 1, done)).hex(),

@@ -11,20 +11,12 @@ zstd frame holds one raw (uncompressed) block, which every zstd decoder reads (R
 Needs Python 3 and the `cryptography` package. Run from this directory:
     python3 vectors.py > vectors.json
 """
-import hashlib
-import hmac
 import json
 import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "peer-v1"))
-from vectors import MAGIC, frame, hkdf_sha256, seal, varint, versions_message  # noqa: E402
-
-VERSION = 3
-
-
-def header(kind: int) -> bytes:
-    return MAGIC + VERSION.to_bytes(2, "big") + bytes([kind])
+from vectors import CLIENT_REPLICA, CLIENT_VECTOR, SERVER_REPLICA, frame, handshake, seal, varint, versions_message  # noqa: E402
 
 
 def svarint(n: int) -> bytes:
@@ -46,23 +38,9 @@ def zstd_raw_frame(payload: bytes) -> bytes:
 
 
 def main() -> None:
-    key = bytes(range(32))
-    nc = bytes(range(0x40, 0x60))
-    ns = bytes(range(0x80, 0xA0))
-    salt = nc + ns
-    k_auth = hkdf_sha256(key, salt, b"concord-peer-1 auth", 32)
-    k_cs = hkdf_sha256(key, salt, b"concord-peer-1 client-to-server", 32)
-    k_sc = hkdf_sha256(key, salt, b"concord-peer-1 server-to-client", 32)
-
-    client_hello = header(1) + nc
-    server_hello_start = header(2) + ns
-    transcript = client_hello + server_hello_start
-    server_proof = hmac.new(k_auth, b"concord-peer-1 server" + transcript, hashlib.sha256).digest()
-    client_proof = hmac.new(k_auth, b"concord-peer-1 client" + transcript, hashlib.sha256).digest()
-
-    client_replica = bytes.fromhex("0102030405060708090a0b0c0d0e0f10")
-    server_replica = bytes.fromhex("f0e0d0c0b0a090807060504030201000")
-    client_vector = [(client_replica, 3), (server_replica, 200)]
+    h = handshake(3)
+    k_cs, k_sc = h["k_cs"], h["k_sc"]
+    client_replica, server_replica, client_vector = CLIENT_REPLICA, SERVER_REPLICA, CLIENT_VECTOR
     record = bytes.fromhex("0a1b2c3d4e5f60718293a4b5c6d7e8f9")
     t0 = 117656780800000000
 
@@ -84,9 +62,9 @@ def main() -> None:
     ]
     done = bytes([3])
     vectors = {
-        "clientHelloFrame": frame(client_hello).hex(),
-        "serverHelloFrame": frame(server_hello_start + server_proof).hex(),
-        "clientProofFrame": frame(header(3) + client_proof).hex(),
+        "clientHelloFrame": frame(h["client_hello"]).hex(),
+        "serverHelloFrame": frame(h["server_hello"]).hex(),
+        "clientProofFrame": frame(h["client_proof"]).hex(),
         "clientVersionsFrame": frame(seal(k_cs, 0, versions_message(client_replica, client_vector))).hex(),
         "serverVersionsFrame": frame(seal(k_sc, 0, versions_message(server_replica, []))).hex(),
         "clientBatchFrame": frame(seal(k_cs, 1, batch)).hex(),

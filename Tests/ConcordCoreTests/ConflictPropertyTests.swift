@@ -12,7 +12,7 @@ import Testing
 // collide and jump back an hour) so that writes to the same register are the common case. As in
 // `Generators.swift`, inputs are plain integers that shrink, and any other randomness (subsets,
 // shuffles, which copies lose their predecessors) comes from a `SplitMix64` seeded by an input,
-// so `propertyCheck`'s printed seed (`.fixedSeed(...)`) replays a failing case exactly.
+// so the seed `propertyCheck` prints for a failure replays that case exactly.
 //
 // The exactness check (`Oracle`) does not use `Predecessors` at all: it remembers, for each
 // assign, which assigns to the same register its writer held when it wrote, closes that
