@@ -2,7 +2,7 @@ import ConcordCore
 import ConcordStore
 import Foundation
 
-/// The `reminders` workload of the merge benchmark (issue 5), seeded and deterministic.
+/// The `reminders` workload of the merge benchmark, seeded and deterministic.
 ///
 /// Replica B creates `records` reminders, each with a title (20 characters of words), notes (60),
 /// a due date, completed or not, a priority and 1 to 3 tags from a pool of 20; then makes
