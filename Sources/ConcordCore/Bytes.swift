@@ -43,12 +43,21 @@ public struct ByteWriter: Sendable {
     /// Unsigned LEB128.
     @inlinable
     public mutating func varint(_ value: UInt64) {
-        var rest = value
-        while rest >= 0x80 {
-            storage.append(UInt8(truncatingIfNeeded: rest) | 0x80)
-            rest >>= 7
+        guard value >= 0x80 else { return storage.append(UInt8(truncatingIfNeeded: value)) }
+        // Built in a local buffer and appended at once: appending byte by byte checks the
+        // storage's capacity and uniqueness for each byte, and a timestamp takes eight.
+        var buffer: (UInt64, UInt16) = (0, 0)
+        withUnsafeMutableBytes(of: &buffer) { raw in
+            var rest = value
+            var count = 0
+            while rest >= 0x80 {
+                raw[count] = UInt8(truncatingIfNeeded: rest) | 0x80
+                rest >>= 7
+                count += 1
+            }
+            raw[count] = UInt8(truncatingIfNeeded: rest)
+            storage.append(contentsOf: UnsafeRawBufferPointer(rebasing: raw[...count]))
         }
-        storage.append(UInt8(truncatingIfNeeded: rest))
     }
 
     /// Zigzag, then unsigned LEB128.

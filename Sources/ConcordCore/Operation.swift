@@ -81,7 +81,7 @@ public struct Op: Hashable, Sendable, CustomStringConvertible {
                 }
             }
         case .addTag, .removeTag:
-            guard predecessors == nil else {
+            guard case .none = predecessors else {
                 throw InvalidOperation(operation: id, reason: "a tag operation with predecessors")
             }
         }

@@ -32,7 +32,7 @@ public enum OperationCodec {
             }
             let sameRecord = operation.record == previousRecord
             if sameRecord { header |= sameRecordFlag }
-            if operation.predecessors != nil { header |= predecessorsFlag }
+            if case .some = operation.predecessors { header |= predecessorsFlag }
             writer.byte(header)
             writer.signedVarint(Int64(bitPattern: operation.timestamp.rawValue &- previousTimestamp))
             previousTimestamp = operation.timestamp.rawValue
@@ -165,48 +165,11 @@ public enum OperationCodec {
                 record = RecordRef(kind: kind, id: try reader.identifier())
                 previousRecord = record
             }
-            let action: Action
-            var predecessors: Predecessors?
-            guard header & OperationCodec.predecessorsFlag == 0 || header & OperationCodec.actionMask == 0 else {
-                throw .malformed("a tag operation with the predecessors bit set")
-            }
-            switch header & OperationCodec.actionMask {
-            case 0:
-                let code = try reader.byte()
-                let field: Field
-                if code == 0 {
-                    let name = try reader.string()
-                    guard !name.isEmpty else { throw .malformed("empty field name") }
-                    // Kept as a name even when it is a known field's, so that validation refuses it (§8.3).
-                    field = .other(ExactString(name))
-                } else {
-                    guard let known = Field(code: code) else { throw .malformed("unknown field code \(code)") }
-                    field = known
-                }
-                action = .assign(field, try OperationCodec.decodeValue(from: &reader))
-                if header & OperationCodec.predecessorsFlag != 0 {
-                    predecessors = try OperationCodec.predecessors(from: &reader)
-                }
-            case 1:
-                action = .addTag(ExactString(try reader.string()))
-            case 2:
-                let tag = ExactString(try reader.string())
-                let count = try reader.varint()
-                guard count <= UInt64(reader.remaining / 17) else { throw .truncated }
-                var observed: [OperationID] = []
-                observed.reserveCapacity(Int(count))
-                for _ in 0..<count {
-                    let replica: ReplicaID = try reader.identifier()
-                    observed.append(OperationID(replica: replica, seq: try reader.varint()))
-                }
-                action = .removeTag(tag, observed: observed)
-            default:
-                throw .malformed("unknown action \(header & OperationCodec.actionMask)")
-            }
+            let (action, predecessors) = try OperationCodec.action(header: header, from: &reader)
+            guard nextSeq < UInt64.max else { throw .malformed("sequence number overflows") }
             let operation = Op(
                 id: OperationID(replica: author, seq: nextSeq), timestamp: timestamp, record: record, action: action,
                 predecessors: predecessors)
-            guard nextSeq < UInt64.max else { throw .malformed("sequence number overflows") }
             nextSeq += 1
             do {
                 try operation.validate()
@@ -215,6 +178,50 @@ public enum OperationCodec {
             }
             return operation
         }
+    }
+
+    /// An operation's action, after its header, timestamp and record, and the predecessors that
+    /// follow an assign's value when its header says so.
+    private static func action(header: UInt8, from reader: inout ByteReader) throws(DecodeError) -> (Action, Predecessors?) {
+        let action: Action
+        let predecessors: Predecessors?
+        guard header & OperationCodec.predecessorsFlag == 0 || header & OperationCodec.actionMask == 0 else {
+            throw .malformed("a tag operation with the predecessors bit set")
+        }
+        switch header & OperationCodec.actionMask {
+        case 0:
+            let code = try reader.byte()
+            let field: Field
+            if code == 0 {
+                let name = try reader.string()
+                guard !name.isEmpty else { throw .malformed("empty field name") }
+                // Kept as a name even when it is a known field's, so that validation refuses it (§8.3).
+                field = .other(ExactString(name))
+            } else {
+                guard let known = Field(code: code) else { throw .malformed("unknown field code \(code)") }
+                field = known
+            }
+            action = .assign(field, try OperationCodec.decodeValue(from: &reader))
+            predecessors = header & OperationCodec.predecessorsFlag != 0 ? try OperationCodec.predecessors(from: &reader) : nil
+        case 1:
+            action = .addTag(ExactString(try reader.string()))
+            predecessors = nil
+        case 2:
+            let tag = ExactString(try reader.string())
+            let count = try reader.varint()
+            guard count <= UInt64(reader.remaining / 17) else { throw .truncated }
+            var observed: [OperationID] = []
+            observed.reserveCapacity(Int(count))
+            for _ in 0..<count {
+                let replica: ReplicaID = try reader.identifier()
+                observed.append(OperationID(replica: replica, seq: try reader.varint()))
+            }
+            action = .removeTag(tag, observed: observed)
+            predecessors = nil
+        default:
+            throw .malformed("unknown action \(header & OperationCodec.actionMask)")
+        }
+        return (action, predecessors)
     }
 
     /// Predecessors as an assign carries them: a count, then each replica's id and seq, replicas

@@ -224,24 +224,26 @@ enum RecordRows {
         writer.byte(crdtFormat)
         let table = RecordTable.of(state.ref.kind)
         // The table's columns are the kind's known fields, in the order of `knownRegisters`.
+        // Registers are read in place (`known[slot]?.…`): a merge saves every record it touches,
+        // and copying a register costs a retain of its value and of its box.
         let known = state.knownRegisters
         var mask: UInt64 = 0
-        if let table {
-            for (index, (field, _)) in table.columns.enumerated() where known[index] != nil { mask |= 1 << UInt64(field.code) }
-        }
-        writer.varint(mask)
         var flagged: UInt64 = 0
+        var conflicts: Int64 = 0
         if let table {
-            for (index, (field, _)) in table.columns.enumerated() where known[index].map({ !$0.isPlain }) == true {
-                flagged |= 1 << UInt64(field.code)
+            for (slot, (field, _)) in table.columns.enumerated() {
+                guard let isPlain = known[slot]?.isPlain else { continue }
+                let bit: UInt64 = 1 << UInt64(field.code)
+                mask |= bit
+                if !isPlain { flagged |= bit }
+                if known[slot]?.inConflict == true { conflicts += 1 }
             }
         }
+        writer.varint(mask)
         writer.varint(flagged)
-        var conflicts: Int64 = 0
-        for register in known {
-            guard let register else { continue }
+        for slot in known.indices {
+            guard case .some(let register) = known[slot] else { continue }
             try writeRegister(register, flagged: !register.isPlain, &writer, db, &directory)
-            if register.inConflict { conflicts += 1 }
         }
         try writeUnknown(state.unknown, &writer, db, &directory)
         try writeTags(state.tags, &writer, db, &directory)
@@ -259,8 +261,8 @@ enum RecordRows {
         }
         writeTagsColumn(state.tags, into: &writer)
         let tagsEnd = writer.bytes.count
-        for register in known {
-            if case .string(let text)? = register?.value { writer.bytes(text.utf8) }
+        for slot in known.indices {
+            if case .string(let text)? = known[slot]?.value { writer.bytes(text.utf8) }
         }
         let statement = HotStatement(db, prepared: try statements.statement(write, of: table, db))
         return try writer.bytes.withUnsafeBytes { payload in
@@ -282,29 +284,18 @@ enum RecordRows {
         }
     }
 
-    /// What `patch` did.
-    enum Patched {
-        /// It joined the state with the record's row.
-        case joined
-        /// The record has no row; nothing was written.
-        case noRow
-        /// A write held in a field column lost and stays a head, so its value is needed: the
-        /// row must be read whole and joined (`load`, `merge`, `save`). Nothing was written.
-        case needsWholeRow
-    }
-
     /// Joins `state`, which holds only what a batch applied to its record (an unread state of
-    /// `WriteContext`), with the record's row where the row lies. Reads only the row's `crdt`
-    /// blob; rewrites it and only the columns whose registers `state` wins (with the tags column
-    /// when `state` has tags). The field columns it does not rewrite are not read (`verify` checks
-    /// them). The row it leaves is the one `save` writes for the joined state, byte for byte: the
-    /// values of the other columns and the other parts of the blob stay as they are, and are not
-    /// decoded.
+    /// `WriteContext`), with the record's row where the row lies; false, writing nothing, when the
+    /// record has no row. Reads the row's `crdt` blob, and a field column only when the write it
+    /// holds loses but stays a head (its value is then a rival's); rewrites the blob and only the
+    /// columns whose registers `state` wins (with the tags column when `state` has tags). The
+    /// row it leaves is the one `save` writes for the joined state, byte for byte: the values of
+    /// the other columns and the other parts of the blob stay as they are, and are not decoded.
     static func patch(
         _ state: RecordState, in table: RecordTable, _ db: Database, _ directory: inout ReplicaDirectory,
         _ statements: inout RecordStatements
-    ) throws -> Patched {
-        guard let stored = try storedCRDT(of: state.ref, in: table, db, &statements) else { return .noRow }
+    ) throws -> Bool {
+        guard let stored = try storedCRDT(of: state.ref, in: table, db, &statements) else { return false }
         let known = state.knownRegisters
         var reader = ByteReader(stored)
         var writer = ByteWriter(capacity: stored.count + 64)
@@ -340,6 +331,7 @@ enum RecordRows {
                     continue
                 }
                 let storedStamp = try readStamp(&reader, directory)
+                let headsStart = reader.offset
                 // The column's value is not read: a placeholder stands for it, and is never written.
                 let storedRegister = try readHeads(
                     of: .null, storedStamp, hasFlags: storedFlagged & bit != 0, &reader, format, directory)
@@ -353,8 +345,14 @@ enum RecordRows {
                     }
                     continue
                 }
-                let joined = storedRegister.merging(register)
-                if joined.rivals.contains(where: { $0.stamp == storedStamp }) { return .needsWholeRow }
+                var joined = storedRegister.merging(register)
+                if joined.rivals.contains(where: { $0.stamp == storedStamp }) {
+                    // The stored winner lost and stays a head, with the value its column holds.
+                    var heads = ByteReader(stored, offset: headsStart)
+                    let value = try storedValue(of: slot, in: table, ref: state.ref, db, &statements)
+                    joined = try readHeads(of: value, storedStamp, hasFlags: storedFlagged & bit != 0, &heads, format, directory)
+                        .merging(register)
+                }
                 if joined.inConflict { conflicts += 1 }
                 if !joined.isPlain { flagged |= bit }
                 try writeRegister(joined, flagged: !joined.isPlain, &registers, db, &directory)
@@ -397,7 +395,7 @@ enum RecordRows {
         }
         let crdtEnd = writer.bytes.count
         // Operations applied again (a merge finished twice) change nothing.
-        guard wonSlots != 0 || joinedTags != nil || !writer.bytes[..<crdtEnd].elementsEqual(stored) else { return .joined }
+        guard wonSlots != 0 || joinedTags != nil || !writer.bytes[..<crdtEnd].elementsEqual(stored) else { return true }
         if let joinedTags { writeTagsColumn(joinedTags, into: &writer) }
         let tagsEnd = writer.bytes.count
         for slot in known.indices where wonSlots & (1 << UInt32(slot)) != 0 {
@@ -422,7 +420,19 @@ enum RecordRows {
             statement.bindInPlace(index + 1, blob: UnsafeRawBufferPointer(rebasing: payload[0..<crdtEnd]))
             try statement.execute()
         }
-        return .joined
+        return true
+    }
+
+    /// The value a record's row holds in the column of `slot` (the row exists).
+    private static func storedValue(
+        of slot: Int, in table: RecordTable, ref: RecordRef, _ db: Database, _ statements: inout RecordStatements
+    ) throws -> Value {
+        let statement = HotStatement(db, prepared: try statements.select(from: table, db))
+        statement.bind(1, id: ref.id)
+        guard try statement.step() else { throw ConcordError(.corrupt, "the row of \(ref) went missing during a merge") }
+        let field = table.columns[slot].field
+        guard let storage = statement.storage(Int32(slot)) else { throw wrongType(field) }
+        return try value(of: field, storage)
     }
 
     /// The `crdt` blob of a record's row, nil when it has none.

@@ -348,13 +348,11 @@ struct WriteContext {
                 if let table = RecordTable.of(states[index].ref.kind) {
                     // Joined with its row where the row lies, reading and writing only what the
                     // batch's operations touch.
-                    switch try RecordRows.patch(states[index], in: table, db, &directory, &statements) {
-                    case .joined:
+                    if try RecordRows.patch(states[index], in: table, db, &directory, &statements) {
                         found += 1
                         continue
-                    case .noRow: rows[index] = .new
-                    case .needsWholeRow: try read(index)
                     }
+                    rows[index] = .new
                 } else {
                     try read(index)
                 }

@@ -397,6 +397,45 @@ import Testing
         #expect(try store.dump() == before && store.allOperations().count == own)
     }
 
+    /// A merge read once sorts what it reads on a thread of its own, chunks behind the reading:
+    /// across many chunks, the error it throws is still the first one in the input's order (an
+    /// invalid operation before a failed read, a failed read before an invalid operation), and
+    /// nothing is applied either way.
+    @Test func aMergeReadOnceThrowsTheFirstErrorOfItsInput() throws {
+        let source = try makeStore(seed: 1)
+        try source.perform((0..<3_000).map { index in (.note(RecordID(high: 1, low: UInt64(index))), Change.createNote(NoteDraft(title: "n\(index)"))) })
+        let operations = try source.allOperations()
+        #expect(operations.count > 4 * 2048)
+        var invalid = operations[5_000]
+        invalid.action = .assign(.title, .int(4))
+        struct Damaged: Error {}
+        let store = try makeStore(seed: 2)
+        try store.addReminder(ReminderDraft(title: "own"))
+        let before = try store.dump()
+
+        let invalidFirst = try #require(throws: ConcordError.self) {
+            try store.merge { each in
+                for operation in operations[..<5_000] { try each(operation) }
+                try each(invalid)
+                for operation in operations[5_001..<7_000] { try each(operation) }
+                throw Damaged()
+            }
+        }
+        #expect(invalidFirst.code == .invalidInput && !(invalidFirst.cause is Damaged))
+        let readFailedFirst = try #require(throws: ConcordError.self) {
+            try store.merge { each in
+                for operation in operations[..<3_000] { try each(operation) }
+                throw Damaged()
+            }
+        }
+        #expect(readFailedFirst.cause is Damaged)
+        #expect(try store.dump() == before && store.pendingOperationCount() == 0)
+
+        let report = try store.merge { each in try operations.forEach(each) }
+        #expect(report.newOperationCount == operations.count)
+        #expect(try store.notes().count == 3_000)
+    }
+
     /// A batched merge logs in batches of operations, then applies in batches of records: a batch
     /// that applies ends between records, once it holds its bound of them (SPEC.md §5.6).
     @Test func batchesLogByOperationsAndApplyByRecords() throws {
