@@ -123,13 +123,14 @@ extension ConcordStore {
     ) throws -> Int {
         guard !rows.isEmpty else { return 0 }
         var sorter = OperationSorter(spillPath: spillPath(), runOperations: bounds.sortRun)
-        try guarded {
+        let directory = try guarded {
             try connection.read { db in
                 try forEachPendingOperation(in: rows, db) { operation in try sorter.add(operation) }
+                return try ReplicaDirectory(db)
             }
         }
         let operations = try guarded { try sorter.finish() }
-        let states = FoldedRecords(operations, bounds)
+        let states = FoldedRecords(operations, bounds, encodingWith: directory)
         defer { states.stop() }
         let first = try guarded { try states.next() }
         try applyInRecordOrder(states, from: first, rows: rows, bounds: bounds, checking: check, afterEachBatch: afterEachBatch)

@@ -89,7 +89,7 @@ extension ConcordStore {
     /// of each batch as it commits; the report leaves `touchedRecords` empty.
     @discardableResult
     package func merge(reading read: (_ each: (Op) throws -> Void) throws -> Void) throws(ConcordError) -> MergeReport {
-        try guarded { try merge(bounds: environment.mergeBatch, sortingAside: true, reading: read) }
+        try guarded { try merge(bounds: environment.mergeBatch, reading: read) }
     }
 
     /// Passes `each` the operations of this store that `target` lacks: first the last operation

@@ -3,17 +3,29 @@ import ConcordCore
 /// The sorted operations of a merge folded into one state per record: what applying them to a
 /// record that held nothing gives (`RecordState.apply`), to be joined with the record's row. They
 /// are folded on a thread of their own, ahead of the batch that writes them (`Prefetch`), when
-/// there are enough of them to pay for the thread (`MergeBatch.foldThreadFrom`). Call `stop` when
-/// done.
+/// there are enough of them to pay for the thread (`MergeBatch.foldThreadFrom`); that thread also
+/// encodes each state's row, which `save` inserts as it is when the record is new to the store
+/// (the writing thread, which the merge waits for, then only binds it). Call `stop` when done.
 final class FoldedRecords {
     private var inline: Folding?
-    private let prefetch: Prefetch<RecordState>?
+    private let prefetch: Prefetch<FoldedRecord>?
 
-    init(_ operations: OperationSorter.Finished, _ limits: MergeBatch) {
+    /// - Parameter directory: the store's replicas, as the transaction that will write the rows
+    ///   sees them (with the authors of `operations`, which it logged).
+    init(_ operations: OperationSorter.Finished, _ limits: MergeBatch, encodingWith directory: ReplicaDirectory) {
         var folding = Folding(operations.recordOrder())
         if operations.sortedCount >= limits.foldThreadFrom {
             inline = nil
-            prefetch = Prefetch(chunk: 256) { try folding.next() }
+            var directory = directory
+            prefetch = Prefetch(chunk: 256) {
+                guard let state = try folding.next() else { return nil }
+                do {
+                    return FoldedRecord(state: state, row: try RecordRows.encode(state, nil, &directory))
+                } catch is ReplicaDirectory.Unregistered {
+                    // The record names a replica the store has not seen yet: `save` registers it.
+                    return FoldedRecord(state: state, row: nil)
+                }
+            }
         } else {
             inline = folding
             prefetch = nil
@@ -23,9 +35,9 @@ final class FoldedRecords {
     /// A caller that forgot `stop` still leaves no thread behind.
     deinit { prefetch?.stop() }
 
-    func next() throws -> RecordState? {
+    func next() throws -> FoldedRecord? {
         if let prefetch { return try prefetch.next() }
-        return try inline!.next()
+        return try inline!.next().map { FoldedRecord(state: $0, row: nil) }
     }
 
     func stop() {
@@ -59,4 +71,12 @@ final class FoldedRecords {
             return state
         }
     }
+}
+
+/// One record's operations of a merge, folded (`FoldedRecords`).
+struct FoldedRecord {
+    var state: RecordState
+    /// `state`'s row, when it was encoded ahead (`RecordRows.encode`): what `save` writes for a
+    /// record that has no row yet.
+    var row: RecordRows.EncodedRow?
 }

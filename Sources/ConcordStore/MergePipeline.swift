@@ -11,8 +11,7 @@ import GRDB
 ///    anything is written; so invalid or unreadable input applies nothing.
 /// 2. **Sort by record**: those the store does not hold (neither covered by its version vector nor
 ///    held above a gap of it) are also kept in record order (`OperationSorter`: in memory, or in a
-///    temporary file beside the store). Input that is decoded as it is read (a file, another
-///    store) is checked and sorted on a thread of its own meanwhile.
+///    temporary file beside the store).
 /// 3. **Log**: the operations are appended to the log in the order they came, in transactions of
 ///    at most `MergeBatch.operations` operations, each listing the log rows it writes as pending.
 /// 4. **Apply**: the sorted operations, folded into one state per record (`FoldedRecords`), are
@@ -29,15 +28,12 @@ extension ConcordStore {
     ///   while the store holds the session's key).
     /// - Parameter afterEachBatch: runs after each transaction commits (tests stop a merge there,
     ///   as a crash would).
-    /// - Parameter sortingAside: `read` decodes its input (a file, another store): it is sorted on
-    ///   a thread of its own meanwhile (`readAndSort`).
     func merge(
         bounds: MergeBatch, checking check: (Database) throws -> Void = { _ in },
-        afterEachBatch: () throws -> Void = {}, sortingAside: Bool = false,
-        reading read: (_ each: (Op) throws -> Void) throws -> Void
+        afterEachBatch: () throws -> Void = {}, reading read: (_ each: (Op) throws -> Void) throws -> Void
     ) throws -> MergeReport {
         try finishPendingMerge()
-        let input = try readAndSort(read, sortRun: bounds.sortRun, sortingAside: sortingAside)
+        let input = try readAndSort(read, sortRun: bounds.sortRun)
         return try logAndApply(input, bounds: bounds, checking: check, afterEachBatch: afterEachBatch).report
     }
 
@@ -70,8 +66,9 @@ extension ConcordStore {
         afterEachBatch: () throws -> Void, applying: Bool
     ) throws -> (report: MergeReport, pending: [PendingRow]) {
         guard input.count > 0 else { return (MergeReport(), []) }
-        // Folding starts at once, on a thread of its own for a large merge, while the log is written.
-        let states = applying ? FoldedRecords(input, bounds) : nil
+        // Folded once the operations are logged, on a thread of its own for a large merge, with
+        // the replicas the log then names.
+        var states: FoldedRecords?
         defer { states?.stop() }
 
         var added = input.addedOrder()
@@ -84,7 +81,7 @@ extension ConcordStore {
         // not (read against another store object, whose file was replaced since).
         var heldAfterAll = false
         let fitsInOneBatch = input.count <= bounds.operations
-        var next: RecordState?
+        var next: FoldedRecord?
         repeat {
             report.formUnion(try mergeTransaction(check) { context, report in
                 let batch = min(waiting, bounds.operations)
@@ -99,105 +96,41 @@ extension ConcordStore {
                 // transaction (often all of them: the merge is one transaction). A larger one
                 // applies them in transactions of their own, so that other writers get the store
                 // between its logging and its applying too.
-                guard let states, fitsInOneBatch, !heldAfterAll, !rows.isEmpty else { return }
-                next = try states.next()
-                let last = try join(states, from: &next, into: &context, bounds: bounds)
+                guard applying, fitsInOneBatch, !heldAfterAll, !rows.isEmpty else { return }
+                let folded = FoldedRecords(input, bounds, encodingWith: context.directory)
+                states = folded
+                next = try folded.next()
+                let last = try join(folded, from: &next, into: &context, bounds: bounds)
                 try Self.settle(rows, through: last, finished: next == nil, context.db)
             })
             try afterEachBatch()
         } while waiting > 0
-        guard let states else { return (report, rows) }
+        guard applying else { return (report, rows) }
         if heldAfterAll {
             // Leave what the other process logged to it (its records must not show operations
             // still listed as pending), and apply what this merge logged, read back from the log.
-            states.stop()
             try applyPending(rows, bounds: bounds, checking: check, afterEachBatch: afterEachBatch)
             return (report, [])
         }
-        if !fitsInOneBatch, !rows.isEmpty { next = try states.next() }
-        if next != nil {
+        if !fitsInOneBatch, !rows.isEmpty {
+            let directory = try connection.read { db in try ReplicaDirectory(db) }
+            states = FoldedRecords(input, bounds, encodingWith: directory)
+            next = try states?.next()
+        }
+        if let states, next != nil {
             try applyInRecordOrder(states, from: next, rows: rows, bounds: bounds, checking: check, afterEachBatch: afterEachBatch)
         }
         return (report, [])
     }
 
     /// Stages 1 and 2: reads and checks every operation, keeping them all in the order read and
-    /// those the store does not hold in record order too. With `sortingAside`, `read` runs on this
-    /// thread and the checking and sorting on a thread of their own, a few chunks behind: for a
-    /// large input, decoding it and encoding it for the sort take about as long as each other.
-    func readAndSort(
-        _ read: (_ each: (Op) throws -> Void) throws -> Void, sortRun: Int, sortingAside: Bool = false
-    ) throws -> OperationSorter.Finished {
+    /// those the store does not hold in record order too.
+    func readAndSort(_ read: (_ each: (Op) throws -> Void) throws -> Void, sortRun: Int) throws -> OperationSorter.Finished {
         let (held, aboveGaps) = try guarded { try connection.read { db in try (ReplicaDirectory(db).versionVector, Self.heldAboveGaps(db)) } }
-        let (path, spillPath) = (path, spillPath())
-        let intake = { Intake(OperationSorter(spillPath: spillPath, runOperations: sortRun), held: held, aboveGaps: aboveGaps, path: path) }
-        guard sortingAside else {
-            var sorting = intake()
-            try read { try sorting.add($0) }
-            return try guarded { try sorting.finish() }
-        }
-        let operations = Handoff<Op>()
-        let sorted = Handoff<OperationSorter.Finished>(depth: 1)
-        sorted.startProducer(named: "concord.sort") { sorted in
-            var sorting = intake()
-            do {
-                while let chunk = try operations.take() {
-                    for operation in chunk { try sorting.add(operation) }
-                }
-            } catch {
-                // `read` stops at its next chunk.
-                operations.cancel()
-                throw error
-            }
-            _ = sorted.give([try Self.guarded(path) { try sorting.finish() }])
-        }
-        // The sorting thread never outlives this call.
-        defer {
-            sorted.cancel()
-            sorted.waitUntilClosed()
-        }
-        var chunk: [Op] = []
-        do {
-            try read { operation in
-                chunk.append(operation)
-                guard chunk.count >= Self.sortChunk else { return }
-                // The sorting thread failed: its error is the one thrown, below.
-                guard operations.give(chunk) else { throw CancellationError() }
-                chunk = []
-            }
-            if !chunk.isEmpty { _ = operations.give(chunk) }
-            operations.close()
-        } catch {
-            // Thrown on the sorting thread after the operations read before it were checked: the
-            // first error in the input's order is the one thrown, as when sorting inline.
-            operations.close(throwing: error)
-        }
-        guard let finished = try sorted.take()?.first else { preconditionFailure("the sorting thread ended without a result or an error") }
-        return finished
-    }
-
-    /// How many operations `readAndSort` hands to its sorting thread at a time.
-    private static let sortChunk = 2048
-
-    /// Stages 1 and 2 for one operation at a time: checks it, and keeps it, in record order too
-    /// unless the store holds it.
-    private struct Intake {
-        private var sorter: OperationSorter
-        private let held: VersionVector
-        private let aboveGaps: [ReplicaID: [ClosedRange<UInt64>]]
-        /// The store's, for errors.
-        private let path: String
-        /// Operations come in runs of one author: its seq is looked up once per run.
-        private var author: (id: ReplicaID, held: UInt64, aboveGaps: [ClosedRange<UInt64>])?
-
-        init(_ sorter: OperationSorter, held: VersionVector, aboveGaps: [ReplicaID: [ClosedRange<UInt64>]], path: String) {
-            self.sorter = sorter
-            self.held = held
-            self.aboveGaps = aboveGaps
-            self.path = path
-        }
-
-        mutating func add(_ operation: Op) throws {
+        var sorter = OperationSorter(spillPath: spillPath(), runOperations: sortRun)
+        // Operations come in runs of one author: look its seq up once per run.
+        var author: (id: ReplicaID, held: UInt64, aboveGaps: [ClosedRange<UInt64>])?
+        try read { operation in
             do {
                 try operation.validate()
             } catch {
@@ -208,10 +141,7 @@ extension ConcordStore {
             let new = id.seq > author!.held && (author!.aboveGaps.isEmpty || !author!.aboveGaps.contains { $0.contains(id.seq) })
             try sorter.add(operation, sorting: new)
         }
-
-        consuming func finish() throws -> OperationSorter.Finished {
-            try sorter.finish()
-        }
+        return try guarded { try sorter.finish() }
     }
 
     /// The log rows held above a gap of the version vector (operations that arrived out of
@@ -258,7 +188,7 @@ extension ConcordStore {
     /// (`bounds.records`) per transaction, recording the progress in the pending `rows` (SPEC.md
     /// §5.6); the last batch deletes them.
     func applyInRecordOrder(
-        _ states: FoldedRecords, from first: RecordState?, rows: [PendingRow], bounds: MergeBatch,
+        _ states: FoldedRecords, from first: FoldedRecord?, rows: [PendingRow], bounds: MergeBatch,
         checking check: (Database) throws -> Void = { _ in }, afterEachBatch: () throws -> Void = {}
     ) throws {
         var next = first
@@ -275,14 +205,15 @@ extension ConcordStore {
     /// are joined or the states end; `next` is left at the first state not joined. Returns the
     /// last record joined.
     private func join(
-        _ states: FoldedRecords, from next: inout RecordState?, into context: inout WriteContext, bounds: MergeBatch
+        _ states: FoldedRecords, from next: inout FoldedRecord?, into context: inout WriteContext, bounds: MergeBatch
     ) throws -> RecordRef? {
         context.reserveRecords(bounds.flushRecords)
         var last: RecordRef?
         var joined = 0
-        while let state = next, joined < bounds.records {
-            context.join(unread: state)
-            last = state.ref
+        // Taken out of `next`, so that the record moves into the context rather than being copied.
+        while joined < bounds.records, let record = next.take() {
+            last = record.state.ref
+            context.join(unread: record)
             joined += 1
             // The states come in record order: written out a few at a time, rows are still
             // written in order, and the folding thread folds the next states meanwhile.

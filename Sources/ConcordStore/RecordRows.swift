@@ -211,15 +211,21 @@ enum RecordRows {
         }
     }
 
-    /// Writes a state's row, and tells whether it wrote one (only `insertIfAbsent` may not).
-    @discardableResult
-    static func save(
-        _ state: RecordState, as write: Write, _ db: Database, _ directory: inout ReplicaDirectory,
-        _ statements: inout RecordStatements
-    ) throws -> Bool {
-        // Everything the row binds as bytes goes into one buffer: the crdt blob, then the tags
-        // column, then the text fields. SQLite reads them in place while the statement runs,
-        // rather than copying each into an allocation of its own.
+    /// A record's row as `save` writes it, in one buffer that SQLite reads in place while the
+    /// statement runs (rather than copying each value into an allocation of its own): the `crdt`
+    /// blob, then the `tags` column, then the values of the text fields, in column order.
+    struct EncodedRow {
+        fileprivate var bytes: [UInt8]
+        fileprivate var crdtEnd: Int
+        fileprivate var tagsEnd: Int
+        /// The fields in conflict: the `conflicts` column.
+        fileprivate var conflicts: Int64
+    }
+
+    /// Encodes a state's row for `save`. Without `db` it registers no replica (see
+    /// `ReplicaDirectory.index(of:_:)`): a merge's folding thread encodes the rows of new records
+    /// ahead of the thread that writes them, with a copy of the directory.
+    static func encode(_ state: RecordState, _ db: Database?, _ directory: inout ReplicaDirectory) throws -> EncodedRow {
         var writer = ByteWriter(capacity: 256)
         writer.byte(crdtFormat)
         let table = RecordTable.of(state.ref.kind)
@@ -246,39 +252,51 @@ enum RecordRows {
             try writeRegister(register, flagged: !register.isPlain, &writer, db, &directory)
         }
         try writeUnknown(state.unknown, &writer, db, &directory)
+        for register in state.unknown.values where register.inConflict { conflicts += 1 }
         try writeTags(state.tags, &writer, db, &directory)
         try writeSpans(state.operations, &writer, db, &directory)
         let crdtEnd = writer.bytes.count
-
-        guard let table else {
-            let statement = try HotStatement(
-                db, "INSERT \(write == .insertIfAbsent ? "OR IGNORE" : "OR REPLACE") INTO other_records (kind, id, crdt) VALUES (?, ?, ?)")
-            statement.bind(1, Int64(state.ref.kind.rawValue))
-            statement.bind(2, id: state.ref.id)
-            statement.bind(3, bytes: writer.bytes)
-            try statement.execute()
-            return write != .insertIfAbsent || statement.changes > 0
-        }
+        guard table != nil else { return EncodedRow(bytes: writer.bytes, crdtEnd: crdtEnd, tagsEnd: crdtEnd, conflicts: conflicts) }
         writeTagsColumn(state.tags, into: &writer)
         let tagsEnd = writer.bytes.count
         for slot in known.indices {
             if case .string(let text)? = known[slot]?.value { writer.bytes(text.utf8) }
         }
+        return EncodedRow(bytes: writer.bytes, crdtEnd: crdtEnd, tagsEnd: tagsEnd, conflicts: conflicts)
+    }
+
+    /// Writes a state's row, encoded here unless `encoded` (by `encode`, of this same state), and
+    /// tells whether it wrote one (only `insertIfAbsent` may not).
+    @discardableResult
+    static func save(
+        _ state: RecordState, as write: Write, _ db: Database, _ directory: inout ReplicaDirectory,
+        _ statements: inout RecordStatements, encoded: EncodedRow? = nil
+    ) throws -> Bool {
+        let row = try encoded ?? encode(state, db, &directory)
+        guard let table = RecordTable.of(state.ref.kind) else {
+            let statement = try HotStatement(
+                db, "INSERT \(write == .insertIfAbsent ? "OR IGNORE" : "OR REPLACE") INTO other_records (kind, id, crdt) VALUES (?, ?, ?)")
+            statement.bind(1, Int64(state.ref.kind.rawValue))
+            statement.bind(2, id: state.ref.id)
+            statement.bind(3, bytes: row.bytes)
+            try statement.execute()
+            return write != .insertIfAbsent || statement.changes > 0
+        }
+        let known = state.knownRegisters
         let statement = HotStatement(db, prepared: try statements.statement(write, of: table, db))
-        return try writer.bytes.withUnsafeBytes { payload in
+        return try row.bytes.withUnsafeBytes { payload in
             statement.bind(1, id: state.ref.id)
             var index: Int32 = 2
-            var textStart = tagsEnd
+            var textStart = row.tagsEnd
             for (slot, (field, _)) in table.columns.enumerated() {
                 bindColumn(statement, index, field, known[slot]?.value, payload, &textStart)
                 index += 1
             }
-            statement.bindInPlace(index, text: UnsafeRawBufferPointer(rebasing: payload[crdtEnd..<tagsEnd]))
-            for register in state.unknown.values where register.inConflict { conflicts += 1 }
-            statement.bind(index + 1, conflicts)
+            statement.bindInPlace(index, text: UnsafeRawBufferPointer(rebasing: payload[row.crdtEnd..<row.tagsEnd]))
+            statement.bind(index + 1, row.conflicts)
             // The bindings point into `payload`, which ends with this call.
             defer { statement.clearBindings() }
-            statement.bindInPlace(index + 2, blob: UnsafeRawBufferPointer(rebasing: payload[0..<crdtEnd]))
+            statement.bindInPlace(index + 2, blob: UnsafeRawBufferPointer(rebasing: payload[0..<row.crdtEnd]))
             try statement.execute()
             return write != .insertIfAbsent || statement.changes > 0
         }
@@ -499,7 +517,7 @@ enum RecordRows {
         ConcordError(.corrupt, "column \(field.name) holds a value of the wrong type")
     }
 
-    private static func writeStamp(_ stamp: Stamp, _ writer: inout ByteWriter, _ db: Database, _ directory: inout ReplicaDirectory) throws {
+    private static func writeStamp(_ stamp: Stamp, _ writer: inout ByteWriter, _ db: Database?, _ directory: inout ReplicaDirectory) throws {
         writer.varint(stamp.timestamp.rawValue)
         writer.varint(UInt64(try directory.index(of: stamp.replica, db)))
         writer.varint(stamp.seq)
@@ -514,7 +532,7 @@ enum RecordRows {
     // The sections of the crdt blob after the known fields' stamps (SPEC.md, "Store").
 
     private static func writeUnknown(
-        _ unknown: [ExactString: LWWRegister], _ writer: inout ByteWriter, _ db: Database, _ directory: inout ReplicaDirectory
+        _ unknown: [ExactString: LWWRegister], _ writer: inout ByteWriter, _ db: Database?, _ directory: inout ReplicaDirectory
     ) throws {
         writer.varint(UInt64(unknown.count))
         guard !unknown.isEmpty else { return }
@@ -555,7 +573,7 @@ enum RecordRows {
     /// Writes a register's stamp and, when `flagged`, its heads (not the winner's value, which has
     /// its column or is written before). Only a plain register (`isPlain`) goes unflagged.
     private static func writeRegister(
-        _ register: LWWRegister, flagged: Bool, _ writer: inout ByteWriter, _ db: Database, _ directory: inout ReplicaDirectory
+        _ register: LWWRegister, flagged: Bool, _ writer: inout ByteWriter, _ db: Database?, _ directory: inout ReplicaDirectory
     ) throws {
         try writeStamp(register.stamp, &writer, db, &directory)
         guard flagged else { return }
@@ -635,7 +653,7 @@ enum RecordRows {
     /// The record's operation spans: a count, then each as its author's index, first seq, and
     /// length less one.
     private static func writeSpans(
-        _ operations: OperationSpans, _ writer: inout ByteWriter, _ db: Database, _ directory: inout ReplicaDirectory
+        _ operations: OperationSpans, _ writer: inout ByteWriter, _ db: Database?, _ directory: inout ReplicaDirectory
     ) throws {
         writer.varint(UInt64(operations.spans.count))
         for span in operations.spans {
@@ -660,7 +678,7 @@ enum RecordRows {
         return OperationSpans(spans)
     }
 
-    private static func writeTags(_ tags: TagSet, _ writer: inout ByteWriter, _ db: Database, _ directory: inout ReplicaDirectory) throws {
+    private static func writeTags(_ tags: TagSet, _ writer: inout ByteWriter, _ db: Database?, _ directory: inout ReplicaDirectory) throws {
         writer.varint(UInt64(tags.entries.count))
         for entry in tags.entries {
             writer.string(entry.tag.string)
@@ -698,7 +716,7 @@ enum RecordRows {
         }
     }
 
-    private static func writeDots(_ dots: Dots, _ writer: inout ByteWriter, _ db: Database, _ directory: inout ReplicaDirectory) throws {
+    private static func writeDots(_ dots: Dots, _ writer: inout ByteWriter, _ db: Database?, _ directory: inout ReplicaDirectory) throws {
         writer.varint(UInt64(dots.count))
         for dot in dots {
             writer.varint(UInt64(try directory.index(of: dot.replica, db)))

@@ -24,20 +24,27 @@ struct ReplicaDirectory {
         }
     }
 
-    /// The index of `id`, registering the replica when it is new.
-    mutating func index(of id: ReplicaID, _ db: Database) throws -> Int64 {
+    /// The index of `id`, registering the replica when it is new. Without `db` (a copy of the
+    /// directory, used where the store cannot be written), a new replica throws `Unregistered`.
+    mutating func index(of id: ReplicaID, _ db: Database?) throws -> Int64 {
         if id == lastID { return lastIndex }
         if let index = indexByID[id] {
             lastID = id
             lastIndex = index
             return index
         }
+        guard let db else { throw Unregistered(id: id) }
         try db.execute(sql: "INSERT INTO replicas (id) VALUES (?)", arguments: [Data(id.bytes)])
         let index = db.lastInsertedRowID
         indexByID[id] = index
         setID(id, at: index)
         contiguous[id] = 0
         return index
+    }
+
+    /// A replica `index(of:_:)` could not register, having no database.
+    struct Unregistered: Error {
+        let id: ReplicaID
     }
 
     func id(at index: Int64) throws -> ReplicaID {

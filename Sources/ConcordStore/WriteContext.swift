@@ -63,6 +63,9 @@ struct WriteContext {
     /// `states[i]` is (see `RowState`).
     private var states: [RecordState] = []
     private var rows: [RowState] = []
+    /// The rows encoded ahead of the unread states that `join(unread:)` brought (`FoldedRecord`);
+    /// nil once such a state changes.
+    private var encodedRows: [RecordRows.EncodedRow?] = []
     private var stateIndex: [RecordRef: Int] = [:]
     private var lastRef: RecordRef?
     private var lastIndex = 0
@@ -98,6 +101,7 @@ struct WriteContext {
     mutating func reserveRecords(_ count: Int) {
         states.reserveCapacity(count)
         rows.reserveCapacity(count)
+        encodedRows.reserveCapacity(count)
         stateIndex.reserveCapacity(count)
     }
 
@@ -126,12 +130,15 @@ struct WriteContext {
         return insert(RecordState(ref: ref), row: .unread)
     }
 
-    private mutating func insert(_ state: RecordState, row: RowState) -> Int {
+    /// Consuming, so that the state moves into `states` rather than being copied.
+    private mutating func insert(_ state: consuming RecordState, row: RowState, encoded: consuming RecordRows.EncodedRow? = nil) -> Int {
+        let ref = state.ref
         states.append(state)
         rows.append(row)
+        encodedRows.append(encoded)
         let index = states.count - 1
-        stateIndex[state.ref] = index
-        lastRef = state.ref
+        stateIndex[ref] = index
+        lastRef = ref
         lastIndex = index
         return index
     }
@@ -152,6 +159,7 @@ struct WriteContext {
             var whole = loaded
             whole.merge(states[index])
             states[index] = whole
+            encodedRows[index] = nil
             rows[index] = .stored
         } else {
             rows[index] = .new
@@ -245,6 +253,7 @@ struct WriteContext {
         let index = index(applyingTo: operation.record)
         // Mutate in place: copying the state out and back would copy its storage on every operation.
         states[index].apply(operation)
+        encodedRows[index] = nil
         try openChunk(for: operation.id)
         currentChunk!.append(operation)
         currentNew += 1
@@ -272,11 +281,12 @@ struct WriteContext {
 
     /// Joins a state built from operations the log already holds (folded elsewhere,
     /// `FoldedRecords`) with the record's: its row is joined at the flush.
-    mutating func join(unread state: RecordState) {
-        if let index = stateIndex[state.ref] {
-            states[index].merge(state)
+    mutating func join(unread record: consuming FoldedRecord) {
+        if let index = stateIndex[record.state.ref] {
+            states[index].merge(record.state)
+            encodedRows[index] = nil
         } else {
-            _ = insert(state, row: .unread)
+            _ = insert(record.state, row: .unread, encoded: record.row)
         }
     }
 
@@ -340,7 +350,7 @@ struct WriteContext {
         for index in order {
             if rows[index] == .unread {
                 if absent * 2 >= found {
-                    if try RecordRows.save(states[index], as: .insertIfAbsent, db, &directory, &statements) {
+                    if try RecordRows.save(states[index], as: .insertIfAbsent, db, &directory, &statements, encoded: encodedRows[index]) {
                         absent += 1
                         continue
                     }
@@ -362,6 +372,7 @@ struct WriteContext {
         }
         states.removeAll(keepingCapacity: true)
         rows.removeAll(keepingCapacity: true)
+        encodedRows.removeAll(keepingCapacity: true)
         stateIndex.removeAll(keepingCapacity: true)
         lastRef = nil
         for (replica, chunk) in openChunks {

@@ -397,10 +397,9 @@ import Testing
         #expect(try store.dump() == before && store.allOperations().count == own)
     }
 
-    /// A merge read once sorts what it reads on a thread of its own, chunks behind the reading:
-    /// across many chunks, the error it throws is still the first one in the input's order (an
-    /// invalid operation before a failed read, a failed read before an invalid operation), and
-    /// nothing is applied either way.
+    /// A merge read once throws the first error in its input's order (an invalid operation before
+    /// a failed read, a failed read before an invalid operation), far into a large input, and
+    /// applies nothing either way.
     @Test func aMergeReadOnceThrowsTheFirstErrorOfItsInput() throws {
         let source = try makeStore(seed: 1)
         try source.perform((0..<3_000).map { index in (.note(RecordID(high: 1, low: UInt64(index))), Change.createNote(NoteDraft(title: "n\(index)"))) })
