@@ -44,8 +44,14 @@ public struct ByteWriter: Sendable {
     @inlinable
     public mutating func varint(_ value: UInt64) {
         guard value >= 0x80 else { return storage.append(UInt8(truncatingIfNeeded: value)) }
-        // Built in a local buffer and appended at once: appending byte by byte checks the
-        // storage's capacity and uniqueness for each byte, and a timestamp takes eight.
+        longVarint(value)
+    }
+
+    /// A varint of two bytes or more, built in a local buffer and appended at once: appending
+    /// byte by byte checks the storage's capacity and uniqueness for each byte, and a timestamp
+    /// takes eight. Kept out of `varint`, so that the one-byte case inlines small.
+    @usableFromInline
+    mutating func longVarint(_ value: UInt64) {
         var buffer: (UInt64, UInt16) = (0, 0)
         withUnsafeMutableBytes(of: &buffer) { raw in
             var rest = value

@@ -21,16 +21,15 @@ public struct Op: Hashable, Sendable, CustomStringConvertible {
     /// For an assign, what its writer had seen of the register (SPEC.md §5.1, "Predecessors");
     /// nil when that is unknown (an assign written by a build older than bundle format 2) and for
     /// tag operations, which carry what they observed in their action.
-    public var predecessors: Predecessors?
-
-    /// An operation with these parts, as the store and the formats make them.
-    public init(id: OperationID, timestamp: Timestamp, record: RecordRef, action: Action, predecessors: Predecessors? = nil) {
-        self.id = id
-        self.timestamp = timestamp
-        self.record = record
-        self.action = action
-        self.predecessors = predecessors
+    @inlinable public var predecessors: Predecessors? {
+        get { storedPredecessors }
+        set { storedPredecessors = newValue }
     }
+    // Stored under another name, so that the public initializer (below) can call the memberwise
+    // one: an initializer that sets a struct's fields one by one leaves a retain and a release
+    // behind once it has two reference-counted fields (Swift 6.3's optimizer), a cost on every
+    // operation decoded. Inlinable, so that other modules read it as directly as a stored property.
+    @usableFromInline var storedPredecessors: Predecessors?
 
     /// The largest valid sequence number, 2^63−1: stores keep seqs in SQLite's signed 64-bit
     /// integers, and no replica comes near it.
@@ -85,6 +84,13 @@ public struct Op: Hashable, Sendable, CustomStringConvertible {
                 throw InvalidOperation(operation: id, reason: "a tag operation with predecessors")
             }
         }
+    }
+}
+
+extension Op {
+    /// An operation with these parts, as the store and the formats make them.
+    public init(id: OperationID, timestamp: Timestamp, record: RecordRef, action: Action, predecessors: Predecessors? = nil) {
+        self.init(id: id, timestamp: timestamp, record: record, action: action, storedPredecessors: predecessors)
     }
 }
 
