@@ -220,6 +220,37 @@ extension RecordOrderMergeTests {
     }
 }
 
+    /// The folding thread encodes the rows of new records with a copy of the store's replicas: a
+    /// record that names a replica the store has never seen (here only in its writes'
+    /// predecessors) is left to the writing thread, which registers it; either way the rows are
+    /// those a merge without the thread writes.
+    @Test func rowsEncodedAheadNameOnlyReplicasTheStoreKnows() throws {
+        let clock = ManualClock(baseMillis)
+        let (author, unseen) = (ReplicaID(high: 0xA, low: 1), ReplicaID(high: 0xC, low: 3))
+        var operations: [Op] = []
+        for index in 0..<60 {
+            let ref = RecordRef.note(RecordID(high: 7, low: UInt64(index)))
+            // Every third note's title was written over a write of the unseen replica.
+            let predecessors = index % 3 == 0 ? Predecessors([OperationID(replica: unseen, seq: UInt64(index + 1))]) : .empty
+            operations.append(Op(
+                id: OperationID(replica: author, seq: UInt64(operations.count + 1)), timestamp: Timestamp(physicalMillis: baseMillis + UInt64(index), logical: 0),
+                record: ref, action: .assign(.title, .string("note \(index)")), predecessors: predecessors))
+        }
+        var dumps: [String] = []
+        for foldThreadFrom in [0, .max] {
+            var settings = environment(clock: clock, seed: 2)
+            settings.mergeBatch.foldThreadFrom = foldThreadFrom
+            let store = try ConcordStore.inMemory(environment: settings)
+            try store.merge(operations)
+            #expect(try store.verify().problems == [])
+            #expect(try store.notes().count == 60)
+            dumps.append(try store.dump())
+            let rows = try store.connection.read { db in try String.fetchAll(db, sql: "SELECT hex(crdt) FROM notes ORDER BY id") }
+            dumps.append(rows.joined(separator: "\n"))
+        }
+        #expect(dumps[0] == dumps[2] && dumps[1] == dumps[3])
+    }
+
 extension RecordOrderMergeTests {
     /// Operations the store holds above a gap of its version vector (delivered out of order) are
     /// held, not new: a merge that brings them again with those that fill the gap logs and applies
