@@ -120,7 +120,9 @@ struct LiveBench: ParsableCommand {
         let seen = arrivals.times
         let missed = committed.keys.filter { seen[$0] == nil }.count
         guard missed == 0 else { throw ConcordError(.io, "\(missed) of \(changes) changes never reached the follower (\(path.rawValue))") }
-        let milliseconds = committed.map { ref, time in Double(Int64(seen[ref]!) - Int64(time)) / 1_000_000 }
+        // From when the commit returned: a follower can see it before that, while the call that
+        // made it finishes, and has then seen it at once (0), not before it was made.
+        let milliseconds = committed.map { ref, time in Double(max(0, Int64(seen[ref]!) - Int64(time))) / 1_000_000 }
         return Latencies(milliseconds)
     }
 
