@@ -49,9 +49,10 @@ public struct ByteWriter: Sendable {
 
     /// A varint of two bytes or more, built in a local buffer and appended at once: appending
     /// byte by byte checks the storage's capacity and uniqueness for each byte, and a timestamp
-    /// takes eight. Kept out of `varint`, so that the one-byte case inlines small.
+    /// takes nine. Kept out of `varint`, so that the one-byte case inlines small.
     @usableFromInline
     mutating func longVarint(_ value: UInt64) {
+        // Ten bytes: the longest varint of a UInt64.
         var buffer: (UInt64, UInt16) = (0, 0)
         withUnsafeMutableBytes(of: &buffer) { raw in
             var rest = value

@@ -4,14 +4,15 @@ import ConcordCore
 /// record that held nothing gives (`RecordState.apply`), to be joined with the record's row. They
 /// are folded on a thread of their own, ahead of the batch that writes them (`Prefetch`), when
 /// there are enough of them to pay for the thread (`MergeBatch.foldThreadFrom`); that thread also
-/// encodes each state's row, which `save` inserts as it is when the record is new to the store
-/// (the writing thread, which the merge waits for, then only binds it). Call `stop` when done.
+/// encodes each state's row, which `save` writes as it is when the record turns out new to the
+/// store (the writing thread, which the merge waits for, then only binds it). Call `stop` when done.
 final class FoldedRecords {
     private var inline: Folding?
     private let prefetch: Prefetch<FoldedRecord>?
 
-    /// - Parameter directory: the store's replicas, as the transaction that will write the rows
-    ///   sees them (with the authors of `operations`, which it logged).
+    /// - Parameter directory: the store's replicas, read once `operations` were logged (so it
+    ///   holds their authors). Its indexes stay right in every later transaction: a replica's
+    ///   index never changes (`ReplicaDirectory`); one it lacks leaves the row to the writer.
     init(_ operations: OperationSorter.Finished, _ limits: MergeBatch, encodingWith directory: ReplicaDirectory) {
         var folding = Folding(operations.recordOrder())
         if operations.sortedCount >= limits.foldThreadFrom {
@@ -22,7 +23,8 @@ final class FoldedRecords {
                 do {
                     return FoldedRecord(state: state, row: try RecordRows.encode(state, nil, &directory))
                 } catch is ReplicaDirectory.Unregistered {
-                    // The record names a replica the store has not seen yet: `save` registers it.
+                    // The record names a replica the copy lacks: `save` registers it. (The copy
+                    // never learns it, so later records that name it are left to `save` too.)
                     return FoldedRecord(state: state, row: nil)
                 }
             }

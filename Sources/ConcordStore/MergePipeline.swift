@@ -210,7 +210,9 @@ extension ConcordStore {
         context.reserveRecords(bounds.flushRecords)
         var last: RecordRef?
         var joined = 0
-        // Taken out of `next`, so that the record moves into the context rather than being copied.
+        // Taken out of `next`, so that the record moves into the context rather than being copied;
+        // only once the batch has room for it (the count is tested first), so `next` keeps the
+        // first record of the next batch.
         while joined < bounds.records, let record = next.take() {
             last = record.state.ref
             context.join(unread: record)

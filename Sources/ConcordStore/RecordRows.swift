@@ -215,6 +215,8 @@ enum RecordRows {
     /// statement runs (rather than copying each value into an allocation of its own): the `crdt`
     /// blob, then the `tags` column, then the values of the text fields, in column order.
     struct EncodedRow {
+        /// The record: a row is written for its own state only.
+        fileprivate var ref: RecordRef
         fileprivate var bytes: [UInt8]
         fileprivate var crdtEnd: Int
         fileprivate var tagsEnd: Int
@@ -256,13 +258,15 @@ enum RecordRows {
         try writeTags(state.tags, &writer, db, &directory)
         try writeSpans(state.operations, &writer, db, &directory)
         let crdtEnd = writer.bytes.count
-        guard table != nil else { return EncodedRow(bytes: writer.bytes, crdtEnd: crdtEnd, tagsEnd: crdtEnd, conflicts: conflicts) }
+        guard table != nil else {
+            return EncodedRow(ref: state.ref, bytes: writer.bytes, crdtEnd: crdtEnd, tagsEnd: crdtEnd, conflicts: conflicts)
+        }
         writeTagsColumn(state.tags, into: &writer)
         let tagsEnd = writer.bytes.count
         for slot in known.indices {
             if case .string(let text)? = known[slot]?.value { writer.bytes(text.utf8) }
         }
-        return EncodedRow(bytes: writer.bytes, crdtEnd: crdtEnd, tagsEnd: tagsEnd, conflicts: conflicts)
+        return EncodedRow(ref: state.ref, bytes: writer.bytes, crdtEnd: crdtEnd, tagsEnd: tagsEnd, conflicts: conflicts)
     }
 
     /// Writes a state's row, encoded here unless `encoded` (by `encode`, of this same state), and
@@ -273,6 +277,8 @@ enum RecordRows {
         _ statements: inout RecordStatements, encoded: EncodedRow? = nil
     ) throws -> Bool {
         let row = try encoded ?? encode(state, db, &directory)
+        // The text columns are bound from `row`'s bytes, the others from `state`: they must agree.
+        precondition(row.ref == state.ref, "a row encoded for \(row.ref) saved for \(state.ref)")
         guard let table = RecordTable.of(state.ref.kind) else {
             let statement = try HotStatement(
                 db, "INSERT \(write == .insertIfAbsent ? "OR IGNORE" : "OR REPLACE") INTO other_records (kind, id, crdt) VALUES (?, ?, ?)")

@@ -2,7 +2,9 @@ import ConcordCore
 import Foundation
 import GRDB
 
-/// The store-local small integers that stand for replica ids inside rows and log chunks.
+/// The store-local small integers that stand for replica ids inside rows and log chunks. A
+/// replica's index never changes once committed (no row of `replicas` is ever deleted), so a copy
+/// of the directory stays right for as long as the store lives.
 struct ReplicaDirectory {
     private(set) var indexByID: [ReplicaID: Int64] = [:]
     /// Ids by index: indexes are small integers handed out from 1, so an array serves.
@@ -33,7 +35,7 @@ struct ReplicaDirectory {
             lastIndex = index
             return index
         }
-        guard let db else { throw Unregistered(id: id) }
+        guard let db else { throw Unregistered() }
         try db.execute(sql: "INSERT INTO replicas (id) VALUES (?)", arguments: [Data(id.bytes)])
         let index = db.lastInsertedRowID
         indexByID[id] = index
@@ -43,9 +45,7 @@ struct ReplicaDirectory {
     }
 
     /// A replica `index(of:_:)` could not register, having no database.
-    struct Unregistered: Error {
-        let id: ReplicaID
-    }
+    struct Unregistered: Error {}
 
     func id(at index: Int64) throws -> ReplicaID {
         guard index >= 0, index < idByIndex.count, let id = idByIndex[Int(index)] else {

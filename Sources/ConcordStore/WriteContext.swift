@@ -63,8 +63,8 @@ struct WriteContext {
     /// `states[i]` is (see `RowState`).
     private var states: [RecordState] = []
     private var rows: [RowState] = []
-    /// The rows encoded ahead of the unread states that `join(unread:)` brought (`FoldedRecord`);
-    /// nil once such a state changes.
+    /// The rows encoded ahead of the unread states that `join(unread:)` brought (`FoldedRecord`):
+    /// the row of `states[i]` as it is, nil once that state changes.
     private var encodedRows: [RecordRows.EncodedRow?] = []
     private var stateIndex: [RecordRef: Int] = [:]
     private var lastRef: RecordRef?
@@ -368,7 +368,8 @@ struct WriteContext {
                 }
                 if rows[index] == .stored { found += 1 } else { absent += 1 }
             }
-            try RecordRows.save(states[index], as: rows[index] == .stored ? .update : .insert, db, &directory, &statements)
+            try RecordRows.save(
+                states[index], as: rows[index] == .stored ? .update : .insert, db, &directory, &statements, encoded: encodedRows[index])
         }
         states.removeAll(keepingCapacity: true)
         rows.removeAll(keepingCapacity: true)

@@ -220,10 +220,11 @@ extension RecordOrderMergeTests {
     }
 }
 
+extension RecordOrderMergeTests {
     /// The folding thread encodes the rows of new records with a copy of the store's replicas: a
-    /// record that names a replica the store has never seen (here only in its writes'
-    /// predecessors) is left to the writing thread, which registers it; either way the rows are
-    /// those a merge without the thread writes.
+    /// record that names a replica the copy lacks (here only in its writes' predecessors) gets no
+    /// row from it and is left to the writing thread, which registers the replica; the others get
+    /// their rows. Either way a merge writes the rows a merge without the thread writes.
     @Test func rowsEncodedAheadNameOnlyReplicasTheStoreKnows() throws {
         let clock = ManualClock(baseMillis)
         let (author, unseen) = (ReplicaID(high: 0xA, low: 1), ReplicaID(high: 0xC, low: 3))
@@ -233,9 +234,25 @@ extension RecordOrderMergeTests {
             // Every third note's title was written over a write of the unseen replica.
             let predecessors = index % 3 == 0 ? Predecessors([OperationID(replica: unseen, seq: UInt64(index + 1))]) : .empty
             operations.append(Op(
-                id: OperationID(replica: author, seq: UInt64(operations.count + 1)), timestamp: Timestamp(physicalMillis: baseMillis + UInt64(index), logical: 0),
+                id: OperationID(replica: author, seq: UInt64(operations.count + 1)),
+                timestamp: Timestamp(physicalMillis: baseMillis + UInt64(index), logical: 0),
                 record: ref, action: .assign(.title, .string("note \(index)")), predecessors: predecessors))
         }
+
+        // The thread's rows, over a directory that knows the author and not the unseen replica.
+        let known = try ConcordStore.inMemory(environment: environment(clock: clock, seed: 3))
+        try known.merge([operations[1]])
+        let directory = try known.connection.read { db in try ReplicaDirectory(db) }
+        var sorter = OperationSorter(spillPath: "unused", runOperations: operations.count)
+        for operation in operations { try sorter.add(operation) }
+        var bounds = MergeBatch.standard
+        bounds.foldThreadFrom = 0
+        let folded = FoldedRecords(try sorter.finish(), bounds, encodingWith: directory)
+        defer { folded.stop() }
+        var encoded: [Bool] = []
+        while let record = try folded.next() { encoded.append(record.row != nil) }
+        #expect(encoded == (0..<60).map { $0 % 3 != 0 })
+
         var dumps: [String] = []
         for foldThreadFrom in [0, .max] {
             var settings = environment(clock: clock, seed: 2)
@@ -251,7 +268,6 @@ extension RecordOrderMergeTests {
         #expect(dumps[0] == dumps[2] && dumps[1] == dumps[3])
     }
 
-extension RecordOrderMergeTests {
     /// Operations the store holds above a gap of its version vector (delivered out of order) are
     /// held, not new: a merge that brings them again with those that fill the gap logs and applies
     /// in one transaction, and applies only the new ones (SPEC.md §5.6, step 1).
