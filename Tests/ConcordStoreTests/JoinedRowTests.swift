@@ -26,8 +26,10 @@ import Testing
     ]
     static let tags = ["home", "work", "\u{E9}", "e\u{301}"]
 
-    /// Operations of three replicas on the four records: field writes with clashing timestamps,
-    /// tags added, and tags removed with some of the adds seen before.
+    /// Operations of three replicas on the four records: field writes with clashing timestamps
+    /// and predecessors unknown, none, or naming another replica's earlier write (so registers keep
+    /// rivals, and a stored winner can lose and stay a head), tags added, and tags removed with
+    /// some of the adds seen before.
     static func operations(seed: UInt64) -> [Op] {
         var rng = SplitMix64(seed: seed)
         // Seq 1 of each replica is its introduction (see the test), on a record of its own.
@@ -43,11 +45,18 @@ import Testing
             let timestamp = Timestamp(physicalMillis: baseMillis + UInt64.random(in: 0...3, using: &rng), logical: 0)
             let tag = tags.randomElement(using: &rng)!
             let action: Action
+            var predecessors: Predecessors?
             switch Int.random(in: 0..<10, using: &rng) {
             case 0..<6:
                 let field = fields.randomElement(using: &rng)!
                 let accepted = values.filter { !record.kind.knows(field) || field.accepts($0) }
                 action = .assign(field, accepted.randomElement(using: &rng)!)
+                let other = (author + Int.random(in: 1..<replicas.count, using: &rng)) % replicas.count
+                switch Int.random(in: 0..<3, using: &rng) {
+                case 0: predecessors = nil
+                case 1: predecessors = .empty
+                default: predecessors = Predecessors([OperationID(replica: replicas[other], seq: UInt64.random(in: 1...seqs[other], using: &rng))])
+                }
             case 6..<8:
                 action = .addTag(ExactString(tag))
                 adds[record, default: [:]][tag, default: []].append(id)
@@ -55,7 +64,7 @@ import Testing
                 let seen = (adds[record]?[tag] ?? []).filter { _ in Bool.random(using: &rng) }
                 action = .removeTag(ExactString(tag), observed: seen)
             }
-            operations.append(Op(id: id, timestamp: timestamp, record: record, action: action))
+            operations.append(Op(id: id, timestamp: timestamp, record: record, action: action, predecessors: predecessors))
         }
         return operations
     }
