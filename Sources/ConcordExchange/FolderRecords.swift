@@ -69,14 +69,41 @@ extension ConcordStore {
         }
     }
 
-    /// Records files of their folders, replacing what was recorded under the same names.
+    /// Records files of their folders, replacing what was recorded under the same names; but a
+    /// file recorded as published stays so while its contents are the same. Another process of this
+    /// replica may import the file that this one published, before it saw that record: the bytes
+    /// are still the ones this replica wrote (SPEC.md §14, "Serials").
     package func recordFolderFiles(_ files: [FolderFile]) throws(ConcordError) {
         try write(files, sql: """
-            INSERT OR REPLACE INTO folder_files (folder, name, identity, sha256, key_id, holds, published, skipped)
+            INSERT INTO folder_files (folder, name, identity, sha256, key_id, holds, published, skipped)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+            ON CONFLICT (folder, name) DO UPDATE SET
+                identity = excluded.identity, sha256 = excluded.sha256, key_id = excluded.key_id, holds = excluded.holds,
+                published = excluded.published OR (published AND sha256 = excluded.sha256), skipped = excluded.skipped
             """
         ) { file in
             [file.folder, file.name, file.identity, Data(file.sha256), file.keyID.map { Data($0) }, file.holds.description, file.published, file.skipped]
+        }
+    }
+
+    /// Whether this replica published a file named `name` with these contents, in any shared
+    /// folder: a folder moved or copied whole keeps its files' names and bytes, and they are still
+    /// the files this replica wrote (SPEC.md §14, "Serials").
+    package func published(name: String, sha256: [UInt8]) throws(ConcordError) -> Bool {
+        try guarded {
+            try reader.read { db in
+                try Bool.fetchOne(
+                    db, sql: "SELECT EXISTS (SELECT 1 FROM folder_files WHERE name = ? AND sha256 = ? AND published)",
+                    arguments: [name, Data(sha256)]) ?? false
+            }
+        }
+    }
+
+    /// Records that files this replica published are its own no more (one it could not delete once
+    /// coalesced): each only if it is still recorded with the same hash.
+    package func disownFolderFiles(_ files: [FolderFile]) throws(ConcordError) {
+        try write(files, sql: "UPDATE folder_files SET published = 0 WHERE folder = ? AND name = ? AND sha256 = ?") { file in
+            [file.folder, file.name, Data(file.sha256)]
         }
     }
 

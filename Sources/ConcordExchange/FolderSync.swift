@@ -188,11 +188,14 @@ public final class FolderSync: Sendable {
                 let (merge, summary) = try store.mergeBundle(telling: path(of: file), requireEncrypted: state.key != nil, skipping: skipping)
                 var holds = summary.holds
                 for (replica, seq) in skipping { holds.remove(of: replica, from: seq) }
+                // A file of this replica's in a folder moved or copied whole (or published by
+                // another of its processes) is still its own: the same name and the same bytes.
+                let own = try skipping.isEmpty && file.publisher == store.replicaID && store.published(name: file.name, sha256: summary.sha256!)
                 // Recorded after the merge: a crash between the two means the file is read again
                 // and its operations found held.
                 let imported = FolderFile(
                     folder: folder, name: file.name, identity: file.identity, sha256: summary.sha256!, keyID: state.keyID, holds: holds,
-                    published: false)
+                    published: own)
                 try store.recordFolderFiles([imported])
                 state.recorded[file.name] = imported
                 report.importedFiles += 1
@@ -290,7 +293,7 @@ public final class FolderSync: Sendable {
     /// When this replica has more than `coalesceThreshold` counted files that it wrote itself,
     /// writes one file holding all they held (and all the folder lacks), then deletes them.
     private func coalesceIfNeeded(_ state: inout State, _ report: inout FolderSyncReport, _ progress: ((SyncProgress) -> Void)?) throws {
-        let own = state.counted.filter(\.published)
+        let own = state.counted.filter(isOwn)
         guard own.count > coalesceThreshold else { return }
         progress?(.coalescing(files: own.count))
         let (name, _) = try publish(
@@ -311,8 +314,15 @@ public final class FolderSync: Sendable {
                 kept.append(old)
             }
         }
-        try store.recordFolderFiles(kept)
+        try store.disownFolderFiles(kept)
         syncDirectory(of: (directory as NSString).appendingPathComponent(name))
+    }
+
+    /// Whether this replica wrote `file`: it recorded it as published, under its own id. A store
+    /// forked from another (`init --fork`) keeps the other's records, of files that are still the
+    /// other's (SPEC.md §14, "Serials").
+    func isOwn(_ file: FolderFile) -> Bool {
+        file.published && Self.parse(file.name)?.0 == store.replicaID
     }
 
     /// Syncs now and then every `interval`, whenever the store or the folder changed, for as long
@@ -371,11 +381,17 @@ public final class FolderSync: Sendable {
         (directory as NSString).appendingPathComponent(file.name)
     }
 
-    private func prepareDirectory(_ report: inout FolderSyncReport) throws {
+    /// Throws `folder` unless `folder` is a directory: a shared folder that is not mounted, say.
+    package static func checkExists(_ folder: String) throws(ConcordError) {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: folder, isDirectory: &isDirectory), isDirectory.boolValue else {
             throw ConcordError(.folder, "the shared folder \(folder) does not exist or is not a directory (is it mounted?)")
         }
+    }
+
+    private func prepareDirectory(_ report: inout FolderSyncReport) throws {
+        try Self.checkExists(folder)
+        var isDirectory: ObjCBool = false
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []
         let layouts = entries.compactMap { name -> Int? in
             guard name.hasPrefix("concord-v") else { return nil }
@@ -463,22 +479,6 @@ public final class FolderSync: Sendable {
         let stem = name.dropFirst().prefix(upTo: range.lowerBound)
         guard let (writer, _) = parse(stem + fileExtension) else { return nil }
         return writer
-    }
-
-    /// The paths of the files in the shared folder `folder` that `replica` wrote: its bundles and
-    /// its temporary files in this layout's directory (SPEC.md §14), never another replica's. None
-    /// when the folder has no such directory.
-    package static func files(of replica: ReplicaID, in folder: String) throws(ConcordError) -> [String] {
-        let directory = FolderSync.directory(of: folder)
-        guard FileManager.default.fileExists(atPath: directory) else { return [] }
-        let names: [String]
-        do {
-            names = try FileManager.default.contentsOfDirectory(atPath: directory)
-        } catch {
-            throw ConcordError(.folder, "cannot list the shared folder \(directory): \(error.localizedDescription)")
-        }
-        return names.filter { name in (parse(name)?.0 ?? temporaryFileWriter(name)) == replica }.sorted()
-            .map { (directory as NSString).appendingPathComponent($0) }
     }
 
     /// Where this layout version keeps its files in the shared folder `folder`.

@@ -41,6 +41,9 @@ extension ConcordError {
                 return ConcordError(.corrupt, "the store at \(path) is corrupt (\(error.message ?? "SQLite reports corruption")); restore it from a backup or another replica", cause: error)
             case .SQLITE_READONLY where error.extendedResultCode == .SQLITE_READONLY_DIRECTORY:
                 return ConcordError(.readOnly, "the store at \(path) is read-only: its directory cannot be written", cause: error)
+            case .SQLITE_READONLY where FileAccess.isSideFileUncreatable(beside: path),
+                 .SQLITE_CANTOPEN where FileAccess.isReadOnly(path) && FileAccess.isSideFileUncreatable(beside: path):
+                return ConcordError(.readOnly, "the store at \(path) is read-only: its directory cannot be written", cause: error)
             case .SQLITE_READONLY:
                 return ConcordError(.readOnly, "the store at \(path) is read-only", cause: error)
             case .SQLITE_CANTOPEN where FileAccess.isReadOnly(path):

@@ -46,7 +46,9 @@ public final class ConcordStore: Sendable {
             }
         }
         replicaID = id
-        let current = path == ":memory:" || readOnly ? nil : FileLocation(of: path)
+        // Read-only, a store still tells whether it is a copy (`wipe` removes no folder file of a
+        // copy's), but records no location.
+        let current = path == ":memory:" ? nil : FileLocation(of: path)
         switch (current, recorded) {
         case let (current?, recorded?) where !current.isSameFile(as: recorded):
             copiedFrom = recorded.path
@@ -54,11 +56,11 @@ public final class ConcordStore: Sendable {
         case let (current?, recorded?):
             // The same file, perhaps renamed: record the new path, for the message.
             copiedFrom = nil
-            unrecordedLocation = LockedState(current.path == recorded.path ? nil : current)
+            unrecordedLocation = LockedState(current.path == recorded.path || readOnly ? nil : current)
         case let (current, nil):
             // A store written before locations were recorded, or in memory.
             copiedFrom = nil
-            unrecordedLocation = LockedState(current)
+            unrecordedLocation = LockedState(readOnly ? nil : current)
         case (nil, _?):
             copiedFrom = nil
             unrecordedLocation = LockedState(nil)
@@ -116,13 +118,20 @@ public final class ConcordStore: Sendable {
         guard !fileManager.fileExists(atPath: path) else {
             throw ConcordError(.exists, "a store already exists at \(path)")
         }
+        // The longest name it makes beside the store is its temporary's journal: a name the file
+        // system cannot hold fails here, before any directory is made.
+        guard ((path as NSString).lastPathComponent + ".init-4294967295-ffffffffffffffff-journal").utf8.count <= Int(NAME_MAX) else {
+            throw ConcordError(.io, "cannot create \(path): \(String(cString: strerror(ENAMETOOLONG)))")
+        }
         let directory = (path as NSString).deletingLastPathComponent
-        if !directory.isEmpty {
-            do {
-                try fileManager.createDirectory(atPath: directory, withIntermediateDirectories: true)
-            } catch {
-                throw ConcordError(.io, "cannot create the directory \(directory): \(error.localizedDescription)")
-            }
+        // A create that fails leaves no file, and no directory it made (SPEC.md §11, `init`).
+        let madeDirectories = try makeDirectories(directory)
+        var created = false
+        defer {
+            if !created { for made in madeDirectories.reversed() { rmdir(made) } }
+        }
+        guard access(directory.isEmpty ? "." : directory, W_OK) == 0 else {
+            throw ConcordError(.io, "cannot write in \(directory.isEmpty ? "." : directory) (\(String(cString: strerror(errno))))")
         }
         // Named after this process, so that a later `create` can tell it was abandoned.
         let temporary = path + ".init-\(getpid())-" + String(environment.random(), radix: 16)
@@ -143,10 +152,32 @@ public final class ConcordStore: Sendable {
             let reason = errno == EEXIST ? "a store already exists at \(path)" : "cannot create \(path): \(String(cString: strerror(errno)))"
             throw ConcordError(errno == EEXIST ? .exists : .io, reason)
         }
+        created = true
         let store = try open(at: path, environment: environment)
         // Record where the file is at once: a copy made before the first write is a copy too.
         try store.guarded { try store.write { db in try store.prepareWrite(db) } }
         return store
+    }
+
+    /// Makes `directory` and those above it that are missing; returns those it made, outermost
+    /// first, for a create that fails to remove again.
+    private static func makeDirectories(_ directory: String) throws(ConcordError) -> [String] {
+        var missing: [String] = []
+        var current = directory
+        while !current.isEmpty, current != "/", !FileManager.default.fileExists(atPath: current) {
+            missing.append(current)
+            current = (current as NSString).deletingLastPathComponent
+        }
+        var made: [String] = []
+        for directory in missing.reversed() {
+            guard mkdir(directory, 0o777) == 0 || errno == EEXIST else {
+                let reason = String(cString: strerror(errno))
+                for made in made.reversed() { rmdir(made) }
+                throw ConcordError(.io, "cannot create the directory \(directory): \(reason)")
+            }
+            made.append(directory)
+        }
+        return made
     }
 
     /// Removes what a `create` of `path` killed part way left: `PATH.init-PID-HEX` and its `-wal`,
@@ -468,13 +499,13 @@ struct FileLocation {
     var inode: UInt64
     var path: String
 
+    /// The file at `path`, through any symbolic links (a store reached through one is the file it
+    /// names: `lstat` would take the link for a copy).
     init?(of path: String) {
-        guard let attributes = try? FileManager.default.attributesOfItem(atPath: path),
-              let device = (attributes[.systemNumber] as? NSNumber)?.uint64Value,
-              let inode = (attributes[.systemFileNumber] as? NSNumber)?.uint64Value
-        else { return nil }
-        self.device = device
-        self.inode = inode
+        var status = stat()
+        guard stat(path, &status) == 0 else { return nil }
+        device = UInt64(status.st_dev)
+        inode = UInt64(status.st_ino)
         self.path = (path as NSString).standardizingPath
     }
 

@@ -75,6 +75,14 @@ enum FileAccess {
         FileManager.default.fileExists(atPath: path) && !FileManager.default.isWritableFile(atPath: path)
     }
 
+    /// Whether SQLite cannot make the `-shm` file it needs beside the store at `path` to read it
+    /// at all: it is not there, and the directory cannot be written (its permissions, or a
+    /// read-only mount, where the store itself is read-only too).
+    static func isSideFileUncreatable(beside path: String) -> Bool {
+        let directory = (path as NSString).deletingLastPathComponent
+        return !FileManager.default.fileExists(atPath: path + "-shm") && access(directory.isEmpty ? "." : directory, W_OK) != 0
+    }
+
     /// Whether the file system that holds `path` has (almost) no room left: less than SQLite
     /// needs to open a store (its 32 KiB shared-memory file) and write a little.
     static func isDiskFull(near path: String) -> Bool {

@@ -65,7 +65,9 @@ package enum StoreFile {
         let name = UnsafeMutablePointer<CChar>.allocate(capacity: nameBytes)
         defer { name.deallocate() }
         name.initialize(repeating: 0, count: nameBytes)
-        guard vfs.pointee.xFullPathname(vfs, path, vfs.pointee.mxPathname + 1, name) == SQLITE_OK else {
+        // A path through a symbolic link is answered with `SQLITE_OK_SYMLINK` (`SQLITE_OK` in its
+        // low byte), the link resolved: the name of the file SQLite's own connections open.
+        guard vfs.pointee.xFullPathname(vfs, path, vfs.pointee.mxPathname + 1, name) & 0xFF == SQLITE_OK else {
             throw .unreadable(String(cString: strerror(ENAMETOOLONG)))
         }
         let storage = UnsafeMutableRawPointer.allocate(byteCount: Int(vfs.pointee.szOsFile), alignment: 16)

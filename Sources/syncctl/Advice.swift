@@ -21,7 +21,11 @@ enum Advice {
     /// message (`append` always does).
     static let edits: [ConcordError.Code: [Edit]] = [
         .missing: [.append("; run 'syncctl init' to create one")],
-        .copied: [.append(": run 'syncctl init --fork' to make it a replica of its own, or 'syncctl init --moved' if it was moved and the original is no longer used")],
+        .copied: [
+            // `wipe --folder` of a copy (SPEC.md §11): removing the copy alone is the remedy.
+            .replace("are the original's", with: "are the original's; run 'syncctl wipe --yes' without --folder to remove the copy alone"),
+            .append(": run 'syncctl init --fork' to make it a replica of its own, or 'syncctl init --moved' if it was moved and the original is no longer used"),
+        ],
         .forked: [.replace("(another process forked it)", with: "(another process ran 'syncctl init --fork' on it)")],
         .clash: [
             // A merge's clash (SPEC.md §9.1), and a shared folder's warning about a file whose

@@ -215,15 +215,38 @@ import Testing
         try store.expectSound("after the refused commands")
     }
 
+    /// A store on a read-only mount cannot even be read: SQLite cannot make its `-shm` file
+    /// beside it. `init` there makes nothing. Once the mount is writable again, all works.
+    @Test func aStoreOnAReadOnlyMountIsRefusedWithTheDirectoryMessage() throws {
+        let sandbox = try Sandbox()
+        let disk = try sandbox.makeDirectory("disk")
+        try sandbox.mount(["-t", "tmpfs", "-o", "size=4m", "tmpfs", disk])
+        defer { sandbox.unmount(disk) }
+        let store = try sandbox.makeStore("disk/store.db")
+        let kept = try store.addReminder("written before")
+        try sandbox.mount(["-o", "remount,ro", disk])
+        let files = try FileManager.default.contentsOfDirectory(atPath: disk).sorted()
+
+        let message = "the store at \(store.path) is read-only: its directory cannot be written"
+        expectFailure(try store.run("reminder", "add", "refused"), message)
+        expectFailure(try store.run("reminder", "list"), message)
+        expectFailure(try sandbox.run(["init", "--store", "\(disk)/new.db"]), "cannot write in \(disk) (Read-only file system)")
+        expectFailure(try sandbox.run(["init", "--store", "\(disk)/sub/new.db"]), "cannot create the directory \(disk)/sub: Read-only file system")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: disk).sorted() == files)
+
+        try sandbox.mount(["-o", "remount,rw", disk])
+        let added = try store.addReminder("written after")
+        #expect(try Set(store.reminders().compactMap { $0.string("id") }) == [kept, added])
+        try store.expectSound("after the mount was writable again")
+    }
+
     /// A full disk, for real: a small tmpfs (mounting one needs root, as CI and this project's
     /// machines have).
     @Test func aFullDiskIsOneLineLosesNothingAndRecovers() throws {
         let sandbox = try Sandbox()
         let disk = try sandbox.makeDirectory("disk")
-        let env = URL(fileURLWithPath: "/usr/bin/env")
-        let mounted = try runProcess(env, ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", disk], environment: sandbox.environment(), scratch: sandbox.root)
-        try #require(mounted.succeeded, "cannot mount a 2 MB tmpfs to fill (this test needs root): \(mounted)")
-        defer { _ = try? runProcess(env, ["umount", disk], environment: sandbox.environment(), scratch: sandbox.root) }
+        try sandbox.mount(["-t", "tmpfs", "-o", "size=2m", "tmpfs", disk])
+        defer { sandbox.unmount(disk) }
 
         let store = try sandbox.makeStore("disk/store.db")
         let kept = try store.addReminder("written before", "--tag", "kept")
@@ -334,5 +357,18 @@ extension Store {
     /// Runs a command on this store as an ordinary user (see `Sandbox.runAsUser`).
     func runAsUser(_ arguments: String..., sourceLocation: SourceLocation = #_sourceLocation) throws -> RunResult {
         try sandbox.runAsUser(arguments + ["--store", path], sourceLocation: sourceLocation)
+    }
+}
+
+extension Sandbox {
+    /// Runs `mount` with `arguments` (it needs root, as CI and this project's machines have).
+    func mount(_ arguments: [String], sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let result = try runProcess(URL(fileURLWithPath: "/usr/bin/env"), ["mount"] + arguments, environment: environment(), scratch: root)
+        try #require(result.succeeded, "mount failed (this test needs root): \(result)", sourceLocation: sourceLocation)
+    }
+
+    /// Unmounts what `mount` mounted at `path`.
+    func unmount(_ path: String) {
+        _ = try? runProcess(URL(fileURLWithPath: "/usr/bin/env"), ["umount", path], environment: environment(), scratch: root)
     }
 }

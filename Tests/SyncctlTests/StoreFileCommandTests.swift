@@ -1,3 +1,4 @@
+import ConcordCore
 import Foundation
 import Testing
 
@@ -223,5 +224,51 @@ import Testing
         #expect(result.succeeded, "\(result)")
         let hex = Array(result.out.utf8)
         return Data(stride(from: 0, to: hex.count - 1, by: 2).map { UInt8(String(decoding: hex[$0...$0 + 1], as: UTF8.self), radix: 16)! })
+    }
+
+    /// A failed `init` leaves no file and no directory it made: a name the file system cannot
+    /// hold, under directories that were missing; a directory it may not write in.
+    @Test func aFailedInitLeavesNoDirectoryAndNoFile() throws {
+        let sandbox = try Sandbox()
+        let before = try listing(of: sandbox.root.path)
+        let long = sandbox.path("missing/deeper/" + String(repeating: "x", count: 220) + ".db")
+        let refused = try sandbox.run(["init", "--store", long])
+        expectOneLineFailure(refused, mentions: ["cannot create \(long): File name too long"], code: 1)
+        #expect(try listing(of: sandbox.root.path) == before)
+
+        let locked = try sandbox.makeDirectory("locked")
+        #expect(chmod(locked, 0o555) == 0)
+        defer { chmod(locked, 0o755) }
+        let inLocked = try sandbox.runAsUser(["init", "--store", "\(locked)/store.db"])
+        expectOneLineFailure(inLocked, mentions: ["cannot write in \(locked) (Permission denied)"], code: 1)
+        let under = try sandbox.runAsUser(["init", "--store", "\(locked)/sub/store.db"])
+        expectOneLineFailure(under, mentions: ["cannot create the directory \(locked)/sub: Permission denied"], code: 1)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: locked).isEmpty)
+    }
+
+    /// `init` killed at random moments leaves either a whole store, with its lock file, or no
+    /// store and no lock file (only its temporary files, which the next `init` removes).
+    @Test func aKilledInitLeavesAWholeStoreOrNothing() throws {
+        let sandbox = try Sandbox()
+        let seed = UInt64.random(in: 1...999_999)
+        var random = SplitMix64(seed: seed)
+        var whole = 0
+        for kill in 0..<40 {
+            let path = sandbox.path("s\(kill).db")
+            let context = "kill \(kill + 1) of 40 (seed \(seed))"
+            _ = try sandbox.runKilled(["init", "--store", path], at: .after(Double(random.next() % 120) / 1000))
+            if FileManager.default.fileExists(atPath: path) {
+                whole += 1
+                let verified = try sandbox.run(["verify", "--store", path])
+                #expect(verified.succeeded && verified.out.hasPrefix("sound: "), "\(context): \(verified)")
+            } else {
+                #expect(!FileManager.default.fileExists(atPath: path + "-lock"), "\(context): a lock file beside no store")
+                let again = try sandbox.run(["init", "--store", path])
+                #expect(again.succeeded, "\(context): \(again)")
+                let left = try FileManager.default.contentsOfDirectory(atPath: sandbox.root.path).filter { $0.hasPrefix("s\(kill).db.init-") }
+                #expect(left.isEmpty, "\(context): the next init removed what the killed one left: \(left)")
+            }
+        }
+        print("StoreFileCommandTests: \(whole) of 40 killed inits had linked their store (seed \(seed))")
     }
 }
