@@ -23,10 +23,11 @@ extension PeerClient {
     /// Keeps a live session with the peer at `address` (SPEC.md §15.10): each session starts with
     /// the exchange from version vectors, then each side pushes the operations its store commits
     /// (by any process) as they land. When a session ends, the client connects again after a
-    /// wait that starts at 0.5 s, doubles at each failed attempt up to 30 s, varies at random by
-    /// up to 20% either way, and starts again at 0.5 s once a session has lasted 60 s. A server
-    /// that speaks only protocol version 1 refuses version 2 at each attempt, and gets a one-shot
-    /// session right after, every 30 s.
+    /// wait (`ReconnectBackoff`) that starts at 0.5 s, doubles at each failed attempt up to 30 s,
+    /// varies at random by up to 20% either way, and starts again at 0.5 s after an attempt that
+    /// succeeded: its session went live and then heard the peer in its live phase, whatever ended
+    /// it. A server that speaks only protocol version 1 refuses version 2 at each attempt, and
+    /// gets a one-shot session right after, every 30 s.
     ///
     /// The stream ends when the task iterating it is cancelled (the session under way ends
     /// normally), or throws a failure that would recur: no sync key here, two stores with one
@@ -63,9 +64,9 @@ extension PeerClient {
         // that one (a one-shot session when it is 1).
         var fallback: PeerTransportConfiguration?
         while !Task.isCancelled {
-            let started = ContinuousClock.now
             let attempt = fallback ?? configuration
             var failure: ConcordError?
+            var succeeded = false
             do {
                 let record = try await withTaskCancellationHandler {
                     try await session(
@@ -77,6 +78,7 @@ extension PeerClient {
                     current.stop()
                 }
                 failure = record.failure
+                succeeded = record.peerHeardWhileLive
             } catch {
                 failure = error as? ConcordError ?? ConcordError(.closed, "\(error)")
             }
@@ -88,10 +90,9 @@ extension PeerClient {
                 continue
             }
             if let failure, !Self.retries(after: failure) { return failure }
-            if ContinuousClock.now - started >= ReconnectBackoff.resetAfter { backoff.reset() }
             // After a one-shot session with a server of version 1, the longest wait.
             let oneShot = fallback.map { !PeerProtocol.isLive(PeerProtocol.proposal(live: true, upTo: $0.highestVersion)) } ?? false
-            let delay = oneShot ? ReconnectBackoff.longest : backoff.next()
+            let delay = oneShot ? ReconnectBackoff.longest : backoff.wait(after: succeeded ? .succeeded : .failed)
             fallback = nil
             report(.disconnected(failure: failure, reconnectingIn: delay))
             try? await Task.sleep(for: delay)
@@ -109,13 +110,26 @@ extension PeerClient {
     }
 }
 
-/// The waits of a live client between attempts (SPEC.md §15.10): 0.5 s, doubling up to 30 s,
-/// each varied at random by up to 20% either way.
+/// The waits of a live client between attempts (SPEC.md §15.10, "A live client"): a base of 0.5 s
+/// that doubles after each wait up to 30 s, each wait varied at random by up to 20% either way,
+/// and the base back to 0.5 s after an attempt that succeeded. What counts is what the attempt
+/// achieved, not how long it lasted: a flaky network that cuts live sessions must not push the
+/// wait to 30 s, while a server that drops every session, however early or late in its
+/// handshake and exchange, must be met less and less often.
 struct ReconnectBackoff {
     static let first: Duration = .milliseconds(500)
     static let longest: Duration = .seconds(30)
-    /// A session that lasted this long starts the waits again from the first.
-    static let resetAfter: Duration = .seconds(60)
+
+    /// How an attempt ended, as the wait after it sees it.
+    enum Attempt {
+        /// Its session went live and then received a message of the live phase from the peer
+        /// (`PeerSessionRecord.peerHeardWhileLive`), whatever ended it: the peer keeps live
+        /// sessions, so the next wait is the first.
+        case succeeded
+        /// Anything else: no connection, a connection closed or failed before the session was
+        /// live, or a live session that ended before the peer was heard in it.
+        case failed
+    }
 
     private let jitter: @Sendable () -> Double
     private var base = first
@@ -125,11 +139,11 @@ struct ReconnectBackoff {
         self.jitter = jitter
     }
 
-    mutating func next() -> Duration {
+    /// The wait before the next attempt, after `attempt`.
+    mutating func wait(after attempt: Attempt) -> Duration {
+        if attempt == .succeeded { base = Self.first }
         let wait = base * (1 + max(-0.2, min(0.2, jitter())))
         base = min(base * 2, Self.longest)
         return wait
     }
-
-    mutating func reset() { base = Self.first }
 }

@@ -676,6 +676,7 @@ final class PeerConnection: @unchecked Sendable {
             peer: peer, summary: summary ?? session?.summary ?? PeerSummary(role: role), failure: failure, duration: Duration(clock.now() - started))
         record.newOperations = newOperations
         record.farFutureTimestamp = farFuture
+        record.peerHeardWhileLive = session?.peerHeardWhileLive ?? false
         let written = flush ? lastWrite : nil
         let linger = failure != nil && flush
         channel.eventLoop.execute { [self] in

@@ -117,6 +117,9 @@ public struct PeerSessionRecord: Sendable {
     public var newOperations = 0
     /// The greatest timestamp merged that is more than a day ahead of the wall clock (SPEC.md §3).
     public var farFutureTimestamp: Timestamp?
+    /// Whether the session went live and then received a message of the live phase from the
+    /// peer (`PeerSession.peerHeardWhileLive`): a live client's success (SPEC.md §15.10).
+    package var peerHeardWhileLive = false
 
     /// Whether the session finished (both sides hold all that the other had), rather than failed.
     public var finished: Bool { failure == nil }

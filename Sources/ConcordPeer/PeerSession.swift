@@ -189,6 +189,10 @@ package struct PeerSession: Sendable {
     package private(set) var version: UInt16 = PeerProtocol.version
     /// Whether the session is in its live phase (SPEC.md §15.10).
     package private(set) var isLive = false
+    /// Whether a message of the live phase (`push`, `pushAck`, `ping`, `pong`) has arrived from the
+    /// peer: it keeps the session, not only answers a handshake and an exchange, which is what a
+    /// live client counts as a success before it connects again (SPEC.md §15.10, "A live client").
+    package private(set) var peerHeardWhileLive = false
     /// What the peer holds as far as this side knows (SPEC.md §15.10 rule 1): what its `versions`
     /// covers, every operation received from it, and every operation written to it.
     package private(set) var peerHolds = SeqRanges()
@@ -807,6 +811,8 @@ package struct PeerSession: Sendable {
             fail(.violation(error.what), tellingPeer: "it received something the protocol does not allow: \(error.what)", into: &actions)
             return
         }
+        // The order check above let a live kind through only in the live phase.
+        if type?.isLive == true { peerHeardWhileLive = true }
         switch decoded {
         case let .versions(replica, versions):
             guard replica != localReplica else {

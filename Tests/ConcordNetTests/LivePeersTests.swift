@@ -148,17 +148,6 @@ import Testing
         _ = await follower.result
     }
 
-    /// The waits between attempts: 0.5 s doubling up to 30 s, each varied by at most 20%.
-    @Test func theWaitsDoubleUpToThirtySecondsWithTheirJitter() {
-        var backoff = ReconnectBackoff(jitter: { 0 })
-        let waits = (0..<9).map { _ in backoff.next() }
-        #expect(waits == [.milliseconds(500), .seconds(1), .seconds(2), .seconds(4), .seconds(8), .seconds(16), .seconds(30), .seconds(30), .seconds(30)])
-        backoff.reset()
-        #expect(backoff.next() == .milliseconds(500))
-        var low = ReconnectBackoff(jitter: { -0.9 })  // at most 20% either way
-        #expect(low.next() == .milliseconds(400))
-    }
-
     /// A server of an older build refuses a live client's hello of version 4, naming the highest
     /// it speaks: the client tries again at once with it (1: a one-shot session; 2: a live one
     /// without predecessors). The fallback lasts that attempt: the attempt after it (here, after a

@@ -192,6 +192,39 @@ import Testing
         #expect(client.failure == nil && server.failure == nil)
     }
 
+    /// A side hears its peer in the live phase by each of the live phase's messages (push,
+    /// pushAck, ping, pong), and by nothing before or besides: the exchange's messages, and an
+    /// `error` right after going live, do not count. A live client starts its waits again only
+    /// after a session whose peer it heard so (SPEC.md §15.10, "A live client").
+    @Test func thePeerIsHeardInTheLivePhaseByTheLiveMessagesOnly() {
+        var (client, server) = Self.pair()
+        #expect(client.session.isLive && server.session.isLive)
+        #expect(!client.session.peerHeardWhileLive && !server.session.peerHeardWhileLive, "the exchange is not the live phase")
+        client.perform(client.session.ping())
+        server.receive(client.takeOutbox())
+        #expect(server.session.peerHeardWhileLive, "by the ping")
+        #expect(!client.session.peerHeardWhileLive)
+        client.receive(server.takeOutbox())
+        #expect(client.session.peerHeardWhileLive, "by the pong")
+
+        var pushing = Self.pair()
+        let new = operations(by: replicaA, seqs: 21...25)
+        pushing.client.store.apply(new)
+        pushing.client.perform(pushing.client.session.push(operations: new))
+        pushing.server.receive(pushing.client.takeOutbox())
+        #expect(pushing.server.session.peerHeardWhileLive, "by the push")
+        #expect(!pushing.client.session.peerHeardWhileLive)
+        pump(&pushing.client, &pushing.server)
+        #expect(pushing.server.appliedBatches.last == new)
+        #expect(pushing.client.session.peerHeardWhileLive, "by the pushAck")
+
+        var dropping = Self.pair()
+        dropping.server.perform(dropping.server.session.abort(ConcordError(.local, "no descriptor left"), tellingPeer: "it cannot follow its store's commits"))
+        dropping.client.receive(dropping.server.takeOutbox())
+        #expect(dropping.client.failure?.message == "the peer ended the session: it cannot follow its store's commits")
+        #expect(!dropping.client.session.peerHeardWhileLive, "an error is no message of the live phase")
+    }
+
     /// In the live phase a close is the session's normal end.
     @Test func aCloseInTheLivePhaseIsANormalEnd() {
         var (client, server) = Self.pair()

@@ -12,10 +12,11 @@ import Darwin
 /// byte, then either cuts the connection (closes both sides) or stalls it (forwards nothing for 1
 /// to 18 s, then goes on). So a session meets a fault
 /// at any byte of its handshake, exchange or live phase. The draws come from a seed, printed by
-/// the test, so a run replays.
+/// the test, so a run replays. A test may also cut every connection at a moment of its choosing
+/// (`cutConnections()`), as a dropped network would.
 final class FaultyProxy: @unchecked Sendable {
-    // @unchecked Sendable: `random`, `faultsLeft` and `met` are read and written only with `lock`
-    // held; the rest is immutable.
+    // @unchecked Sendable: `random`, `faultsLeft`, `met`, `forwarded` and `nextID` are read and
+    // written only with `lock` held; the rest is immutable.
     let port: Int
     private let listener: Int32
     private let target: Int
@@ -24,6 +25,10 @@ final class FaultyProxy: @unchecked Sendable {
     private var random: SplitMix64
     private var faultsLeft: Int
     private var met: [String] = []
+    /// The connections being forwarded, each as its two descriptors: they are closed only once
+    /// taken out of here, so that `cutConnections()` never touches a descriptor reused meanwhile.
+    private var forwarded: [Int: (client: Int32, server: Int32)] = [:]
+    private var nextID = 0
 
     private enum Fault {
         case cut
@@ -44,6 +49,18 @@ final class FaultyProxy: @unchecked Sendable {
     /// The faults met so far, in order (`cut at 125`, `stalled 7 s at 1464`).
     var faults: [String] { lock.withLock { met } }
 
+    /// Cuts every connection being forwarded (both sides); returns how many there were.
+    @discardableResult
+    func cutConnections() -> Int {
+        lock.withLock {
+            for (client, server) in forwarded.values {
+                shutdown(client, Int32(SHUT_RDWR))
+                shutdown(server, Int32(SHUT_RDWR))
+            }
+            return forwarded.count
+        }
+    }
+
     private func acceptLoop() {
         while true {
             let client = accept(listener, nil, nil)
@@ -54,7 +71,12 @@ final class FaultyProxy: @unchecked Sendable {
                 close(client)
                 continue
             }
-            Thread.detachNewThread { [self] in forward(client, server, fault: fault, delays: delays) }
+            let id = lock.withLock {
+                nextID += 1
+                forwarded[nextID] = (client, server)
+                return nextID
+            }
+            Thread.detachNewThread { [self] in forward(id, client, server, fault: fault, delays: delays) }
         }
     }
 
@@ -70,8 +92,9 @@ final class FaultyProxy: @unchecked Sendable {
 
     /// Copies bytes both ways until either side closes, each chunk after a delay of `delays`
     /// milliseconds (in turn), and meets `fault` once its bytes have gone through.
-    private func forward(_ client: Int32, _ server: Int32, fault: (at: UInt64, Fault)?, delays: [UInt64]) {
+    private func forward(_ id: Int, _ client: Int32, _ server: Int32, fault: (at: UInt64, Fault)?, delays: [UInt64]) {
         defer {
+            lock.withLock { _ = forwarded.removeValue(forKey: id) }
             close(client)
             close(server)
         }
