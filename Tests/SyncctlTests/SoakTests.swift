@@ -252,6 +252,16 @@ final class Soak: @unchecked Sendable {
             }
         }
         let dumps = try names.map { try must("dump", $0, ["dump"]) }
+        // However many of its processes synced at once, a replica that syncs alone again keeps at
+        // most 33 files of its own in the folder (SPEC.md §14, step 3); but for a file whose sync
+        // was killed before it recorded it, which is anyone's.
+        let killedFolderSyncs = fleet.killed.filter { $0 == "sync --folder a" || $0 == "watcher a" || $0 == "watcher d" }.count
+        var unbounded: [String] = []
+        for name in ["a", "d"] {
+            let id = try #require(try jsonObject(try must("status", name, ["status", "--json"])).string("replica"))
+            let files = try bundleNames(in: folder).filter { $0.hasPrefix(id) }.count
+            if files > 33 + killedFolderSyncs { unbounded.append("\(name) has \(files) files in the folder") }
+        }
         let operations = try jsonObject(try must("status", "a", ["status", "--json"])).int("operations") ?? -1
         fleet.stopSampling()
 
@@ -264,6 +274,9 @@ final class Soak: @unchecked Sendable {
         }
         if !missing.isEmpty {
             Issue.record("\(header): acknowledged changes missing (\(missing.count)):\n\(list(missing))")
+        }
+        if !unbounded.isEmpty {
+            Issue.record("\(header): the folder is not bounded (SPEC.md §14 keeps a replica at 33 files, \(killedFolderSyncs) folder syncs were killed): \(unbounded)")
         }
         if !unsound.isEmpty {
             Issue.record("\(header): verify failed:\n\(list(unsound))")
@@ -314,8 +327,8 @@ final class Soak: @unchecked Sendable {
         count("watcher syncs", result.stdoutLines.filter { $0.hasPrefix("imported") || $0.hasPrefix("published") }.count)
     }
 
-    /// About ten processes at once on two cores: four writers, two peer clients, a merger and a
-    /// reader, beside serve and the two watchers.
+    /// About eleven processes at once on two cores: four writers, two peer clients, a folder
+    /// syncer of A, a merger and a reader, beside serve and the two watchers.
     func startLoops() {
         for (index, name) in names.enumerated() {
             let journal = journals[name]!
@@ -331,6 +344,15 @@ final class Soak: @unchecked Sendable {
                 // Again and again, but leaving the writers some of the two cores.
                 Thread.sleep(forTimeInterval: Double(random.next() % 300) / 1000)
             }
+        }
+        // A second process of replica A syncing through the folder beside its watcher: each may
+        // import a file the other published before it sees it recorded (issue 30).
+        fleet.loop("folder syncs of a") { [self] iteration in
+            var random = random(stream: 500, iteration)
+            if try fleet.run("sync --folder", label: "sync --folder a", ["sync", "--folder", folder] + store("a"))?.succeeded == true {
+                count("folder syncs of a")
+            }
+            Thread.sleep(forTimeInterval: Double(random.next() % 300) / 1000)
         }
         fleet.loop("merger") { [self] iteration in
             var random = random(stream: 300, iteration)
