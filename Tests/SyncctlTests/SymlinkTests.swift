@@ -63,6 +63,47 @@ import Testing
         try original.ok("verify")
     }
 
+    /// A server, a peer client, an import, notes, a follower and a watcher, each on a store
+    /// reached through links: the same as on the files they name.
+    @Test func longLivedModesAndPeerSyncWorkThroughLinks() throws {
+        let sandbox = try Sandbox()
+        let (a, b) = try sandbox.makePairedStores()
+        let folder = try sandbox.makeDirectory("shared")
+        #expect(symlink(a.path, sandbox.path("a-link.db")) == 0)
+        #expect(symlink(b.path, sandbox.path("b-link.db")) == 0)
+        #expect(symlink(sandbox.path("b-link.db"), sandbox.path("b-chain.db")) == 0)
+        let aLink = Store(sandbox: sandbox, path: sandbox.path("a-link.db"))
+        let bChain = Store(sandbox: sandbox, path: sandbox.path("b-chain.db"))
+
+        let server = try sandbox.start(["serve", "--listen", "127.0.0.1:0", "--store", aLink.path])
+        #expect(eventually(timeout: 20) { server.stdout.contains("\n") || !server.isRunning })
+        let listening = server.stdout.firstMatch(of: #/on 127\.0\.0\.1:(\d+) /#)
+        let port = try #require(listening.map { String($0.1) }, "\(server.stdout) \(server.stderr)")
+        let follower = try sandbox.start(["changes", "--follow", "--json", "--store", bChain.path])
+        let watcher = try sandbox.start(["sync", "--folder", folder, "--watch", "--interval", "0.2", "--store", aLink.path])
+
+        let note = try aLink.addNote("through a link", "--body", "first")
+        try aLink.ok("note", "edit", note, "--body", "second")
+        let reminder = try aLink.addReminder("snoozed through a link", "--due", "2026-12-01T09:00:00Z")
+        try aLink.ok("reminder", "snooze", reminder, "--minutes", "30")
+        try aLink.ok("reminder", "due", "--at", "2026-12-02T00:00:00Z")
+        try sandbox.write(Data(#"[{"kind":"note","title":"imported through a chain"}]"#.utf8), to: "import.json")
+        try bChain.ok("import", sandbox.path("import.json"))
+        try bChain.ok("sync", "--peer", "127.0.0.1:\(port)")
+        #expect(try b.dump() == (try a.dump()))
+        #expect(eventually(timeout: 20) { follower.stdout.contains("\"origin\":\"merge\"") }, "\(follower.stdout) \(follower.stderr)")
+        #expect(eventually(timeout: 20) { (try? bundleNames(in: folder).count) ?? 0 > 0 }, "the watcher published through the link")
+
+        for process in [server, follower, watcher] { process.send(SIGTERM) }
+        for process in [server, follower, watcher] {
+            let result = process.wait(timeout: 30)
+            #expect(result.succeeded, "\(result)")
+            #expect(!result.stderr.contains("copy"), "\(result)")
+        }
+        try a.ok("verify")
+        try b.ok("verify")
+    }
+
     /// A wipe through a link removes the store the link names, with its side files, and the link.
     @Test func aWipeThroughALinkRemovesTheStoreAndTheLink() throws {
         let sandbox = try Sandbox()
