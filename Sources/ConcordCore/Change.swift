@@ -344,7 +344,7 @@ public enum ChangeError: Error, Hashable, CustomStringConvertible {
         case .deleted(let ref): "\(ref.kind.name) \(ref.id.hex) is deleted; restore it first"
         case .wrongKind(let ref, let expected): "\(ref.id.hex) is a \(ref.kind.name), not a \(expected.name)"
         case .emptyTitle: "the title is empty"
-        case .invalidTag(let tag): "invalid tag \(String(reflecting: tag)): tags are non-empty and have no control characters"
+        case .invalidTag(let tag): "invalid tag \"\(escapingControlCharacters(tag))\": tags are non-empty and have no control characters"
         case .unknownRepeatRule(let name): "unknown repeat rule '\(name)' (expected hourly, daily, weekly or monthly)"
         case .snoozeOutOfRange: "a snooze must end after now and at most 366 days from now"
         case .outOfRange(let field): "the \(field.name) date is outside the years 1 to 9999"

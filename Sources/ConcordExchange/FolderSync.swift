@@ -466,11 +466,10 @@ public final class FolderSync: Sendable {
     }
 
     /// A file name as a warning shows it: anyone who can write to the folder names its files, so
-    /// control characters are escaped (`\n`, `\u{1B}`), and a name can neither break a warning
+    /// control characters are escaped (`\u{0a}`, `\u{1b}`, SPEC.md §12), and a name can neither break a warning
     /// into several lines (one of which could pass for syncctl's own) nor drive the terminal.
     static func shown(_ name: String) -> String {
-        guard name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else { return name }
-        return name.unicodeScalars.map { $0.properties.generalCategory == .control ? $0.escaped(asASCII: true) : String($0) }.joined()
+        escapingControlCharacters(name)
     }
 
     /// The replica whose temporary file this is: `.<replica id>-<serial>.tmp-<hex>`.

@@ -110,9 +110,14 @@ struct Resolve: ParsableCommand {
         let chosen: Value
         if let keep {
             let matches = conflict.heads.filter { keep.count >= 4 && $0.stamp.replica.hex.hasPrefix(keep.lowercased()) }
-            guard let head = matches.first, matches.allSatisfy({ $0.stamp.replica == head.stamp.replica }) else {
-                let replicas = conflict.heads.map(\.stamp.replica.hex).joined(separator: ", ")
-                throw ConcordError(.invalidInput, "--keep \(keep) names none of the replicas in conflict (\(replicas))")
+            let replicas = Set(matches.map(\.stamp.replica)).sorted()
+            guard let head = matches.first, replicas.count == 1 else {
+                if replicas.count > 1 {
+                    let candidates = replicas.map(\.hex).joined(separator: ", ")
+                    throw ConcordError(.invalidInput, "--keep \(keep) is ambiguous: it matches the replicas \(candidates) in conflict; give more of the id")
+                }
+                let all = conflict.heads.map(\.stamp.replica.hex).joined(separator: ", ")
+                throw ConcordError(.invalidInput, "--keep \(keep) names none of the replicas in conflict (\(all))")
             }
             chosen = head.value
         } else {

@@ -179,22 +179,3 @@ func warn(_ text: String) {
     FileHandle.standardError.write(Data("syncctl: \(escapingControlCharacters(text))\n".utf8))
 }
 
-/// `text` with every Unicode control character (general category Cc: C0, DEL and C1) written as
-/// `\u{XX}` (SPEC.md §12): a message quotes what the user gave, and a raw U+0085 would break its
-/// one line, a raw U+009B start a terminal's control sequence.
-func escapingControlCharacters(_ text: String) -> String {
-    guard text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else { return text }
-    var out = ""
-    for scalar in text.unicodeScalars {
-        if scalar.properties.generalCategory == .control {
-            out += "\\u{" + String(scalar.value, radix: 16, uppercase: false).leftPadded(to: 2) + "}"
-        } else {
-            out.unicodeScalars.append(scalar)
-        }
-    }
-    return out
-}
-
-private extension String {
-    func leftPadded(to width: Int) -> String { String(repeating: "0", count: max(0, width - count)) + self }
-}

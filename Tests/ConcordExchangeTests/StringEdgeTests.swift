@@ -91,10 +91,12 @@ import Testing
             #expect(throws: ConcordError(.invalidChange, "the title is empty")) { try store.addReminder(ReminderDraft(title: blank)) }
             #expect(throws: ConcordError(.invalidChange, "the title is empty")) { try store.editNote(id, NotePatch(title: blank)) }
         }
+        // Escaped as SPEC.md §12 says, whatever the character: `\u{09}`, never `\t`; lower case.
+        #expect(escapingControlCharacters("tab\there\r\n\u{1B}[31m\u{85}\u{9B}é") == #"tab\u{09}here\u{0d}\u{0a}\u{1b}[31m\u{85}\u{9b}é"#)
         for tag in ["", "\u{0}", "a\u{0}b", "tab\there", "\u{7F}", "\u{85}", "line\nbreak"] {
             let error = #expect(throws: ConcordError.self) { try store.tag(.note(id), add: [tag]) }
             #expect(error?.code == .invalidChange)
-            #expect(error?.message == "invalid tag \(String(reflecting: tag)): tags are non-empty and have no control characters")
+            #expect(error?.message == "invalid tag \"\(escapingControlCharacters(tag))\": tags are non-empty and have no control characters")
             #expect(error?.message.contains("\n") == false, "the message is one line")
         }
         #expect(try store.dump() == dump)

@@ -248,6 +248,46 @@ import Testing
 // MARK: Helpers
 
 /// Two replicas, a and b, that share a folder and both hold one reminder, "Buy milk", made on a.
+extension ConflictCommandTests {
+    /// Two replicas whose ids share their first 30 hex digits (b's id set so in its new store):
+    /// `--keep` with 8 of them is ambiguous, and says so, listing both, rather than that it names
+    /// none of them.
+    @Test func keepThatMatchesSeveralReplicasSaysItIsAmbiguous() throws {
+        let sandbox = try Sandbox()
+        let a = try sandbox.makeStore("a.db")
+        let b = try sandbox.makeStore("b.db")
+        let aID = try a.replicaID()
+        let bID = String(aID.dropLast(2)) + (aID.hasSuffix("00") ? "01" : "00")
+        try sandbox.python("""
+            import sqlite3, sys
+            db = sqlite3.connect(sys.argv[1])
+            old = db.execute("SELECT value FROM meta WHERE key = 'replica_id'").fetchone()[0]
+            new = bytes.fromhex(sys.argv[2])
+            db.execute("UPDATE meta SET value = ? WHERE key = 'replica_id'", (new,))
+            db.execute("UPDATE replicas SET id = ? WHERE id = ?", (new, old))
+            db.execute("DELETE FROM meta WHERE key = 'location'")
+            db.commit()
+            """, [b.path, bID])
+        #expect(try b.replicaID() == bID)
+        let folder = try sandbox.makeDirectory("shared")
+        let id = try a.addReminder("Buy milk")
+        try a.ok("sync", "--folder", folder)
+        try b.ok("sync", "--folder", folder)
+        try a.ok("reminder", "edit", id, "--title", "Buy oat milk")
+        try b.ok("reminder", "edit", id, "--title", "Buy soy milk")
+        try a.ok("sync", "--folder", folder)
+        try b.ok("sync", "--folder", folder)
+        let prefix = String(aID.prefix(8))
+        let before = try b.snapshot()
+        try b.expectRefused(
+            ["resolve", id, "--field", "title", "--keep", prefix],
+            mentions: ["--keep \(prefix) is ambiguous: it matches the replicas \([aID, bID].sorted().joined(separator: ", ")) in conflict; give more of the id"], code: 1)
+        #expect(try b.snapshot() == before)
+        try b.ok("resolve", id, "--field", "title", "--keep", bID)
+        #expect(try b.show(id).string("title") == "Buy soy milk")
+    }
+}
+
 private struct TwoReplicas {
     let sandbox: Sandbox
     let a: Store
