@@ -93,4 +93,27 @@ import Testing
     static func answers(_ store: ConcordStore, _ id: RecordID) throws -> ([Conflict], [HistoryEntry]?) {
         (try store.conflicts(), try store.history(of: .reminder(id)))
     }
+
+    /// One assign under one id with two different known predecessor lists is a clash (SPEC.md
+    /// §4.2), "none" against a list included; unknown predecessors are the same operation as
+    /// either, and the copy held is kept.
+    @Test func twoDifferentKnownPredecessorListsOfOneAssignAreAClash() throws {
+        let (a, b, _, _) = try Self.twoStoresInConflict()
+        let edit = try #require(try b.allOperations().last { $0.id.replica == b.replicaID && $0.predecessors?.entries.isEmpty == false })
+        let other = try #require(try a.allOperations().first { $0.id.replica == a.replicaID }?.id)
+        let fresh = try ConcordStore.inMemory()
+        try fresh.merge(try b.allOperations())
+        let dump = try fresh.dump()
+        for predecessors in [Predecessors([]), Predecessors([OperationID(replica: other.replica, seq: other.seq + 1)])] {
+            var forged = edit
+            forged.predecessors = predecessors
+            let error = #expect(throws: ConcordError.self) { try fresh.merge([forged]) }
+            #expect(error?.code == .clash, "\(predecessors)")
+        }
+        var unknown = edit
+        unknown.predecessors = nil
+        #expect(try fresh.merge([unknown]).newOperationCount == 0)
+        #expect(try fresh.dump() == dump)
+        #expect(try fresh.allOperations().first { $0.id == edit.id }?.predecessors == edit.predecessors, "the copy held is kept")
+    }
 }
