@@ -58,8 +58,11 @@ import Testing
     /// different replicas at once without a new conflict.
     @Test func valueSettlesAFieldWithAValueOfItsOwn() throws {
         let f = try TwoReplicas()
-        try f.a.ok("reminder", "edit", f.id, "--title", "Buy oat milk", "--priority", "high")
-        try f.b.ok("reminder", "edit", f.id, "--title", "Buy almond milk", "--priority", "low")
+        try f.a.ok("reminder", "edit", f.id, "--title", "Buy oat milk", "--priority", "high", "--due", "2026-12-02T09:00:00Z")
+        try f.b.ok("reminder", "edit", f.id, "--title", "Buy almond milk", "--priority", "low", "--due", "2026-12-03T09:00:00Z")
+        try f.syncAll()
+        // The raw register value as JSON (SPEC.md §11): an instant as its milliseconds.
+        #expect(try f.a.ok("resolve", f.id, "--field", "due", "--value", "2026-12-01T09:00:00Z") == "reminder \(f.id) due = 1796115600000")
         try f.syncAll()
         let json = try f.a.ok("conflicts", "--json")
         #expect(try f.b.ok("conflicts", "--json") == json)
