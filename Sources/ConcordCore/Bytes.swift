@@ -172,6 +172,16 @@ public struct ByteReader {
         return valid
     }
 
+    /// Reads past a length-prefixed string without checking its bytes, as `string()` would read
+    /// it; returns its length in bytes.
+    @discardableResult
+    mutating func skipString() throws(DecodeError) -> Int {
+        let length = try varint()
+        guard length <= UInt64(remaining) else { throw .truncated }
+        offset += Int(length)
+        return Int(length)
+    }
+
     /// Eight bytes, big-endian.
     public mutating func fixed64() throws(DecodeError) -> UInt64 {
         var value: UInt64 = 0

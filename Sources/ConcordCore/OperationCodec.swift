@@ -148,6 +148,29 @@ public enum OperationCodec {
         /// Decodes the next operation of the run from `reader` and validates it (SPEC.md §4.3): an
         /// invalid operation throws `.malformed`.
         public mutating func next(from reader: inout ByteReader) throws(DecodeError) -> Op {
+            let (header, timestamp, record) = try start(from: &reader)
+            return try rest(header: header, timestamp: timestamp, record: record, from: &reader)
+        }
+
+        /// Decodes the next operation as `next(from:)` does if it acts on `wanted` (nil: on no
+        /// record); otherwise reads past it, building neither its action nor the operation, and
+        /// returns nil. A history takes a record's operations out of log rows that may mostly
+        /// hold other records'. An operation read past is checked as far as reading it needs (its
+        /// header, record, field code, value type, lengths and counts), not validated (SPEC.md §4.3).
+        package mutating func next(from reader: inout ByteReader, ifItActsOn wanted: RecordRef?) throws(DecodeError) -> Op? {
+            let (header, timestamp, record) = try start(from: &reader)
+            guard record == wanted else {
+                try OperationCodec.skipAction(header: header, from: &reader)
+                guard nextSeq < UInt64.max else { throw .malformed("sequence number overflows") }
+                nextSeq += 1
+                return nil
+            }
+            return try rest(header: header, timestamp: timestamp, record: record, from: &reader)
+        }
+
+        /// The next operation's header, timestamp and record, which every operation has.
+        @inline(__always)
+        private mutating func start(from reader: inout ByteReader) throws(DecodeError) -> (UInt8, Timestamp, RecordRef) {
             let header = try reader.byte()
             guard header & OperationCodec.reservedBits == 0 else {
                 throw .malformed("operation header 0x\(String(header, radix: 16)) has reserved bits set")
@@ -165,6 +188,14 @@ public enum OperationCodec {
                 record = RecordRef(kind: kind, id: try reader.identifier())
                 previousRecord = record
             }
+            return (header, timestamp, record)
+        }
+
+        /// The rest of the operation `start` began: its action and predecessors, validated.
+        @inline(__always)
+        private mutating func rest(
+            header: UInt8, timestamp: Timestamp, record: RecordRef, from reader: inout ByteReader
+        ) throws(DecodeError) -> Op {
             let (action, predecessors) = try OperationCodec.action(header: header, from: &reader)
             guard nextSeq < UInt64.max else { throw .malformed("sequence number overflows") }
             let operation = Op(
@@ -222,6 +253,49 @@ public enum OperationCodec {
             throw .malformed("unknown action \(header & OperationCodec.actionMask)")
         }
         return (action, predecessors)
+    }
+
+    /// Reads past an action (and the predecessors after it) as `action(header:from:)` reads it,
+    /// building nothing: strings are read past unchecked as UTF-8, and predecessors unchecked
+    /// for order.
+    private static func skipAction(header: UInt8, from reader: inout ByteReader) throws(DecodeError) {
+        guard header & OperationCodec.predecessorsFlag == 0 || header & OperationCodec.actionMask == 0 else {
+            throw .malformed("a tag operation with the predecessors bit set")
+        }
+        switch header & OperationCodec.actionMask {
+        case 0:
+            let code = try reader.byte()
+            if code == 0 {
+                guard try reader.skipString() > 0 else { throw .malformed("empty field name") }
+            } else {
+                guard Field(code: code) != nil else { throw .malformed("unknown field code \(code)") }
+            }
+            switch try reader.byte() {
+            case 0, 1, 2: break
+            case 3: _ = try reader.varint()
+            case 4: try reader.skipString()
+            case let tag: throw .malformed("unknown value type \(tag)")
+            }
+            if header & OperationCodec.predecessorsFlag != 0 { try skipIDs(from: &reader) }
+        case 1:
+            try reader.skipString()
+        case 2:
+            try reader.skipString()
+            try skipIDs(from: &reader)
+        default:
+            throw .malformed("unknown action \(header & OperationCodec.actionMask)")
+        }
+    }
+
+    /// Reads past a count of operation ids (a replica id and a seq each): a remove's observed
+    /// adds, an assign's predecessors.
+    private static func skipIDs(from reader: inout ByteReader) throws(DecodeError) {
+        let count = try reader.varint()
+        guard count <= UInt64(reader.remaining / 17) else { throw .truncated }
+        for _ in 0..<count {
+            _ = try reader.bytes(16)
+            _ = try reader.varint()
+        }
     }
 
     /// Predecessors as an assign carries them: a count, then each replica's id and seq, replicas

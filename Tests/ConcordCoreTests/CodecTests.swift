@@ -139,6 +139,31 @@ struct CodecTests {
         }
     }
 
+    /// Reading a run for one record's operations (as a history does, SPEC.md §9) gives the
+    /// operations of that record where they are, reads past every other to the run's end, and
+    /// leaves the seqs as decoding all would; cut short, it is refused as decoding all is.
+    @Test func runsReadForOneRecordGiveItsOperationsAndPassOthers() async {
+        await propertyCheck(count: 300, input: CodecGen.run, Gen.int(in: 0...CodecGen.records.count)) { ops, choice in
+            // One of the records, or none.
+            let wanted = choice < CodecGen.records.count ? CodecGen.records[choice] : nil
+            let bytes = CodecGen.encode(ops)
+            func read(_ bytes: [UInt8]) throws(DecodeError) -> [Op?] {
+                var reader = ByteReader(bytes)
+                var run = OperationCodec.RunDecoder(author: ops[0].id.replica, firstSeq: ops[0].id.seq)
+                var read: [Op?] = []
+                for _ in ops { read.append(try run.next(from: &reader, ifItActsOn: wanted)) }
+                #expect(reader.isAtEnd)
+                #expect(run.nextSeq == ops.last!.id.seq + 1)
+                return read
+            }
+            let found = try read(bytes)
+            #expect(found == ops.map { $0.record == wanted ? $0 : nil })
+            for length in 0..<bytes.count {
+                #expect(throws: DecodeError.truncated, "prefix of \(length) of \(bytes.count) bytes") { try read(Array(bytes.prefix(length))) }
+            }
+        }
+    }
+
     /// A run built from each operation's encoding alone (as a merge's sort keeps them) is byte for
     /// byte the run encoded from the operations, with their timestamps; an encoding that is not
     /// one of an operation alone, or is cut short, is refused.

@@ -66,6 +66,29 @@ import Testing
         #expect(try Store(sandbox: sandbox, path: sandbox.path("first.db")).dump() == (try Store(sandbox: sandbox, path: sandbox.path("second.db")).dump()))
     }
 
+    /// `bench history` on a small workload: the interleaved reminder's history has a span per
+    /// write, the contiguous one's few, both checked against the log, and nothing is left behind.
+    @Test func historyBenchReadsBothHistoriesAndChecksThem() throws {
+        let sandbox = try Sandbox()
+        let temporary = try sandbox.makeDirectory("tmp")
+        let result = try sandbox.run(
+            ["bench", "history", "--records", "60", "--writes", "300", "--others", "2", "--runs", "2", "--json"],
+            environment: ["TMPDIR": temporary])
+        let report = try members(result)
+        #expect(report["benchmark"] == .string("history"))
+        #expect(report["verified"] == .bool(true))
+        #expect(report["runs"] == .number("2"))
+        for name in ["interleaved", "contiguous"] {
+            // Its create (5 field writes and 1 to 3 tags), a few of the workload's updates, then 300 more.
+            let operations = try #require(number(report["\(name)Operations"]), "\(result)")
+            #expect(operations >= 300 + 6 && operations <= 300 + 8 + 20, "\(result)")
+            #expect(number(report["\(name)MedianMilliseconds"]).map { $0 > 0 } == true, "\(result)")
+        }
+        #expect(number(report["interleavedSpans"]).map { $0 >= 300 } == true, "\(result)")
+        #expect(number(report["contiguousSpans"]).map { $0 <= 20 } == true, "\(result)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: temporary).isEmpty)
+    }
+
     /// `bench live` on a few changes: every commit reaches the follower by each path, and the
     /// latencies are reported in order, and nothing is left behind.
     @Test func liveBenchReportsTheLatencyOfEachPath() throws {
