@@ -1,3 +1,5 @@
+import Foundation
+
 /// A JSON value with one canonical text form: object keys sorted by their UTF-8 bytes, no
 /// insignificant white space, integers only, strings escaped minimally (`"`, `\`, and control
 /// characters as `\u00XX`), everything else written as UTF-8. Equal values give equal bytes on
@@ -6,6 +8,9 @@ package indirect enum JSON: Hashable, Sendable {
     case null
     case bool(Bool)
     case int(Int64)
+    /// A measurement, written with `fractionDigits` digits after the point (`0.042`): a JSON number,
+    /// never a string. Only benchmarks print them; the data Concord prints has integers only.
+    case decimal(Double, fractionDigits: Int)
     case string(String)
     case array([JSON])
     case object([(String, JSON)])
@@ -24,6 +29,9 @@ package indirect enum JSON: Hashable, Sendable {
         case .null: out += Array("null".utf8)
         case .bool(let b): out += Array((b ? "true" : "false").utf8)
         case .int(let i): out += Array(String(i).utf8)
+        case let .decimal(value, digits):
+            // JSON has no NaN or infinity: a measurement that is not a number is null.
+            out += Array((value.isFinite ? String(format: "%.\(max(0, digits))f", value) : "null").utf8)
         case .string(let s): JSON.writeString(s, into: &out)
         case .array(let items):
             out.append(UInt8(ascii: "["))

@@ -119,7 +119,7 @@ struct MergeBench: ParsableCommand {
                 let copy = directory + "/a-\(run).db"
                 try FileManager.default.copyItem(atPath: template, toPath: copy)
                 let result = try MergeRun.inChildProcess(store: copy, bundle: bundle, options: options)
-                times.append(Double(result.seconds)!)
+                times.append(result.seconds)
                 peak = max(peak, result.peakResidentBytes)
                 guard result.newOperations == operations else {
                     throw ValidationError("the merge brought \(result.newOperations) operations, not \(operations)")
@@ -142,14 +142,14 @@ struct MergeBench: ParsableCommand {
             let result = JSON.object([
                 ("benchmark", .string("merge")), ("workload", .string(options.description)),
                 ("operations", .int(Int64(operations))), ("targetOperationsBefore", .int(Int64(aOperations))),
-                ("runs", .int(Int64(times.count))), ("medianSeconds", .string(formatted(median, 3))),
+                ("runs", .int(Int64(times.count))), ("medianSeconds", .decimal(median, fractionDigits: 3)),
                 ("operationsPerSecond", .int(Int64(Double(operations) / median))),
                 ("bundleBytes", .int(Int64(summary.bytes))),
-                ("bytesPerOperation", .string(formatted(Double(summary.bytes) / Double(operations), 2))),
+                ("bytesPerOperation", .decimal(Double(summary.bytes) / Double(operations), fractionDigits: 2)),
                 ("peakResidentBytes", .int(Int64(peak))), ("verified", .bool(true)),
-                ("historyMedianMilliseconds", .string(formatted(history.median * 1000, 2))),
-                ("historyMaxMilliseconds", .string(formatted(history.max * 1000, 2))),
-                ("historyOperations", .string(formatted(history.operations, 1))),
+                ("historyMedianMilliseconds", .decimal(history.median * 1000, fractionDigits: 2)),
+                ("historyMaxMilliseconds", .decimal(history.max * 1000, fractionDigits: 2)),
+                ("historyOperations", .decimal(history.operations, fractionDigits: 1)),
             ])
             if options.json {
                 say(result.canonical)
@@ -191,9 +191,9 @@ struct MergeRun: ParsableCommand {
     @Option(help: "The copy of A to merge into.") var store: String
     @Option(help: "B's bundle.") var bundle: String
 
-    /// What a run prints (JSON has no fractions here: the seconds are a decimal string).
+    /// What a run prints.
     struct Result: Decodable {
-        var seconds: String
+        var seconds: Double
         var newOperations: Int
         var peakResidentBytes: Int
     }
@@ -208,7 +208,7 @@ struct MergeRun: ParsableCommand {
         var report = MergeReport()
         let seconds = try Measure.seconds { report = try target.mergeBundle(at: bundle).0 }
         say(JSON.object([
-            ("seconds", .string(formatted(seconds, 6))), ("newOperations", .int(Int64(report.newOperationCount))),
+            ("seconds", .decimal(seconds, fractionDigits: 6)), ("newOperations", .int(Int64(report.newOperationCount))),
             ("peakResidentBytes", .int(Int64(Measure.peakMemoryBytes()))),
         ]).canonical)
     }
@@ -231,7 +231,7 @@ struct MergeRun: ParsableCommand {
         guard process.terminationStatus == 0 else {
             throw ValidationError("the merge process failed (exit \(process.terminationStatus))")
         }
-        guard let result = try? JSONDecoder().decode(Result.self, from: bytes), Double(result.seconds) != nil else {
+        guard let result = try? JSONDecoder().decode(Result.self, from: bytes), result.seconds.isFinite else {
             throw ValidationError("the merge process printed no result: \(String(decoding: bytes, as: UTF8.self))")
         }
         return result
@@ -293,7 +293,7 @@ struct ExportBench: ParsableCommand {
             if options.json {
                 say(JSON.object([
                     ("benchmark", .string("export")), ("workload", .string(options.description)), ("operations", .int(Int64(operations))),
-                    ("runs", .int(Int64(times.count))), ("medianSeconds", .string(formatted(median, 3))),
+                    ("runs", .int(Int64(times.count))), ("medianSeconds", .decimal(median, fractionDigits: 3)),
                     ("operationsPerSecond", .int(Int64(Double(operations) / median))), ("bundleBytes", .int(Int64(summary!.bytes))),
                 ]).canonical)
             } else {
@@ -362,7 +362,7 @@ struct FolderSyncBench: ParsableCommand {
             if json {
                 say(JSON.object([
                     ("benchmark", .string("folder-sync")), ("files", .int(Int64(files))), ("runs", .int(Int64(times.count))),
-                    ("medianMilliseconds", .string(formatted(median * 1000, 1))),
+                    ("medianMilliseconds", .decimal(median * 1000, fractionDigits: 1)),
                 ]).canonical)
             } else {
                 say("folder      \(files) bundle files, nothing new")
@@ -436,10 +436,10 @@ struct PeerBench: ParsableCommand {
                 say(JSON.object([
                     ("benchmark", .string("peer")), ("workload", .string(options.description)),
                     ("operations", .int(Int64(operations))), ("runs", .int(Int64(times.count))),
-                    ("medianSeconds", .string(formatted(median, 3))),
+                    ("medianSeconds", .decimal(median, fractionDigits: 3)),
                     ("operationsPerSecond", .int(Int64(Double(operations) / median))),
                     ("bytesFromServer", .int(Int64(summary.bytesReceived))), ("bytesToServer", .int(Int64(summary.bytesSent))),
-                    ("bytesPerOperation", .string(formatted(perOperation, 2))), ("batches", .int(Int64(summary.batchesReceived))),
+                    ("bytesPerOperation", .decimal(perOperation, fractionDigits: 2)), ("batches", .int(Int64(summary.batchesReceived))),
                     ("peakResidentBytes", .int(Int64(peak))), ("verified", .bool(true)),
                 ]).canonical)
             } else {

@@ -82,7 +82,7 @@ struct HistoryBench: ParsableCommand {
                 ]
                 for (name, ref, times) in results {
                     members += [
-                        ("\(name)MedianMilliseconds", .string(formatted(Measure.median(times) * 1000, 2))),
+                        ("\(name)MedianMilliseconds", .decimal(Measure.median(times) * 1000, fractionDigits: 2)),
                         ("\(name)Operations", .int(Int64(expected[ref]!.count))),
                         ("\(name)Spans", .int(Int64(spans(ref)))),
                     ]

@@ -227,9 +227,9 @@ private struct Latencies {
 
     var json: JSON {
         .object([
-            ("p50Milliseconds", .string(formatted(percentile(0.5), 1))),
-            ("p99Milliseconds", .string(formatted(percentile(0.99), 1))),
-            ("maxMilliseconds", .string(formatted(sorted.last!, 1))),
+            ("p50Milliseconds", .decimal(percentile(0.5), fractionDigits: 1)),
+            ("p99Milliseconds", .decimal(percentile(0.99), fractionDigits: 1)),
+            ("maxMilliseconds", .decimal(sorted.last!, fractionDigits: 1)),
             ("changes", .int(Int64(sorted.count))),
         ])
     }
