@@ -67,7 +67,8 @@ public struct FolderWatch: AsyncSequence, Sendable {
             while !ended {
                 if looked {
                     if wakes == nil { wakes = FolderWakes(watch.sync, every: watch.interval) }
-                    // The folder's own directory appears with the first sync: watched from then.
+                    // The folder's own directory appears with the first sync: watched from then,
+                    // and watched anew whenever its path names another.
                     wakes!.watchFolder()
                     guard await wakes!.next() else { return nil }  // cancelled
                 }
@@ -155,12 +156,24 @@ final class FolderWakes: Sendable {
     private let stream: AsyncStream<Void>
     private let continuation: AsyncStream<Void>.Continuation
     private let queue = DispatchQueue(label: "concord.folder-watch")
+    /// The layout's directory, `<folder>/concord-v1`, and the folder that holds it.
     private let directory: String
-    private let sources: LockedState<(folder: FileWatch?, poll: (any DispatchSourceTimer)?, commits: Task<Void, Never>?)>
+    private let folder: String
+    private let sources: LockedState<Sources>
+
+    private struct Sources {
+        /// The layout's directory: its entries.
+        var directory: FileWatch?
+        /// The folder: its entry `concord-v1` made, moved in or out, or removed.
+        var folder: FileWatch?
+        var poll: (any DispatchSourceTimer)?
+        var commits: Task<Void, Never>?
+    }
 
     init(_ sync: FolderSync, every interval: Duration) {
         (stream, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
         directory = sync.directory
+        folder = sync.folder
         let continuation = continuation
         let poll = DispatchSource.makeTimerSource(queue: queue)
         let (seconds, attoseconds) = interval.components
@@ -171,15 +184,30 @@ final class FolderWakes: Sendable {
         let commits = Task {
             for await _ in sync.store.changes() { continuation.yield() }
         }
-        sources = LockedState((nil, poll, commits))
+        sources = LockedState(Sources(poll: poll, commits: commits))
     }
 
-    /// Starts watching the folder's directory, if it is not watched yet and exists now.
+    /// Watches the layout's directory, and the folder for that directory to appear, each anew
+    /// whenever its path no longer names what is watched (SPEC.md §14, "Watching"): the directory
+    /// moved away, deleted and made again, or a restored copy put in its place; a file system
+    /// unmounted or mounted again. Called before each wait, so checked at every wake-up and poll.
+    /// A watch that begins wakes the watch once, for what changed before it began.
     func watchFolder() {
         sources.withLock { sources in
-            guard sources.folder == nil else { return }
             let continuation = continuation
-            sources.folder = FileWatch(directory: directory, queue: queue) { continuation.yield() }
+            var began = false
+            if sources.directory?.isCurrent != true {
+                sources.directory?.cancel()
+                sources.directory = FileWatch(directory: directory, queue: queue) { continuation.yield() }
+                began = began || sources.directory != nil
+            }
+            if sources.folder?.isCurrent != true {
+                sources.folder?.cancel()
+                let name = (directory as NSString).lastPathComponent
+                sources.folder = FileWatch(entry: name, in: folder, queue: queue) { continuation.yield() }
+                began = began || sources.folder != nil
+            }
+            if began { continuation.yield() }
         }
     }
 
@@ -191,6 +219,7 @@ final class FolderWakes: Sendable {
 
     deinit {
         sources.withLock { sources in
+            sources.directory?.cancel()
             sources.folder?.cancel()
             sources.poll?.cancel()
             sources.commits?.cancel()
