@@ -16,6 +16,8 @@ import GRDB
 final class StoreObserver: Sendable {
     private let queue = DispatchQueue(label: "concord.observe")
     private let replica: ReplicaID
+    /// The side file whose bell the observer watches (nil in memory).
+    private let bellPath: String?
     private let reader: any DatabaseReader
     private let closesReader: Bool
     private let deliver: @Sendable (StoreChange) -> Void
@@ -39,13 +41,20 @@ final class StoreObserver: Sendable {
     /// Starts observing `store` from what it holds now, or from `since`: what is committed from
     /// there on is reported (what is newer than `since` at once), and operations logged but not
     /// yet applied once they are.
-    init(_ store: ConcordStore, since: VersionVector? = nil, deliver: @escaping @Sendable (StoreChange) -> Void) throws {
+    /// - Parameter pollEvery: how often to look without being woken; by default `pollWithBell`,
+    ///   or `pollWithoutBell` where the bell cannot be watched (a test sets it, to tell a wake-up
+    ///   from a poll).
+    init(
+        _ store: ConcordStore, since: VersionVector? = nil, pollEvery: DispatchTimeInterval? = nil,
+        deliver: @escaping @Sendable (StoreChange) -> Void
+    ) throws {
         replica = store.replicaID
         self.deliver = deliver
         if store.path == ":memory:" {
-            (reader, closesReader) = (store.connection, false)
+            (reader, closesReader, bellPath) = (store.connection, false, nil)
         } else {
             (reader, closesReader) = (try DatabaseQueue(path: store.path, configuration: ConcordStore.configuration(readOnly: true)), true)
+            bellPath = WriterTurns(store: store.path).path
         }
         let (reported, dataVersion) = try reader.read { db in
             // What the log holds now: up to the vector, and above its gaps; or what `since`
@@ -62,7 +71,7 @@ final class StoreObserver: Sendable {
         state = LockedState(State(reported: reported, dataVersion: dataVersion))
         let watch = store.path == ":memory:" ? nil : CommitBell.watch(store: store.path, queue: queue) { [weak self] in self?.look(force: false) }
         let poll = DispatchSource.makeTimerSource(queue: queue)
-        let interval = watch == nil ? Self.pollWithoutBell : Self.pollWithBell
+        let interval = pollEvery ?? (watch == nil ? Self.pollWithoutBell : Self.pollWithBell)
         poll.schedule(deadline: .now() + interval, repeating: interval)
         poll.setEventHandler { [weak self] in self?.look(force: false) }
         poll.resume()
@@ -105,6 +114,7 @@ final class StoreObserver: Sendable {
     /// data_version` says that another connection has committed. On `queue`.
     private func look(force: Bool) {
         guard let reported = state.withLock({ $0.stopped ? nil : $0.reported }) else { return }
+        watchBellAgainIfReplaced()
         let found: (change: StoreChange?, reported: SeqRanges, dataVersion: Int)?
         do {
             found = try reader.read { db in
@@ -124,6 +134,20 @@ final class StoreObserver: Sendable {
             state.dataVersion = found.dataVersion
         }
         if let change = found.change { deliver(change) }
+    }
+
+    /// Watches the bell anew when its side file is another than the one watched, or was not
+    /// there: writers open it by its path for each turn, so once it is removed or replaced they
+    /// ring another (SPEC.md §9, "The commit bell"). A side file that is not there is not made
+    /// here, as it is when observing begins: its store may have been wiped, and the poll looks
+    /// meanwhile. On `queue`, at every look.
+    private func watchBellAgainIfReplaced() {
+        guard let bellPath else { return }
+        state.withLock { state in
+            guard !state.stopped, state.watch?.isCurrent != true else { return }
+            state.watch?.cancel()
+            state.watch = CommitBell.watch(sideFile: bellPath, queue: queue) { [weak self] in self?.look(force: false) }
+        }
     }
 
     /// The records of the operations the log holds and `reported` lacks, outside rows still

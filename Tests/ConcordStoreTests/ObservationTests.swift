@@ -16,8 +16,8 @@ import Testing
         private var changes: [StoreChange] = []
         private var observer: StoreObserver?
 
-        init(observing store: ConcordStore) throws {
-            observer = try StoreObserver(store) { [weak self] change in
+        init(observing store: ConcordStore, pollEvery: DispatchTimeInterval? = nil) throws {
+            observer = try StoreObserver(store, pollEvery: pollEvery) { [weak self] change in
                 guard let self else { return }
                 lock.withLock { changes.append(change) }
             }
@@ -121,6 +121,26 @@ import Testing
         let other = try fileStore(directory, seed: 2)
         _ = try other.addReminder(ReminderDraft(title: "ring"))
         #expect(rung.wait(timeout: .now() + 10) == .success)
+    }
+
+    /// The bell is heard again once its side file was replaced by another (a restored copy of the
+    /// store's directory, say): writers ring the new one, which the observer watches anew (SPEC.md
+    /// §9, "The commit bell"), rather than hear of commits at its poll only, here a minute later.
+    @Test func theBellIsHeardAfterItsSideFileIsReplaced() throws {
+        let directory = try TemporaryDirectory()
+        let observed = try fileStore(directory, seed: 1)
+        let writer = try fileStore(directory, seed: 2)
+        let collected = try Collected(observing: observed, pollEvery: .seconds(60))
+        let first = try writer.addReminder(ReminderDraft(title: "rung on the first side file"))
+        #expect(collected.wait { $0.flatMap(\.records).contains(.reminder(first)) })
+
+        let sideFile = observed.path + "-lock"
+        let restored = directory.file("restored-lock")
+        try FileManager.default.copyItem(atPath: sideFile, toPath: restored)
+        #expect(rename(restored, sideFile) == 0)
+        let second = try writer.addReminder(ReminderDraft(title: "rung on the side file put in its place"))
+        #expect(collected.wait { $0.flatMap(\.records).contains(.reminder(second)) }, "heard within 20 s, not at the poll")
+        #expect(collected.records.count == 2)
     }
 
     /// A writer that rings no bell (here: its side file cannot be made, so it takes no turns) is
