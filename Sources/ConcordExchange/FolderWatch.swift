@@ -12,8 +12,8 @@ import Logging
 /// file systems whose notifications do not arrive (network ones). A burst of wake-ups costs one
 /// look. It yields each sync that
 /// moved something or warned, each that failed (the next look tries again), and, as its last
-/// event, a store that another process made another replica. Cancelling the
-/// iterating task ends it: the sync under way finishes first, so the store and the folder stay
+/// event, a store that another process made another replica, or a store file replaced by another
+/// (each look checks the file first). Cancelling the iterating task ends it: the sync under way finishes first, so the store and the folder stay
 /// consistent.
 ///
 /// ```swift
@@ -28,7 +28,7 @@ import Logging
 ///
 /// It logs to `logger` (by default nowhere): each sync that moved something at `info` (its
 /// `summary`), each file skipped and each failed sync at `warning`, each sync that found nothing
-/// to do at `debug`, a store forked at `notice`; a warning or an error worded by `describeError`.
+/// to do at `debug`, a store forked or replaced at `notice`; a warning or an error worded by `describeError`.
 /// The syncs, which block while they read and write, run on threads of their own (on macOS 15,
 /// iOS 18 and later, and Linux), not on those that the process's tasks share.
 public struct FolderWatch: AsyncSequence, Sendable {
@@ -61,8 +61,8 @@ public struct FolderWatch: AsyncSequence, Sendable {
             self.watch = watch
         }
 
-        /// The next sync that moved something, warned or failed, or the store's fork; `nil` once
-        /// the task is cancelled or after a fork.
+        /// The next sync that moved something, warned or failed, or the store's fork or
+        /// replacement; `nil` once the task is cancelled or after either.
         public mutating func next() async -> FolderWatchEvent? {
             while !ended {
                 if looked {
@@ -101,6 +101,9 @@ public struct FolderWatch: AsyncSequence, Sendable {
             _ sync: FolderSync, _ logger: Logger, _ describe: (ConcordError) -> String, _ lastState: String?
         ) -> Look {
             do {
+                // The store file first: a sync would write into a file no other process finds at
+                // the store's path any more, and its state would be of that file.
+                try sync.store.ensureSameFile()
                 let state = try sync.changeToken()
                 guard state != lastState else { return Look(state: lastState) }
                 // Remember the state seen *before* the sync: a change that lands while it runs (or
@@ -125,6 +128,10 @@ public struct FolderWatch: AsyncSequence, Sendable {
                 // store again.
                 logger.notice("\(describe(error))", metadata: ["folder": "\(sync.folder)"])
                 return Look(event: .forked(error), state: nil, ends: true)
+            } catch let error as ConcordError where error.code == .replaced {
+                // Nor in a file no other process finds: the watch ends, and the caller decides.
+                logger.notice("\(describe(error))", metadata: ["folder": "\(sync.folder)"])
+                return Look(event: .replaced(error), state: nil, ends: true)
             } catch {
                 let error = error as? ConcordError ?? ConcordError(.io, "\(error)", cause: error)
                 logger.warning("\(describe(error)); retrying", metadata: ["folder": "\(sync.folder)"])
@@ -183,6 +190,9 @@ final class FolderWakes: Sendable {
         poll.resume()
         let commits = Task {
             for await _ in sync.store.changes() { continuation.yield() }
+            // The stream ends when the store's file was replaced (or the watch stops): the next
+            // look says so at once.
+            continuation.yield()
         }
         sources = LockedState(Sources(poll: poll, commits: commits))
     }
@@ -239,4 +249,10 @@ public enum FolderWatchEvent: Hashable, Sendable {
     /// with the error of code `forked` that says so: the watch has ended, since nothing may go on
     /// under the old id. Open the store again, and watch anew.
     case forked(ConcordError)
+    /// The store's path names another file than the one the store object opened, or none (it was
+    /// wiped and created again, a backup restored over it, or moved away; SPEC.md §9.1), with the
+    /// error of code `replaced` that says so: the watch has ended, since its syncs would go into a
+    /// file no other process finds at the path. Open the store at the path again if it is the one
+    /// to keep in step, and watch anew.
+    case replaced(ConcordError)
 }

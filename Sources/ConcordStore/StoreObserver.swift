@@ -3,11 +3,13 @@ import Dispatch
 import Foundation
 import GRDB
 
-/// Finds the changes committed to a store file, by this store object or any other connection or
-/// process, for `ConcordStore.changes()` (SPEC.md §7, "Observing changes").
+/// Finds what happens to a store file, for `ConcordStore.events()` and `changes()` (SPEC.md §7.1,
+/// "Observing changes"): the changes committed to it by this store object or any other connection
+/// or process, and its replacement by another file.
 ///
 /// It keeps the operations it has reported (`reported`). When it is woken (the commit bell rang,
-/// this store object committed, or the safety poll found that `PRAGMA data_version` moved), it
+/// this store object committed, or the safety poll came), it first checks that the store's path
+/// still names the file the store object opened; then, if `PRAGMA data_version` moved, it
 /// reads, through a read-only connection of its own that never waits for a writer, the log rows
 /// that may hold operations it has not reported: for each author, only the rows from its first
 /// unreported seq on (an index range, never the whole log). Their records make one change. Rows
@@ -16,11 +18,15 @@ import GRDB
 final class StoreObserver: Sendable {
     private let queue = DispatchQueue(label: "concord.observe")
     private let replica: ReplicaID
+    /// The store's path, and the file the store object opened there (nil in memory): once the
+    /// path names another, or none, the observer reports it and stops.
+    private let path: String
+    private let openedFile: FileNode?
     /// The side file whose bell the observer watches (nil in memory).
     private let bellPath: String?
     private let reader: any DatabaseReader
     private let closesReader: Bool
-    private let deliver: @Sendable (StoreChange) -> Void
+    private let deliver: @Sendable (StoreEvent) -> Void
     private let state: LockedState<State>
 
     private struct State {
@@ -46,9 +52,11 @@ final class StoreObserver: Sendable {
     ///   from a poll).
     init(
         _ store: ConcordStore, since: VersionVector? = nil, pollEvery: DispatchTimeInterval? = nil,
-        deliver: @escaping @Sendable (StoreChange) -> Void
+        deliver: @escaping @Sendable (StoreEvent) -> Void
     ) throws {
         replica = store.replicaID
+        path = store.path
+        openedFile = store.openedFile
         self.deliver = deliver
         if store.path == ":memory:" {
             (reader, closesReader, bellPath) = (store.connection, false, nil)
@@ -110,10 +118,18 @@ final class StoreObserver: Sendable {
         }
     }
 
-    /// Reports what was committed since the last look. Without `force`, only when `PRAGMA
-    /// data_version` says that another connection has committed. On `queue`.
+    /// Reports what happened since the last look: the store file replaced, or what was committed
+    /// (without `force`, only when `PRAGMA data_version` says that another connection has
+    /// committed). On `queue`.
     private func look(force: Bool) {
         guard let reported = state.withLock({ $0.stopped ? nil : $0.reported }) else { return }
+        // The path first, at every look: the file now at the path rings no bell this observer
+        // hears and moves no `data_version` its connection reads (SPEC.md §9.1).
+        if let openedFile, FileNode(at: path) != openedFile {
+            stop()
+            deliver(.replaced(ConcordStore.replacedError(path)))
+            return
+        }
         watchBellAgainIfReplaced()
         let found: (change: StoreChange?, reported: SeqRanges, dataVersion: Int)?
         do {
@@ -133,7 +149,7 @@ final class StoreObserver: Sendable {
             state.reported = found.reported
             state.dataVersion = found.dataVersion
         }
-        if let change = found.change { deliver(change) }
+        if let change = found.change { deliver(.changed(change)) }
     }
 
     /// Watches the bell anew when its side file is another than the one watched, or was not

@@ -11,7 +11,8 @@ struct Changes: ParsableCommand {
             as KIND:ID in order. With --json, one JSON object a line, with "origin", "records" and \
             "versions": the version vector reported up to, which --since takes to go on from there \
             missing nothing. --follow keeps printing, whoever commits (syncctl, an app, serve), until \
-            SIGINT or SIGTERM; without --since it starts from what the store holds now. Without \
+            SIGINT or SIGTERM; without --since it starts from what the store holds now. It ends with \
+            exit 1 if the store file is replaced by another (wiped, restored or moved). Without \
             --follow, --since is required.
             """)
     @OptionGroup var store: StoreOptions
@@ -34,8 +35,22 @@ struct Changes: ParsableCommand {
         }
         let stop = StopSignal()
         let json = json
-        stop.cancellingOnStop {
-            for await change in store.changes(since: vector) { Self.print(change, json: json) }
+        let replaced = stop.cancellingOnStop { () -> ConcordError? in
+            for await event in store.events(since: vector) {
+                switch event {
+                case .changed(let change):
+                    Self.print(change, json: json)
+                case .replaced(let error):
+                    // Another file at the path (SPEC.md §7.1, §9.1): its history is not the one
+                    // printed so far, so the follower ends, and whoever reads it starts again.
+                    return error
+                }
+            }
+            return nil
+        }
+        if let replaced {
+            try? store.close()
+            throw replaced
         }
         try store.close()
     }

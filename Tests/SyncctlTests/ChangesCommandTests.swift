@@ -72,6 +72,29 @@ import Testing
         #expect(try store.ok("changes", "--since", String(decoding: data, as: UTF8.self)) == "")
     }
 
+    /// A follower whose store is wiped and created again at its path ends with one line and exit 1
+    /// (SPEC.md §7.1, §9.1): it neither follows the old file on silently, which no one writes any
+    /// more, nor prints the new store's history as if it went on from the old one.
+    @Test func followEndsOnceTheStoreIsWipedAndCreatedAgain() throws {
+        let sandbox = try Sandbox()
+        let store = try sandbox.makeStore()
+        let follower = try sandbox.start(["changes", "--follow", "--json", "--store", store.path])
+        let before = try store.addReminder("before the wipe")
+        #expect(eventually(timeout: 20) { follower.stdout.contains(before) }, "\(follower.stdout) \(follower.stderr)")
+        #expect(try store.run("wipe", "--yes").succeeded)
+        #expect(try store.run("init").succeeded)
+        let after = try store.addReminder("in the new store")
+        let result = follower.wait(timeout: 20)
+        #expect(!result.timedOut, "the follower ends by itself: \(result)")
+        #expect(result.status == 1 && !result.crashed, "\(result)")
+        #expect(result.stderrLines == [
+            "syncctl: the store at \(store.path) was replaced by another file (wiped, restored or moved) since this process opened it; open it again"
+        ], "\(result)")
+        let printed = try Self.lines(result.stdout)
+        #expect(printed.map { $0["records"] as? [String] ?? [] } == [["reminder:\(before)"]], "only the old store's change: \(result)")
+        #expect(!result.stdout.contains(after))
+    }
+
     @Test func badInputIsRefusedWithOneLine() throws {
         let sandbox = try Sandbox()
         let store = try sandbox.makeStore()
