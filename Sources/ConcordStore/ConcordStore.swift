@@ -434,8 +434,8 @@ public final class ConcordStore: Sendable {
     }
 
     /// A stream of what happens to the store's file from now on (or since `since`): the changes
-    /// of `changes(since:)`, and, as its last event, the file's replacement by another (SPEC.md
-    /// §7.1, §9.1). Iterate it in a task; cancelling the task, or dropping the stream, ends it.
+    /// of `changes(since:)`, another process's fork of the store, and, as its last event, the
+    /// file's replacement by another (SPEC.md §7.1, §9.1). Iterate it in a task; cancelling the task, or dropping the stream, ends it.
     /// If the store cannot be read to start observing it, the stream ends at once (after
     /// `replaced`, when that is why).
     public func events(since: VersionVector? = nil) -> AsyncStream<StoreEvent> {
@@ -492,6 +492,11 @@ public final class ConcordStore: Sendable {
 public enum StoreEvent: Hashable, Sendable {
     /// Operations were committed: the records they changed, and where they came from.
     case changed(StoreChange)
+    /// Another process made the store another replica (`ConcordStore.fork(at:)`, SPEC.md §9.1).
+    /// The stream goes on, the file and its history being the same: from this event on, `local`
+    /// means written under `replica`, and the operations of `former` are another replica's. A
+    /// store object opened before it refuses writes: open the store again to write.
+    case forked(replica: ReplicaID, former: ReplicaID)
     /// The store's path names another file than the one the store object opened, or none: the
     /// store was wiped and created again, a backup restored over it, or it was moved away (an
     /// error of code `replaced`, SPEC.md §9.1). The last event: what is committed to the file now
@@ -505,9 +510,11 @@ public struct StoreChange: Hashable, Sendable {
     /// Where a change's operations came from.
     public enum Origin: Hashable, Sendable {
         /// Every one was written on this replica (by this store object or another process that
-        /// writes the same store).
+        /// writes the same store): under the store's replica id as the change was read, which
+        /// after a fork (`StoreEvent.forked`) is the new one.
         case local
-        /// Every one was merged from other replicas: a bundle, a folder, a peer, another store.
+        /// Every one was merged from other replicas: a bundle, a folder, a peer, another store;
+        /// after a fork, the former id's operations too.
         case merge
         /// Some of each (commits of both kinds, reported together).
         case mixed

@@ -157,6 +157,21 @@ import Testing
         #expect(collected.records.count == 2)
     }
 
+    /// Another store object forks the store: the observer says so once, before anything it reads
+    /// after, and counts the new id's writes `local` (SPEC.md §7.1).
+    @Test func aForkIsReportedOnceAndTheNewIDsWritesAreLocal() throws {
+        let directory = try TemporaryDirectory()
+        let observed = try fileStore(directory, seed: 1)
+        let collected = try Collected(observing: observed, pollEvery: .seconds(60))
+        let (forked, former) = try ConcordStore.fork(at: observed.path, environment: environment(clock: ManualClock(baseMillis), seed: 2))
+        #expect(former == observed.replicaID)
+        #expect(collected.wait(untilEvents: { $0 == [.forked(replica: forked.replicaID, former: former)] }), "\(collected.allEvents)")
+        let id = try forked.addReminder(ReminderDraft(title: "by the new id"))
+        #expect(collected.wait { $0.flatMap(\.records) == [.reminder(id)] }, "\(collected.allEvents)")
+        #expect(collected.all.map(\.origin) == [.local])
+        #expect(collected.allEvents.count == 2, "the fork once: \(collected.allEvents)")
+    }
+
     /// A store wiped and created again at its path (its files removed, as `syncctl wipe` does,
     /// then a new one made): the store object opened before refuses writes, which no other
     /// process would find at the path, and its observer says so once and reports nothing of the
@@ -169,7 +184,7 @@ import Testing
         let writer = try fileStore(directory, seed: 3)
         try writer.addReminder(ReminderDraft(title: "in the file now at the path"))
         let message = "the store at \(observed.path) was replaced by another file (wiped, restored or moved) since this process opened it; open it again"
-        #expect(collected.wait { $0 == [.replaced(ConcordError(.replaced, message))] }, "\(collected.allEvents)")
+        #expect(collected.wait(untilEvents: { $0 == [.replaced(ConcordError(.replaced, message))] }), "\(collected.allEvents)")
         #expect(throws: ConcordError(.replaced, message)) { try observed.addReminder(ReminderDraft(title: "into the file no one finds")) }
         Thread.sleep(forTimeInterval: 0.2)
         #expect(collected.allEvents.count == 1, "said once, then stopped")
