@@ -13,8 +13,8 @@ import Logging
 /// look. It yields each sync that
 /// moved something or warned, each that failed (the next look tries again), and, as its last
 /// event, a store that another process made another replica, or a store file replaced by another
-/// (each look checks the file first). Cancelling the iterating task ends it: the sync under way finishes first, so the store and the folder stay
-/// consistent.
+/// (each look checks the file first). Cancelling the iterating task ends it: the sync under way
+/// finishes first, so the store and the folder stay consistent.
 ///
 /// ```swift
 /// let watching = Task {
@@ -28,7 +28,8 @@ import Logging
 ///
 /// It logs to `logger` (by default nowhere): each sync that moved something at `info` (its
 /// `summary`), each file skipped and each failed sync at `warning`, each sync that found nothing
-/// to do at `debug`, a store forked or replaced at `notice`; a warning or an error worded by `describeError`.
+/// to do at `debug`, a store forked or replaced at `notice`; a warning or an error worded by
+/// `describeError`.
 /// The syncs, which block while they read and write, run on threads of their own (on macOS 15,
 /// iOS 18 and later, and Linux), not on those that the process's tasks share.
 public struct FolderWatch: AsyncSequence, Sendable {

@@ -75,9 +75,10 @@ public final class ConcordStore: Sendable {
     /// opened it. Every write of a store checks all three in its transaction; a sync calls this
     /// before it publishes anything under the store's replica id.
     package func ensureNotCopied() throws(ConcordError) {
-        // The file first: what the others say is of the file this object opened. Then the
-        // replica: a copy forked since this object opened it is `forked` (the object is stale),
-        // not `copied` (the file now knows where it is).
+        // The file first: the checks after it read the file this object opened, which tells
+        // nothing of the one at the path now. Then the replica: a copy forked since this object
+        // opened it is `forked` (the object is stale), not `copied` (the file now knows where it
+        // is).
         try ensureSameFile()
         try guarded { try connection.read { db in try ensureSameReplica(db) } }
         try ensureNotCopiedSinceOpening()
@@ -435,9 +436,9 @@ public final class ConcordStore: Sendable {
 
     /// A stream of what happens to the store's file from now on (or since `since`): the changes
     /// of `changes(since:)`, another process's fork of the store, and, as its last event, the
-    /// file's replacement by another (SPEC.md §7.1, §9.1). Iterate it in a task; cancelling the task, or dropping the stream, ends it.
-    /// If the store cannot be read to start observing it, the stream ends at once (after
-    /// `replaced`, when that is why).
+    /// file's replacement by another (SPEC.md §7.1, §9.1). Iterate it in a task; cancelling the
+    /// task, or dropping the stream, ends it. If the store cannot be read to start observing it,
+    /// the stream ends at once (after `replaced`, when that is why).
     public func events(since: VersionVector? = nil) -> AsyncStream<StoreEvent> {
         observe(since: since) { $0 }
     }

@@ -9,12 +9,13 @@ import GRDB
 ///
 /// It keeps the operations it has reported (`reported`). When it is woken (the commit bell rang,
 /// this store object committed, or the safety poll came), it first checks that the store's path
-/// still names the file the store object opened; then, if `PRAGMA data_version` moved, it
-/// reads the store's replica id (whose operations are `local`) and, through a read-only connection of its own that never waits for a writer, the log rows
-/// that may hold operations it has not reported: for each author, only the rows from its first
-/// unreported seq on (an index range, never the whole log). Their records make one change. Rows
-/// that a merge has logged and not yet applied to their records (`pending_merge`) are left for
-/// later, and reported once the merge has applied them.
+/// still names the file the store object opened; then, if `PRAGMA data_version` moved, it reads,
+/// through a read-only connection of its own that never waits for a writer, the store's replica
+/// id (whose operations are `local`) and the log rows that may hold operations it has not
+/// reported: for each author, only the rows from its first unreported seq on (an index range,
+/// never the whole log). Their records make one change. Rows that a merge has logged and not yet
+/// applied to their records (`pending_merge`) are left for later, and reported once the merge has
+/// applied them.
 final class StoreObserver: Sendable {
     private let queue = DispatchQueue(label: "concord.observe")
     /// The store's path, and the file the store object opened there (nil in memory): once the
