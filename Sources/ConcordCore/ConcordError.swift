@@ -64,6 +64,11 @@ public struct ConcordError: Error, Hashable, Sendable, CustomStringConvertible {
         /// store object opened it: it refuses writes and publishing under the old id; open the
         /// store again.
         public static let forked = Code("forked")
+        /// The store's path names another file than the one this store object opened, or none:
+        /// the store was wiped and created again, a backup restored over it, or it was moved away
+        /// (SPEC.md §9.1). The object refuses writes, which no other process would find at the
+        /// path; open the store again.
+        public static let replaced = Code("replaced")
         /// Two different operations under one (replica, seq): two stores share a replica id, one
         /// being a copy of the other (SPEC.md §9.1). Thrown by a merge, which then applies nothing
         /// of its batch (its `cause` is the `OperationClash`); also the code of a shared folder's
@@ -133,7 +138,7 @@ public struct ConcordError: Error, Hashable, Sendable, CustomStringConvertible {
         /// Every code this build knows, in the order of SPEC.md §12's table.
         package static let all: [Code] = [
             .missing, .exists, .notAStore, .newerSchema, .corrupt, .readOnly, .invalidChange, .invalidInput, .notFound,
-            .ambiguous, .io, .copied, .forked, .clash, .keyReplaced,
+            .ambiguous, .io, .copied, .forked, .replaced, .clash, .keyReplaced,
             .folder, .encryptedBundle, .noSyncKey, .notAVersionVector,
             .wrongPrefix, .unsupportedFormat, .badCharacter, .wrongLength, .checksumMismatch,
             .notAPeer, .versionMismatch, .wrongKey, .frameTooLarge, .authenticationFailed, .protocolViolation, .sameReplica,

@@ -12,9 +12,9 @@ import Logging
 /// file systems whose notifications do not arrive (network ones). A burst of wake-ups costs one
 /// look. It yields each sync that
 /// moved something or warned, each that failed (the next look tries again), and, as its last
-/// event, a store that another process made another replica. Cancelling the
-/// iterating task ends it: the sync under way finishes first, so the store and the folder stay
-/// consistent.
+/// event, a store that another process made another replica, or a store file replaced by another
+/// (each look checks the file first). Cancelling the iterating task ends it: the sync under way
+/// finishes first, so the store and the folder stay consistent.
 ///
 /// ```swift
 /// let watching = Task {
@@ -28,7 +28,8 @@ import Logging
 ///
 /// It logs to `logger` (by default nowhere): each sync that moved something at `info` (its
 /// `summary`), each file skipped and each failed sync at `warning`, each sync that found nothing
-/// to do at `debug`, a store forked at `notice`; a warning or an error worded by `describeError`.
+/// to do at `debug`, a store forked or replaced at `notice`; a warning or an error worded by
+/// `describeError`.
 /// The syncs, which block while they read and write, run on threads of their own (on macOS 15,
 /// iOS 18 and later, and Linux), not on those that the process's tasks share.
 public struct FolderWatch: AsyncSequence, Sendable {
@@ -61,13 +62,14 @@ public struct FolderWatch: AsyncSequence, Sendable {
             self.watch = watch
         }
 
-        /// The next sync that moved something, warned or failed, or the store's fork; `nil` once
-        /// the task is cancelled or after a fork.
+        /// The next sync that moved something, warned or failed, or the store's fork or
+        /// replacement; `nil` once the task is cancelled or after either.
         public mutating func next() async -> FolderWatchEvent? {
             while !ended {
                 if looked {
                     if wakes == nil { wakes = FolderWakes(watch.sync, every: watch.interval) }
-                    // The folder's own directory appears with the first sync: watched from then.
+                    // The folder's own directory appears with the first sync: watched from then,
+                    // and watched anew whenever its path names another.
                     wakes!.watchFolder()
                     guard await wakes!.next() else { return nil }  // cancelled
                 }
@@ -100,6 +102,9 @@ public struct FolderWatch: AsyncSequence, Sendable {
             _ sync: FolderSync, _ logger: Logger, _ describe: (ConcordError) -> String, _ lastState: String?
         ) -> Look {
             do {
+                // The store file first: a sync would write into a file no other process finds at
+                // the store's path any more, and its state would be of that file.
+                try sync.store.ensureSameFile()
                 let state = try sync.changeToken()
                 guard state != lastState else { return Look(state: lastState) }
                 // Remember the state seen *before* the sync: a change that lands while it runs (or
@@ -124,6 +129,10 @@ public struct FolderWatch: AsyncSequence, Sendable {
                 // store again.
                 logger.notice("\(describe(error))", metadata: ["folder": "\(sync.folder)"])
                 return Look(event: .forked(error), state: nil, ends: true)
+            } catch let error as ConcordError where error.code == .replaced {
+                // Nor in a file no other process finds: the watch ends, and the caller decides.
+                logger.notice("\(describe(error))", metadata: ["folder": "\(sync.folder)"])
+                return Look(event: .replaced(error), state: nil, ends: true)
             } catch {
                 let error = error as? ConcordError ?? ConcordError(.io, "\(error)", cause: error)
                 logger.warning("\(describe(error)); retrying", metadata: ["folder": "\(sync.folder)"])
@@ -155,12 +164,24 @@ final class FolderWakes: Sendable {
     private let stream: AsyncStream<Void>
     private let continuation: AsyncStream<Void>.Continuation
     private let queue = DispatchQueue(label: "concord.folder-watch")
+    /// The layout's directory, `<folder>/concord-v1`, and the folder that holds it.
     private let directory: String
-    private let sources: LockedState<(folder: FileWatch?, poll: (any DispatchSourceTimer)?, commits: Task<Void, Never>?)>
+    private let folder: String
+    private let sources: LockedState<Sources>
+
+    private struct Sources {
+        /// The layout's directory: its entries.
+        var directory: FileWatch?
+        /// The folder: its entry `concord-v1` made, moved in or out, or removed.
+        var folder: FileWatch?
+        var poll: (any DispatchSourceTimer)?
+        var commits: Task<Void, Never>?
+    }
 
     init(_ sync: FolderSync, every interval: Duration) {
         (stream, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
         directory = sync.directory
+        folder = sync.folder
         let continuation = continuation
         let poll = DispatchSource.makeTimerSource(queue: queue)
         let (seconds, attoseconds) = interval.components
@@ -170,16 +191,34 @@ final class FolderWakes: Sendable {
         poll.resume()
         let commits = Task {
             for await _ in sync.store.changes() { continuation.yield() }
+            // The stream ends when the store's file was replaced (or the watch stops): the next
+            // look says so at once.
+            continuation.yield()
         }
-        sources = LockedState((nil, poll, commits))
+        sources = LockedState(Sources(poll: poll, commits: commits))
     }
 
-    /// Starts watching the folder's directory, if it is not watched yet and exists now.
+    /// Watches the layout's directory, and the folder for that directory to appear, each anew
+    /// whenever its path no longer names what is watched (SPEC.md §14, "Watching"): the directory
+    /// moved away, deleted and made again, or a restored copy put in its place; a file system
+    /// unmounted or mounted again. Called before each wait, so checked at every wake-up and poll.
+    /// A watch that begins wakes the watch once, for what changed before it began.
     func watchFolder() {
         sources.withLock { sources in
-            guard sources.folder == nil else { return }
             let continuation = continuation
-            sources.folder = FileWatch(directory: directory, queue: queue) { continuation.yield() }
+            var began = false
+            if sources.directory?.isCurrent != true {
+                sources.directory?.cancel()
+                sources.directory = FileWatch(directory: directory, queue: queue) { continuation.yield() }
+                began = began || sources.directory != nil
+            }
+            if sources.folder?.isCurrent != true {
+                sources.folder?.cancel()
+                let name = (directory as NSString).lastPathComponent
+                sources.folder = FileWatch(entry: name, in: folder, queue: queue) { continuation.yield() }
+                began = began || sources.folder != nil
+            }
+            if began { continuation.yield() }
         }
     }
 
@@ -191,6 +230,7 @@ final class FolderWakes: Sendable {
 
     deinit {
         sources.withLock { sources in
+            sources.directory?.cancel()
             sources.folder?.cancel()
             sources.poll?.cancel()
             sources.commits?.cancel()
@@ -210,4 +250,10 @@ public enum FolderWatchEvent: Hashable, Sendable {
     /// with the error of code `forked` that says so: the watch has ended, since nothing may go on
     /// under the old id. Open the store again, and watch anew.
     case forked(ConcordError)
+    /// The store's path names another file than the one the store object opened, or none (it was
+    /// wiped and created again, a backup restored over it, or moved away; SPEC.md §9.1), with the
+    /// error of code `replaced` that says so: the watch has ended, since its syncs would go into a
+    /// file no other process finds at the path. Open the store at the path again if it is the one
+    /// to keep in step, and watch anew.
+    case replaced(ConcordError)
 }

@@ -31,7 +31,8 @@ extension PeerClient {
     ///
     /// The stream ends when the task iterating it is cancelled (the session under way ends
     /// normally), or throws a failure that would recur: no sync key here, two stores with one
-    /// replica id, a clash, an operation too large, or a server of a newer protocol version.
+    /// replica id, a clash, an operation too large, a server of a newer protocol version, or a
+    /// store file replaced by another (code `replaced`, checked before each attempt).
     public static func live(
         store: ConcordStore, address: PeerAddress,
         configuration: PeerTransportConfiguration = PeerTransportConfiguration()
@@ -64,6 +65,13 @@ extension PeerClient {
         // that one (a one-shot session when it is 1).
         var fallback: PeerTransportConfiguration?
         while !Task.isCancelled {
+            // Another file at the store's path (SPEC.md §9.1) would fail every attempt: a session
+            // ended because its store's commits could no longer be followed may be why.
+            do {
+                try store.ensureSameFile()
+            } catch {
+                return error
+            }
             let attempt = fallback ?? configuration
             var failure: ConcordError?
             var succeeded = false
@@ -103,7 +111,7 @@ extension PeerClient {
     /// Whether a live client connects again after `failure` (SPEC.md §15.10, "A live client").
     static func retries(after failure: ConcordError) -> Bool {
         switch failure.code {
-        case .sameReplica, .clash, .operationTooLarge, .noSyncKey: false
+        case .sameReplica, .clash, .operationTooLarge, .noSyncKey, .replaced: false
         case .versionMismatch: ((failure.cause as? ConcordError.PeerVersionMismatch)?.peerVersion ?? 0) <= PeerProtocol.highestVersion
         default: true
         }

@@ -494,9 +494,10 @@ final class PeerConnection: @unchecked Sendable {
                 guard let self else { return }
                 worker.async { self.pushWhatIsNew() }
             }
-            // The stream ends when it is cancelled (the session ended), or at once when the store
-            // cannot be followed (no file descriptor left, say): then the session cannot push
-            // what lands, and ends, for the client to connect again.
+            // The stream ends when it is cancelled (the session ended), or when the store cannot
+            // be followed (no file descriptor left, say, or its file replaced by another): then
+            // the session cannot push what lands, and ends, for the client to connect again (or,
+            // its store replaced, to end: `PeerClient.live`).
             guard !Task.isCancelled, let self else { return }
             worker.async {
                 self.abortOnWorker(ConcordError(.local, "this side cannot follow its store's commits"), tellingPeer: "it cannot follow its store's commits")

@@ -34,4 +34,11 @@ enum CommitBell {
         guard turns.ensureSideFile() else { return nil }
         return FileWatch(file: turns.path, queue: queue, wake: wake)
     }
+
+    /// Watches the side file at `path` (`WriterTurns.path`) as it is now, without making it: nil
+    /// where there is none, or it is not one.
+    static func watch(sideFile path: String, queue: DispatchQueue, wake: @escaping @Sendable () -> Void) -> FileWatch? {
+        guard WriterTurns.isSideFile(at: path) else { return nil }
+        return FileWatch(file: path, queue: queue, wake: wake)
+    }
 }

@@ -30,10 +30,14 @@ public final class ConcordStore: Sendable {
     public let copiedFrom: String?
     /// The file's location to record with the next write, until it is recorded.
     private let unrecordedLocation: LockedState<FileLocation?>
+    /// The file the path named when this object opened it (nil in memory): once the path names
+    /// another, or none, the object refuses writes and its observers stop (SPEC.md §9.1).
+    let openedFile: FileNode?
 
-    private init(path: String, connection: any DatabaseWriter, environment: StoreEnvironment, readOnly: Bool = false) throws {
+    private init(path: String, connection: any DatabaseWriter, openedFile: FileNode?, environment: StoreEnvironment, readOnly: Bool = false) throws {
         self.path = path
         self.connection = connection
+        self.openedFile = openedFile
         turns = path == ":memory:" || readOnly ? nil : WriterTurns(store: path)
         self.environment = environment
         let (id, recorded) = try Self.guarded(path) {
@@ -67,15 +71,34 @@ public final class ConcordStore: Sendable {
         }
     }
 
-    /// Throws `copied` if the store file was copied since it was last written (SPEC.md §9.1), and
+    /// Throws `replaced` if the store's path names another file than the one this object opened,
+    /// `copied` if the store file was copied since it was last written (SPEC.md §9.1), and
     /// `forked` if another process made it another replica (`init --fork`) since this object
-    /// opened it. Every write of a store checks both in its transaction; a sync calls this before
-    /// it publishes anything under the store's replica id.
+    /// opened it. Every write of a store checks all three in its transaction; a sync calls this
+    /// before it publishes anything under the store's replica id.
     package func ensureNotCopied() throws(ConcordError) {
-        // The replica first: a copy forked since this object opened it is `forked` (the object is
-        // stale), not `copied` (the file now knows where it is).
+        // The file first: the checks after it read the file this object opened, which tells
+        // nothing of the one at the path now. Then the replica: a copy forked since this object
+        // opened it is `forked` (the object is stale), not `copied` (the file now knows where it
+        // is).
+        try ensureSameFile()
         try guarded { try connection.read { db in try ensureSameReplica(db) } }
         try ensureNotCopiedSinceOpening()
+    }
+
+    /// Throws `replaced` if the store's path no longer names the file this object opened (SPEC.md
+    /// §9.1): it was moved away or deleted, or another was put in its place (the store wiped and
+    /// created again, a backup restored over it). The object still reads and writes the file it
+    /// opened, which no other process finds at the path any more: a process that holds the store
+    /// open for long checks this as it goes on, and ends, or opens the store again.
+    package func ensureSameFile() throws(ConcordError) {
+        guard let openedFile, FileNode(at: path) != openedFile else { return }
+        throw Self.replacedError(path)
+    }
+
+    /// The error of a store whose path names another file than the one opened (`ensureSameFile`).
+    static func replacedError(_ path: String) -> ConcordError {
+        ConcordError(.replaced, "the store at \(path) was replaced by another file (wiped, restored or moved) since this process opened it; open it again")
     }
 
     private func ensureNotCopiedSinceOpening() throws(ConcordError) {
@@ -96,6 +119,7 @@ public final class ConcordStore: Sendable {
     /// Checks that the store may be written, and records its location in the same transaction
     /// the first time.
     package func prepareWrite(_ db: Database) throws {
+        try ensureSameFile()
         try ensureSameReplica(db)
         try ensureNotCopiedSinceOpening()
         try unrecordedLocation.withLock { location in
@@ -269,6 +293,9 @@ public final class ConcordStore: Sendable {
         try checkHeader(path)
         if !readOnly { restoreWriteAccessToSidecars(of: path) }
         return try guarded(path) {
+            // What the path names, taken before SQLite opens it: a file put in its place in
+            // between makes the object see a replaced store at once, never miss one.
+            let openedFile = FileNode(at: path)
             // One connection per store object. The file is already in WAL mode (set at creation),
             // so other processes still read while this one writes; and unlike a pool, a queue
             // writes nothing when it opens and keeps `synchronous = FULL`.
@@ -279,7 +306,7 @@ public final class ConcordStore: Sendable {
             if !readOnly, try !queue.read(StoreSchema.migrator.hasCompletedMigrations) {
                 try WriterTurns(store: path).withTurn { try StoreSchema.migrator.migrate(queue) }
             }
-            return try ConcordStore(path: path, connection: queue, environment: environment, readOnly: readOnly)
+            return try ConcordStore(path: path, connection: queue, openedFile: openedFile, environment: environment, readOnly: readOnly)
         }
     }
 
@@ -302,7 +329,7 @@ public final class ConcordStore: Sendable {
         try guarded(":memory:") {
             let queue = try DatabaseQueue(configuration: configuration(readOnly: false))
             try initialize(queue, name: name, environment: environment)
-            return try ConcordStore(path: ":memory:", connection: queue, environment: environment)
+            return try ConcordStore(path: ":memory:", connection: queue, openedFile: nil, environment: environment)
         }
     }
 
@@ -429,11 +456,41 @@ public final class ConcordStore: Sendable {
     /// are reported once they are applied to their records, so a read after a change sees them.
     /// Each change carries the version vector reported up to: a program that stops can start
     /// again from it with `since`, missing nothing. Iterate it in a task; cancelling the task, or
-    /// dropping the stream, ends it. If the store cannot be read to start observing it, the
-    /// stream ends at once.
+    /// dropping the stream, ends it. It ends too once the store's path names another file than the
+    /// one this object opened (`events(since:)` says so); if the store cannot be read to start
+    /// observing it, the stream ends at once.
     public func changes(since: VersionVector? = nil) -> AsyncStream<StoreChange> {
-        let (stream, continuation) = AsyncStream<StoreChange>.makeStream(bufferingPolicy: .unbounded)
-        guard let observer = try? StoreObserver(self, since: since, deliver: { continuation.yield($0) }) else {
+        observe(since: since) { event in
+            if case .changed(let change) = event { change } else { nil }
+        }
+    }
+
+    /// A stream of what happens to the store's file from now on (or since `since`): the changes
+    /// of `changes(since:)`, another process's fork of the store, and, as its last event, the
+    /// file's replacement by another (SPEC.md §7.1, §9.1). Iterate it in a task; cancelling the
+    /// task, or dropping the stream, ends it. If the store cannot be read to start observing it,
+    /// the stream ends at once (after `replaced`, when that is why).
+    public func events(since: VersionVector? = nil) -> AsyncStream<StoreEvent> {
+        observe(since: since) { $0 }
+    }
+
+    /// A stream of the events of a new observer of the store, each made an element by `element`
+    /// (nil: left out). It finishes after `replaced`.
+    private func observe<Element: Sendable>(
+        since: VersionVector?, _ element: @escaping @Sendable (StoreEvent) -> Element?
+    ) -> AsyncStream<Element> {
+        let (stream, continuation) = AsyncStream<Element>.makeStream(bufferingPolicy: .unbounded)
+        let deliver: @Sendable (StoreEvent) -> Void = { event in
+            if let element = element(event) { continuation.yield(element) }
+            if case .replaced = event { continuation.finish() }
+        }
+        do {
+            try ensureSameFile()
+        } catch {
+            deliver(.replaced(error))
+            return stream
+        }
+        guard let observer = try? StoreObserver(self, since: since, deliver: deliver) else {
             continuation.finish()
             return stream
         }
@@ -462,14 +519,34 @@ public final class ConcordStore: Sendable {
     }
 }
 
+/// What happens to a store file that a program follows (`ConcordStore.events(since:)`, SPEC.md
+/// §7.1).
+public enum StoreEvent: Hashable, Sendable {
+    /// Operations were committed: the records they changed, and where they came from.
+    case changed(StoreChange)
+    /// Another process made the store another replica (`ConcordStore.fork(at:)`, SPEC.md §9.1).
+    /// The stream goes on, the file and its history being the same: from this event on, `local`
+    /// means written under `replica`, and the operations of `former` are another replica's. A
+    /// store object opened before it refuses writes: open the store again to write.
+    case forked(replica: ReplicaID, former: ReplicaID)
+    /// The store's path names another file than the one the store object opened, or none: the
+    /// store was wiped and created again, a backup restored over it, or it was moved away (an
+    /// error of code `replaced`, SPEC.md §9.1). The last event: what is committed to the file now
+    /// at the path is another store's history, and is not followed. Open the store again to
+    /// follow it.
+    case replaced(ConcordError)
+}
+
 /// What one or more commits to a store changed (`ConcordStore.changes()`).
 public struct StoreChange: Hashable, Sendable {
     /// Where a change's operations came from.
     public enum Origin: Hashable, Sendable {
         /// Every one was written on this replica (by this store object or another process that
-        /// writes the same store).
+        /// writes the same store): under the store's replica id as the change was read, which
+        /// after a fork (`StoreEvent.forked`) is the new one.
         case local
-        /// Every one was merged from other replicas: a bundle, a folder, a peer, another store.
+        /// Every one was merged from other replicas: a bundle, a folder, a peer, another store;
+        /// after a fork, the former id's operations too.
         case merge
         /// Some of each (commits of both kinds, reported together).
         case mixed

@@ -3,22 +3,30 @@ import Dispatch
 import Foundation
 import GRDB
 
-/// Finds the changes committed to a store file, by this store object or any other connection or
-/// process, for `ConcordStore.changes()` (SPEC.md §7, "Observing changes").
+/// Finds what happens to a store file, for `ConcordStore.events()` and `changes()` (SPEC.md §7.1,
+/// "Observing changes"): the changes committed to it by this store object or any other connection
+/// or process, another process's fork of it, and its replacement by another file.
 ///
 /// It keeps the operations it has reported (`reported`). When it is woken (the commit bell rang,
-/// this store object committed, or the safety poll found that `PRAGMA data_version` moved), it
-/// reads, through a read-only connection of its own that never waits for a writer, the log rows
-/// that may hold operations it has not reported: for each author, only the rows from its first
-/// unreported seq on (an index range, never the whole log). Their records make one change. Rows
-/// that a merge has logged and not yet applied to their records (`pending_merge`) are left for
-/// later, and reported once the merge has applied them.
+/// this store object committed, or the safety poll came), it first checks that the store's path
+/// still names the file the store object opened; then, if `PRAGMA data_version` moved, it reads,
+/// through a read-only connection of its own that never waits for a writer, the store's replica
+/// id (whose operations are `local`) and the log rows that may hold operations it has not
+/// reported: for each author, only the rows from its first unreported seq on (an index range,
+/// never the whole log). Their records make one change. Rows that a merge has logged and not yet
+/// applied to their records (`pending_merge`) are left for later, and reported once the merge has
+/// applied them.
 final class StoreObserver: Sendable {
     private let queue = DispatchQueue(label: "concord.observe")
-    private let replica: ReplicaID
+    /// The store's path, and the file the store object opened there (nil in memory): once the
+    /// path names another, or none, the observer reports it and stops.
+    private let path: String
+    private let openedFile: FileNode?
+    /// The side file whose bell the observer watches (nil in memory).
+    private let bellPath: String?
     private let reader: any DatabaseReader
     private let closesReader: Bool
-    private let deliver: @Sendable (StoreChange) -> Void
+    private let deliver: @Sendable (StoreEvent) -> Void
     private let state: LockedState<State>
 
     private struct State {
@@ -26,6 +34,8 @@ final class StoreObserver: Sendable {
         var reported: SeqRanges
         /// `PRAGMA data_version` at the last look.
         var dataVersion: Int
+        /// The store's replica id at the last look: its operations are `local`.
+        var replica: ReplicaID
         var watch: FileWatch?
         var poll: (any DispatchSourceTimer)?
         var stopped = false
@@ -39,15 +49,23 @@ final class StoreObserver: Sendable {
     /// Starts observing `store` from what it holds now, or from `since`: what is committed from
     /// there on is reported (what is newer than `since` at once), and operations logged but not
     /// yet applied once they are.
-    init(_ store: ConcordStore, since: VersionVector? = nil, deliver: @escaping @Sendable (StoreChange) -> Void) throws {
-        replica = store.replicaID
+    /// - Parameter pollEvery: how often to look without being woken; by default `pollWithBell`,
+    ///   or `pollWithoutBell` where the bell cannot be watched (a test sets it, to tell a wake-up
+    ///   from a poll).
+    init(
+        _ store: ConcordStore, since: VersionVector? = nil, pollEvery: DispatchTimeInterval? = nil,
+        deliver: @escaping @Sendable (StoreEvent) -> Void
+    ) throws {
+        path = store.path
+        openedFile = store.openedFile
         self.deliver = deliver
         if store.path == ":memory:" {
-            (reader, closesReader) = (store.connection, false)
+            (reader, closesReader, bellPath) = (store.connection, false, nil)
         } else {
             (reader, closesReader) = (try DatabaseQueue(path: store.path, configuration: ConcordStore.configuration(readOnly: true)), true)
+            bellPath = WriterTurns(store: store.path).path
         }
-        let (reported, dataVersion) = try reader.read { db in
+        let (reported, dataVersion, current) = try reader.read { db in
             // What the log holds now: up to the vector, and above its gaps; or what `since`
             // covers. Less what waits to be applied.
             var reported = SeqRanges(upTo: try since ?? ReplicaDirectory(db).versionVector)
@@ -57,12 +75,14 @@ final class StoreObserver: Sendable {
                 }
             }
             for row in try Self.pendingRows(db) { reported.remove(row.seqs, of: row.author) }
-            return (reported, try Self.dataVersion(db))
+            return (reported, try Self.dataVersion(db), try Self.replicaID(db))
         }
-        state = LockedState(State(reported: reported, dataVersion: dataVersion))
+        // The id the store object opened the store as: a fork since then is reported at the
+        // first look, which then comes at once.
+        state = LockedState(State(reported: reported, dataVersion: dataVersion, replica: store.replicaID))
         let watch = store.path == ":memory:" ? nil : CommitBell.watch(store: store.path, queue: queue) { [weak self] in self?.look(force: false) }
         let poll = DispatchSource.makeTimerSource(queue: queue)
-        let interval = watch == nil ? Self.pollWithoutBell : Self.pollWithBell
+        let interval = pollEvery ?? (watch == nil ? Self.pollWithoutBell : Self.pollWithBell)
         poll.schedule(deadline: .now() + interval, repeating: interval)
         poll.setEventHandler { [weak self] in self?.look(force: false) }
         poll.resume()
@@ -70,7 +90,7 @@ final class StoreObserver: Sendable {
             state.watch = watch
             state.poll = poll
         }
-        if since != nil { wake() }
+        if since != nil || current != store.replicaID { wake() }
     }
 
     /// The change since `vector`: the records of the operations `store` holds and `vector` does
@@ -78,7 +98,7 @@ final class StoreObserver: Sendable {
     static func change(since vector: VersionVector, in store: ConcordStore) throws -> StoreChange? {
         try store.reader.read { db in
             var reported = SeqRanges(upTo: vector)
-            return try unreported(in: db, &reported, localReplica: store.replicaID)
+            return try unreported(in: db, &reported, localReplica: try replicaID(db))
         }
     }
 
@@ -101,18 +121,31 @@ final class StoreObserver: Sendable {
         }
     }
 
-    /// Reports what was committed since the last look. Without `force`, only when `PRAGMA
-    /// data_version` says that another connection has committed. On `queue`.
+    /// Reports what happened since the last look: the store file replaced, or a fork and what was
+    /// committed (without `force`, only when `PRAGMA data_version` says that another connection
+    /// has committed). On `queue`.
     private func look(force: Bool) {
-        guard let reported = state.withLock({ $0.stopped ? nil : $0.reported }) else { return }
-        let found: (change: StoreChange?, reported: SeqRanges, dataVersion: Int)?
+        guard let (reported, replica) = state.withLock({ $0.stopped ? nil : ($0.reported, $0.replica) }) else { return }
+        // The path first, at every look: the file now at the path rings no bell this observer
+        // hears and moves no `data_version` its connection reads (SPEC.md §9.1).
+        if let openedFile, FileNode(at: path) != openedFile {
+            stop()
+            deliver(.replaced(ConcordStore.replacedError(path)))
+            return
+        }
+        watchBellAgainIfReplaced()
+        let found: (change: StoreChange?, reported: SeqRanges, dataVersion: Int, replica: ReplicaID)?
         do {
             found = try reader.read { db in
                 let dataVersion = try Self.dataVersion(db)
                 guard force || dataVersion != state.withLock({ $0.dataVersion }) else { return nil }
+                // `local` is what the store's replica id wrote, as the file says now, read in the
+                // same transaction as the log (SPEC.md §7.1): after a fork, the former id's
+                // operations are another replica's.
+                let current = try Self.replicaID(db)
                 var reported = reported
-                let change = try Self.unreported(in: db, &reported, localReplica: replica)
-                return (change, reported, dataVersion)
+                let change = try Self.unreported(in: db, &reported, localReplica: current)
+                return (change, reported, dataVersion, current)
             }
         } catch {
             // The store cannot be read now (it is being replaced, say): look again at the next wake-up.
@@ -122,8 +155,24 @@ final class StoreObserver: Sendable {
         state.withLock { state in
             state.reported = found.reported
             state.dataVersion = found.dataVersion
+            state.replica = found.replica
         }
-        if let change = found.change { deliver(change) }
+        if found.replica != replica { deliver(.forked(replica: found.replica, former: replica)) }
+        if let change = found.change { deliver(.changed(change)) }
+    }
+
+    /// Watches the bell anew when its side file is another than the one watched, or was not
+    /// there: writers open it by its path for each turn, so once it is removed or replaced they
+    /// ring another (SPEC.md §9, "The commit bell"). A side file that is not there is not made
+    /// here, as it is when observing begins: its store may have been wiped, and the poll looks
+    /// meanwhile. On `queue`, at every look.
+    private func watchBellAgainIfReplaced() {
+        guard let bellPath else { return }
+        state.withLock { state in
+            guard !state.stopped, state.watch?.isCurrent != true else { return }
+            state.watch?.cancel()
+            state.watch = CommitBell.watch(sideFile: bellPath, queue: queue) { [weak self] in self?.look(force: false) }
+        }
     }
 
     /// The records of the operations the log holds and `reported` lacks, outside rows still
@@ -184,6 +233,14 @@ final class StoreObserver: Sendable {
             let last = UInt64(bitPattern: try row.column(2) as Int64)
             return (try directory.id(at: try row.column(0)), first...max(first, last))
         }
+    }
+
+    /// The store's replica id, as the file says now.
+    private static func replicaID(_ db: Database) throws -> ReplicaID {
+        guard let data = try Data.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'replica_id'"), let id = ReplicaID(bytes: data) else {
+            throw ConcordError(.corrupt, "the store has no replica id")
+        }
+        return id
     }
 
     private static func dataVersion(_ db: Database) throws -> Int {

@@ -11,8 +11,10 @@ struct Changes: ParsableCommand {
             as KIND:ID in order. With --json, one JSON object a line, with "origin", "records" and \
             "versions": the version vector reported up to, which --since takes to go on from there \
             missing nothing. --follow keeps printing, whoever commits (syncctl, an app, serve), until \
-            SIGINT or SIGTERM; without --since it starts from what the store holds now. Without \
-            --follow, --since is required.
+            SIGINT or SIGTERM; without --since it starts from what the store holds now. After another \
+            process's 'init --fork' it says so on stderr and follows on, local meaning the new replica \
+            id; it ends with exit 1 if the store file is replaced by another (wiped, restored or \
+            moved). Without --follow, --since is required.
             """)
     @OptionGroup var store: StoreOptions
     @Option(help: ArgumentHelp("A version vector, or a file holding it: what was seen already.", valueName: "version-vector"))
@@ -34,8 +36,27 @@ struct Changes: ParsableCommand {
         }
         let stop = StopSignal()
         let json = json
-        stop.cancellingOnStop {
-            for await change in store.changes(since: vector) { Self.print(change, json: json) }
+        let replaced = stop.cancellingOnStop { () -> ConcordError? in
+            for await event in store.events(since: vector) {
+                switch event {
+                case .changed(let change):
+                    Self.print(change, json: json)
+                case .forked(let replica, _):
+                    // The same file and history under a new id (SPEC.md §7.1, §9.1): the follower
+                    // goes on, `local` now meaning written under the new id. Said on stderr, so
+                    // that the changes on stdout stay one kind of line.
+                    warn("the store is now replica \(replica.hex) ('syncctl init --fork'); following on as that replica")
+                case .replaced(let error):
+                    // Another file at the path (SPEC.md §7.1, §9.1): its history is not the one
+                    // printed so far, so the follower ends, and whoever reads it starts again.
+                    return error
+                }
+            }
+            return nil
+        }
+        if let replaced {
+            try? store.close()
+            throw replaced
         }
         try store.close()
     }

@@ -89,9 +89,11 @@ struct Sync: ParsableCommand {
         let every = Duration.milliseconds(Int64(interval * 1000))
         while !stop.isSet() {
             // Another process may make the store another replica (`init --fork`, SPEC.md §9.1):
-            // the watch ends, and is started again on the store opened again.
+            // the watch ends, and is started again on the store opened again. A store file
+            // replaced by another ends it for good: whatever is at the path now (a new store, a
+            // restored copy, nothing) is not the store it was asked to keep in step.
             let watched = sync
-            let forked = stop.cancellingOnStop { () -> Bool in
+            let ended = stop.cancellingOnStop { () -> WatchEnd in
                 for await event in watched.watch(every: every, logger: logger, describeError: { Advice.line(for: $0) }) {
                     switch event {
                     case .synced(let report):
@@ -99,12 +101,18 @@ struct Sync: ParsableCommand {
                     case .failed:
                         break  // logged by the watch, and tried again at its next look
                     case .forked:
-                        return true
+                        return .forked
+                    case .replaced(let error):
+                        return .replaced(error)
                     }
                 }
-                return false
+                return .stopped
             }
-            guard forked else { break }
+            if case .replaced(let error) = ended {
+                try? sync.store.close()
+                throw error
+            }
+            guard case .forked = ended else { break }
             guard let store = try? self.store.open() else {
                 // Tried again at the next look.
                 if stop.wait(for: every) { break }
@@ -115,6 +123,11 @@ struct Sync: ParsableCommand {
             logger.notice("the store is now replica \(store.replicaID.hex) ('syncctl init --fork'); watching on as that replica", metadata: ["replica": "\(store.replicaID.hex)"])
         }
         logger.notice("stopped")
+    }
+
+    /// Why a folder watch ended.
+    private enum WatchEnd {
+        case stopped, forked, replaced(ConcordError)
     }
 
     static func print(_ report: FolderSyncReport) {

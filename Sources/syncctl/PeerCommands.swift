@@ -41,7 +41,7 @@ struct Serve: ParsableCommand {
         while !stop.wait(for: .seconds(1)) {
             // Another process may make the store another replica (`init --fork`, SPEC.md §9.1):
             // the store object then refuses every batch, so the server opens the store again and
-            // serves on, on the same address, as the new replica.
+            // serves on, on the same address, as the new replica. Or replace the store file.
             do {
                 try store.ensureNotCopied()
                 if let now = try store.syncKey(), now.id != key.id {
@@ -57,6 +57,13 @@ struct Serve: ParsableCommand {
                 store = reopened
                 server = try start(store, on: &address, progress: progress, logger: logger)
                 logger.notice("the store is now replica \(store.replicaID.hex) ('syncctl init --fork'); serving on as that replica", metadata: ["replica": "\(store.replicaID.hex)"])
+            } catch let error where error.code == .replaced {
+                // Another file at the path (SPEC.md §9.1): peers' batches would go into a file
+                // no other process finds there, and whatever is there now was not asked to be
+                // served. The sessions under way end as at a stop, and so does the server.
+                server.stop()
+                try? store.close()
+                throw error
             } catch {
                 // A copy, or a store that cannot be read now: each session says why.
             }

@@ -741,7 +741,7 @@ import Testing
                 case .synced(let report):
                     state.record(report)
                     afterSync(report)
-                case .failed(let error), .forked(let error):
+                case .failed(let error), .forked(let error), .replaced(let error):
                     state.record(failure: error.message)
                 }
             }

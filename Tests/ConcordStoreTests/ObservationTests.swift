@@ -11,19 +11,23 @@ import Testing
     /// stream from), as the observer's own queue delivers it: no task of the test's is involved,
     /// so a machine busy with other tests' tasks does not hold it up.
     final class Collected: @unchecked Sendable {
-        // @unchecked Sendable: `changes` is touched only with `lock` held; `observer` is set once.
+        // @unchecked Sendable: `events` is touched only with `lock` held; `observer` is set once.
         private let lock = NSLock()
-        private var changes: [StoreChange] = []
+        private var events: [StoreEvent] = []
         private var observer: StoreObserver?
 
-        init(observing store: ConcordStore) throws {
-            observer = try StoreObserver(store) { [weak self] change in
+        init(observing store: ConcordStore, pollEvery: DispatchTimeInterval? = nil) throws {
+            observer = try StoreObserver(store, pollEvery: pollEvery) { [weak self] event in
                 guard let self else { return }
-                lock.withLock { changes.append(change) }
+                lock.withLock { events.append(event) }
             }
         }
 
-        var all: [StoreChange] { lock.withLock { changes } }
+        /// Every event, and the changes among them.
+        var allEvents: [StoreEvent] { lock.withLock { events } }
+        var all: [StoreChange] {
+            allEvents.compactMap { event in if case .changed(let change) = event { change } else { nil } }
+        }
         var records: [RecordRef] { all.flatMap { $0.records } }
 
         /// Waits until `done` holds of what was collected, for `seconds` at most.
@@ -34,6 +38,16 @@ import Testing
                 Thread.sleep(forTimeInterval: 0.005)
             }
             return done(all)
+        }
+
+        /// Waits until `done` holds of the events collected, for `seconds` at most.
+        func wait(seconds: Double = 20, untilEvents done: ([StoreEvent]) -> Bool) -> Bool {
+            let deadline = Date().addingTimeInterval(seconds)
+            while Date() < deadline {
+                if done(allEvents) { return true }
+                Thread.sleep(forTimeInterval: 0.005)
+            }
+            return done(allEvents)
         }
 
         deinit { observer?.stop() }
@@ -121,6 +135,59 @@ import Testing
         let other = try fileStore(directory, seed: 2)
         _ = try other.addReminder(ReminderDraft(title: "ring"))
         #expect(rung.wait(timeout: .now() + 10) == .success)
+    }
+
+    /// The bell is heard again once its side file was replaced by another (a restored copy of the
+    /// store's directory, say): writers ring the new one, which the observer watches anew (SPEC.md
+    /// §9, "The commit bell"), rather than hear of commits at its poll only, here a minute later.
+    @Test func theBellIsHeardAfterItsSideFileIsReplaced() throws {
+        let directory = try TemporaryDirectory()
+        let observed = try fileStore(directory, seed: 1)
+        let writer = try fileStore(directory, seed: 2)
+        let collected = try Collected(observing: observed, pollEvery: .seconds(60))
+        let first = try writer.addReminder(ReminderDraft(title: "rung on the first side file"))
+        #expect(collected.wait { $0.flatMap(\.records).contains(.reminder(first)) })
+
+        let sideFile = observed.path + "-lock"
+        let restored = directory.file("restored-lock")
+        try FileManager.default.copyItem(atPath: sideFile, toPath: restored)
+        #expect(rename(restored, sideFile) == 0)
+        let second = try writer.addReminder(ReminderDraft(title: "rung on the side file put in its place"))
+        #expect(collected.wait { $0.flatMap(\.records).contains(.reminder(second)) }, "heard within 20 s, not at the poll")
+        #expect(collected.records.count == 2)
+    }
+
+    /// Another store object forks the store: the observer says so once, before anything it reads
+    /// after, and counts the new id's writes `local` (SPEC.md §7.1).
+    @Test func aForkIsReportedOnceAndTheNewIDsWritesAreLocal() throws {
+        let directory = try TemporaryDirectory()
+        let observed = try fileStore(directory, seed: 1)
+        let collected = try Collected(observing: observed, pollEvery: .seconds(60))
+        let (forked, former) = try ConcordStore.fork(at: observed.path, environment: environment(clock: ManualClock(baseMillis), seed: 2))
+        #expect(former == observed.replicaID)
+        #expect(collected.wait(untilEvents: { $0 == [.forked(replica: forked.replicaID, former: former)] }), "\(collected.allEvents)")
+        let id = try forked.addReminder(ReminderDraft(title: "by the new id"))
+        #expect(collected.wait { $0.flatMap(\.records) == [.reminder(id)] }, "\(collected.allEvents)")
+        #expect(collected.all.map(\.origin) == [.local])
+        #expect(collected.allEvents.count == 2, "the fork once: \(collected.allEvents)")
+    }
+
+    /// A store wiped and created again at its path (its files removed, as `syncctl wipe` does,
+    /// then a new one made): the store object opened before refuses writes, which no other
+    /// process would find at the path, and its observer says so once and reports nothing of the
+    /// new file (SPEC.md §7.1, §9.1).
+    @Test func aStoreReplacedAtItsPathIsReportedOnceAndRefusesWrites() throws {
+        let directory = try TemporaryDirectory()
+        let observed = try fileStore(directory, seed: 1)
+        let collected = try Collected(observing: observed, pollEvery: .seconds(60))
+        for suffix in ["", "-wal", "-shm", "-lock"] { unlink(observed.path + suffix) }
+        let writer = try fileStore(directory, seed: 3)
+        try writer.addReminder(ReminderDraft(title: "in the file now at the path"))
+        let message = "the store at \(observed.path) was replaced by another file (wiped, restored or moved) since this process opened it; open it again"
+        #expect(collected.wait(untilEvents: { $0 == [.replaced(ConcordError(.replaced, message))] }), "\(collected.allEvents)")
+        #expect(throws: ConcordError(.replaced, message)) { try observed.addReminder(ReminderDraft(title: "into the file no one finds")) }
+        Thread.sleep(forTimeInterval: 0.2)
+        #expect(collected.allEvents.count == 1, "said once, then stopped")
     }
 
     /// A writer that rings no bell (here: its side file cannot be made, so it takes no turns) is

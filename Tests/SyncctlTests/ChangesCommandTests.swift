@@ -72,6 +72,70 @@ import Testing
         #expect(try store.ok("changes", "--since", String(decoding: data, as: UTF8.self)) == "")
     }
 
+    /// A follower goes on through another process's `init --fork` (SPEC.md §7.1, §9.1): it says
+    /// so on a line of stderr at once, and from then on `local` means written by the replica the
+    /// store now is. What the store writes afterwards is `local`, not merged; what the former id
+    /// writes elsewhere (here a copy of the store declared moved, which goes on as that replica)
+    /// arrives by a merge, and is `merge`, not local.
+    @Test func followGoesOnThroughAForkWithTheNewReplicaAsLocal() throws {
+        let sandbox = try Sandbox()
+        let store = try sandbox.makeStore()
+        let oldID = try store.replicaID()
+        let before = try store.addReminder("before the fork")
+        // The copy is made while no process has the store open: its file holds everything.
+        let copy = Store(sandbox: sandbox, path: sandbox.path("copy.db"))
+        try FileManager.default.copyItem(atPath: store.path, toPath: copy.path)
+        #expect(try copy.run("init", "--moved").succeeded)
+        let follower = try sandbox.start(["changes", "--follow", "--json", "--since", "{}", "--store", store.path])
+        #expect(eventually(timeout: 20) { follower.stdout.contains(before) }, "\(follower.stdout) \(follower.stderr)")
+
+        #expect(try store.run("init", "--fork").succeeded)
+        let newID = try store.replicaID()
+        #expect(newID != oldID)
+        let forkLine = "syncctl: the store is now replica \(newID) ('syncctl init --fork'); following on as that replica"
+        #expect(eventually(timeout: 20) { follower.stderr.contains(forkLine) }, "said at once, with no change to print: \(follower.stderr)")
+
+        let fromFormerID = try copy.addReminder("by the former id, elsewhere")
+        let bundle = sandbox.path("former.cbundle")
+        try copy.ok("export", bundle)
+        try store.ok("merge", bundle)
+        #expect(eventually(timeout: 20) { follower.stdout.contains(fromFormerID) }, "\(follower.stdout)")
+        let after = try store.addReminder("after the fork")
+        #expect(eventually(timeout: 20) { follower.stdout.contains(after) }, "\(follower.stdout)")
+
+        follower.send(SIGTERM)
+        let result = follower.wait(timeout: 20)
+        #expect(result.succeeded, "\(result)")
+        #expect(result.stderrLines == [forkLine], "\(result)")
+        let printed = try Self.lines(result.stdout)
+        #expect(printed.map { $0["records"] as? [String] ?? [] } == [["reminder:\(before)"], ["reminder:\(fromFormerID)"], ["reminder:\(after)"]], "\(result)")
+        #expect(printed.map { $0["origin"] as? String ?? "" } == ["local", "merge", "local"], "\(result)")
+        #expect(printed.last?["versions"] as? [String: Int] == [oldID: 10, newID: 5], "\(result)")
+    }
+
+    /// A follower whose store is wiped and created again at its path ends with one line and exit 1
+    /// (SPEC.md §7.1, §9.1): it neither follows the old file on silently, which no one writes any
+    /// more, nor prints the new store's history as if it went on from the old one.
+    @Test func followEndsOnceTheStoreIsWipedAndCreatedAgain() throws {
+        let sandbox = try Sandbox()
+        let store = try sandbox.makeStore()
+        let follower = try sandbox.start(["changes", "--follow", "--json", "--store", store.path])
+        let before = try store.addReminder("before the wipe")
+        #expect(eventually(timeout: 20) { follower.stdout.contains(before) }, "\(follower.stdout) \(follower.stderr)")
+        #expect(try store.run("wipe", "--yes").succeeded)
+        #expect(try store.run("init").succeeded)
+        let after = try store.addReminder("in the new store")
+        let result = follower.wait(timeout: 20)
+        #expect(!result.timedOut, "the follower ends by itself: \(result)")
+        #expect(result.status == 1 && !result.crashed, "\(result)")
+        #expect(result.stderrLines == [
+            "syncctl: the store at \(store.path) was replaced by another file (wiped, restored or moved) since this process opened it; open it again"
+        ], "\(result)")
+        let printed = try Self.lines(result.stdout)
+        #expect(printed.map { $0["records"] as? [String] ?? [] } == [["reminder:\(before)"]], "only the old store's change: \(result)")
+        #expect(!result.stdout.contains(after))
+    }
+
     @Test func badInputIsRefusedWithOneLine() throws {
         let sandbox = try Sandbox()
         let store = try sandbox.makeStore()

@@ -151,7 +151,11 @@ import Testing
         let watcher = try sandbox.start(["sync", "--folder", folder, "--watch", "--interval", "0.1", "--store", a.path])
         #expect(eventually(timeout: 20) { (try? bundleNames(in: folder).count) == 1 }, "the watcher publishes")
 
-        try FileManager.default.removeItem(atPath: folder)
+        // The folder vanishes at once, as an unmounted drive does: removed in place, it would
+        // vanish file by file, and a sync woken in between may fail otherwise (writing into a
+        // directory removed under it), before it finds the folder gone.
+        #expect(rename(folder, sandbox.path("gone")) == 0)
+        try FileManager.default.removeItem(atPath: sandbox.path("gone"))
         let second = try a.addReminder("while the folder is gone")
         let warning = "syncctl: warning: the shared folder \(folder) does not exist or is not a directory (is it mounted?); retrying"
         #expect(eventually(timeout: 20) { watcher.stderr.contains(warning) }, "the watcher says why it cannot sync: \(watcher.stderr)")

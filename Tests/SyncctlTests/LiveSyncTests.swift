@@ -232,6 +232,28 @@ import Testing
         try b.expectSound("after the cuts")
     }
 
+    /// A live client whose store is wiped and created again under it ends with one line and exit
+    /// 1, rather than go on syncing a file no other process finds at the path, or connect again
+    /// and again (SPEC.md §9.1, §15.10 "A live client").
+    @Test(.timeLimit(.minutes(2)))
+    func aLiveClientEndsWhenItsStoreFileIsReplaced() throws {
+        let sandbox = try Sandbox()
+        let (a, b) = try sandbox.makePairedStores()
+        let (server, port) = try serve(sandbox, a)
+        let client = try live(sandbox, b, port: port)
+        #expect(try b.run("wipe", "--yes").succeeded)
+        #expect(try b.run("init").succeeded)
+        let result = client.wait(timeout: 20)
+        #expect(!result.timedOut, "the client ends by itself: \(result)")
+        #expect(result.status == 1 && !result.crashed, "\(result)")
+        #expect(result.stderrLines == [
+            "syncctl: live sync with 127.0.0.1:\(port) failed: the store at \(b.path) was replaced by another file (wiped, restored or moved) since this process opened it; open it again"
+        ], "\(result)")
+        #expect(server.isRunning)
+        server.send(SIGTERM)
+        _ = server.wait(timeout: 20)
+    }
+
     /// A live client whose key the server does not hold is refused at each attempt, says so, and
     /// tries again (the key may be imported meanwhile); the server serves on.
     @Test(.timeLimit(.minutes(2)))

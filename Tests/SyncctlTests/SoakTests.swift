@@ -6,7 +6,10 @@ import Testing
 /// run, a watcher on store D through the same folder, peer clients B and C syncing with the server
 /// again and again, and on every store at once writers, merges of bundles exported from other
 /// stores, and `dump`, `status`, `verify`, `log`, `export`, while every live process's open files
-/// are sampled. Then everything stops (cleanly, or by SIGKILL at a seeded moment), the stores are
+/// are sampled. Meanwhile (issue 30) the folder's `concord-v1` is moved away or a restored copy
+/// of it put in its place under the running watchers every few seconds, and a `changes --follow`
+/// of store C goes on through another process's `init --fork` of C at a seeded moment: it must say
+/// so once, and print what C writes afterwards as `local`. Then everything stops (cleanly, or by SIGKILL at a seeded moment), the stores are
 /// synced until they converge, and the soak checks that every change whose command exited 0 and
 /// every batch a server acknowledged is in every replica, that the stores are sound and identical,
 /// that no process ever held a deleted `-wal` or `-shm` file, and that no stderr said the store was
@@ -55,7 +58,8 @@ final class WriterJournal: @unchecked Sendable {
     struct Reminder {
         var id: String
         var title: String
-        /// When its `reminder add` exited 0, in seconds into the run.
+        /// When its `reminder add` started, and when it exited 0, in seconds into the run.
+        var startedAt: TimeInterval
         var addedAt: TimeInterval
         /// The number of the latest edit that exited 0 (0: the add) and its notes.
         var acked: Int
@@ -91,8 +95,8 @@ final class WriterJournal: @unchecked Sendable {
         notes.range(of: " v", options: .backwards).flatMap { Int(notes[$0.upperBound...]) }
     }
 
-    func added(id: String, title: String, notes: String, at seconds: TimeInterval) {
-        lock.withLock { reminders.append(Reminder(id: id, title: title, addedAt: seconds, acked: 0, notes: notes)) }
+    func added(id: String, title: String, notes: String, startedAt: TimeInterval, at seconds: TimeInterval) {
+        lock.withLock { reminders.append(Reminder(id: id, title: title, startedAt: startedAt, addedAt: seconds, acked: 0, notes: notes)) }
     }
 
     /// The next edit of reminder `index`: its number and notes.
@@ -154,6 +158,14 @@ final class Soak: @unchecked Sendable {
     private var acked: [AckedBatch] = []
     private var syncCounts: [String: Int] = [:]
     private var port = 0
+    /// The store another process forks during the run, under a follower of its changes; when
+    /// the fork returned (seconds into the run), and the replica id it made.
+    let forkedStore = "c"
+    private var fork: (at: TimeInterval, id: String)?
+    /// When the loops started, in seconds into the run.
+    private var loopsStarted: TimeInterval = 0
+    /// The `concord-v1` directories moved away from the folder, which a restored copy is made of.
+    private var movedAway: [String] = []
 
     init(phase: String, seed: UInt64) throws {
         self.phase = phase
@@ -198,9 +210,13 @@ final class Soak: @unchecked Sendable {
             try fleet.startDaemon("sync --watch", label: "watcher a", ["sync", "--folder", folder, "--watch", "--interval", "0.2"] + store("a")),
             try fleet.startDaemon("sync --watch", label: "watcher d", ["sync", "--folder", folder, "--watch", "--interval", "0.2"] + store("d")),
         ]
+        // From the start (`--since {}`): what the writers commit before it subscribes is printed too.
+        let follower = try fleet.startDaemon(
+            "changes --follow", label: "follower \(forkedStore)", ["changes", "--follow", "--json", "--since", "{}"] + store(forkedStore))
         startLoops()
 
         var random = SplitMix64(seed: seed)
+        var followed: [String] = []
         let began = Date()
         if killing {
             // A seeded moment after the whole run (CI's bound is a floor) and within a quarter more
@@ -212,14 +228,19 @@ final class Soak: @unchecked Sendable {
             print("\(header): killed \(fleet.killed.joined(separator: ", "))")
             _ = server.stop(SIGKILL)
             for watcher in watchers { countWatcherSyncs(watcher.stop(SIGKILL)) }
+            followed = checkFollower(follower.stop(SIGKILL), stopped: false)
             fleet.resume()
             server = try startServer()
         } else {
             Thread.sleep(until: began.addingTimeInterval(Double(seconds)))
             fleet.stopLoops()
             // One watcher by each signal: both must finish the sync under way and say `stopped`.
-            countWatcherSyncs(watchers[0].stopCleanly(SIGINT))
-            countWatcherSyncs(watchers[1].stopCleanly(SIGTERM))
+            countWatcherSyncs(watchers[0].stopCleanly(SIGINT, expected: failedAsTheFolderWasReplaced))
+            countWatcherSyncs(watchers[1].stopCleanly(SIGTERM, expected: failedAsTheFolderWasReplaced))
+            // The follower has printed every reminder its store's writer added, then stops.
+            let own = Set(journals[forkedStore]!.snapshot.map(\.id))
+            _ = eventually(timeout: 30) { own.isSubset(of: Self.printedReminders(follower.stdout)) }
+            followed = checkFollower(follower.stop(SIGTERM), stopped: true)
             server.stopCleanly(SIGTERM)
             server = try startServer()
         }
@@ -285,6 +306,12 @@ final class Soak: @unchecked Sendable {
         for (name, dump) in zip(names, dumps).dropFirst() where dump != dumps[0] {
             Issue.record("\(header): dump of \(name) differs from a's after the full exchange: \(firstDifference(dump, dumps[0]))")
         }
+        if !followed.isEmpty {
+            Issue.record("\(header): the follower of store \(forkedStore) through its fork (\(followed.count)):\n\(list(followed))")
+        }
+        if lock.withLock({ fork }) == nil {
+            Issue.record("\(header): store \(forkedStore) was not forked during the run")
+        }
         let problems = fleet.problems
         if !problems.isEmpty {
             Issue.record("\(header): commands failed or reported store errors (\(problems.count)):\n\(list(problems))")
@@ -330,6 +357,7 @@ final class Soak: @unchecked Sendable {
     /// About eleven processes at once on two cores: four writers, two peer clients, a folder
     /// syncer of A, a merger and a reader, beside serve and the two watchers.
     func startLoops() {
+        lock.withLock { loopsStarted = fleet.elapsed }
         for (index, name) in names.enumerated() {
             let journal = journals[name]!
             fleet.loop("writer \(name)") { [self] iteration in
@@ -362,6 +390,135 @@ final class Soak: @unchecked Sendable {
             var random = random(stream: 400, iteration)
             try read(iteration, &random)
         }
+        fleet.loop("folder replacer") { [self] iteration in
+            var random = random(stream: 500, iteration)
+            // Every 2 to 5 s, leaving the watchers time to publish into each new directory.
+            guard pause(2 + Double(random.next() % 3000) / 1000) else { return }
+            try replaceFolder(iteration, &random)
+        }
+        fleet.loop("forker") { [self] iteration in
+            guard iteration == 0 else {
+                _ = pause(0.2)
+                return
+            }
+            // At a seeded moment from 30% to 60% into the run, so that the follower goes on long
+            // after it.
+            var random = random(stream: 600, 0)
+            let moment = Double(seconds) * (0.3 + 0.3 * Double(random.next() % 1000) / 1000)
+            guard pause(lock.withLock { loopsStarted } + moment - fleet.elapsed) else { return }
+            try forkStore()
+        }
+    }
+
+    /// Sleeps `seconds`, or less once the fleet stops: whether it slept them all.
+    func pause(_ seconds: TimeInterval) -> Bool {
+        let until = Date().addingTimeInterval(seconds)
+        while Date() < until {
+            if fleet.isStopping { return false }
+            Thread.sleep(forTimeInterval: min(0.05, max(0, until.timeIntervalSinceNow)))
+        }
+        return !fleet.isStopping
+    }
+
+    /// Moves the folder's `concord-v1` away under the running watchers (their next sync makes it
+    /// again), or puts in its place a restored copy of one moved away before (SPEC.md §14,
+    /// "Watching"): either way each watcher must watch the new directory, and publish what it
+    /// lacks.
+    func replaceFolder(_ iteration: Int, _ random: inout SplitMix64) throws {
+        let layout = folder + "/concord-v1"
+        let aside = sandbox.path("moved-away-\(iteration)")
+        let earlier = lock.withLock { movedAway }
+        if earlier.isEmpty || random.next() % 2 == 0 {
+            guard rename(layout, aside) == 0 else { return }  // not made again yet
+            lock.withLock { movedAway.append(aside) }
+            count("folder directories moved away")
+            return
+        }
+        // The copy is made of a directory no watcher writes into any more (but for a file it
+        // was writing as the directory moved, which may be left half-copied: a temporary file,
+        // which syncs pass over, or a whole one).
+        let restored = sandbox.path("restored-\(iteration)")
+        do {
+            try FileManager.default.copyItem(atPath: earlier[Int(random.next() % UInt64(earlier.count))], toPath: restored)
+        } catch {
+            return
+        }
+        // A watcher may make the directory again between the two renames: move that aside too.
+        for attempt in 0..<20 {
+            if rename(layout, aside + "-\(attempt)") == 0 { lock.withLock { movedAway.append(aside + "-\(attempt)") } }
+            if rename(restored, layout) == 0 {
+                count("restored copies put in place")
+                return
+            }
+        }
+    }
+
+    /// Another process's `init --fork` of the followed store.
+    func forkStore() throws {
+        let name = forkedStore
+        guard let outcome = try fleet.run("init --fork", label: "fork of \(name)", ["init", "--fork"] + store(name)), outcome.succeeded else { return }
+        let id = String(outcome.result.out.prefix(32))
+        lock.withLock { fork = (fleet.elapsed, id) }
+        print(String(format: "\(header): store \(name) forked into replica \(id) at %.1f s", fleet.elapsed))
+    }
+
+    /// A command on the forked store that opened it as the old replica and wrote once it was
+    /// forked is refused, as it must be (SPEC.md §9.1): not a problem of the run.
+    func refusedAfterTheFork(of name: String) -> ((RunResult) -> Bool)? {
+        guard name == forkedStore else { return nil }
+        return { result in result.stderr.contains("(another process ran 'syncctl init --fork' on it); this process opened it as replica") }
+    }
+
+    /// A line a watcher writes when a sync failed because the folder's directory was moved away
+    /// under it (its files made in a directory gone by the time it links them, say): the next
+    /// look syncs into the new one.
+    func failedAsTheFolderWasReplaced(_ line: String) -> Bool {
+        line.hasPrefix("syncctl: warning: ") && line.hasSuffix("; retrying") && line.contains("/concord-v1")
+            && line.contains("No such file or directory")
+    }
+
+    /// The ids of the reminders in the changes a follower printed.
+    static func printedReminders(_ output: String) -> Set<String> {
+        var ids: Set<String> = []
+        for line in output.split(separator: "\n") {
+            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else { continue }
+            for record in object["records"] as? [String] ?? [] where record.hasPrefix("reminder:") { ids.insert(String(record.dropFirst(9))) }
+        }
+        return ids
+    }
+
+    /// What the follower of the forked store did wrong: a line on stderr but the fork's, once; a
+    /// change that is not one JSON object; another writer's reminder in a `local` change; a
+    /// reminder its store's writer began to add after the fork in a `merge` change (the old
+    /// build's error: it took the new id's writes for merged); and, when it was stopped
+    /// (`stopped`), a reminder the writer added that it never printed.
+    func checkFollower(_ result: RunResult, stopped: Bool) -> [String] {
+        var wrong: [String] = []
+        let fork = lock.withLock { self.fork }
+        let own = Dictionary(journals[forkedStore]!.snapshot.map { ($0.id, $0) }) { first, _ in first }
+        let forkLine = fork.map { "syncctl: the store is now replica \($0.id) ('syncctl init --fork'); following on as that replica" }
+        if result.stderrLines != (forkLine.map { [$0] } ?? []) {
+            wrong.append("its stderr is not the fork's line, once: \(result.stderrLines.prefix(5))")
+        }
+        if stopped, !result.succeeded { wrong.append("it did not stop cleanly: \(result)") }
+        for line in result.stdoutLines {
+            guard let object = try? jsonObject(line), let origin = object.string("origin"), let records = object.strings("records") else {
+                wrong.append("not a change: \(line.prefix(200))")
+                continue
+            }
+            let reminders = records.filter { $0.hasPrefix("reminder:") }.map { String($0.dropFirst(9)) }
+            if origin == "local", let other = reminders.first(where: { own[$0] == nil }) {
+                wrong.append("another writer's reminder \(other) in a local change")
+            }
+            if origin == "merge", let fork, let late = reminders.first(where: { (own[$0]?.startedAt ?? 0) > fork.at }) {
+                wrong.append(String(format: "reminder %@, which %@'s writer began to add %.1f s after the fork, printed as merged", late, forkedStore, own[late]!.startedAt - fork.at))
+            }
+        }
+        if stopped {
+            let missing = Set(own.keys).subtracting(Self.printedReminders(result.stdout))
+            if !missing.isEmpty { wrong.append("\(missing.count) reminders its store's writer added were never printed: \(missing.sorted().prefix(5))") }
+        }
+        return wrong
     }
 
     /// The generator of one iteration of one loop: each loop's choices depend on the seed and the
@@ -376,25 +533,33 @@ final class Soak: @unchecked Sendable {
     func write(_ journal: WriterJournal, on name: String, _ random: inout SplitMix64) throws {
         let own = journal.snapshot
         let roll = random.next() % 100
+        let refused = refusedAfterTheFork(of: name)
         if own.isEmpty || roll < 45 {
             let (title, notes) = journal.nextAdd()
-            guard let outcome = try fleet.run("reminder add", label: "add on \(name)", ["reminder", "add", title, "--notes", notes, "--tag", name] + store(name)) else { return }
+            let started = fleet.elapsed
+            guard let outcome = try fleet.run(
+                "reminder add", label: "add on \(name)", ["reminder", "add", title, "--notes", notes, "--tag", name] + store(name), expected: refused)
+            else { return }
             if outcome.succeeded {
                 guard isRecordID(outcome.result.out) else {
                     fleet.problem("add on \(name) printed \(String(reflecting: outcome.result.out))")
                     return
                 }
-                journal.added(id: outcome.result.out, title: title, notes: notes, at: fleet.elapsed)
+                journal.added(id: outcome.result.out, title: title, notes: notes, startedAt: started, at: fleet.elapsed)
             }
         } else if roll < 85 || own.allSatisfy(\.completed) {
             let index = Int(random.next() % UInt64(own.count))
             let (number, notes) = journal.nextEdit(index)
-            guard let outcome = try fleet.run("reminder edit", label: "edit on \(name)", ["reminder", "edit", own[index].id, "--notes", notes] + store(name)) else { return }
+            guard let outcome = try fleet.run(
+                "reminder edit", label: "edit on \(name)", ["reminder", "edit", own[index].id, "--notes", notes] + store(name), expected: refused)
+            else { return }
             journal.edited(index, number: number, notes: notes, exitedZero: outcome.succeeded)
         } else {
             let open = own.indices.filter { !own[$0].completed }
             let index = open[Int(random.next() % UInt64(open.count))]
-            guard let outcome = try fleet.run("reminder complete", label: "complete on \(name)", ["reminder", "complete", own[index].id] + store(name)) else { return }
+            guard let outcome = try fleet.run(
+                "reminder complete", label: "complete on \(name)", ["reminder", "complete", own[index].id] + store(name), expected: refused)
+            else { return }
             journal.completed(index, exitedZero: outcome.succeeded)
         }
     }
@@ -404,7 +569,9 @@ final class Soak: @unchecked Sendable {
     func syncWithServer(_ name: String, iteration: Int) throws {
         let held = journals[name]!.snapshot
         let started = fleet.elapsed
-        guard let outcome = try fleet.run("sync --peer", label: "sync --peer from \(name)", ["sync", "--peer", address] + store(name)) else { return }
+        guard let outcome = try fleet.run(
+            "sync --peer", label: "sync --peer from \(name)", ["sync", "--peer", address] + store(name), expected: refusedAfterTheFork(of: name))
+        else { return }
         count("peer syncs")
         if outcome.succeeded {
             count("acknowledged batches")
@@ -421,7 +588,9 @@ final class Soak: @unchecked Sendable {
         let encrypt = random.next() % 2 == 0 ? ["--encrypt"] : []
         guard let exported = try fleet.run("export", label: "export of \(source) for a merge", ["export", bundle] + encrypt + store(source)),
               exported.succeeded else { return }
-        guard let merged = try fleet.run("merge", label: "merge of \(source)'s bundle into \(target)", ["merge", bundle] + store(target)) else { return }
+        guard let merged = try fleet.run(
+            "merge", label: "merge of \(source)'s bundle into \(target)", ["merge", bundle] + store(target), expected: refusedAfterTheFork(of: target))
+        else { return }
         if merged.succeeded { count("merges") }
     }
 
@@ -547,6 +716,8 @@ final class Soak: @unchecked Sendable {
         return String(format: "ran %.1f s; ", ran) + fleet.totals
             + "; peer syncs \(counts["peer syncs"] ?? 0) (acknowledged \(counts["acknowledged batches"] ?? 0)), merges \(counts["merges"] ?? 0), "
             + "folder syncs by the watchers that moved operations \(counts["watcher syncs"] ?? 0); "
+            + "folder directories moved away under the watchers \(counts["folder directories moved away"] ?? 0), "
+            + "restored copies put in place \(counts["restored copies put in place"] ?? 0); "
             + "reminders added (exit 0) by store: \(adds); "
             + "\(operations) operations in each store after \(rounds) exchange round(s)"
     }

@@ -209,6 +209,62 @@ import Testing
         #expect(result.succeeded && result.stderr.isEmpty, "\(result)")
     }
 
+    /// A watcher whose store file is replaced by another, or moved away, ends with one line and
+    /// exit 1, having synced nothing of what is at the path now (SPEC.md §9.1): whether the store
+    /// was wiped and created again, wiped and a backup renamed into its place, or moved away
+    /// (which nothing but the store observer's poll notices). With a poll of a minute, it learns
+    /// of it from the store's own observer, within about a second.
+    @Test(arguments: ["wiped and created again", "wiped and a backup put in its place", "moved away"])
+    func aWatcherEndsWhenItsStoreFileIsReplaced(_ how: String) throws {
+        let sandbox = try Sandbox()
+        let folder = try sandbox.makeDirectory("Shared")
+        let b = try sandbox.makeStore("b.db")
+        let oldID = try b.replicaID()
+        try b.addNote("before the store was replaced")
+        let watcher = try sandbox.start(["sync", "--folder", folder, "--watch", "--interval", "60", "--store", b.path])
+        let first = folder + "/concord-v1/\(oldID)-0000000001.cbundle"
+        #expect(eventually(timeout: 20) { FileManager.default.fileExists(atPath: first) }, "\(watcher.stderr)")
+        switch how {
+        case "wiped and created again":
+            #expect(try b.run("wipe", "--yes").succeeded)
+            #expect(try b.run("init").succeeded)
+            try b.addNote("in the file now at the path")
+        case "wiped and a backup put in its place":
+            let backup = try sandbox.makeStore("backup.db")
+            #expect(try b.run("wipe", "--yes").succeeded)
+            #expect(rename(backup.path, b.path) == 0)
+            try b.addNote("in the file now at the path")
+        default:
+            // With its side files: the watcher's connection still writes into them.
+            for suffix in ["", "-wal", "-shm"] { #expect(rename(b.path + suffix, sandbox.path("moved.db") + suffix) == 0) }
+        }
+        let result = watcher.wait(timeout: 20)
+        #expect(!result.timedOut, "the watcher ends by itself: \(result)")
+        #expect(result.status == 1 && !result.crashed, "\(result)")
+        let line = "the store at \(b.path) was replaced by another file (wiped, restored or moved) since this process opened it; open it again"
+        #expect(result.stderrLines == ["syncctl: " + line], "\(result)")
+        #expect(result.stdoutLines.last == line, "logged as the watch's last event: \(result)")
+        #expect(try bundleNames(in: folder) == ["\(oldID)-0000000001.cbundle"], "nothing published after: \(result)")
+    }
+
+    /// `serve` whose store file is wiped and created again ends with one line and exit 1, and the
+    /// port is served no more: peers' batches would go into a file no other process finds.
+    @Test func aServerEndsWhenItsStoreFileIsReplaced() throws {
+        let sandbox = try Sandbox()
+        let (a, b) = try sandbox.makePairedStores()
+        let (server, port) = try PeerCommandTests().serve(sandbox, a)
+        #expect(try a.run("wipe", "--yes").succeeded)
+        #expect(try a.run("init").succeeded)
+        let result = server.wait(timeout: 20)
+        #expect(!result.timedOut, "the server ends by itself: \(result)")
+        #expect(result.status == 1 && !result.crashed, "\(result)")
+        #expect(result.stderrLines == [
+            "syncctl: the store at \(a.path) was replaced by another file (wiped, restored or moved) since this process opened it; open it again"
+        ], "\(result)")
+        try b.addReminder("after the server ended")
+        #expect(!(try b.run("sync", "--peer", "127.0.0.1:\(port)").succeeded), "nothing is served at \(port) any more")
+    }
+
     private func mode(of path: String) -> mode_t {
         var status = stat()
         return stat(path, &status) == 0 ? status.st_mode & 0o7777 : 0

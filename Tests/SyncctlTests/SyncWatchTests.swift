@@ -92,6 +92,72 @@ import Testing
         #expect(result.succeeded && result.stderr.isEmpty, "\(result)")
     }
 
+    /// Two watchers that look every minute go on hearing each other through the folder after its
+    /// `concord-v1` directory is moved away (their next sync makes it again), and after a restored
+    /// copy of it is put in its place: a watch follows what the path names, not the directory it
+    /// began with (SPEC.md §14, "Watching"). A watch of the old directory alone would hear nothing
+    /// more until the poll, a minute later.
+    @Test func watchersFollowTheFolderDirectoryMovedAwayAndRestored() throws {
+        let sandbox = try Sandbox()
+        let folder = try sandbox.makeDirectory("Shared")
+        let layout = folder + "/concord-v1"
+        let a = try sandbox.makeStore("a.db")
+        let b = try sandbox.makeStore("b.db")
+        // Each has something of its own, published by its first sync: a sign that it watches.
+        let ownFiles = try [a, b].map { store in
+            try store.addNote("from \(store.path)")
+            return layout + "/\(try store.replicaID())-0000000001.cbundle"
+        }
+        let watchers = try [a, b].map { store in
+            try sandbox.start(["sync", "--folder", folder, "--watch", "--interval", "60", "--store", store.path])
+        }
+        defer { for watcher in watchers { watcher.send(SIGKILL) } }
+        #expect(eventually(timeout: Self.deadline) { ownFiles.allSatisfy { FileManager.default.fileExists(atPath: $0) } },
+                "\(watchers.map(\.stderr))")
+
+        /// Adds a reminder on a (whose watcher publishes it at once, on its store's bell) and
+        /// waits for b to hold it: the seconds it took, or nil after `deadline`.
+        func secondsToReachB(_ title: String) throws -> TimeInterval? {
+            let id = try a.addReminder(title)
+            let started = Date()
+            let arrived = try eventually(timeout: Self.deadline) { try b.reminders().contains { $0.string("id") == id } }
+            return arrived ? Date().timeIntervalSince(started) : nil
+        }
+        let before = try secondsToReachB("before the move")
+        #expect(before != nil, "\(watchers.map(\.stderr))")
+
+        #expect(rename(layout, folder + "/moved-away") == 0)
+        let afterMove = try secondsToReachB("after the move")
+        #expect(afterMove != nil, "b hears the folder again within \(Self.deadline) s of its directory moving away, not at its poll a minute later")
+
+        // A restored copy of the directory as it was before the move, put in place of the one the
+        // watchers made again.
+        let restored = sandbox.path("restored")
+        try FileManager.default.copyItem(atPath: folder + "/moved-away", toPath: restored)
+        try replaceDirectory(layout, with: restored, asideIn: folder)
+        let afterRestore = try secondsToReachB("after the restore")
+        #expect(afterRestore != nil, "b hears the restored directory within \(Self.deadline) s")
+
+        for watcher in watchers {
+            watcher.send(SIGTERM)
+            let result = watcher.wait(timeout: Self.deadline)
+            #expect(result.succeeded && result.stderr.isEmpty, "\(result)")
+        }
+        #expect(try a.dump() == (try b.dump()))
+    }
+
+    /// Puts the directory `replacement` at `path`, moving what is there aside first. Watchers
+    /// may make `path` again in between (their next sync does), so it tries again until the
+    /// replacement is in place.
+    func replaceDirectory(_ path: String, with replacement: String, asideIn folder: String) throws {
+        for attempt in 0..<50 {
+            if rename(path, folder + "/aside-\(attempt)") != 0 { try #require(errno == ENOENT, "\(String(cString: strerror(errno)))") }
+            if rename(replacement, path) == 0 { return }
+            try #require(errno == ENOTEMPTY || errno == EEXIST, "\(String(cString: strerror(errno)))")
+        }
+        Issue.record("\(replacement) could not be put at \(path)")
+    }
+
     @Test func sigtermStopsTheWatcherAfterItSynced() throws {
         try watchThenStop(with: SIGTERM)
     }

@@ -131,9 +131,12 @@ final class ProcessFleet: @unchecked Sendable {
     }
 
     /// Runs one short command to its end (SIGKILL after `timeout` seconds) and counts it under
-    /// `kind`. A non-zero exit is a problem unless the fleet killed it or it ended after the
-    /// fleet killed everything. Returns nil when the fleet is killed and starts nothing.
-    func run(_ kind: String, label: String, _ arguments: [String], timeout: TimeInterval = 120) throws -> Outcome? {
+    /// `kind`. A non-zero exit is a problem unless the fleet killed it, it ended after the fleet
+    /// killed everything, or `expected` says it is a failure the workload causes on purpose.
+    /// Returns nil when the fleet is killed and starts nothing.
+    func run(
+        _ kind: String, label: String, _ arguments: [String], timeout: TimeInterval = 120, expected: ((RunResult) -> Bool)? = nil
+    ) throws -> Outcome? {
         guard let (process, out, err) = try launch(label, arguments) else { return nil }
         let watchdog = FleetWatchdog(process)
         DispatchQueue.global().asyncAfter(deadline: .now() + timeout) { watchdog.fire() }
@@ -148,7 +151,7 @@ final class ProcessFleet: @unchecked Sendable {
             let killed = killMoment != nil && result.wasKilled
             return (killed, killMoment != nil)
         }
-        if !result.succeeded, !killedByFleet, !afterKill {
+        if !result.succeeded, !killedByFleet, !afterKill, expected?(result) != true {
             problem("\(label): \(timedOut ? "timed out after \(Int(timeout)) s" : "failed"): \(result)")
         }
         return Outcome(label: label, kind: kind, result: result, killedByFleet: killedByFleet, endedAfterKill: afterKill)
@@ -200,13 +203,14 @@ final class ProcessFleet: @unchecked Sendable {
         }
 
         /// Stops it with `signal` and records a problem unless it exited 0 with `stopped` as its
-        /// last line (SPEC.md §11: serve and `sync --watch` finish their work, then say so).
+        /// last line (SPEC.md §11: serve and `sync --watch` finish their work, then say so), and
+        /// wrote nothing on stderr but lines that `expected` allows.
         @discardableResult
-        func stopCleanly(_ signal: Int32, timeout: TimeInterval = 30) -> RunResult {
+        func stopCleanly(_ signal: Int32, timeout: TimeInterval = 30, expected: (String) -> Bool = { _ in false }) -> RunResult {
             let result = stop(signal, timeout: timeout)
-            if !result.succeeded || result.stdoutLines.last != "stopped" || !result.stderr.isEmpty {
+            let errors = result.stderrLines.filter { !expected($0) }
+            if !result.succeeded || result.stdoutLines.last != "stopped" || !errors.isEmpty {
                 // Its stdout is one line per sync of the whole run: the end of it, and stderr first.
-                let errors = result.stderrLines
                 fleet.problem(
                     "\(label) did not stop cleanly on signal \(signal): \(result.crashed ? "signal" : "exit") \(result.status)"
                         + (result.timedOut ? " (timed out)" : "") + ", last line \(String(reflecting: result.stdoutLines.last ?? ""))"
