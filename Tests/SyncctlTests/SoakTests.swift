@@ -377,7 +377,8 @@ final class Soak: @unchecked Sendable {
         // import a file the other published before it sees it recorded (issue 30).
         fleet.loop("folder syncs of a") { [self] iteration in
             var random = random(stream: 500, iteration)
-            if try fleet.run("sync --folder", label: "sync --folder a", ["sync", "--folder", folder] + store("a"))?.succeeded == true {
+            let arguments = ["sync", "--folder", folder] + store("a")
+            if try fleet.run("sync --folder", label: "sync --folder a", arguments, expected: syncFailedAsTheFolderWasReplaced)?.succeeded == true {
                 count("folder syncs of a")
             }
             Thread.sleep(forTimeInterval: Double(random.next() % 300) / 1000)
@@ -475,6 +476,14 @@ final class Soak: @unchecked Sendable {
     func failedAsTheFolderWasReplaced(_ line: String) -> Bool {
         line.hasPrefix("syncctl: warning: ") && line.hasSuffix("; retrying") && line.contains("/concord-v1")
             && line.contains("No such file or directory")
+    }
+
+    /// A `sync --folder` that failed because the folder's directory was moved away under it (the
+    /// bundle it wrote had no directory left to be linked into): one line, exit 1, and the next
+    /// sync publishes into the new directory.
+    func syncFailedAsTheFolderWasReplaced(_ result: RunResult) -> Bool {
+        result.status == 1 && !result.crashed && result.stderrLines.count == 1
+            && result.stderr.contains("/concord-v1/") && result.stderr.contains("No such file or directory")
     }
 
     /// The ids of the reminders in the changes a follower printed.
