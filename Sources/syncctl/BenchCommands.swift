@@ -9,9 +9,12 @@ import Foundation
 
 struct Bench: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Measure merge throughput, local writes, export, folder sync, peer sync and live latency.",
+        abstract: "Measure merge throughput, local writes, export, folder sync, peer sync, live latency and import.",
         discussion: "Each benchmark builds its seeded workload in a temporary directory (not timed) and prints medians.",
-        subcommands: [MergeBench.self, MergeRun.self, WritesBench.self, ExportBench.self, FolderSyncBench.self, PeerBench.self, LiveBench.self])
+        subcommands: [
+            MergeBench.self, MergeRun.self, WritesBench.self, ExportBench.self, FolderSyncBench.self, PeerBench.self, LiveBench.self,
+            ImportBench.self, ImportRun.self,
+        ])
 }
 
 struct WorkloadOptions: ParsableArguments {

@@ -24,6 +24,27 @@ struct Import: ParsableCommand {
         // drop SQLite's locks on it.
         let records = try Self.read(file, makeID: try StoreOptions.environment().makeRecordID)
         let store = try store.open()
+        let summary = try Self.create(records, in: store)
+        if output.json {
+            say(JSON.object([
+                ("alreadyHeld", .int(Int64(summary.held))), ("notes", .int(Int64(summary.notes))),
+                ("reminders", .int(Int64(summary.reminders))),
+            ]).canonical)
+        } else {
+            say("imported \(summary.reminders) reminder\(summary.reminders == 1 ? "" : "s") and \(summary.notes) note\(summary.notes == 1 ? "" : "s")"
+                + (summary.held > 0 ? " (\(summary.held) already held)" : ""))
+        }
+    }
+
+    /// What an import did.
+    struct Summary {
+        var reminders = 0
+        var notes = 0
+        var held = 0
+    }
+
+    /// Creates the records the store does not hold yet.
+    static func create(_ records: [ImportedRecord], in store: ConcordStore) throws -> Summary {
         var changes: [(RecordRef, Change)] = []
         var (reminders, notes, held) = (0, 0, 0)
         for record in records {
@@ -45,14 +66,7 @@ struct Import: ParsableCommand {
             }
         }
         if !changes.isEmpty { try store.perform(changes) }
-        if output.json {
-            say(JSON.object([
-                ("alreadyHeld", .int(Int64(held))), ("notes", .int(Int64(notes))), ("reminders", .int(Int64(reminders))),
-            ]).canonical)
-        } else {
-            say("imported \(reminders) reminder\(reminders == 1 ? "" : "s") and \(notes) note\(notes == 1 ? "" : "s")"
-                + (held > 0 ? " (\(held) already held)" : ""))
-        }
+        return Summary(reminders: reminders, notes: notes, held: held)
     }
 
     /// Every record of the file, checked; the first wrong one is refused with its place.
