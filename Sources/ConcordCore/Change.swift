@@ -123,6 +123,14 @@ public enum Change: Hashable, Sendable {
     /// and for a value of another type than the field's.
     case settle(Field, Value)
 
+    /// Whether the change creates its record.
+    package var creates: Bool {
+        switch self {
+        case .createReminder, .createNote: true
+        default: false
+        }
+    }
+
     /// The longest a reminder can be snoozed: 366 days.
     public static let maxSnoozeMillis: Int64 = 366 * 24 * 3_600_000
 
@@ -310,6 +318,24 @@ public enum Change: Hashable, Sendable {
     private static func rule(named name: String, due: Int64?) throws(ChangeError) -> RepeatRule {
         guard let rule = RepeatRule(name: name, due: due) else { throw .unknownRepeatRule(name) }
         return rule
+    }
+}
+
+/// A create of an id that the store holds under another kind, refused: a record id names one
+/// record whatever its kind (SPEC.md §2). Apart from `ChangeError`, whose cases are public API.
+package struct IDOfAnotherKind: Error, Hashable, Sendable, CustomStringConvertible {
+    /// The record the create was for.
+    package var ref: RecordRef
+    /// The kind of the record held under its id.
+    package var heldAs: RecordKind
+
+    package init(ref: RecordRef, heldAs: RecordKind) {
+        self.ref = ref
+        self.heldAs = heldAs
+    }
+
+    package var description: String {
+        "the store holds a \(heldAs.name) with id \(ref.id.hex); a \(ref.kind.name) cannot have the same id"
     }
 }
 

@@ -166,6 +166,49 @@ struct WriteContext {
         }
     }
 
+    /// Whether the store holds the record: a row of it, or operations of it in this transaction.
+    mutating func holds(_ ref: RecordRef) throws -> Bool {
+        if stateIndex[ref] != nil { return true }
+        let statement: HotStatement
+        if let table = RecordTable.of(ref.kind) {
+            statement = try HotStatement(db, table.existsSQL)
+            statement.bind(1, id: ref.id)
+        } else {
+            statement = try HotStatement(db, "SELECT 1 FROM other_records WHERE kind = ? AND id = ?")
+            statement.bind(1, Int64(ref.kind.rawValue))
+            statement.bind(2, id: ref.id)
+        }
+        return try statement.step()
+    }
+
+    /// A kind other than `ref`'s under which the store holds `ref`'s id, if any: a record id
+    /// names one record whatever its kind (SPEC.md §2), so a local create of it is refused.
+    mutating func otherKind(holdingIDOf ref: RecordRef) throws -> RecordKind? {
+        if storedKinds == nil {
+            // The kinds of `other_records`, one index probe each (its key is (kind, id)): there
+            // are few, and a lookup by id alone would scan the table.
+            var kinds: [RecordKind] = RecordTable.known.map(\.kind)
+            var after: Int64 = 0
+            while true {
+                let statement = try HotStatement(db, "SELECT kind FROM other_records WHERE kind > ? ORDER BY kind LIMIT 1")
+                statement.bind(1, after)
+                guard try statement.step() else { break }
+                after = statement.int64(0)
+                guard let byte = UInt8(exactly: after), byte != 0 else { throw ConcordError(.corrupt, "a record has a malformed kind") }
+                kinds.append(RecordKind(rawValue: byte))
+            }
+            storedKinds = kinds
+        }
+        for kind in storedKinds! where kind != ref.kind {
+            if try holds(RecordRef(kind: kind, id: ref.id)) { return kind }
+        }
+        return nil
+    }
+
+    /// The kinds whose records the store may hold, found once per context by
+    /// `otherKind(holdingIDOf:)`: a context that creates records merges none, so they stay so.
+    private var storedKinds: [RecordKind]?
+
     mutating func isHeld(_ id: OperationID) throws -> Bool {
         try switchAuthor(to: id.replica)
         return currentHeld.contains(id.seq)
