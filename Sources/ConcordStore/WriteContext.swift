@@ -364,15 +364,22 @@ struct WriteContext {
         var sequence = HeldSequence(contiguous: 0, ranges: [])
         if let index = directory.indexByID[replica] {
             let contiguous = directory.contiguous[replica] ?? 0
-            let rows = try Row.fetchAll(
-                db, sql: "SELECT first_seq, last_seq FROM log WHERE replica = ? AND last_seq > ? ORDER BY first_seq",
-                arguments: [index, Int64(contiguous)])
+            // The runs held above `contiguous`, found through the log's key (replica, first_seq):
+            // the one row that may start at or below it and reach past it, then the rows that
+            // start above it. Filtering on `last_seq` read every row of the replica's log at each
+            // transaction, so that one transaction per record took time in proportion to the log.
+            let arguments: StatementArguments = [index, Int64(contiguous)]
+            let below = try db.cachedStatement(
+                sql: "SELECT first_seq, last_seq FROM log WHERE replica = ? AND first_seq <= ? ORDER BY first_seq DESC LIMIT 1")
+            let above = try db.cachedStatement(
+                sql: "SELECT first_seq, last_seq FROM log WHERE replica = ? AND first_seq > ? ORDER BY first_seq")
+            let rows = try Row.fetchAll(below, arguments: arguments) + Row.fetchAll(above, arguments: arguments)
             let ranges = try rows.map { row in
                 let first = UInt64(clamping: try row.column(0) as Int64)
                 let last = UInt64(clamping: try row.column(1) as Int64)
                 guard first <= last else { throw ConcordError(.corrupt, "a log row has an impossible range") }
                 return first...last
-            }
+            }.filter { $0.upperBound > contiguous }
             sequence = HeldSequence(contiguous: contiguous, ranges: ranges)
         }
         held[replica] = sequence
