@@ -138,6 +138,14 @@ public enum Change: Hashable, Sendable {
     /// at wall-clock time `now` (milliseconds since the epoch). Empty when the record already is as asked.
     public func plan(on ref: RecordRef, current: RecordState?, now: Int64) throws(ChangeError) -> [Action] {
         let actions = try unchecked(on: ref, current: current, now: now)
+        try Self.check(actions)
+        return actions
+    }
+
+    /// Checks what every action of a local write must be, whatever its intent: a value of its
+    /// field's type (an instant within the years 1 to 9999, SPEC.md §4.3), a text (string value
+    /// or tag) of at most `maxTextBytes`.
+    package static func check(_ actions: [Action]) throws(ChangeError) {
         for case let .assign(field, value) in actions where !field.accepts(value) {
             throw .outOfRange(field)
         }
@@ -150,7 +158,6 @@ public enum Change: Hashable, Sendable {
             }
             guard text.utf8.count <= Self.maxTextBytes else { throw .textTooLong(text.utf8.count) }
         }
-        return actions
     }
 
     /// The longest text (title, notes, body, repeat rule, tag) a local change writes: 8 MiB of

@@ -114,10 +114,11 @@ struct ImportRun: ParsableCommand {
         Measure.resetPeakMemory()
         var summary = Import.Summary()
         let seconds = try Measure.seconds {
-            let records = try Import.read(file, makeID: try StoreOptions.environment().makeRecordID)
+            let input = try ImportFile(file)
+            defer { input.close() }
             let target = try ConcordStore.open(at: store, environment: try StoreOptions.environment())
             defer { try? target.close() }
-            summary = try Import.create(records, in: target)
+            summary = try Import.importRecords(from: input, into: target)
         }
         say(JSON.object([
             ("microseconds", .int(Int64((seconds * 1e6).rounded()))), ("reminders", .int(Int64(summary.reminders))),

@@ -1,0 +1,248 @@
+import ConcordCore
+import ConcordStore
+import Foundation
+
+/// Reads the records of an import file (SPEC.md §10, "Import form") one at a time, as the text
+/// arrives: any number of JSON values, each a record object or an array of them. Each record is
+/// checked and turned into the values it gives; the first thing wrong, in the order of the text,
+/// is refused with its place.
+struct ImportReader {
+    private var json: JSONReader
+    /// The file as messages name it.
+    private let name: String
+    /// The completion time of a completed reminder that gives none.
+    private let now: Int64
+    /// How many records of the array being read were read, while one is.
+    private var recordsInArray: Int?
+    /// The ids given so far: an id is given once in a file, whatever the kinds.
+    private var ids: Set<RecordID> = []
+
+    /// - Parameters:
+    ///   - name: the file as messages name it (`FILE line L, …`).
+    ///   - now: milliseconds since the epoch, the completion time of a completed reminder without one.
+    init(_ json: JSONReader, name: String, now: Int64) {
+        self.json = json
+        self.name = name
+        self.now = now
+    }
+
+    /// A record read from the file.
+    struct Record {
+        /// Where it is, for a message: `FILE line L, record R`.
+        var place: String
+        var values: NewRecord
+    }
+
+    /// The next record; nil at the end of the text.
+    mutating func next() throws -> Record? {
+        do {
+            while true {
+                if let read = recordsInArray {
+                    if try json.nextElement() {
+                        recordsInArray = read + 1
+                        return try record(number: read + 1)
+                    }
+                    recordsInArray = nil
+                }
+                guard let kind = try json.nextValue() else { return nil }
+                guard kind == .array else { return try record(number: 1) }
+                try json.enterArray()
+                recordsInArray = 0
+            }
+        } catch let error as JSONReader.SyntaxError {
+            throw ImportError("\(name) \(error.position): not JSON: \(error.problem)")
+        }
+    }
+
+    /// The keys of a record object that this reader takes, as bits: each may be given once.
+    private struct Keys: OptionSet {
+        let rawValue: UInt16
+        static let names = [
+            "kind", "id", "title", "notes", "due", "priority", "completed", "completedAt", "snoozedUntil", "repeat",
+            "tags", "deleted", "body", "pinned",
+        ]
+
+        init(rawValue: UInt16) { self.rawValue = rawValue }
+
+        init?(name: String) {
+            guard let index = Self.names.firstIndex(of: name) else { return nil }
+            rawValue = 1 << index
+        }
+    }
+
+    /// The values of one record object, as given (null as absent).
+    private struct Fields {
+        var kind, id, title, notes, due, completedAt, snoozedUntil, repeatRule, body: String?
+        var priority: Priority?
+        var completed, deleted, pinned: Bool?
+        var tags: [String]?
+    }
+
+    /// Reads the record that starts here, the `number`th of its array (1 for an object alone).
+    private mutating func record(number: Int) throws -> Record {
+        let kind = try json.peekKind()
+        // The line of its first character, white space before it read.
+        let place = "\(name) line \(json.position.line), record \(number)"
+        guard kind == .object else {
+            try json.skipValue()
+            throw ImportError("\(place): not an object")
+        }
+        func fail(_ field: String, _ problem: String) -> ImportError { ImportError("\(place): \(field): \(problem)") }
+        var fields = Fields()
+        var seen: Keys = []
+        try json.enterObject()
+        while let key = try json.nextKey() {
+            if let bit = Keys(name: key), !seen.insert(bit).inserted { throw fail(key, "is given twice") }
+            switch key {
+            case "kind": fields.kind = try string(key, place)
+            case "id": fields.id = try string(key, place)
+            case "title": fields.title = try string(key, place)
+            case "notes": fields.notes = try string(key, place)
+            case "due": fields.due = try string(key, place)
+            case "completedAt": fields.completedAt = try string(key, place)
+            case "snoozedUntil": fields.snoozedUntil = try string(key, place)
+            case "repeat": fields.repeatRule = try string(key, place)
+            case "body": fields.body = try string(key, place)
+            case "priority": fields.priority = try priority(place)
+            case "completed": fields.completed = try bool(key, place)
+            case "deleted": fields.deleted = try bool(key, place)
+            case "pinned": fields.pinned = try bool(key, place)
+            case "tags": fields.tags = try strings(key, place)
+            // Other keys (`conflict` among them) are ignored.
+            default: try json.skipValue()
+            }
+        }
+        return Record(place: place, values: try values(of: fields, fail: fail))
+    }
+
+    /// The record the fields give, checked.
+    private mutating func values(of fields: Fields, fail: (String, String) -> ImportError) throws -> NewRecord {
+        guard let kindName = fields.kind else { throw fail("kind", "missing") }
+        let kind: RecordKind
+        switch kindName {
+        case "reminder": kind = .reminder
+        case "note": kind = .note
+        default: throw fail("kind", #"must be "reminder" or "note""#)
+        }
+        var id: RecordID?
+        if let text = fields.id {
+            guard let parsed = RecordID(hex: text), parsed.hex == text else { throw fail("id", "must be 32 lower-case hex digits") }
+            guard ids.insert(parsed).inserted else { throw fail("id", "\(text) is given twice") }
+            id = parsed
+        }
+        func text(_ value: String, _ field: String) throws -> Value {
+            guard value.utf8.count <= Change.maxTextBytes else { throw fail(field, ChangeError.textTooLong(value.utf8.count).description) }
+            return .string(value)
+        }
+        func instant(_ value: String?, _ field: String) throws -> Value {
+            guard let value else { return .null }
+            guard value.hasSuffix("Z"), let millis = DateArgument.parse(value)?.millisecondsSince1970, Field.instantRange.contains(millis) else {
+                throw fail(field, "must be an instant within the years 1 to 9999, such as 2026-11-25T09:30:00.000Z")
+            }
+            return .int(millis)
+        }
+        guard let title = fields.title else { throw fail("title", "missing") }
+        var actions: [Action] = [.assign(.title, try text(title, "title"))]
+        if kind == .reminder {
+            let due = try instant(fields.due, "due")
+            var completed = Value.null
+            if fields.completed == true {
+                completed = fields.completedAt == nil ? .int(now) : try instant(fields.completedAt, "completedAt")
+            }
+            actions += [
+                .assign(.notes, try fields.notes.map { try text($0, "notes") } ?? .null),
+                .assign(.due, due),
+                .assign(.completed, completed),
+                .assign(.priority, .int((fields.priority ?? .none).rawValue)),
+            ]
+            if let name = fields.repeatRule {
+                // A rule by its name, as `reminder add --repeat` takes it, or as stored and listed.
+                let rule = RepeatRule(name: name, due: due.intValue) ?? RepeatRule(rawValue: name).flatMap { $0.rawValue == name ? $0 : nil }
+                guard let rule else {
+                    throw fail("repeat", "unknown repeat rule '\(name)' (expected hourly, daily, weekly, monthly, or monthly:D with D from 1 to 31)")
+                }
+                actions.append(.assign(.repeatRule, .string(rule.rawValue)))
+            }
+        } else {
+            actions += [
+                .assign(.body, try text(fields.body ?? "", "body")),
+                .assign(.pinned, .bool(fields.pinned ?? false)),
+            ]
+        }
+        var tags = Set<ExactString>()
+        for tag in fields.tags ?? [] where tags.insert(ExactString(tag)).inserted {
+            guard tag.utf8.count <= Change.maxTextBytes else { throw fail("tags", ChangeError.textTooLong(tag.utf8.count).description) }
+            actions.append(.addTag(ExactString(tag)))
+        }
+        if kind == .reminder, fields.snoozedUntil != nil {
+            actions.append(.assign(.snoozedUntil, try instant(fields.snoozedUntil, "snoozedUntil")))
+        }
+        if fields.deleted == true { actions.append(.assign(.deleted, .bool(true))) }
+        return NewRecord(kind: kind, id: id, actions: actions)
+    }
+
+    // MARK: Values of a type
+
+    private mutating func string(_ field: String, _ place: String) throws -> String? {
+        switch try json.peekKind() {
+        case .null:
+            try json.readNull()
+            return nil
+        case .string: return try json.readString()
+        default: throw try wrongType(ImportError("\(place): \(field): must be a string"))
+        }
+    }
+
+    private mutating func bool(_ field: String, _ place: String) throws -> Bool? {
+        switch try json.peekKind() {
+        case .null:
+            try json.readNull()
+            return nil
+        case .bool: return try json.readBool()
+        default: throw try wrongType(ImportError("\(place): \(field): must be true or false"))
+        }
+    }
+
+    private mutating func strings(_ field: String, _ place: String) throws -> [String]? {
+        let wrong = ImportError("\(place): \(field): must be an array of strings")
+        switch try json.peekKind() {
+        case .null:
+            try json.readNull()
+            return nil
+        case .array:
+            try json.enterArray()
+            var strings: [String] = []
+            while try json.nextElement() {
+                guard try json.peekKind() == .string else { throw try wrongType(wrong) }
+                strings.append(try json.readString())
+            }
+            return strings
+        default: throw try wrongType(wrong)
+        }
+    }
+
+    /// A priority by name, or any 64-bit integer (the lists print a priority this version does
+    /// not name as its number).
+    private mutating func priority(_ place: String) throws -> Priority? {
+        let wrong = ImportError("\(place): priority: must be none, low, medium, high or an integer")
+        switch try json.peekKind() {
+        case .null:
+            try json.readNull()
+            return nil
+        case .string:
+            guard let priority = Priority(name: try json.readString()) else { throw wrong }
+            return priority
+        case .number:
+            guard let number = Int64(try json.readNumber()) else { throw wrong }
+            return Priority(rawValue: number)
+        default: throw try wrongType(wrong)
+        }
+    }
+
+    /// `error`, for a value of another type than its field's, once the value is read: text that
+    /// is not JSON is refused as such first.
+    private mutating func wrongType(_ error: ImportError) throws -> ImportError {
+        try json.skipValue()
+        return error
+    }
+}
