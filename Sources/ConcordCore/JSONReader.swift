@@ -185,20 +185,35 @@ package struct JSONReader {
         guard try skipSpace() == UInt8(ascii: "\"") else { throw failure("expected a string") }
         let start = position
         index += 1
-        scratch.removeAll(keepingCapacity: true)
+        // Whether the string has been copied to `scratch` (it spans buffers, or has escapes), and
+        // whether its bytes as written are not all ASCII (only those can be invalid UTF-8).
+        var copied = false
+        var nonASCII = false
         while true {
             guard try fill() else { throw failure("the text ends inside a string") }
-            // Copy the run of plain characters at once.
             var end = index
             var continuations = 0
             while end < count {
                 let byte = buffer[end]
                 if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 { break }
-                if byte & 0xC0 == 0x80 { continuations += 1 }
+                if byte >= 0x80 {
+                    nonASCII = true
+                    if byte & 0xC0 == 0x80 { continuations += 1 }
+                }
                 end += 1
             }
-            scratch.append(contentsOf: buffer[index..<end])
             lineContinuations += continuations
+            if !copied, end < count, buffer[end] == UInt8(ascii: "\"") {
+                // The whole string is in the buffer, without escapes: decoded where it is.
+                guard let string = Self.decode(buffer[index..<end], checking: nonASCII) else { throw notUTF8(start) }
+                index = end + 1
+                return string
+            }
+            if !copied {
+                scratch.removeAll(keepingCapacity: true)
+                copied = true
+            }
+            scratch.append(contentsOf: buffer[index..<end])
             index = end
             guard index < count else { continue }
             let byte = buffer[index]
@@ -209,14 +224,27 @@ package struct JSONReader {
             if byte < 0x20 {
                 throw failure("a control character (U+\(Self.hex(UInt32(byte), digits: 4))) must be written as an escape such as \\n or \\u\(Self.hex(UInt32(byte), digits: 4)) inside a string")
             }
+            // What an escape stands for is valid UTF-8: it needs no check.
             try readEscape()
         }
-        let string = String(decoding: scratch, as: UTF8.self)
-        // Decoding repairs invalid UTF-8: a string whose bytes changed was not valid.
-        guard string.utf8.count == scratch.count, string.utf8.elementsEqual(scratch) else {
-            throw SyntaxError(position: start, problem: "the string that starts here is not valid UTF-8")
-        }
+        guard let string = Self.decode(scratch[...], checking: nonASCII) else { throw notUTF8(start) }
         return string
+    }
+
+    /// The string of UTF-8 `bytes`, nil if they are not valid UTF-8 (checked unless `checking` is
+    /// false: bytes all ASCII are valid).
+    private static func decode(_ bytes: ArraySlice<UInt8>, checking: Bool) -> String? {
+        bytes.withUnsafeBufferPointer { bytes in
+            let string = String(decoding: bytes, as: UTF8.self)
+            guard checking else { return string }
+            // Decoding repairs invalid UTF-8: a string whose bytes changed was not valid.
+            var copy = string
+            return copy.withUTF8 { $0.elementsEqual(bytes) } ? string : nil
+        }
+    }
+
+    private func notUTF8(_ start: Position) -> SyntaxError {
+        SyntaxError(position: start, problem: "the string that starts here is not valid UTF-8")
     }
 
     /// Reads `true` or `false`.

@@ -57,10 +57,25 @@ struct ImportReader {
     /// The keys of a record object that this reader takes, as bits: each may be given once.
     private struct Keys: OptionSet {
         let rawValue: UInt16
+        /// In the order of the bits, and in the order the lists print them.
         static let names = [
-            "kind", "id", "title", "notes", "due", "priority", "completed", "completedAt", "snoozedUntil", "repeat",
-            "tags", "deleted", "body", "pinned",
+            "completed", "completedAt", "deleted", "due", "id", "kind", "notes", "priority", "repeat", "snoozedUntil",
+            "tags", "title", "body", "pinned",
         ]
+        static let completed = Keys(rawValue: 1 << 0)
+        static let completedAt = Keys(rawValue: 1 << 1)
+        static let deleted = Keys(rawValue: 1 << 2)
+        static let due = Keys(rawValue: 1 << 3)
+        static let id = Keys(rawValue: 1 << 4)
+        static let kind = Keys(rawValue: 1 << 5)
+        static let notes = Keys(rawValue: 1 << 6)
+        static let priority = Keys(rawValue: 1 << 7)
+        static let repeatRule = Keys(rawValue: 1 << 8)
+        static let snoozedUntil = Keys(rawValue: 1 << 9)
+        static let tags = Keys(rawValue: 1 << 10)
+        static let title = Keys(rawValue: 1 << 11)
+        static let body = Keys(rawValue: 1 << 12)
+        static let pinned = Keys(rawValue: 1 << 13)
 
         init(rawValue: UInt16) { self.rawValue = rawValue }
 
@@ -92,24 +107,27 @@ struct ImportReader {
         var seen: Keys = []
         try json.enterObject()
         while let key = try json.nextKey() {
-            if let bit = Keys(name: key), !seen.insert(bit).inserted { throw fail(key, "is given twice") }
-            switch key {
-            case "kind": fields.kind = try string(key, place)
-            case "id": fields.id = try string(key, place)
-            case "title": fields.title = try string(key, place)
-            case "notes": fields.notes = try string(key, place)
-            case "due": fields.due = try string(key, place)
-            case "completedAt": fields.completedAt = try string(key, place)
-            case "snoozedUntil": fields.snoozedUntil = try string(key, place)
-            case "repeat": fields.repeatRule = try string(key, place)
-            case "body": fields.body = try string(key, place)
-            case "priority": fields.priority = try priority(place)
-            case "completed": fields.completed = try bool(key, place)
-            case "deleted": fields.deleted = try bool(key, place)
-            case "pinned": fields.pinned = try bool(key, place)
-            case "tags": fields.tags = try strings(key, place)
-            // Other keys (`conflict` among them) are ignored.
-            default: try json.skipValue()
+            guard let bit = Keys(name: key) else {
+                // Other keys (`conflict` among them) are ignored.
+                try json.skipValue()
+                continue
+            }
+            guard seen.insert(bit).inserted else { throw fail(key, "is given twice") }
+            switch bit {
+            case .kind: fields.kind = try string(key, place)
+            case .id: fields.id = try string(key, place)
+            case .title: fields.title = try string(key, place)
+            case .notes: fields.notes = try string(key, place)
+            case .due: fields.due = try string(key, place)
+            case .completedAt: fields.completedAt = try string(key, place)
+            case .snoozedUntil: fields.snoozedUntil = try string(key, place)
+            case .repeatRule: fields.repeatRule = try string(key, place)
+            case .body: fields.body = try string(key, place)
+            case .priority: fields.priority = try priority(place)
+            case .completed: fields.completed = try bool(key, place)
+            case .deleted: fields.deleted = try bool(key, place)
+            case .pinned: fields.pinned = try bool(key, place)
+            default: fields.tags = try strings(key, place)
             }
         }
         return Record(place: place, values: try values(of: fields, fail: fail))

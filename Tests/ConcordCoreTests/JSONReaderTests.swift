@@ -164,7 +164,11 @@ import Testing
     @Test func readsTheValuesOfRandomTextsWhateverTheChunks() async {
         await propertyCheck(count: 300, input: Gen<UInt64>.value(in: 0...UInt64.max), Gen.int(in: 1...40)) { seed, chunk in
             var document = Document(seed: seed)
-            let expected = (0..<(1 + document.int(3))).map { _ in document.value(depth: 0) }
+            // Values one after another; two numbers or literals in a row need white space between them.
+            let expected = (0..<(1 + document.int(3))).map { _ in
+                defer { document.text += " " }
+                return document.value(depth: 0)
+            }
             do {
                 #expect(try Self.values(of: Array(document.text.utf8), chunk: chunk) == expected, "\(document.text)")
             } catch {
@@ -214,10 +218,16 @@ import Testing
         #expect(Self.error(of: text)?.description == expected)
     }
 
-    @Test func invalidUTF8InAStringIsRefusedWhereTheStringStarts() {
+    /// Read where it lies in the buffer (whole) and copied piece by piece (a byte at a time).
+    @Test(arguments: [1, 1 << 20])
+    func invalidUTF8InAStringIsRefusedWhereTheStringStarts(chunk: Int) {
         let text: [UInt8] = Array("[1,\n  \"ab".utf8) + [0xFF] + Array("\"]".utf8)
         #expect(throws: JSONReader.SyntaxError(position: .init(line: 2, column: 3), problem: "the string that starts here is not valid UTF-8")) {
-            try Self.values(of: text, chunk: 1)
+            try Self.values(of: text, chunk: chunk)
+        }
+        let truncated: [UInt8] = Array("\"caf".utf8) + [0xC3] + Array("\"".utf8)
+        #expect(throws: JSONReader.SyntaxError(position: .init(line: 1, column: 1), problem: "the string that starts here is not valid UTF-8")) {
+            try Self.values(of: truncated, chunk: chunk)
         }
     }
 
