@@ -28,9 +28,15 @@ struct ImportReader {
 
     /// A record read from the file.
     struct Record {
-        /// Where it is, for a message: `FILE line L, record R`.
-        var place: String
         var values: NewRecord
+        /// The file as messages name it, the line where the record starts, and its place in its
+        /// array (1 for an object alone).
+        var file: String
+        var line: Int
+        var number: Int
+
+        /// Where it is, for a message: `FILE line L, record R`. Made only for one.
+        var place: String { "\(file) line \(line), record \(number)" }
     }
 
     /// The next record; nil at the end of the text.
@@ -97,12 +103,12 @@ struct ImportReader {
     private mutating func record(number: Int) throws -> Record {
         let kind = try json.peekKind()
         // The line of its first character, white space before it read.
-        let place = "\(name) line \(json.position.line), record \(number)"
+        var record = Record(values: NewRecord(kind: .reminder, id: nil, actions: []), file: name, line: json.position.line, number: number)
         guard kind == .object else {
             try json.skipValue()
-            throw ImportError("\(place): not an object")
+            throw ImportError("\(record.place): not an object")
         }
-        func fail(_ field: String, _ problem: String) -> ImportError { ImportError("\(place): \(field): \(problem)") }
+        func fail(_ field: String, _ problem: String) -> ImportError { ImportError("\(record.place): \(field): \(problem)") }
         var fields = Fields()
         var seen: Keys = []
         try json.enterObject()
@@ -114,27 +120,28 @@ struct ImportReader {
             }
             guard seen.insert(bit).inserted else { throw fail(key, "is given twice") }
             switch bit {
-            case .kind: fields.kind = try string(key, place)
-            case .id: fields.id = try string(key, place)
-            case .title: fields.title = try string(key, place)
-            case .notes: fields.notes = try string(key, place)
-            case .due: fields.due = try string(key, place)
-            case .completedAt: fields.completedAt = try string(key, place)
-            case .snoozedUntil: fields.snoozedUntil = try string(key, place)
-            case .repeatRule: fields.repeatRule = try string(key, place)
-            case .body: fields.body = try string(key, place)
-            case .priority: fields.priority = try priority(place)
-            case .completed: fields.completed = try bool(key, place)
-            case .deleted: fields.deleted = try bool(key, place)
-            case .pinned: fields.pinned = try bool(key, place)
-            default: fields.tags = try strings(key, place)
+            case .kind: fields.kind = try string(key, fail)
+            case .id: fields.id = try string(key, fail)
+            case .title: fields.title = try string(key, fail)
+            case .notes: fields.notes = try string(key, fail)
+            case .due: fields.due = try string(key, fail)
+            case .completedAt: fields.completedAt = try string(key, fail)
+            case .snoozedUntil: fields.snoozedUntil = try string(key, fail)
+            case .repeatRule: fields.repeatRule = try string(key, fail)
+            case .body: fields.body = try string(key, fail)
+            case .priority: fields.priority = try priority(fail)
+            case .completed: fields.completed = try bool(key, fail)
+            case .deleted: fields.deleted = try bool(key, fail)
+            case .pinned: fields.pinned = try bool(key, fail)
+            default: fields.tags = try strings(key, fail)
             }
         }
-        return Record(place: place, values: try values(of: fields, fail: fail))
+        record.values = try values(of: fields, fail: fail)
+        return record
     }
 
     /// The record the fields give, checked.
-    private mutating func values(of fields: Fields, fail: (String, String) -> ImportError) throws -> NewRecord {
+    private mutating func values(of fields: Fields, fail: Failure) throws -> NewRecord {
         guard let kindName = fields.kind else { throw fail("kind", "missing") }
         let kind: RecordKind
         switch kindName {
@@ -201,28 +208,30 @@ struct ImportReader {
 
     // MARK: Values of a type
 
-    private mutating func string(_ field: String, _ place: String) throws -> String? {
+    /// A field's problem as an error, made only for a refusal: `FILE line L, record R: FIELD: PROBLEM`.
+    private typealias Failure = (_ field: String, _ problem: String) -> ImportError
+
+    private mutating func string(_ field: String, _ fail: Failure) throws -> String? {
         switch try json.peekKind() {
         case .null:
             try json.readNull()
             return nil
         case .string: return try json.readString()
-        default: throw try wrongType(ImportError("\(place): \(field): must be a string"))
+        default: throw try wrongType(fail(field, "must be a string"))
         }
     }
 
-    private mutating func bool(_ field: String, _ place: String) throws -> Bool? {
+    private mutating func bool(_ field: String, _ fail: Failure) throws -> Bool? {
         switch try json.peekKind() {
         case .null:
             try json.readNull()
             return nil
         case .bool: return try json.readBool()
-        default: throw try wrongType(ImportError("\(place): \(field): must be true or false"))
+        default: throw try wrongType(fail(field, "must be true or false"))
         }
     }
 
-    private mutating func strings(_ field: String, _ place: String) throws -> [String]? {
-        let wrong = ImportError("\(place): \(field): must be an array of strings")
+    private mutating func strings(_ field: String, _ fail: Failure) throws -> [String]? {
         switch try json.peekKind() {
         case .null:
             try json.readNull()
@@ -231,29 +240,29 @@ struct ImportReader {
             try json.enterArray()
             var strings: [String] = []
             while try json.nextElement() {
-                guard try json.peekKind() == .string else { throw try wrongType(wrong) }
+                guard try json.peekKind() == .string else { throw try wrongType(fail(field, "must be an array of strings")) }
                 strings.append(try json.readString())
             }
             return strings
-        default: throw try wrongType(wrong)
+        default: throw try wrongType(fail(field, "must be an array of strings"))
         }
     }
 
     /// A priority by name, or any 64-bit integer (the lists print a priority this version does
     /// not name as its number).
-    private mutating func priority(_ place: String) throws -> Priority? {
-        let wrong = ImportError("\(place): priority: must be none, low, medium, high or an integer")
+    private mutating func priority(_ fail: Failure) throws -> Priority? {
+        let problem = "must be none, low, medium, high or an integer"
         switch try json.peekKind() {
         case .null:
             try json.readNull()
             return nil
         case .string:
-            guard let priority = Priority(name: try json.readString()) else { throw wrong }
+            guard let priority = Priority(name: try json.readString()) else { throw fail("priority", problem) }
             return priority
         case .number:
-            guard let number = Int64(try json.readNumber()) else { throw wrong }
+            guard let number = Int64(try json.readNumber()) else { throw fail("priority", problem) }
             return Priority(rawValue: number)
-        default: throw try wrongType(wrong)
+        default: throw try wrongType(fail("priority", problem))
         }
     }
 
