@@ -180,7 +180,11 @@ let package = Package(
             name: "SyncctlTests",
             // The library modules build the large stores and bundles that the kill and
             // concurrency tests feed to the binary, and the errors whose advice syncctl adds.
-            dependencies: ["ConcordCore", "ConcordStore", "ConcordExchange", "ConcordKeys", "ConcordPeer", "ConcordWorkload", "syncctl"]
+            dependencies: [
+                "ConcordCore", "ConcordStore", "ConcordExchange", "ConcordKeys", "ConcordPeer", "ConcordWorkload", "syncctl",
+                // The lists of random stores import as the same records (ImportRoundTripTests).
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ]
         ),
     ]
 )

@@ -123,6 +123,14 @@ public enum Change: Hashable, Sendable {
     /// and for a value of another type than the field's.
     case settle(Field, Value)
 
+    /// Whether the change creates its record.
+    package var creates: Bool {
+        switch self {
+        case .createReminder, .createNote: true
+        default: false
+        }
+    }
+
     /// The longest a reminder can be snoozed: 366 days.
     public static let maxSnoozeMillis: Int64 = 366 * 24 * 3_600_000
 
@@ -130,6 +138,14 @@ public enum Change: Hashable, Sendable {
     /// at wall-clock time `now` (milliseconds since the epoch). Empty when the record already is as asked.
     public func plan(on ref: RecordRef, current: RecordState?, now: Int64) throws(ChangeError) -> [Action] {
         let actions = try unchecked(on: ref, current: current, now: now)
+        try Self.check(actions)
+        return actions
+    }
+
+    /// Checks what every action of a local write must be, whatever its intent: a value of its
+    /// field's type (an instant within the years 1 to 9999, SPEC.md §4.3), a text (string value
+    /// or tag) of at most `maxTextBytes`.
+    package static func check(_ actions: [Action]) throws(ChangeError) {
         for case let .assign(field, value) in actions where !field.accepts(value) {
             throw .outOfRange(field)
         }
@@ -142,7 +158,6 @@ public enum Change: Hashable, Sendable {
             }
             guard text.utf8.count <= Self.maxTextBytes else { throw .textTooLong(text.utf8.count) }
         }
-        return actions
     }
 
     /// The longest text (title, notes, body, repeat rule, tag) a local change writes: 8 MiB of
@@ -310,6 +325,24 @@ public enum Change: Hashable, Sendable {
     private static func rule(named name: String, due: Int64?) throws(ChangeError) -> RepeatRule {
         guard let rule = RepeatRule(name: name, due: due) else { throw .unknownRepeatRule(name) }
         return rule
+    }
+}
+
+/// A create of an id that the store holds under another kind, refused: a record id names one
+/// record whatever its kind (SPEC.md §2). Apart from `ChangeError`, whose cases are public API.
+package struct IDOfAnotherKind: Error, Hashable, Sendable, CustomStringConvertible {
+    /// The record the create was for.
+    package var ref: RecordRef
+    /// The kind of the record held under its id.
+    package var heldAs: RecordKind
+
+    package init(ref: RecordRef, heldAs: RecordKind) {
+        self.ref = ref
+        self.heldAs = heldAs
+    }
+
+    package var description: String {
+        "the store holds a \(heldAs.name) with id \(ref.id.hex); a \(ref.kind.name) cannot have the same id"
     }
 }
 

@@ -19,6 +19,9 @@ package struct Replica: Sendable {
     /// Carries out `change` on `ref`, appending the operations it takes to the log.
     @discardableResult
     package mutating func perform(_ change: Change, on ref: RecordRef, wallMillis: UInt64) throws -> [Op] {
+        if change.creates, records[ref] == nil, let other = records.keys.first(where: { $0.id == ref.id && $0.kind != ref.kind }) {
+            throw IDOfAnotherKind(ref: ref, heldAs: other.kind)
+        }
         let actions = try change.plan(on: ref, current: records[ref], now: Int64(clamping: wallMillis))
         // Stamp every operation before inserting any, so a refused change leaves nothing behind.
         var ticking = clock

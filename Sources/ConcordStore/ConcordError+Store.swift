@@ -11,6 +11,13 @@ package struct OperationClash: Error, Hashable, Sendable {
 }
 
 extension ConcordError {
+    /// A create of an id that the store holds under another kind: a record id names one record
+    /// whatever its kind (SPEC.md §2). Its `cause` says so, for an import to name the field.
+    static func idOfAnotherKind(_ ref: RecordRef, heldAs other: RecordKind) -> ConcordError {
+        let refusal = IDOfAnotherKind(ref: ref, heldAs: other)
+        return ConcordError(.invalidChange, refusal.description, cause: refusal)
+    }
+
     /// Maps any error thrown inside a store operation to a `ConcordError` naming `path`.
     static func wrap(_ error: any Error, path: String) -> ConcordError {
         switch error {

@@ -15,6 +15,9 @@ extension ConcordStore {
                 var made: [Op] = []
                 for (ref, change) in changes {
                     let current = try context.state(of: ref)
+                    if current == nil, change.creates, let other = try context.otherKind(holdingIDOf: ref) {
+                        throw ConcordError.idOfAnotherKind(ref, heldAs: other)
+                    }
                     let actions = try change.plan(on: ref, current: current, now: Int64(clamping: now))
                     for action in actions {
                         var predecessors: Predecessors?

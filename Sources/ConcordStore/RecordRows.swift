@@ -16,6 +16,8 @@ final class RecordTable: Sendable {
     let selectSQL: String
     /// `SELECT crdt FROM <table> WHERE id = ?`
     let selectCRDTSQL: String
+    /// `SELECT 1 FROM <table> WHERE id = ?`
+    let existsSQL: String
     /// The field columns for a query read through GRDB's `Row`: text columns as blobs, since
     /// GRDB decodes text as a C string, which ends at a NUL (`RecordRows.value(of:_:)` takes
     /// them back as UTF-8).
@@ -40,6 +42,7 @@ final class RecordTable: Sendable {
         self.columns = columns
         selectSQL = "SELECT " + columns.map(\.column).joined(separator: ", ") + ", crdt FROM \(name) WHERE id = ?"
         selectCRDTSQL = "SELECT crdt FROM \(name) WHERE id = ?"
+        existsSQL = "SELECT 1 FROM \(name) WHERE id = ?"
         rowColumns = columns.map { Self.textFields.contains($0.field) ? "CAST(\($0.column) AS BLOB)" : $0.column }
             .joined(separator: ", ")
         let names = ["id"] + columns.map(\.column) + ["tags", "conflicts", "crdt"]

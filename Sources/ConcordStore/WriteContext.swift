@@ -166,6 +166,49 @@ struct WriteContext {
         }
     }
 
+    /// Whether the store holds the record: a row of it, or operations of it in this transaction.
+    mutating func holds(_ ref: RecordRef) throws -> Bool {
+        if stateIndex[ref] != nil { return true }
+        let statement: HotStatement
+        if let table = RecordTable.of(ref.kind) {
+            statement = try HotStatement(db, table.existsSQL)
+            statement.bind(1, id: ref.id)
+        } else {
+            statement = try HotStatement(db, "SELECT 1 FROM other_records WHERE kind = ? AND id = ?")
+            statement.bind(1, Int64(ref.kind.rawValue))
+            statement.bind(2, id: ref.id)
+        }
+        return try statement.step()
+    }
+
+    /// A kind other than `ref`'s under which the store holds `ref`'s id, if any: a record id
+    /// names one record whatever its kind (SPEC.md §2), so a local create of it is refused.
+    mutating func otherKind(holdingIDOf ref: RecordRef) throws -> RecordKind? {
+        if storedKinds == nil {
+            // The kinds of `other_records`, one index probe each (its key is (kind, id)): there
+            // are few, and a lookup by id alone would scan the table.
+            var kinds: [RecordKind] = RecordTable.known.map(\.kind)
+            var after: Int64 = 0
+            while true {
+                let statement = try HotStatement(db, "SELECT kind FROM other_records WHERE kind > ? ORDER BY kind LIMIT 1")
+                statement.bind(1, after)
+                guard try statement.step() else { break }
+                after = statement.int64(0)
+                guard let byte = UInt8(exactly: after), byte != 0 else { throw ConcordError(.corrupt, "a record has a malformed kind") }
+                kinds.append(RecordKind(rawValue: byte))
+            }
+            storedKinds = kinds
+        }
+        for kind in storedKinds! where kind != ref.kind {
+            if try holds(RecordRef(kind: kind, id: ref.id)) { return kind }
+        }
+        return nil
+    }
+
+    /// The kinds whose records the store may hold, found once per context by
+    /// `otherKind(holdingIDOf:)`: a context that creates records merges none, so they stay so.
+    private var storedKinds: [RecordKind]?
+
     mutating func isHeld(_ id: OperationID) throws -> Bool {
         try switchAuthor(to: id.replica)
         return currentHeld.contains(id.seq)
@@ -321,15 +364,22 @@ struct WriteContext {
         var sequence = HeldSequence(contiguous: 0, ranges: [])
         if let index = directory.indexByID[replica] {
             let contiguous = directory.contiguous[replica] ?? 0
-            let rows = try Row.fetchAll(
-                db, sql: "SELECT first_seq, last_seq FROM log WHERE replica = ? AND last_seq > ? ORDER BY first_seq",
-                arguments: [index, Int64(contiguous)])
+            // The runs held above `contiguous`, found through the log's key (replica, first_seq):
+            // the one row that may start at or below it and reach past it, then the rows that
+            // start above it. Filtering on `last_seq` read every row of the replica's log at each
+            // transaction, so that one transaction per record took time in proportion to the log.
+            let arguments: StatementArguments = [index, Int64(contiguous)]
+            let below = try db.cachedStatement(
+                sql: "SELECT first_seq, last_seq FROM log WHERE replica = ? AND first_seq <= ? ORDER BY first_seq DESC LIMIT 1")
+            let above = try db.cachedStatement(
+                sql: "SELECT first_seq, last_seq FROM log WHERE replica = ? AND first_seq > ? ORDER BY first_seq")
+            let rows = try Row.fetchAll(below, arguments: arguments) + Row.fetchAll(above, arguments: arguments)
             let ranges = try rows.map { row in
                 let first = UInt64(clamping: try row.column(0) as Int64)
                 let last = UInt64(clamping: try row.column(1) as Int64)
                 guard first <= last else { throw ConcordError(.corrupt, "a log row has an impossible range") }
                 return first...last
-            }
+            }.filter { $0.upperBound > contiguous }
             sequence = HeldSequence(contiguous: contiguous, ranges: ranges)
         }
         held[replica] = sequence

@@ -9,9 +9,12 @@ import Foundation
 
 struct Bench: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Measure merge throughput, local writes, export, folder sync, peer sync, live latency and history reads.",
+        abstract: "Measure merge throughput, local writes, export, folder sync, peer sync, live latency, history reads and import.",
         discussion: "Each benchmark builds its seeded workload in a temporary directory (not timed) and prints medians.",
-        subcommands: [MergeBench.self, MergeRun.self, WritesBench.self, ExportBench.self, FolderSyncBench.self, PeerBench.self, LiveBench.self, HistoryBench.self])
+        subcommands: [
+            MergeBench.self, MergeRun.self, WritesBench.self, ExportBench.self, FolderSyncBench.self, PeerBench.self, LiveBench.self,
+            HistoryBench.self, ImportBench.self, ImportRun.self,
+        ])
 }
 
 struct WorkloadOptions: ParsableArguments {

@@ -124,6 +124,38 @@ import Testing
         #expect(model.dump() == dump)
     }
 
+    /// A record id names one record whatever its kind (SPEC.md §2): a create of an id held as a
+    /// reminder, a note or a kind this version does not know, or given to two kinds in one
+    /// transaction, is refused and writes nothing.
+    @Test func aCreateOfAnIDHeldUnderAnotherKindIsRefused() throws {
+        let store = try makeStore()
+        let reminder = try store.addReminder(ReminderDraft(title: "held"))
+        let note = try store.addNote(NoteDraft(title: "held too"))
+        let future = RecordID(high: 3, low: 3)
+        try store.merge([Op(
+            id: OperationID(replica: ReplicaID(high: 9, low: 9), seq: 1), timestamp: Timestamp(physicalMillis: baseMillis, logical: 0),
+            record: RecordRef(kind: RecordKind(rawValue: 7), id: future), action: .addTag("x"))])
+        let fresh = RecordID(high: 4, low: 4)
+        let before = try store.dump()
+        let refusals: [([(RecordRef, Change)], String)] = [
+            ([(.note(reminder), .createNote(NoteDraft(title: "n")))], "the store holds a reminder with id \(reminder.hex); a note cannot have the same id"),
+            ([(.reminder(note), .createReminder(ReminderDraft(title: "r")))], "the store holds a note with id \(note.hex); a reminder cannot have the same id"),
+            ([(.reminder(future), .createReminder(ReminderDraft(title: "r")))], "the store holds a kind-7 with id \(future.hex); a reminder cannot have the same id"),
+            ([(.reminder(fresh), .createReminder(ReminderDraft(title: "r"))), (.note(fresh), .createNote(NoteDraft(title: "n")))],
+             "the store holds a reminder with id \(fresh.hex); a note cannot have the same id"),
+        ]
+        for (changes, message) in refusals {
+            #expect(throws: ConcordError(.invalidChange, message)) { try store.perform(changes) }
+        }
+        #expect(try store.dump() == before)
+        // Its own kind's create is refused as it always was; an edit is no create.
+        #expect(throws: ConcordError(.invalidChange, "a reminder with id \(reminder.hex) already exists")) {
+            try store.perform(.createReminder(ReminderDraft(title: "again")), on: .reminder(reminder))
+        }
+        try store.perform(.createReminder(ReminderDraft(title: "fresh")), on: .reminder(fresh))
+        #expect(try store.reminder(fresh)?.title == "fresh")
+    }
+
     @Test func outOfOrderAndDuplicateDeliveryConverges() throws {
         let source = try makeStore(seed: 1)
         let id = try source.addReminder(ReminderDraft(title: "a", tags: ["x"]))

@@ -89,6 +89,29 @@ import Testing
         #expect(try FileManager.default.contentsOfDirectory(atPath: temporary).isEmpty)
     }
 
+    /// `bench import` on a few records: each import creates every record, the second none, the
+    /// store then lists the same reminders (the bench checks it, and says so), and every figure
+    /// of its JSON is a JSON number.
+    @Test func importBenchImportsTheListTwiceAndReportsNumbers() throws {
+        let sandbox = try Sandbox()
+        let temporary = try sandbox.makeDirectory("tmp")
+        let result = try sandbox.run(["bench", "import", "--records", "60", "--runs", "2", "--json"], environment: ["TMPDIR": temporary])
+        let report = try members(result)
+        #expect(report["benchmark"] == .string("import"))
+        #expect(report["verified"] == .bool(true))
+        #expect(report["records"] == .number("60"))
+        #expect(report["runs"] == .number("2"))
+        for key in ["fileBytes", "medianMilliseconds", "recordsPerSecond", "peakResidentBytes", "heldMedianMilliseconds", "heldPeakResidentBytes"] {
+            guard case .number(let text)? = report[key] else {
+                Issue.record("\(key) is not a JSON number: \(result)")
+                continue
+            }
+            #expect(Double(text).map { $0 >= 0 } == true, "\(key): \(text)")
+        }
+        #expect(number(report["peakResidentBytes"]).map { $0 > 1_000_000 && $0 < 500_000_000 } == true, "\(result)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: temporary).isEmpty, "the bench removes its directories")
+    }
+
     /// `bench live` on a few changes: every commit reaches the follower by each path, and the
     /// latencies are reported in order, and nothing is left behind.
     @Test func liveBenchReportsTheLatencyOfEachPath() throws {
