@@ -33,9 +33,10 @@ public struct HistoryEntry: Hashable, Sendable {
         /// An assign that is its register's winner; an add whose tag it keeps present; a remove
         /// whose tag is absent.
         case holds
-        /// An assign that is a head but not the winner: in conflict with it.
+        /// An assign that is a head but not the winner, of a record that is not deleted: in
+        /// conflict with it.
         case inConflict = "conflict"
-        /// Anything else: overwritten, or undone.
+        /// Anything else: overwritten, undone, or a head of a deleted record that is not the winner.
         case superseded
     }
 
@@ -58,7 +59,7 @@ extension RecordState {
         case let .assign(field, _):
             guard let register = register(field) else { return .superseded }
             if register.stamp == operation.stamp { return .holds }
-            return register.rivals.contains { $0.stamp == operation.stamp } ? .inConflict : .superseded
+            return !isDeleted && register.rivals.contains { $0.stamp == operation.stamp } ? .inConflict : .superseded
         case let .addTag(tag):
             return tags.liveDots(of: tag).contains(operation.id) ? .holds : .superseded
         case let .removeTag(tag, _):

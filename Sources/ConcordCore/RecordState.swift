@@ -109,9 +109,11 @@ public struct RecordState: Hashable, Sendable {
         register(field)?.value ?? .null
     }
 
-    /// Whether some field's register has more than one head (SPEC.md §5.1).
+    /// Whether a field is in conflict: the record is not deleted and some field's register has
+    /// more than one head (SPEC.md §5.1, §10). A deleted record's heads are kept, and are in
+    /// conflict again once it is restored.
     public var inConflict: Bool {
-        knownRegisters.contains { $0?.inConflict ?? false } || unknown.values.contains { $0.inConflict }
+        !isDeleted && knownRegisters.contains { $0?.inConflict ?? false } || unknown.values.contains { $0.inConflict }
     }
 
     /// Whether the `deleted` register holds `true` (SPEC.md §5.3).

@@ -55,11 +55,18 @@ extension ConcordStore {
                         snoozedUntil: (try row.column(6) as Int64?).map(Date.init(millisecondsSince1970:)),
                         repeatRule: try row.text(7).flatMap(RepeatRule.init(rawValue:)),
                         tags: try Self.tags(try row.column(8)), isDeleted: try row.column(9),
-                        isInConflict: (try row.column(10) as Int64) > 0))
+                        isInConflict: Self.isInConflict(deleted: try row.column(9), conflicts: try row.column(10))))
                 }
                 return result
             }
         }
+    }
+
+    /// Whether a record row's fields are in conflict (SPEC.md §10): the `conflicts` column counts
+    /// the registers with several heads, a deleted record's too, but a deleted record has no field
+    /// in conflict until it is restored.
+    private static func isInConflict(deleted: Bool, conflicts: Int64) -> Bool {
+        !deleted && conflicts > 0
     }
 
     private func fetchNotes(where condition: String, _ arguments: StatementArguments = []) throws(ConcordError) -> [Note] {
@@ -74,7 +81,7 @@ extension ConcordStore {
                     result.append(Note(
                         id: try Self.recordID(try row.column(0)), title: try row.text(1) ?? "", body: try row.text(2) ?? "",
                         isPinned: try row.column(3) ?? false, tags: try Self.tags(try row.column(4)), isDeleted: try row.column(5),
-                        isInConflict: (try row.column(6) as Int64) > 0))
+                        isInConflict: Self.isInConflict(deleted: try row.column(5), conflicts: try row.column(6))))
                 }
                 return result
             }

@@ -208,9 +208,11 @@ import Testing
     }
 
     /// A record whose title was written on both replicas and deleted on one: deleted everywhere
-    /// after the sync, and not listed (§10 "Conflicts"), while another record's conflict is. Its
-    /// history still tells the heads apart; a restore brings its conflict back. A delete on one
-    /// replica and a title edit on the other are no conflict at all.
+    /// after the sync, and in no conflict (§10, "A deleted record has no field in conflict"),
+    /// whoever asks: `show` and `list --json` say `conflict` false, `conflicts` leaves it out
+    /// while another record's conflict is listed, `history` marks the losing head `superseded`,
+    /// and `resolve` finds no conflict. A restore brings its conflict back, to all four. A delete
+    /// on one replica and a title edit on the other are no conflict at all.
     @Test func aDeletedRecordsConflictsAreNotListed() throws {
         let f = try TwoReplicas()
         let other = try f.a.addReminder("Call mum")
@@ -230,13 +232,19 @@ import Testing
         #expect(try parseConflicts(json).map { "\($0.id) \($0.field)" } == ["\(other) title"], "\(json)")
         for store in [f.a, f.b] {
             #expect(try store.show(f.id).bool("deleted") == true)
+            #expect(try store.show(f.id).bool("conflict") == false)
             #expect(try store.show(plain).bool("deleted") == true)
             #expect(!(try store.ok("conflicts")).contains(f.id))
+            #expect(!(try store.ok("show", f.id)).contains("conflict  yes"))
+            let listed = try #require(try JSONSerialization.jsonObject(with: Data(try store.ok("reminder", "list", "--all", "--json").utf8)) as? [[String: Any]])
+            #expect(listed.first { $0["id"] as? String == f.id }?["conflict"] as? Bool == false, "\(listed)")
+            #expect(listed.first { $0["id"] as? String == other }?["conflict"] as? Bool == true, "\(listed)")
         }
         let history = try f.a.ok("history", f.id)
         #expect(history.contains("  deleted = true  holds"), "\(history)")
-        #expect(titleLines(history).map { $0.components(separatedBy: "  ").last } == ["superseded", "conflict", "holds"], "\(history)")
-        try f.b.expectRefused(["resolve", f.id, "--field", "title", "--keep", String(f.aID.prefix(8))], mentions: [f.id], code: 1)
+        #expect(titleLines(history).map { $0.components(separatedBy: "  ").last } == ["superseded", "superseded", "holds"], "\(history)")
+        try f.b.expectRefused(
+            ["resolve", f.id, "--field", "title", "--keep", String(f.aID.prefix(8))], mentions: ["\(f.id) has no conflict in field 'title'"], code: 1)
 
         // A restore writes only `deleted`: the title is still in conflict, and listed again.
         try f.a.ok("reminder", "restore", f.id)
@@ -245,6 +253,10 @@ import Testing
         let restored = try f.b.ok("conflicts", "--json")
         #expect(try f.a.ok("conflicts", "--json") == restored)
         #expect(Set(try parseConflicts(restored).map { "\($0.id) \($0.field)" }) == ["\(f.id) title", "\(other) title"], "\(restored)")
+        #expect(try f.b.show(f.id).bool("conflict") == true)
+        #expect(titleLines(try f.b.ok("history", f.id)).map { $0.components(separatedBy: "  ").last } == ["superseded", "conflict", "holds"])
+        try f.b.ok("resolve", f.id, "--field", "title", "--keep", String(f.aID.prefix(8)))
+        #expect(try f.b.show(f.id).bool("conflict") == false)
     }
 }
 
