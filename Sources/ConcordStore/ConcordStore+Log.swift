@@ -3,22 +3,26 @@ import Foundation
 import GRDB
 
 extension ConcordStore {
-    /// Calls `body` with every operation in the log that `since` does not cover, author by
-    /// author in sequence order. Chunks are decoded one at a time, so memory stays flat.
+    /// Calls `body` with every operation in the log that `since` does not cover, in ascending
+    /// order of replica id, then seq: the canonical order of a bundle (SPEC.md §13), which no
+    /// store's local numbering of replicas changes. Of each replica only the log rows that reach
+    /// past `since` are read, and chunks are decoded one at a time, so memory stays flat.
     package func forEachOperation(since: VersionVector = VersionVector(), _ body: (Op) throws -> Void) throws(ConcordError) {
         try guarded {
             try connection.read { db in
-                let directory = try ReplicaDirectory(db)
-                let rows = try Row.fetchCursor(db, sql: "SELECT replica, first_seq, last_seq, ops FROM log ORDER BY replica, first_seq")
-                while let row = try rows.next() {
-                    let author = try directory.id(at: try row.column(0))
-                    // A damaged row's negative seq reads as a huge one, which `decodeChunk` refuses.
-                    let first = UInt64(bitPattern: try row.column(1) as Int64)
-                    let last = UInt64(bitPattern: try row.column(2) as Int64)
-                    guard last > since[author] else { continue }
-                    for operation in try Self.decodeChunk(try row.column(3), author: author, first: first, last: last)
-                    where !since.covers(operation.id) {
-                        try body(operation)
+                let rows = try db.cachedStatement(sql: "SELECT first_seq, last_seq, ops FROM log WHERE replica = ? AND last_seq > ? ORDER BY first_seq")
+                for (author, index) in try ReplicaDirectory(db).indexByID.sorted(by: { $0.key < $1.key }) {
+                    // A seq past Int64.max is never held: no row reaches past it.
+                    guard since[author] < UInt64(Int64.max) else { continue }
+                    let cursor = try Row.fetchCursor(rows, arguments: [index, Int64(since[author])])
+                    while let row = try cursor.next() {
+                        // A damaged row's negative seq reads as a huge one, which `decodeChunk` refuses.
+                        let first = UInt64(bitPattern: try row.column(0) as Int64)
+                        let last = UInt64(bitPattern: try row.column(1) as Int64)
+                        for operation in try Self.decodeChunk(try row.column(2), author: author, first: first, last: last)
+                        where !since.covers(operation.id) {
+                            try body(operation)
+                        }
                     }
                 }
             }

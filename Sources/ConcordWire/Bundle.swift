@@ -9,7 +9,8 @@ package enum BundleFormat {
     package static let version: UInt8 = 2
     /// The longest block, stored or decompressed, a reader accepts: 16 MiB.
     package static let maxBlockBytes = 16 << 20
-    /// A writer closes an operations block once its raw payload reaches this size.
+    /// A writer closes an operations block after the operation that brings the bytes of its
+    /// operations in their runs to this many or more (SPEC.md §13, "Canonical order").
     package static let targetBlockBytes = 1 << 20
 
     static let headerBytes = 10
@@ -127,8 +128,9 @@ package struct BundleWriter {
         try emitBlock(.manifest, payload.bytes, compress: false)
     }
 
-    /// Adds an operation. Operations of one author should come in ascending seq order for a
-    /// compact bundle (any order is valid).
+    /// Adds an operation. Given in ascending order of replica id, then seq (SPEC.md §13,
+    /// "Canonical order"), the same operations always make the same raw payloads; any order is
+    /// valid, but may make other payloads and more runs.
     package mutating func append(_ operation: Op) throws {
         block.append(operation)
         operationCount += 1
@@ -137,7 +139,7 @@ package struct BundleWriter {
         } else {
             runs.append((operation.id.replica, operation.id.seq...operation.id.seq))
         }
-        if block.estimatedBytes >= BundleFormat.targetBlockBytes { try flushBlock() }
+        if block.operationBytes >= BundleFormat.targetBlockBytes { try flushBlock() }
     }
 
     /// Writes the last operations block and the end block.

@@ -104,6 +104,9 @@ package enum OperationsBlock {
 
         /// How many operations the open payload holds.
         package private(set) var operationCount = 0
+        /// The bytes its operations take in their runs (§8.3), exactly: what a bundle writer cuts
+        /// its blocks by (SPEC.md §13), so that the same operations always make the same blocks.
+        package private(set) var operationBytes = 0
         /// About how many bytes the payload will take once finished (exact for the runs'
         /// operation bytes and the replica table, an estimate for the run headers).
         package private(set) var estimatedBytes = 0
@@ -125,13 +128,17 @@ package enum OperationsBlock {
                 replicas.append(author)
                 estimatedBytes += 16
             }
+            let bytes: Int
             if let last = runs.indices.last, runs[last].continues(author: index, seq: operation.id.seq) {
-                estimatedBytes += runs[last].append(operation)
+                bytes = runs[last].append(operation)
             } else {
                 var run = PendingRun(author: index, firstSeq: operation.id.seq)
-                estimatedBytes += run.append(operation) + 24
+                bytes = run.append(operation)
+                estimatedBytes += 24
                 runs.append(run)
             }
+            operationBytes += bytes
+            estimatedBytes += bytes
             operationCount += 1
         }
 
@@ -154,6 +161,7 @@ package enum OperationsBlock {
             replicas.removeAll(keepingCapacity: true)
             runs.removeAll(keepingCapacity: true)
             estimatedBytes = 0
+            operationBytes = 0
             operationCount = 0
             return payload.bytes
         }

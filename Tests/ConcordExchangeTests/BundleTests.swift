@@ -1,6 +1,7 @@
 import ConcordCore
 import ConcordExchange
 import ConcordStore
+import ConcordWire
 import Crypto
 import Foundation
 import PropertyBased
@@ -91,6 +92,43 @@ import Testing
         #expect(Set(report.newOperations.keys) == [a.replicaID, b.replicaID])
         #expect(try c.dump() == (try a.dump()))
         #expect(try c.versionVector() == (try a.versionVector()))
+    }
+
+    /// The canonical order (SPEC.md §13): two stores that received the same operations of three
+    /// replicas in opposite orders, so that their local numbering of the replicas differs, export
+    /// the same operations payloads byte for byte, in ascending order of replica id then seq,
+    /// cut into the same blocks. Before the rule, each wrote the authors in the order it had met them.
+    @Test func storesHoldingTheSameOperationsExportTheSamePayloads() throws {
+        let directory = try TemporaryDirectory()
+        var authors: [ConcordStore] = []
+        for seed in 31...33 {
+            let clock = ManualClock(baseMillis + UInt64(seed))
+            let author = try ConcordStore.inMemory(environment: environment(clock: clock, seed: UInt64(seed)))
+            try populate(author, clock: clock, label: "\(seed)")
+            // About 1.2 MiB of notes each, so that the bundle holds several blocks.
+            for index in 0..<300 {
+                try author.addReminder(ReminderDraft(title: "r\(index)", notes: String(repeating: "\(seed) \(index) ", count: 600)))
+            }
+            authors.append(author)
+        }
+        let forward = try ConcordStore.inMemory(environment: environment(clock: ManualClock(baseMillis), seed: 41))
+        let backward = try ConcordStore.inMemory(environment: environment(clock: ManualClock(baseMillis), seed: 42))
+        for author in authors { try forward.merge(try author.allOperations()) }
+        for author in authors.reversed() { try backward.merge(try author.allOperations()) }
+
+        func payloads(_ store: ConcordStore, _ name: String) throws -> [[UInt8]] {
+            try store.exportBundle(to: directory.file(name))
+            let bytes = try readBytes(directory.file(name))
+            let (_, operations, _) = try readBundle(bytes)
+            #expect(operations.map(\.id) == operations.map(\.id).sorted(), "in ascending order of replica id, then seq")
+            return try blocks(of: bytes).filter { $0.type == 2 }.map { block in
+                try Zstd.decompress(bytes[block.payloadOffset..<block.end], size: block.rawLength)
+            }
+        }
+        let forwardPayloads = try payloads(forward, "forward.cbundle")
+        let backwardPayloads = try payloads(backward, "backward.cbundle")
+        #expect(forwardPayloads.count >= 3)
+        #expect(forwardPayloads == backwardPayloads)
     }
 
     @Test func sinceDeltaHoldsExactlyTheOperationsNotCovered() throws {

@@ -70,6 +70,7 @@ import Testing
             "bench peer": ["bench", "peer"] + bench,
             "bench live": ["bench", "live", "--changes", "20", "--json"],
             "bench history": ["bench", "history", "--records", "200", "--writes", "100", "--runs", "1", "--json"],
+            "bench import": ["bench", "import"] + bench,
         ]
         let discovered = try commandsTakingJSON(sandbox)
         #expect(discovered.subtracting(runs.keys).isEmpty, "commands with --json that this test does not run: \(discovered.subtracting(runs.keys).sorted())")
