@@ -70,7 +70,7 @@ package struct JSONReader {
     private var lineContinuations = 0
     /// The arrays and objects entered and not yet closed, innermost last, with how many elements
     /// or members each has had so far.
-    private var open: [(isArray: Bool, count: Int)] = []
+    private var openContainers: [(isArray: Bool, count: Int)] = []
     /// The bytes of the string being read.
     private var scratch: [UInt8] = []
 
@@ -105,7 +105,7 @@ package struct JSONReader {
     /// The kind of the next value at the top level, which is then read as any value is; nil at
     /// the end of the text.
     package mutating func nextValue() throws -> ValueKind? {
-        precondition(open.isEmpty, "nextValue() is for the top level")
+        precondition(openContainers.isEmpty, "nextValue() is for the top level")
         if bufferOffset == 0, index == 0 { try skipByteOrderMark() }
         guard try skipSpace() != nil else { return nil }
         return try peekKind()
@@ -128,44 +128,44 @@ package struct JSONReader {
     /// Reads the `[` that opens an array.
     package mutating func enterArray() throws {
         try expect(UInt8(ascii: "["), "expected an array")
-        open.append((true, 0))
+        openContainers.append((true, 0))
     }
 
     /// Steps to the next element of the array entered last: true when there is one (read it next),
     /// false when the array has ended (its `]` is read).
     package mutating func nextElement() throws -> Bool {
-        precondition(open.last?.isArray == true, "nextElement() outside an array")
+        precondition(openContainers.last?.isArray == true, "nextElement() outside an array")
         guard let byte = try skipSpace() else { throw endOfText() }
         if byte == UInt8(ascii: "]") {
             index += 1
-            open.removeLast()
+            openContainers.removeLast()
             return false
         }
-        if open[open.count - 1].count > 0 {
+        if openContainers[openContainers.count - 1].count > 0 {
             guard byte == UInt8(ascii: ",") else { throw failure("expected ',' or ']', found \(Self.describe(byte))") }
             index += 1
         }
-        open[open.count - 1].count += 1
+        openContainers[openContainers.count - 1].count += 1
         return true
     }
 
     /// Reads the `{` that opens an object.
     package mutating func enterObject() throws {
         try expect(UInt8(ascii: "{"), "expected an object")
-        open.append((false, 0))
+        openContainers.append((false, 0))
     }
 
     /// The key of the next member of the object entered last, its `:` read (read its value
     /// next); nil when the object has ended (its `}` is read).
     package mutating func nextKey() throws -> String? {
-        precondition(open.last?.isArray == false, "nextKey() outside an object")
+        precondition(openContainers.last?.isArray == false, "nextKey() outside an object")
         guard var byte = try skipSpace() else { throw endOfText() }
         if byte == UInt8(ascii: "}") {
             index += 1
-            open.removeLast()
+            openContainers.removeLast()
             return nil
         }
-        if open[open.count - 1].count > 0 {
+        if openContainers[openContainers.count - 1].count > 0 {
             guard byte == UInt8(ascii: ",") else { throw failure("expected ',' or '}', found \(Self.describe(byte))") }
             index += 1
             guard let next = try skipSpace() else { throw endOfText() }
@@ -176,7 +176,7 @@ package struct JSONReader {
         guard let colon = try skipSpace() else { throw endOfText() }
         guard colon == UInt8(ascii: ":") else { throw failure("expected ':' after the key, found \(Self.describe(colon))") }
         index += 1
-        open[open.count - 1].count += 1
+        openContainers[openContainers.count - 1].count += 1
         return key
     }
 
@@ -316,7 +316,7 @@ package struct JSONReader {
     /// Reads a value of any kind and forgets it, checking that it is JSON. Nested arrays and
     /// objects are walked without recursion, so no depth of nesting exhausts the stack.
     package mutating func skipValue() throws {
-        let base = open.count
+        let base = openContainers.count
         while true {
             switch try peekKind() {
             case .object: try enterObject()
@@ -328,10 +328,10 @@ package struct JSONReader {
             }
             // Close what ends here, up to the next value still to read.
             var hasNext = false
-            while open.count > base, !hasNext {
-                hasNext = open[open.count - 1].isArray ? try nextElement() : try nextKey() != nil
+            while openContainers.count > base, !hasNext {
+                hasNext = openContainers[openContainers.count - 1].isArray ? try nextElement() : try nextKey() != nil
             }
-            if open.count == base { return }
+            if openContainers.count == base { return }
         }
     }
 
@@ -459,7 +459,7 @@ package struct JSONReader {
 
     /// The end of the text where more was due.
     private func endOfText() -> SyntaxError {
-        switch open.last?.isArray {
+        switch openContainers.last?.isArray {
         case true?: failure("the text ends inside an array (a ']' is missing)")
         case false?: failure("the text ends inside an object (a '}' is missing)")
         case nil: failure("the text ends where a value was due")
