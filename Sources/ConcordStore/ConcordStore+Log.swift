@@ -10,7 +10,12 @@ extension ConcordStore {
     package func forEachOperation(since: VersionVector = VersionVector(), _ body: (Op) throws -> Void) throws(ConcordError) {
         try guarded {
             try connection.read { db in
-                let rows = try db.cachedStatement(sql: "SELECT first_seq, last_seq, ops FROM log WHERE replica = ? AND last_seq > ? ORDER BY first_seq")
+                // A row with a negative seq (a damaged store: the columns have no CHECK that
+                // binds a file made by hand) is read too, for `decodeChunk` to refuse.
+                let rows = try db.cachedStatement(sql: """
+                    SELECT first_seq, last_seq, ops FROM log WHERE replica = ? AND (last_seq > ? OR last_seq < 0 OR first_seq < 0)
+                    ORDER BY first_seq
+                    """)
                 for (author, index) in try ReplicaDirectory(db).indexByID.sorted(by: { $0.key < $1.key }) {
                     // A seq past Int64.max is never held: no row reaches past it.
                     guard since[author] < UInt64(Int64.max) else { continue }

@@ -166,6 +166,10 @@ final class Soak: @unchecked Sendable {
     private var loopsStarted: TimeInterval = 0
     /// The `concord-v1` directories moved away from the folder, which a restored copy is made of.
     private var movedAway: [String] = []
+    /// The names of the bundle files in the restored copies put in place: a replica's own files
+    /// among them came back after it coalesced them and forgot them, so they are anyone's (SPEC.md
+    /// §14, "Serials") and stay; the folder's bound leaves them out.
+    private var restoredNames: Set<String> = []
 
     init(phase: String, seed: UInt64) throws {
         self.phase = phase
@@ -275,12 +279,14 @@ final class Soak: @unchecked Sendable {
         let dumps = try names.map { try must("dump", $0, ["dump"]) }
         // However many of its processes synced at once, a replica that syncs alone again keeps at
         // most 33 files of its own in the folder (SPEC.md §14, step 3); but for a file whose sync
-        // was killed before it recorded it, which is anyone's.
+        // was killed before it recorded it, and those a restored copy of the folder brought back,
+        // which are anyone's.
         let killedFolderSyncs = fleet.killed.filter { $0 == "sync --folder a" || $0 == "watcher a" || $0 == "watcher d" }.count
         var unbounded: [String] = []
         for name in ["a", "d"] {
             let id = try #require(try jsonObject(try must("status", name, ["status", "--json"])).string("replica"))
-            let files = try bundleNames(in: folder).filter { $0.hasPrefix(id) }.count
+            let restored = lock.withLock { restoredNames }
+            let files = try bundleNames(in: folder).filter { $0.hasPrefix(id) && !restored.contains($0) }.count
             if files > 33 + killedFolderSyncs { unbounded.append("\(name) has \(files) files in the folder") }
         }
         let operations = try jsonObject(try must("status", "a", ["status", "--json"])).int("operations") ?? -1
@@ -447,7 +453,10 @@ final class Soak: @unchecked Sendable {
         // A watcher may make the directory again between the two renames: move that aside too.
         for attempt in 0..<20 {
             if rename(layout, aside + "-\(attempt)") == 0 { lock.withLock { movedAway.append(aside + "-\(attempt)") } }
+            // The copy is a `concord-v1` directory itself.
+            let names = Set((try? FileManager.default.contentsOfDirectory(atPath: restored)) ?? [])
             if rename(restored, layout) == 0 {
+                lock.withLock { restoredNames.formUnion(names) }
                 count("restored copies put in place")
                 return
             }
