@@ -236,7 +236,7 @@ import Testing
             #expect(try store.show(plain).bool("deleted") == true)
             #expect(!(try store.ok("conflicts")).contains(f.id))
             #expect(!(try store.ok("show", f.id)).contains("conflict  yes"))
-            let listed = try #require(try JSONSerialization.jsonObject(with: Data(try store.ok("reminder", "list", "--all", "--json").utf8)) as? [[String: Any]])
+            let listed = try store.reminders(all: true)
             #expect(listed.first { $0["id"] as? String == f.id }?["conflict"] as? Bool == false, "\(listed)")
             #expect(listed.first { $0["id"] as? String == other }?["conflict"] as? Bool == true, "\(listed)")
         }
