@@ -488,11 +488,12 @@ final class Soak: @unchecked Sendable {
     }
 
     /// A `sync --folder` that failed because the folder's directory was moved away under it (the
-    /// bundle it wrote had no directory left to be linked into): one line, exit 1, and the next
-    /// sync publishes into the new directory.
+    /// bundle it wrote had no directory left to be linked into, or its temporary file none to be
+    /// made in: `cannot write in FOLDER/concord-v1 (...)`): one line, exit 1, and the next sync
+    /// publishes into the new directory.
     func syncFailedAsTheFolderWasReplaced(_ result: RunResult) -> Bool {
         result.status == 1 && !result.crashed && result.stderrLines.count == 1
-            && result.stderr.contains("/concord-v1/") && result.stderr.contains("No such file or directory")
+            && result.stderr.contains("/concord-v1") && result.stderr.contains("No such file or directory")
     }
 
     /// The ids of the reminders in the changes a follower printed.
