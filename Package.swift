@@ -13,6 +13,9 @@ let package = Package(
         .library(name: "ConcordPeer", targets: ["ConcordPeer"]),
         .library(name: "ConcordNet", targets: ["ConcordNet"]),
         .library(name: "ConcordWorkload", targets: ["ConcordWorkload"]),
+        .library(name: "ConcordRelayProtocol", targets: ["ConcordRelayProtocol"]),
+        .library(name: "ConcordRelay", targets: ["ConcordRelay"]),
+        .library(name: "ConcordRelayClient", targets: ["ConcordRelayClient"]),
         .executable(name: "syncctl", targets: ["syncctl"]),
     ],
     dependencies: [
@@ -22,6 +25,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.3"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        // The relay's server (SPEC.md §16), without swift-configuration (a default trait).
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1", traits: []),
+        // The relay's client.
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
     ],
     targets: [
         // The pure merge core: no I/O, no dependencies.
@@ -97,6 +104,43 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The relay's protocol (SPEC.md §16) without I/O: credentials and the requests'
+        // signatures (§16.2), the names and listings of §16.3. Shared by its server and client.
+        .target(
+            name: "ConcordRelayProtocol",
+            dependencies: ["ConcordCore", "ConcordKeys", .product(name: "Crypto", package: "swift-crypto")]
+        ),
+        // The relay's server (`syncctl relay`): HTTP with Hummingbird over a storage back end.
+        .target(
+            name: "ConcordRelay",
+            dependencies: [
+                "ConcordCore",
+                "ConcordKeys",
+                "ConcordRelayProtocol",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ]
+        ),
+        // A store's sync through a relay (`syncctl sync --relay`): a mirror folder kept in step
+        // with the relay over HTTP, synced by the shared folder's rules.
+        .target(
+            name: "ConcordRelayClient",
+            dependencies: [
+                "ConcordCore",
+                "ConcordKeys",
+                "ConcordStore",
+                "ConcordExchange",
+                "ConcordRelayProtocol",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
+        ),
         // The seeded workloads that `syncctl bench` and Benchmarks/ measure.
         .target(
             name: "ConcordWorkload",
@@ -112,6 +156,8 @@ let package = Package(
                 "ConcordPeer",
                 "ConcordNet",
                 "ConcordWorkload",
+                "ConcordRelay",
+                "ConcordRelayClient",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

@@ -213,3 +213,36 @@ public enum DecodeError: Error, Hashable, CustomStringConvertible {
         }
     }
 }
+
+extension Sequence<UInt8> {
+    /// The bytes as lowercase hexadecimal digits, two a byte.
+    package var hexString: String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(underestimatedCount * 2)
+        for byte in self {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0xF)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}
+
+extension Array<UInt8> {
+    /// The bytes that `text` spells as lowercase hexadecimal digits, two a byte; nil for anything
+    /// else (upper case included, so that each value has one spelling).
+    package init?(lowercaseHex text: some StringProtocol) {
+        let utf8 = Array(text.utf8)
+        guard utf8.count % 2 == 0 else { return nil }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(utf8.count / 2)
+        for index in stride(from: 0, to: utf8.count, by: 2) {
+            guard let high = hexValue(utf8[index]), let low = hexValue(utf8[index + 1]),
+                  !(UInt8(ascii: "A")...UInt8(ascii: "F")).contains(utf8[index]),
+                  !(UInt8(ascii: "A")...UInt8(ascii: "F")).contains(utf8[index + 1])
+            else { return nil }
+            bytes.append(high << 4 | low)
+        }
+        self = bytes
+    }
+}

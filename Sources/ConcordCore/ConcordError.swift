@@ -134,6 +134,9 @@ public struct ConcordError: Error, Hashable, Sendable, CustomStringConvertible {
         /// This side ended the session: a store that failed to apply a batch or to be read, a
         /// server shutting down or full, an address it cannot listen on.
         public static let local = Code("local")
+        /// A relay (SPEC.md §16) refused a request, answered with something that breaks the
+        /// protocol, or could not be reached.
+        public static let relay = Code("relay")
 
         /// Every code this build knows, in the order of SPEC.md §12's table.
         package static let all: [Code] = [
@@ -142,7 +145,7 @@ public struct ConcordError: Error, Hashable, Sendable, CustomStringConvertible {
             .folder, .encryptedBundle, .noSyncKey, .notAVersionVector,
             .wrongPrefix, .unsupportedFormat, .badCharacter, .wrongLength, .checksumMismatch,
             .notAPeer, .versionMismatch, .wrongKey, .frameTooLarge, .authenticationFailed, .protocolViolation, .sameReplica,
-            .peerError, .truncated, .closed, .operationTooLarge, .counterExhausted, .timedOut, .local,
+            .peerError, .truncated, .closed, .operationTooLarge, .counterExhausted, .timedOut, .local, .relay,
         ]
 
         /// The known code of that name, or `nil`.

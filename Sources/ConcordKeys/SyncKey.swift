@@ -54,12 +54,7 @@ public struct SyncKey: Sendable, Equatable, CustomStringConvertible, CustomDebug
     /// HKDF-SHA256 of the key with an empty salt and info `concord key id`, as 16 lowercase hex
     /// digits. Two stores with the same id hold the same key.
     public var id: String {
-        derivedKey(info: Array("concord key id".utf8), byteCount: 8).withUnsafeBytes { raw in
-            raw.map { byte in
-                let digits = Array("0123456789abcdef".utf8)
-                return String(decoding: [digits[Int(byte >> 4)], digits[Int(byte & 0xF)]], as: UTF8.self)
-            }.joined()
-        }
+        derivedKey(info: Array("concord key id".utf8), byteCount: 8).withUnsafeBytes { $0.hexString }
     }
 
     /// `sync key ID`: the key's id, never its secret.

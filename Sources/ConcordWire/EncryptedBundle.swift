@@ -1,3 +1,4 @@
+import ConcordCore
 import ConcordKeys
 import Crypto
 import Foundation
@@ -36,10 +37,6 @@ package enum EncryptedBundleFormat {
         for shift in 0..<8 { bytes[3 + shift] = UInt8(truncatingIfNeeded: index >> UInt64(56 - 8 * shift)) }
         bytes[11] = final ? 1 : 0
         return try! ChaChaPoly.Nonce(data: bytes)
-    }
-
-    static func hex(_ bytes: some Collection<UInt8>) -> String {
-        bytes.map { String(format: "%02x", $0) }.joined()
     }
 }
 
@@ -154,7 +151,7 @@ package struct BundleSource<Inner: ByteSource>: ByteSource {
         guard version == EncryptedBundleFormat.version else { throw .corrupt("encrypted bundle format version 0") }
         guard header[9] == 0 else { throw .corrupt("encrypted bundle flags 0x\(String(header[9], radix: 16)) are reserved") }
         let id = Array(header[10..<18])
-        keyID = EncryptedBundleFormat.hex(id)
+        keyID = id.hexString
         guard let key else { throw .encrypted(keyID: keyID!) }
         guard id == EncryptedBundleFormat.keyIDBytes(of: key) else { throw .wrongKey(bundle: keyID!, store: key.id) }
         fileKey = EncryptedBundleFormat.fileKey(key, salt: Array(header[18...]))

@@ -3,6 +3,7 @@ import ConcordCore
 import ConcordExchange
 import ConcordKeys
 import ConcordNet
+import ConcordRelayClient
 import ConcordStore
 import Foundation
 import Logging
@@ -39,7 +40,7 @@ struct Export: ParsableCommand {
 
 struct Sync: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Sync with other replicas through a shared folder, or with a peer over the network.",
+        abstract: "Sync with other replicas through a shared folder, a relay, or with a peer over the network.",
         discussion: """
             With --folder: imports every bundle in the folder this store lacks and publishes what the \
             folder lacks. Files that are not bundles, damaged or incomplete are skipped with a warning. \
@@ -47,19 +48,25 @@ struct Sync: ParsableCommand {
             With --peer: one two-way session with a store that 'syncctl serve' serves; both hold the \
             same sync key ('syncctl key'). With --live, the session stays open after that exchange, \
             each side pushing what its store commits as it lands, and connects again by itself after \
-            a drop, until SIGINT or SIGTERM.
+            a drop, until SIGINT or SIGTERM. With --relay: one two-way sync through a relay that \
+            'syncctl relay' runs, with the store's sync key; the relay holds only bundles sealed with it.
             """)
     @OptionGroup var store: StoreOptions
     @Option(help: "The shared folder (kept in step by Dropbox, Syncthing, NFS, …).") var folder: String?
     @Option(help: ArgumentHelp("A peer that 'syncctl serve' serves (default port 7420).", valueName: "host:port"))
     var peer: String?
+    @Option(help: ArgumentHelp("A relay that 'syncctl relay' runs: http://HOST:PORT (or https://).", valueName: "url"))
+    var relay: String?
     @Flag(help: "With --folder: keep syncing until interrupted.") var watch = false
     @Flag(help: "With --peer: keep the session open, pushing changes both ways, until interrupted.") var live = false
     @Option(help: "With --watch: seconds between looks at the store and the folder.") var interval: Double = 2
     @OptionGroup(title: "With --watch or --live") var log: LogOptions
 
     func validate() throws {
-        guard (folder == nil) != (peer == nil) else { throw ValidationError("give either --folder DIR or --peer HOST:PORT") }
+        guard [folder, peer, relay].compactMap({ $0 }).count == 1 else {
+            throw ValidationError("give one of --folder DIR, --peer HOST:PORT and --relay URL")
+        }
+        if relay != nil, watch || live { throw ValidationError("--relay syncs once; --watch goes with --folder and --live with --peer") }
         if let peer, PeerAddress(peer) == nil { throw ValidationError("'\(peer)' is not HOST:PORT") }
         if peer != nil, watch { throw ValidationError("--watch goes with --folder, not --peer (--live keeps a peer session open)") }
         if folder != nil, live { throw ValidationError("--live goes with --peer, not --folder (--watch keeps a folder in step)") }
@@ -68,6 +75,20 @@ struct Sync: ParsableCommand {
     }
 
     func run() throws {
+        if let relay {
+            let sync = try RelaySync(store: try store.open(), url: relay)
+            let outcome = StopSignal().cancellingOnStop { () -> Result<RelaySyncReport, ConcordError> in
+                do throws(ConcordError) {
+                    return .success(try await sync.sync())
+                } catch {
+                    return .failure(error)
+                }
+            }
+            let report = try outcome.get()
+            for warning in report.warnings { warn("warning: \(Advice.line(for: warning))") }
+            Self.print(report.folder, prefix: "synced with \(sync.client.url): downloaded \(report.downloadedFiles) file\(report.downloadedFiles == 1 ? "" : "s"), uploaded \(report.uploadedFiles), deleted \(report.deletedFiles); ")
+            return
+        }
         if let peer, let address = PeerAddress(peer) {
             if live {
                 try PeerSync.live(store: try store.open(), address: address, logger: log.logger(label: "concord.live"))
@@ -130,10 +151,10 @@ struct Sync: ParsableCommand {
         case stopped, forked, replaced(ConcordError)
     }
 
-    static func print(_ report: FolderSyncReport) {
+    static func print(_ report: FolderSyncReport, prefix: String = "") {
         for warning in report.warnings { warn("warning: \(Advice.line(for: warning))") }
         if let far = report.farFutureTimestamp { warnFarFuture(far) }
-        say(report.summary)
+        say(prefix + report.summary)
     }
 }
 

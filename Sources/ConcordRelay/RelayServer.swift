@@ -1,0 +1,205 @@
+import ConcordCore
+import ConcordKeys
+import ConcordRelayProtocol
+import Crypto
+import Foundation
+import Hummingbird
+import Logging
+import NIOCore
+
+/// What a relay allows (SPEC.md §16.4).
+public struct RelayLimits: Hashable, Sendable {
+    /// The largest file an upload may carry.
+    public var maxFileBytes: Int
+    /// Each space's quota.
+    public var quota: RelayQuota
+    /// The longest a list request may wait for a change.
+    public var maxWait: Duration
+
+    public init(maxFileBytes: Int = 64 << 20, quota: RelayQuota = RelayQuota(bytes: 1 << 30, files: 10_000), maxWait: Duration = .seconds(60)) {
+        self.maxFileBytes = maxFileBytes
+        self.quota = quota
+        self.maxWait = maxWait
+    }
+}
+
+/// The relay's HTTP interface (SPEC.md §16.3): a space's files listed, read, stored and deleted
+/// by devices that prove they hold its sync key (§16.2), over any `RelayStorage`.
+public struct RelayServer: Sendable {
+    private let storage: any RelayStorage
+    private let limits: RelayLimits
+    private let nowMillis: @Sendable () -> UInt64
+    private let logger: Logger
+
+    /// - Parameter nowMillis: the relay's clock, milliseconds since the epoch (injected by tests).
+    public init(
+        storage: any RelayStorage, limits: RelayLimits = RelayLimits(), logger: Logger,
+        nowMillis: @escaping @Sendable () -> UInt64 = { UInt64(Date().timeIntervalSince1970 * 1000) }
+    ) {
+        self.storage = storage
+        self.limits = limits
+        self.logger = logger
+        self.nowMillis = nowMillis
+    }
+
+    /// The application serving on `host:port` (port 0 picks a free one); `onRunning` is told the
+    /// port once it listens. It runs until SIGINT or SIGTERM, then finishes the requests under
+    /// way (`runService()`).
+    public func application(host: String, port: Int, onRunning: @escaping @Sendable (Int) async -> Void) -> some ApplicationProtocol {
+        let router = Router()
+        router.get("v1/health") { _, _ in Self.json(.ok, .object([("status", .string("ok"))])) }
+        router.get("v1/spaces/:space/files") { request, context in try await self.list(request, context) }
+        router.get("v1/spaces/:space/files/:name") { request, context in try await self.download(request, context) }
+        router.put("v1/spaces/:space/files/:name") { request, context in try await self.upload(request, context) }
+        router.delete("v1/spaces/:space/files/:name") { request, context in try await self.deleteFile(request, context) }
+        router.delete("v1/spaces/:space") { request, context in try await self.deleteSpace(request, context) }
+        return Application(
+            router: router,
+            // A client that sends nothing for 30 s (a slow one, or one that holds connections
+            // open) is cut off; a list that waits for a change waits at most maxWait, below it.
+            server: .http1(configuration: .init(idleTimeout: .seconds(90))),
+            configuration: .init(address: .hostname(host, port: port), serverName: "concord-relay"),
+            onServerRunning: { channel in await onRunning(channel.localAddress?.port ?? port) },
+            logger: logger)
+    }
+
+    // MARK: Requests
+
+    private func list(_ request: Request, _ context: some RequestContext) async throws -> Response {
+        let space = try Self.space(context)
+        try authenticate(request, space: space, body: [])
+        let query = request.uri.queryParameters
+        if let wait = query["wait"] {
+            guard let seconds = Int(wait), seconds >= 0, let cursorText = query["cursor"], let cursor = Int64(cursorText) else {
+                throw RelayRefusal(.badRequest, "wait=S needs cursor=C, both whole numbers")
+            }
+            try await storage.waitForChange(of: space, from: cursor, timeout: min(.seconds(seconds), limits.maxWait))
+        }
+        let listing = try await storage.listing(of: space)
+        let files = listing.files.map { file in
+            JSON.object([("name", .string(file.name)), ("sha256", .string(file.sha256.hexString)), ("size", .int(Int64(file.size)))])
+        }
+        return Self.json(.ok, .object([("cursor", .int(listing.cursor)), ("files", .array(files))]))
+    }
+
+    private func download(_ request: Request, _ context: some RequestContext) async throws -> Response {
+        let space = try Self.space(context)
+        let name = try Self.name(context)
+        try authenticate(request, space: space, body: [])
+        guard let bytes = try await storage.contents(of: name, in: space) else {
+            throw RelayRefusal(.notFound, "space \(space) holds no file \(name)")
+        }
+        return Response(
+            status: .ok, headers: [.contentType: "application/octet-stream"],
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
+    }
+
+    private func upload(_ request: Request, _ context: some RequestContext) async throws -> Response {
+        let space = try Self.space(context)
+        let name = try Self.name(context)
+        let body: [UInt8]
+        do {
+            body = Array(buffer: try await request.body.collect(upTo: limits.maxFileBytes))
+        } catch is NIOTooManyBytesError {
+            throw RelayRefusal(.contentTooLarge, "a file may take at most \(limits.maxFileBytes) bytes")
+        }
+        try authenticate(request, space: space, body: body)
+        // The relay holds only what it cannot read: bundles sealed with the space's key (§13.1).
+        guard body.count >= Self.encryptedMagic.count + 1, Array(body.prefix(Self.encryptedMagic.count)) == Self.encryptedMagic else {
+            throw RelayRefusal(.badRequest, "a relay stores only encrypted bundles (SPEC.md §13.1), and this is not one")
+        }
+        let sha256 = Array(SHA256.hash(data: body))
+        let file = JSON.object([("name", .string(name)), ("sha256", .string(sha256.hexString)), ("size", .int(Int64(body.count)))])
+        switch try await storage.store(body, sha256: sha256, as: name, in: space, quota: limits.quota) {
+        case .stored:
+            logger.info("stored \(name) (\(body.count) bytes) in space \(space)")
+            return Self.json(.created, file)
+        case .alreadyHeld:
+            return Self.json(.ok, file)
+        case .nameTaken(let other):
+            throw RelayRefusal(.conflict, "space \(space) holds another file named \(name) (SHA-256 \(other.hexString))", code: "nameTaken")
+        case let .spaceFull(bytes, files):
+            throw RelayRefusal(
+                .insufficientStorage,
+                "space \(space) is full: it holds \(bytes) bytes in \(files) files, and may hold \(limits.quota.bytes) bytes in \(limits.quota.files) files",
+                code: "spaceFull")
+        }
+    }
+
+    private func deleteFile(_ request: Request, _ context: some RequestContext) async throws -> Response {
+        let space = try Self.space(context)
+        let name = try Self.name(context)
+        try authenticate(request, space: space, body: [])
+        guard try await storage.delete(name, in: space) else { throw RelayRefusal(.notFound, "space \(space) holds no file \(name)") }
+        return Response(status: .noContent)
+    }
+
+    private func deleteSpace(_ request: Request, _ context: some RequestContext) async throws -> Response {
+        let space = try Self.space(context)
+        try authenticate(request, space: space, body: [])
+        let count = try await storage.deleteSpace(space)
+        return Self.json(.ok, .object([("deleted", .int(Int64(count)))]))
+    }
+
+    // MARK: Checks
+
+    private func authenticate(_ request: Request, space: String, body: [UInt8]) throws {
+        if let refusal = RelayAuthorization.refusal(
+            header: request.headers[Self.authField], space: space, method: request.method.rawValue,
+            target: request.uri.string, body: body, nowMillis: nowMillis())
+        {
+            throw RelayRefusal(.unauthorized, refusal)
+        }
+    }
+
+    private static func space(_ context: some RequestContext) throws -> String {
+        let space = context.parameters.get("space") ?? ""
+        guard RelayNames.isSpace(space) else {
+            throw RelayRefusal(.badRequest, "a space is named by 32 lowercase hex digits")
+        }
+        return space
+    }
+
+    private static func name(_ context: some RequestContext) throws -> String {
+        let name = context.parameters.get("name") ?? ""
+        guard RelayNames.isFile(name) else {
+            throw RelayRefusal(.badRequest, "a file is named as in a shared folder: <replica id>-<serial>.cbundle (SPEC.md §14)")
+        }
+        return name
+    }
+
+    static let authField = HTTPField.Name("Concord-Auth")!
+    /// The first bytes of an encrypted bundle: its magic, then format version 1 (§13.1).
+    private static let encryptedMagic: [UInt8] = [0x89, 0x43, 0x4E, 0x43, 0x45, 0x0D, 0x0A, 0x1A, 0x01]
+
+    static func json(_ status: HTTPResponse.Status, _ value: JSON) -> Response {
+        var bytes: [UInt8] = []
+        value.write(into: &bytes)
+        bytes.append(UInt8(ascii: "\n"))
+        return Response(status: status, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
+    }
+}
+
+/// A request the relay refuses (SPEC.md §16.3): its status, and a JSON body
+/// `{"error":CODE,"message":TEXT}`.
+struct RelayRefusal: HTTPResponseError {
+    let status: HTTPResponse.Status
+    let code: String
+    let message: String
+
+    init(_ status: HTTPResponse.Status, _ message: String, code: String? = nil) {
+        self.status = status
+        self.message = message
+        self.code = code ?? switch status {
+        case .badRequest: "badRequest"
+        case .unauthorized: "unauthorized"
+        case .notFound: "notFound"
+        case .contentTooLarge: "tooLarge"
+        default: "refused"
+        }
+    }
+
+    func response(from request: Request, context: some RequestContext) throws -> Response {
+        RelayServer.json(status, .object([("error", .string(code)), ("message", .string(message))]))
+    }
+}

@@ -1,0 +1,71 @@
+import ArgumentParser
+import ConcordCore
+import ConcordNet
+import ConcordRelay
+import ConcordStore
+import Foundation
+import Logging
+
+/// `syncctl relay`: a relay for devices that never meet (SPEC.md §16), holding only what it
+/// cannot read, on the embedded back end (one SQLite file).
+struct Relay: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Relay sealed bundles between devices that never meet, until SIGINT or SIGTERM.",
+        discussion: """
+            Devices sync through it with 'syncctl sync --relay http://HOST:PORT'. It never holds \
+            a sync key: each space is what one key shares, its files are bundles sealed with that \
+            key, and only a device that holds the key can read or write them. Listens on \
+            127.0.0.1 (this machine only) unless --listen names a wider address.
+            """)
+    @Option(help: ArgumentHelp("Where to listen (port 0: any free port, printed).", valueName: "host:port"))
+    var listen = "127.0.0.1:7430"
+    @Option(help: ArgumentHelp("The directory of the relay's database (relay.db), made if missing.", valueName: "dir"))
+    var data = NSHomeDirectory() + "/.concord-relay"
+    @Option(help: "The largest file a device may upload, in bytes.") var maxFileBytes = 64 << 20
+    @Option(help: "The most bytes one space's files may take together.") var quotaBytes = 1 << 30
+    @Option(help: "The most files one space may hold.") var quotaFiles = 10_000
+    @OptionGroup var log: LogOptions
+
+    func validate() throws {
+        if PeerAddress(listen, defaultPort: 7430) == nil { throw ValidationError("'\(listen)' is not HOST:PORT") }
+        guard maxFileBytes >= 1024, quotaBytes >= maxFileBytes, quotaFiles >= 1 else {
+            throw ValidationError("--max-file-bytes must be at least 1024, --quota-bytes at least --max-file-bytes, --quota-files at least 1")
+        }
+    }
+
+    func run() throws {
+        let address = PeerAddress(listen, defaultPort: 7430)!
+        guard mkdir(data, 0o700) == 0 || errno == EEXIST else {
+            throw ConcordError(.io, "cannot make the relay's directory \(data): \(String(cString: strerror(errno)))")
+        }
+        let path = data + "/relay.db"
+        let storage: SQLiteRelayStorage
+        do {
+            storage = try SQLiteRelayStorage(path: path)
+        } catch {
+            throw ConcordError(.io, "cannot open the relay's database \(path): \(error)", cause: error)
+        }
+        let logger = log.logger(label: "concord.relay")
+        let limits = RelayLimits(maxFileBytes: maxFileBytes, quota: RelayQuota(bytes: quotaBytes, files: quotaFiles))
+        let application = RelayServer(storage: storage, limits: limits, logger: logger)
+            .application(host: address.host, port: address.port) { port in
+                logger.notice("relaying \(path) on \(address.host):\(port); stop with Ctrl-C", metadata: ["data": "\(path)", "port": "\(port)"])
+            }
+        // Hummingbird stops at SIGINT or SIGTERM, once the requests under way are answered.
+        let failure = LockedState<(any Error)?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        Task {
+            do {
+                try await application.runService()
+            } catch {
+                failure.withLock { $0 = error }
+            }
+            done.signal()
+        }
+        done.wait()
+        if let error = failure.withLock({ $0 }) {
+            throw ConcordError(.local, "the relay on \(address) stopped: \(error)", cause: error)
+        }
+        logger.notice("stopped")
+    }
+}
