@@ -29,6 +29,7 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1", traits: []),
         // The relay's client.
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
     ],
     targets: [
         // The pure merge core: no I/O, no dependencies.
@@ -118,6 +119,7 @@ let package = Package(
                 "ConcordKeys",
                 "ConcordRelayProtocol",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
@@ -220,6 +222,16 @@ let package = Package(
                 "ConcordNet",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
+        .testTarget(
+            name: "ConcordRelayTests",
+            dependencies: [
+                "ConcordCore",
+                "ConcordKeys",
+                "ConcordRelayProtocol",
+                "ConcordRelay",
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
         .testTarget(

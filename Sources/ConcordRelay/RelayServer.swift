@@ -3,6 +3,7 @@ import ConcordKeys
 import ConcordRelayProtocol
 import Crypto
 import Foundation
+import HTTPTypes
 import Hummingbird
 import Logging
 import NIOCore
@@ -60,7 +61,15 @@ public struct RelayServer: Sendable {
             server: .http1(configuration: .init(idleTimeout: .seconds(90))),
             configuration: .init(address: .hostname(host, port: port), serverName: "concord-relay"),
             onServerRunning: { channel in await onRunning(channel.localAddress?.port ?? port) },
-            logger: logger)
+            logger: frameworkLogger)
+    }
+
+    /// Hummingbird's own events (its start at `info`, each request at `debug`) are told only at
+    /// `--log-level debug` and below: the relay tells its start itself, with the data it serves.
+    private var frameworkLogger: Logger {
+        var logger = logger
+        if logger.logLevel > .debug { logger.logLevel = max(logger.logLevel, .notice) }
+        return logger
     }
 
     // MARK: Requests
@@ -69,11 +78,13 @@ public struct RelayServer: Sendable {
         let space = try Self.space(context)
         try authenticate(request, space: space, body: [])
         let query = request.uri.queryParameters
-        if let wait = query["wait"] {
-            guard let seconds = Int(wait), seconds >= 0, let cursorText = query["cursor"], let cursor = Int64(cursorText) else {
-                throw RelayRefusal(.badRequest, "wait=S needs cursor=C, both whole numbers")
+        if !query.isEmpty {
+            guard query.count == 2, let wait = query["wait"].flatMap({ Int($0) }), wait >= 0,
+                  let cursor = query["cursor"].flatMap({ Int64($0) })
+            else {
+                throw RelayRefusal(.badRequest, "a listing takes no parameters, or cursor=C and wait=W, both whole numbers")
             }
-            try await storage.waitForChange(of: space, from: cursor, timeout: min(.seconds(seconds), limits.maxWait))
+            try await storage.waitForChange(of: space, from: cursor, timeout: min(.seconds(wait), limits.maxWait))
         }
         let listing = try await storage.listing(of: space)
         let files = listing.files.map { file in
@@ -120,7 +131,7 @@ public struct RelayServer: Sendable {
             throw RelayRefusal(.conflict, "space \(space) holds another file named \(name) (SHA-256 \(other.hexString))", code: "nameTaken")
         case let .spaceFull(bytes, files):
             throw RelayRefusal(
-                .insufficientStorage,
+                HTTPResponse.Status(code: 507, reasonPhrase: "Insufficient Storage"),
                 "space \(space) is full: it holds \(bytes) bytes in \(files) files, and may hold \(limits.quota.bytes) bytes in \(limits.quota.files) files",
                 code: "spaceFull")
         }
@@ -131,6 +142,7 @@ public struct RelayServer: Sendable {
         let name = try Self.name(context)
         try authenticate(request, space: space, body: [])
         guard try await storage.delete(name, in: space) else { throw RelayRefusal(.notFound, "space \(space) holds no file \(name)") }
+        logger.info("deleted \(name) from space \(space)")
         return Response(status: .noContent)
     }
 
@@ -190,7 +202,11 @@ struct RelayRefusal: HTTPResponseError {
     init(_ status: HTTPResponse.Status, _ message: String, code: String? = nil) {
         self.status = status
         self.message = message
-        self.code = code ?? switch status {
+        self.code = code ?? Self.code(of: status)
+    }
+
+    private static func code(of status: HTTPResponse.Status) -> String {
+        switch status {
         case .badRequest: "badRequest"
         case .unauthorized: "unauthorized"
         case .notFound: "notFound"

@@ -1,4 +1,5 @@
 import ConcordCore
+import ConcordRelayProtocol
 import Foundation
 import GRDB
 

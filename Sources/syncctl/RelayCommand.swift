@@ -51,19 +51,19 @@ struct Relay: ParsableCommand {
             .application(host: address.host, port: address.port) { port in
                 logger.notice("relaying \(path) on \(address.host):\(port); stop with Ctrl-C", metadata: ["data": "\(path)", "port": "\(port)"])
             }
-        // Hummingbird stops at SIGINT or SIGTERM, once the requests under way are answered.
-        let failure = LockedState<(any Error)?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        Task {
+        // SIGINT or SIGTERM cancels the server's task: it stops listening and ends its
+        // connections; an upload cut short was not stored (each is one transaction).
+        let outcome = StopSignal().cancellingOnStop { () -> (any Error)? in
             do {
-                try await application.runService()
+                try await application.run()
+                return nil
+            } catch is CancellationError {
+                return nil
             } catch {
-                failure.withLock { $0 = error }
+                return error
             }
-            done.signal()
         }
-        done.wait()
-        if let error = failure.withLock({ $0 }) {
+        if let error = outcome {
             throw ConcordError(.local, "the relay on \(address) stopped: \(error)", cause: error)
         }
         logger.notice("stopped")
