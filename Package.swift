@@ -30,6 +30,7 @@ let package = Package(
         // The relay's client.
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.6.0"),
     ],
     targets: [
         // The pure merge core: no I/O, no dependencies.
@@ -120,6 +121,7 @@ let package = Package(
                 "ConcordRelayProtocol",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
@@ -240,6 +242,8 @@ let package = Package(
             // concurrency tests feed to the binary, and the errors whose advice syncctl adds.
             dependencies: [
                 "ConcordCore", "ConcordStore", "ConcordExchange", "ConcordKeys", "ConcordPeer", "ConcordWorkload", "syncctl",
+                // Requests to a relay made by hand, signed or not (RelayCommandTests).
+                "ConcordRelayProtocol", "ConcordRelayClient", .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 // The lists of random stores import as the same records (ImportRoundTripTests).
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ]

@@ -7,6 +7,7 @@ import HTTPTypes
 import Hummingbird
 import Logging
 import NIOCore
+import ServiceLifecycle
 
 /// What a relay allows (SPEC.md §16.4).
 public struct RelayLimits: Hashable, Sendable {
@@ -44,8 +45,8 @@ public struct RelayServer: Sendable {
     }
 
     /// The application serving on `host:port` (port 0 picks a free one); `onRunning` is told the
-    /// port once it listens. It runs until SIGINT or SIGTERM, then finishes the requests under
-    /// way (`runService()`).
+    /// port once it listens. `runService()` runs it until SIGINT or SIGTERM, then stops listening,
+    /// answers the listings that wait for a change at once, and finishes the requests under way.
     public func application(host: String, port: Int, onRunning: @escaping @Sendable (Int) async -> Void) -> some ApplicationProtocol {
         let router = Router()
         router.get("v1/health") { _, _ in Self.json(.ok, .object([("status", .string("ok"))])) }
@@ -56,8 +57,8 @@ public struct RelayServer: Sendable {
         router.delete("v1/spaces/:space") { request, context in try await self.deleteSpace(request, context) }
         return Application(
             router: router,
-            // A client that sends nothing for 30 s (a slow one, or one that holds connections
-            // open) is cut off; a list that waits for a change waits at most maxWait, below it.
+            // A connection idle for 90 s (a slow client, or one that holds connections open) is
+            // cut off; a listing that waits for a change waits at most maxWait, below that.
             server: .http1(configuration: .init(idleTimeout: .seconds(90))),
             configuration: .init(address: .hostname(host, port: port), serverName: "concord-relay"),
             onServerRunning: { channel in await onRunning(channel.localAddress?.port ?? port) },
@@ -84,7 +85,13 @@ public struct RelayServer: Sendable {
             else {
                 throw RelayRefusal(.badRequest, "a listing takes no parameters, or cursor=C and wait=W, both whole numbers")
             }
-            try await storage.waitForChange(of: space, from: cursor, timeout: min(.seconds(wait), limits.maxWait))
+            do {
+                try await cancelWhenGracefulShutdown {
+                    try await storage.waitForChange(of: space, from: cursor, timeout: min(.seconds(wait), limits.maxWait))
+                }
+            } catch is CancellationError {
+                // The relay is stopping: the listing as it is now.
+            }
         }
         let listing = try await storage.listing(of: space)
         let files = listing.files.map { file in

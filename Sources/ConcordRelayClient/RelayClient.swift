@@ -8,7 +8,7 @@ import NIOCore
 import NIOHTTP1
 
 /// The requests of SPEC.md §16.3, signed with a space's credentials (§16.2): one device's view of
-/// one relay. It holds no connection of its own; AsyncHTTPClient's shared client pools them.
+/// one relay. It holds no connection of its own: one HTTP client of the process pools them.
 public struct RelayClient: Sendable {
     /// The relay, as given: `http://HOST:PORT` or `https://HOST:PORT`, with no path.
     public let url: String
@@ -22,17 +22,32 @@ public struct RelayClient: Sendable {
     /// A client of the relay at `url` for the space of `key`. A URL that is not `http://` or
     /// `https://` with a host, and nothing after its port but an optional `/`, is refused.
     public init(url: String, key: SyncKey, nowMillis: @escaping @Sendable () -> UInt64 = { UInt64(Date().timeIntervalSince1970 * 1000) }) throws(ConcordError) {
-        var trimmed = url
-        while trimmed.hasSuffix("/") { trimmed.removeLast() }
-        guard let parsed = URL(string: trimmed), ["http", "https"].contains(parsed.scheme ?? ""), parsed.host?.isEmpty == false,
-              parsed.path.isEmpty, parsed.query == nil, parsed.user == nil
-        else {
-            throw ConcordError(.invalidInput, "'\(url)' is not a relay's URL: http://HOST:PORT or https://HOST:PORT")
-        }
-        self.url = trimmed
+        self.url = try Self.relayURL(url)
         credentials = RelayCredentials(key: key)
         self.nowMillis = nowMillis
     }
+
+    /// `url` as a client keeps it, without a `/` at its end (§16.5); a URL that is not `http://`
+    /// or `https://` with a host, and nothing after its port, is refused (`invalidInput`).
+    public static func relayURL(_ url: String) throws(ConcordError) -> String {
+        var trimmed = url
+        while trimmed.hasSuffix("/") { trimmed.removeLast() }
+        guard let parsed = URL(string: trimmed), ["http", "https"].contains(parsed.scheme ?? ""), parsed.host?.isEmpty == false,
+              parsed.path.isEmpty, parsed.query == nil, parsed.fragment == nil, parsed.user == nil
+        else {
+            throw ConcordError(.invalidInput, "'\(url)' is not a relay's URL: http://HOST:PORT or https://HOST:PORT")
+        }
+        return trimmed
+    }
+
+    /// The process's HTTP client. A connection that cannot be made fails its request at once
+    /// (after at most 10 s): a one-shot sync says so, and a live one waits and tries again (§16.5).
+    private static let http: HTTPClient = {
+        var configuration = HTTPClient.Configuration()
+        configuration.timeout.connect = .seconds(10)
+        configuration.connectionPool.retryConnectionEstablishment = false
+        return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
+    }()
 
     /// The space this client reads and writes.
     public var space: String { credentials.space }
@@ -118,7 +133,7 @@ public struct RelayClient: Sendable {
         }
         let answer: Answer
         do {
-            let response = try await HTTPClient.shared.execute(request, timeout: timeout)
+            let response = try await Self.http.execute(request, timeout: timeout)
             answer = Answer(status: response.status, bytes: Array(buffer: try await response.body.collect(upTo: maxBytes)))
         } catch is CancellationError {
             throw ConcordError(.closed, "the request to the relay at \(url) was cancelled")

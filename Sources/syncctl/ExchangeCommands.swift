@@ -67,6 +67,13 @@ struct Sync: ParsableCommand {
             throw ValidationError("give one of --folder DIR, --peer HOST:PORT and --relay URL")
         }
         if relay != nil, watch || live { throw ValidationError("--relay syncs once; --watch goes with --folder and --live with --peer") }
+        if let relay {
+            do throws(ConcordError) {
+                _ = try RelayClient.relayURL(relay)
+            } catch {
+                throw ValidationError(error.message)
+            }
+        }
         if let peer, PeerAddress(peer) == nil { throw ValidationError("'\(peer)' is not HOST:PORT") }
         if peer != nil, watch { throw ValidationError("--watch goes with --folder, not --peer (--live keeps a peer session open)") }
         if folder != nil, live { throw ValidationError("--live goes with --peer, not --folder (--watch keeps a folder in step)") }

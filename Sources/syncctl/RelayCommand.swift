@@ -8,7 +8,7 @@ import Logging
 
 /// `syncctl relay`: a relay for devices that never meet (SPEC.md §16), holding only what it
 /// cannot read, on the embedded back end (one SQLite file).
-struct Relay: ParsableCommand {
+struct Relay: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Relay sealed bundles between devices that never meet, until SIGINT or SIGTERM.",
         discussion: """
@@ -33,7 +33,7 @@ struct Relay: ParsableCommand {
         }
     }
 
-    func run() throws {
+    func run() async throws {
         let address = PeerAddress(listen, defaultPort: 7430)!
         guard mkdir(data, 0o700) == 0 || errno == EEXIST else {
             throw ConcordError(.io, "cannot make the relay's directory \(data): \(String(cString: strerror(errno)))")
@@ -51,19 +51,10 @@ struct Relay: ParsableCommand {
             .application(host: address.host, port: address.port) { port in
                 logger.notice("relaying \(path) on \(address.host):\(port); stop with Ctrl-C", metadata: ["data": "\(path)", "port": "\(port)"])
             }
-        // SIGINT or SIGTERM cancels the server's task: it stops listening and ends its
-        // connections; an upload cut short was not stored (each is one transaction).
-        let outcome = StopSignal().cancellingOnStop { () -> (any Error)? in
-            do {
-                try await application.run()
-                return nil
-            } catch is CancellationError {
-                return nil
-            } catch {
-                return error
-            }
-        }
-        if let error = outcome {
+        do {
+            // Until SIGINT or SIGTERM: then a graceful shutdown (RelayServer.application).
+            try await application.runService()
+        } catch {
             throw ConcordError(.local, "the relay on \(address) stopped: \(error)", cause: error)
         }
         logger.notice("stopped")

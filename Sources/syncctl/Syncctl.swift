@@ -4,7 +4,7 @@ import ConcordExchange
 import ConcordPeer
 import ConcordStore
 
-struct Syncctl: ParsableCommand {
+struct Syncctl: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "syncctl",
         abstract: "Keep reminders and notes in a local Concord replica and sync it with others.",

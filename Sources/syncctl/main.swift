@@ -23,8 +23,13 @@ var arguments = Array(CommandLine.arguments.dropFirst())
 StoreOptions.hoistLeadingStoreOption(&arguments)
 
 do {
-    var command = try Syncctl.parseAsRoot(arguments)
-    try command.run()
+    // The long-running servers are async commands; the others run on this thread, blocking it.
+    var command = try await Syncctl.asyncParseAsRoot(arguments)
+    if var command = command as? any AsyncParsableCommand {
+        try await command.runAsynchronously()
+    } else {
+        try command.run()
+    }
 } catch {
     let code = Syncctl.exitCode(for: error)
     if code == .success {
@@ -35,4 +40,12 @@ do {
     // A library error with syncctl's advice (SPEC.md §12), or the argument parser's line.
     warn(Advice.line(for: error))
     exit(code.rawValue)
+}
+
+extension AsyncParsableCommand {
+    /// The command's async `run()`. (Called on the existential at the top level, `run()` names the
+    /// synchronous requirement of `ParsableCommand`, which prints the help.)
+    mutating func runAsynchronously() async throws {
+        try await run()
+    }
 }

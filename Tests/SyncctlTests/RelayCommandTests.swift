@@ -1,0 +1,237 @@
+import AsyncHTTPClient
+import ConcordKeys
+import ConcordRelayClient
+import ConcordRelayProtocol
+import Foundation
+import NIOCore
+import NIOHTTP1
+import Testing
+
+/// A running `syncctl relay` (SPEC.md §16.6), on a port of its own, over a data directory.
+final class RelayProcess {
+    let sandbox: Sandbox
+    let data: String
+    private(set) var run: BackgroundRun
+    private(set) var port: Int
+
+    /// Starts a relay on `port` (0: any free port) over `data`, and waits until it listens.
+    init(_ sandbox: Sandbox, data: String, port: Int = 0, options: [String] = [], sourceLocation: SourceLocation = #_sourceLocation) throws {
+        self.sandbox = sandbox
+        self.data = data
+        (run, self.port) = try Self.start(sandbox, data: data, port: port, options: options, sourceLocation: sourceLocation)
+    }
+
+    var url: String { "http://127.0.0.1:\(port)" }
+
+    private static func start(_ sandbox: Sandbox, data: String, port: Int, options: [String], sourceLocation: SourceLocation) throws -> (BackgroundRun, Int) {
+        let run = try sandbox.start(["relay", "--listen", "127.0.0.1:\(port)", "--data", data] + options)
+        #expect(eventually(timeout: 20) { run.stdout.contains("\n") || !run.isRunning }, sourceLocation: sourceLocation)
+        let first = String(run.stdout.split(separator: "\n").first ?? "")
+        let match = try #require(first.firstMatch(of: /^relaying (.+) on 127\.0\.0\.1:(\d+); stop with Ctrl-C$/), "\(run.stdout) \(run.stderr)", sourceLocation: sourceLocation)
+        #expect(String(match.1) == data + "/relay.db", sourceLocation: sourceLocation)
+        return (run, Int(match.2)!)
+    }
+
+    /// Kills the relay with SIGKILL and starts it again on the same port and data.
+    func restart(sourceLocation: SourceLocation = #_sourceLocation) throws {
+        run.send(SIGKILL)
+        _ = run.wait(timeout: 20)
+        // The port is free once the process is gone; another process may take it meanwhile, in
+        // theory: the relay then fails to start and the test says so.
+        (run, port) = try Self.start(sandbox, data: data, port: port, options: [], sourceLocation: sourceLocation)
+    }
+
+    /// Stops it with SIGTERM; what it printed.
+    func stop() -> RunResult {
+        run.send(SIGTERM)
+        return run.wait(timeout: 20)
+    }
+}
+
+/// Requests of SPEC.md §16.3 made by hand, signed or not, to see what a relay refuses.
+struct RawRelayRequests {
+    let url: String
+
+    struct Answer {
+        var status: Int
+        var body: String
+        var json: [String: Any]? { try? JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any] }
+    }
+
+    func send(_ method: HTTPMethod, _ target: String, body: [UInt8] = [], signedWith key: SyncKey? = nil, header: String? = nil) async throws -> Answer {
+        var request = HTTPClientRequest(url: url + target)
+        request.method = method
+        if let key {
+            let credentials = RelayCredentials(key: key)
+            request.headers.add(name: "Concord-Auth", value: credentials.authorization(
+                method: method.rawValue, target: target, timestampMillis: UInt64(Date().timeIntervalSince1970 * 1000), body: body))
+        }
+        if let header { request.headers.add(name: "Concord-Auth", value: header) }
+        if !body.isEmpty { request.body = .bytes(ByteBuffer(bytes: body)) }
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+        let bytes = try await response.body.collect(upTo: 1 << 24)
+        return Answer(status: Int(response.status.code), body: String(buffer: bytes))
+    }
+}
+
+extension Store {
+    /// The sync key the store holds.
+    func syncKey(sourceLocation: SourceLocation = #_sourceLocation) throws -> SyncKey {
+        try SyncKey(text: String(try ok("key", "show", sourceLocation: sourceLocation).split(separator: "\n")[0]))
+    }
+
+    /// The titles of every reminder the store holds.
+    func reminderTitles(sourceLocation: SourceLocation = #_sourceLocation) throws -> Set<String> {
+        Set(try reminders(all: true, sourceLocation: sourceLocation).compactMap { $0["title"] as? String })
+    }
+}
+
+@Suite struct RelayCommandTests {
+    static var syncLine: Regex<(Substring, Substring, Substring, Substring, Substring, Substring)> { /^synced with (http:\/\/127\.0\.0\.1:\d+): downloaded (\d+) files?, uploaded (\d+), deleted (\d+); (.+)$/ }
+
+    /// Two stores that never meet sync through a relay, which holds only sealed bundles: no title
+    /// it relays is in its files. A replica's coalesced files leave the relay too.
+    @Test func twoStoresSyncThroughARelayThatHoldsNothingItCanRead() throws {
+        let sandbox = try Sandbox()
+        let (a, b) = try sandbox.makePairedStores()
+        let relay = try RelayProcess(sandbox, data: sandbox.path("relay"))
+        try a.addReminder("call the plumber about the leak", "--tag", "home")
+        try b.addNote("the door code is 4711")
+
+        let first = try a.ok("sync", "--relay", relay.url)
+        let match = try #require(first.wholeMatch(of: Self.syncLine), "\(first)")
+        #expect(String(match.1) == relay.url && match.2 == "0" && match.3 == "1" && match.4 == "0", "\(first)")
+        #expect(match.5.hasPrefix("published "), "\(first)")
+        let second = try b.ok("sync", "--relay", relay.url + "/")
+        #expect(second.hasPrefix("synced with \(relay.url): downloaded 1 file, uploaded 1, deleted 0; imported "), "a / at the end is dropped: \(second)")
+        #expect(try a.ok("sync", "--relay", relay.url).hasPrefix("synced with \(relay.url): downloaded 1 file, uploaded 0, deleted 0; imported "))
+        #expect(try a.dump() == (try b.dump()))
+        #expect(try a.ok("sync", "--relay", relay.url) == "synced with \(relay.url): downloaded 0 files, uploaded 0, deleted 0; up to date")
+
+        // The relay's files hold no plain text: not in the database, not in its WAL.
+        for name in (try FileManager.default.contentsOfDirectory(atPath: relay.data)) {
+            let bytes = try Data(contentsOf: URL(fileURLWithPath: relay.data + "/" + name))
+            for secret in ["plumber", "4711", "home"] {
+                #expect(bytes.range(of: Data(secret.utf8)) == nil, "\(name) holds '\(secret)'")
+            }
+        }
+
+        // More than 32 files of a's own: a coalesces them, and the relay loses them too.
+        var deleted = 0
+        for round in 1...34 {
+            try a.addReminder("reminder \(round)")
+            let line = try a.ok("sync", "--relay", relay.url)
+            deleted += Int(try #require(line.wholeMatch(of: Self.syncLine), "\(line)").4)!
+        }
+        #expect(deleted >= 32, "a's coalesced files left the relay: \(deleted)")
+        let synced = try b.ok("sync", "--relay", relay.url)
+        #expect(synced.contains("imported 34 operations") || synced.contains("imported "), "\(synced)")
+        #expect(try a.dump() == (try b.dump()))
+        let ownOnRelay = try bundleNames(in: RelaySync.mirror(of: a.path, url: relay.url))
+        #expect(ownOnRelay.count <= 33, "\(ownOnRelay)")
+
+        let result = relay.stop()
+        #expect(result.succeeded && !result.crashed, "\(result)")
+        #expect(result.stderr.isEmpty, "\(result)")
+        #expect(result.stdoutLines.last == "stopped", "\(result)")
+        let space = RelayCredentials(key: try a.syncKey()).space
+        #expect(result.stdoutLines.contains { $0.hasPrefix("stored ") && $0.hasSuffix(" in space \(space)") }, "\(result)")
+        #expect(result.stdoutLines.contains { $0.hasPrefix("deleted ") }, "\(result)")
+    }
+
+    /// Without the key, nothing: a request unsigned, signed with another key, or changed on the
+    /// way is refused; so is what is not an encrypted bundle, a body over the limit, a name that is
+    /// not a bundle's. None of them stores anything.
+    @Test func strangersAndBadRequestsAreRefusedAndStoreNothing() async throws {
+        let sandbox = try Sandbox()
+        let (a, _) = try sandbox.makePairedStores()
+        let relay = try RelayProcess(sandbox, data: sandbox.path("relay"), options: ["--max-file-bytes", "4096"])
+        try a.addReminder("a secret")
+        _ = try a.ok("sync", "--relay", relay.url)
+        let key = try a.syncKey()
+        let space = RelayCredentials(key: key).space
+        let stranger = SyncKey(bytes: Array(repeating: 9, count: 32))!
+        let raw = RawRelayRequests(url: relay.url)
+        let files = "/v1/spaces/\(space)/files"
+        let name = "0123456789abcdef0123456789abcdef-0000000001.cbundle"
+        let sealed: [UInt8] = [0x89, 0x43, 0x4E, 0x43, 0x45, 0x0D, 0x0A, 0x1A, 0x01] + Array(repeating: 0, count: 80)
+
+        let health = try await raw.send(.GET, "/v1/health")
+        #expect(health.status == 200 && health.body == "{\"status\":\"ok\"}\n", "\(health)")
+        let listed = try await raw.send(.GET, files, signedWith: key)
+        #expect(listed.status == 200, "\(listed)")
+        let before = try #require(listed.json)
+        #expect((before["files"] as? [Any])?.count == 1, "\(listed)")
+
+        func expectRefusal(_ answer: RawRelayRequests.Answer, _ status: Int, _ code: String, _ message: String, sourceLocation: SourceLocation = #_sourceLocation) {
+            #expect(answer.status == status, "\(answer)", sourceLocation: sourceLocation)
+            #expect(answer.json?["error"] as? String == code, "\(answer)", sourceLocation: sourceLocation)
+            #expect((answer.json?["message"] as? String)?.contains(message) == true, "\(answer)", sourceLocation: sourceLocation)
+            #expect(answer.body.hasSuffix("}\n") && answer.body.hasPrefix("{\"error\":"), "canonical JSON and a newline: \(answer.body)", sourceLocation: sourceLocation)
+        }
+        expectRefusal(try await raw.send(.GET, files), 401, "unauthorized", "the request carries no Concord-Auth header")
+        expectRefusal(try await raw.send(.GET, files, signedWith: stranger), 401, "unauthorized", "does not name space \(space)")
+        expectRefusal(try await raw.send(.PUT, files + "/" + name, body: sealed, signedWith: stranger), 401, "unauthorized", "does not name space")
+        expectRefusal(try await raw.send(.DELETE, "/v1/spaces/\(space)", signedWith: stranger), 401, "unauthorized", "does not name space")
+        expectRefusal(try await raw.send(.GET, files, header: "v1 00 1 00"), 401, "unauthorized", "is not 'v1 PUBLIC-KEY TIME SIGNATURE'")
+        // Signed for one file, sent for another.
+        let credentials = RelayCredentials(key: key)
+        let signedForOther = credentials.authorization(method: "PUT", target: files + "/" + name.replacingOccurrences(of: "0001.", with: "0002."), timestampMillis: UInt64(Date().timeIntervalSince1970 * 1000), body: sealed)
+        expectRefusal(try await raw.send(.PUT, files + "/" + name, body: sealed, header: signedForOther), 401, "unauthorized", "does not match the request")
+        let stale = credentials.authorization(method: "GET", target: files, timestampMillis: UInt64(Date().timeIntervalSince1970 * 1000) - 600_000, body: [UInt8]())
+        expectRefusal(try await raw.send(.GET, files, header: stale), 401, "unauthorized", "from the relay's clock (at most 300 s)")
+
+        expectRefusal(try await raw.send(.PUT, files + "/" + name, body: Array("plain text".utf8), signedWith: key), 400, "badRequest", "a relay stores only encrypted bundles")
+        expectRefusal(try await raw.send(.PUT, files + "/" + name, body: sealed + Array(repeating: 0, count: 4096), signedWith: key), 413, "tooLarge", "at most 4096 bytes")
+        expectRefusal(try await raw.send(.PUT, files + "/notes.txt", body: sealed, signedWith: key), 400, "badRequest", "a file is named as in a shared folder")
+        expectRefusal(try await raw.send(.GET, "/v1/spaces/NOTASPACE/files", signedWith: key), 400, "badRequest", "a space is named by 32 lowercase hex digits")
+        expectRefusal(try await raw.send(.GET, files + "?cursor=1", signedWith: key), 400, "badRequest", "cursor=C and wait=W")
+        expectRefusal(try await raw.send(.GET, files + "?cursor=1&wait=-1", signedWith: key), 400, "badRequest", "cursor=C and wait=W")
+        expectRefusal(try await raw.send(.GET, files + "/" + name, signedWith: key), 404, "notFound", "holds no file \(name)")
+        expectRefusal(try await raw.send(.DELETE, files + "/" + name, signedWith: key), 404, "notFound", "holds no file \(name)")
+
+        let after = try await raw.send(.GET, files, signedWith: key)
+        #expect(after.body == listed.body, "nothing was stored or deleted")
+        #expect(relay.run.isRunning)
+
+        // A stored file, then another one under its name, then the same again.
+        let stored = try await raw.send(.PUT, files + "/" + name, body: sealed, signedWith: key)
+        #expect(stored.status == 201 && stored.json?["size"] as? Int == sealed.count, "\(stored)")
+        let again = try await raw.send(.PUT, files + "/" + name, body: sealed, signedWith: key)
+        #expect(again.status == 200 && again.body == stored.body, "\(again)")
+        expectRefusal(try await raw.send(.PUT, files + "/" + name, body: sealed + [1], signedWith: key), 409, "nameTaken", "holds another file named \(name)")
+        let got = try await raw.send(.GET, files + "/" + name, signedWith: key)
+        #expect(got.status == 200 && Array(got.body.utf8).count > 0)
+        // A device that syncs skips it: it is sealed with nothing it can open.
+        let sync = try a.run("sync", "--relay", relay.url)
+        #expect(sync.succeeded, "\(sync)")
+        #expect(sync.stderr.contains("skipping \(name)"), "\(sync)")
+        let deleted = try await raw.send(.DELETE, "/v1/spaces/\(space)", signedWith: key)
+        #expect(deleted.status == 200 && deleted.json?["deleted"] as? Int == 2, "\(deleted)")
+    }
+
+    /// A relay that refuses, or is not there, fails the sync with one line, and the next sync goes on.
+    @Test func aRefusingOrMissingRelayFailsTheSyncWithOneLine() throws {
+        let sandbox = try Sandbox()
+        let (a, b) = try sandbox.makePairedStores()
+        let relay = try RelayProcess(sandbox, data: sandbox.path("relay"), options: ["--quota-files", "1"])
+        try a.addReminder("from a")
+        try b.addReminder("from b")
+        _ = try a.ok("sync", "--relay", relay.url)
+        let space = RelayCredentials(key: try a.syncKey()).space
+        let full = try b.run("sync", "--relay", relay.url)
+        expectOneLineFailure(full, mentions: ["the relay at \(relay.url) refused: space \(space) is full: it holds ", " bytes in 1 files, and may hold 1073741824 bytes in 1 files (507 spaceFull)"], code: 1)
+        #expect(try b.reminderTitles() == ["from a", "from b"], "what b downloaded before the refusal was merged")
+
+        let c = try sandbox.makeStore("c.db")
+        try c.expectRefused(["sync", "--relay", relay.url], mentions: ["has no sync key"], code: 1)
+        try b.expectRefused(["sync", "--relay", "ftp://127.0.0.1:1"], mentions: ["'ftp://127.0.0.1:1' is not a relay's URL"], code: 64)
+        try b.expectRefused(["sync", "--relay", relay.url + "/path"], mentions: ["is not a relay's URL"], code: 64)
+        try b.expectRefused(["sync", "--relay", relay.url, "--watch"], mentions: ["--relay"], code: 64)
+
+        _ = relay.stop()
+        let gone = try b.run("sync", "--relay", relay.url)
+        expectOneLineFailure(gone, mentions: ["cannot reach the relay at \(relay.url)"], code: 1)
+    }
+}
+
