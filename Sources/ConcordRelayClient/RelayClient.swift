@@ -6,6 +6,7 @@ import Crypto
 import Foundation
 import NIOCore
 import NIOHTTP1
+import NIOPosix
 
 /// The requests of SPEC.md §16.3, signed with a space's credentials (§16.2): one device's view of
 /// one relay. It holds no connection of its own: one HTTP client of the process pools them.
@@ -112,6 +113,26 @@ public struct RelayClient: Sendable {
         return deleted.deleted
     }
 
+    /// Why a request failed, in the words of the system where it has them.
+    static func reason(_ error: any Error) -> String {
+        switch error {
+        case let error as NIOConnectionError:
+            if let dns = error.dnsAError ?? error.dnsAAAAError { return "cannot find host \(error.host) (\(dns))" }
+            if let first = error.connectionErrors.first { return reason(first.error) }
+            return "cannot connect to \(error.host):\(error.port)"
+        case let error as IOError:
+            return String(cString: strerror(error.errnoCode))
+        case let error as HTTPClientError where error == .connectTimeout:
+            return "no connection within 10 s"
+        case let error as HTTPClientError where error == .deadlineExceeded || error == .readTimeout:
+            return "no answer in time"
+        case let error as HTTPClientError where error == .remoteConnectionClosed:
+            return "the relay closed the connection"
+        default:
+            return "\(error)"
+        }
+    }
+
     // MARK: Requests
 
     private struct Answer {
@@ -140,7 +161,7 @@ public struct RelayClient: Sendable {
         } catch is NIOTooManyBytesError {
             throw ConcordError(.relay, "the relay at \(url) answered with more than \(maxBytes) bytes")
         } catch {
-            throw ConcordError(.relay, "cannot reach the relay at \(url): \(error)", cause: error)
+            throw ConcordError(.relay, "cannot reach the relay at \(url): \(Self.reason(error))", cause: error)
         }
         guard expecting.contains(answer.status) else {
             struct Refusal: Decodable { var error: String, message: String }
