@@ -110,7 +110,11 @@ let package = Package(
         // signatures (§16.2), the names and listings of §16.3. Shared by its server and client.
         .target(
             name: "ConcordRelayProtocol",
-            dependencies: ["ConcordCore", "ConcordKeys", .product(name: "Crypto", package: "swift-crypto")]
+            dependencies: [
+                "ConcordCore", "ConcordKeys",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ]
         ),
         // The relay's server (`syncctl relay`): HTTP with Hummingbird over a storage back end.
         .target(

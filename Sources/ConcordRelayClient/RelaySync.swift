@@ -5,46 +5,50 @@ import ConcordRelayProtocol
 import ConcordStore
 import Crypto
 import Foundation
+import NIOConcurrencyHelpers
 
 /// Two-way sync of a store through a relay (SPEC.md §16.5). A relay is a shared folder that can
-/// push: the store keeps a **mirror** of the relay's space, a folder beside it, brings the mirror
-/// in step with the relay, syncs with the mirror by every rule of §14 (publish, repair, coalesce),
-/// then brings the relay in step with what the sync changed. So the relay's files are those a
-/// shared folder would hold, sealed with the sync key, and no second set of rules exists.
+/// push: the store keeps a **mirror** of its space, a folder beside it, brings the mirror in step
+/// with the relay, syncs with the mirror by every rule of §14 (publish, repair, coalesce), then
+/// brings the relay in step with what the sync changed. So the relay's files are those a shared
+/// folder would hold, sealed with the sync key, and no second set of rules exists.
 public struct RelaySync: Sendable {
     /// The store that syncs.
     public let store: ConcordStore
-    /// The relay.
-    public let client: RelayClient
-    /// The mirror: a folder of §14 (its files in `MIRROR/concord-v1/`).
-    public let mirror: String
+    /// The relay, as kept: `http://HOST:PORT` or `https://HOST:PORT`, without a `/` at its end.
+    public let url: String
+    private let nowMillis: @Sendable () -> UInt64
 
-    /// A sync of `store` through the relay at `url`, with the store's sync key, which a relay
-    /// requires. The mirror is `STORE.relay-H/`, H the first 16 hex digits of SHA-256 of the URL
-    /// as given without trailing `/` (§16.5).
-    public init(store: ConcordStore, url: String) throws(ConcordError) {
+    /// A sync of `store` through the relay at `url`. Each sync reads the store's sync key, which
+    /// a relay requires, when it starts: a key replaced meanwhile is used from the next sync on.
+    ///
+    /// - Parameter nowMillis: the device's clock for the requests' signatures (tests inject it).
+    public init(
+        store: ConcordStore, url: String, nowMillis: @escaping @Sendable () -> UInt64 = { UInt64(Date().timeIntervalSince1970 * 1000) }
+    ) throws(ConcordError) {
+        self.store = store
+        self.url = try RelayClient.relayURL(url)
+        self.nowMillis = nowMillis
+    }
+
+    /// Where the store at `storePath` keeps its mirror of `space` on the relay at `url` (§16.5):
+    /// `STORE.relay-H`, H the first 8 bytes of SHA-256 of `URL LF SPACE` in hex.
+    public static func mirror(of storePath: String, url: String, space: String) -> String {
+        storePath + ".relay-" + SHA256.hash(data: Array("\(url)\n\(space)".utf8)).prefix(8).hexString
+    }
+
+    /// The client of the store's space, with the key the store holds now.
+    public func client() throws(ConcordError) -> RelayClient {
         guard let key = try store.syncKey() else {
             throw ConcordError(.noSyncKey, "the store at \(store.path) has no sync key; a relay serves only stores that hold one")
         }
-        try self.init(store: store, client: try RelayClient(url: url, key: key))
-    }
-
-    /// The same, through `client` (which tests give a clock).
-    public init(store: ConcordStore, client: RelayClient) throws(ConcordError) {
-        self.store = store
-        self.client = client
-        mirror = Self.mirror(of: store.path, url: client.url)
-    }
-
-    /// Where the store at `storePath` keeps its mirror of the relay at `url` (§16.5).
-    public static func mirror(of storePath: String, url: String) -> String {
-        var url = url
-        while url.hasSuffix("/") { url.removeLast() }
-        return storePath + ".relay-" + SHA256.hash(data: Array(url.utf8)).prefix(8).hexString
+        return try RelayClient(url: url, key: key, nowMillis: nowMillis)
     }
 
     /// One sync, both ways (§16.5).
     public func sync() async throws(ConcordError) -> RelaySyncReport {
+        let client = try client()
+        let mirror = Self.mirror(of: store.path, url: url, space: client.space)
         var report = RelaySyncReport()
         let files = mirror + "/concord-v1"
         try Self.makeDirectory(mirror)
@@ -93,6 +97,106 @@ public struct RelaySync: Sendable {
         return report
     }
 
+    // MARK: Live
+
+    /// Keeps the store and the relay in step until the task iterating the stream is cancelled
+    /// (§16.5, "Live"): a sync, then a wait for the space to change on the relay (a listing that
+    /// waits, `wait=25`, asked again as it ends) or for a commit to the store by any process,
+    /// whichever comes first, then a sync again. A sync that fails is tried again after the waits
+    /// of a live peer client (`ReconnectBackoff`, §15.10), back to the first after one that
+    /// succeeded.
+    ///
+    /// The stream finishes after `forked` (open the store again and go on as the new replica),
+    /// and throws a failure that would recur: no sync key (`noSyncKey`), a store file replaced
+    /// by another (`replaced`).
+    public func live(jitter: @escaping @Sendable () -> Double = { Double.random(in: -0.2...0.2) }) -> AsyncThrowingStream<RelayLiveEvent, any Error> {
+        let (stream, continuation) = AsyncThrowingStream<RelayLiveEvent, any Error>.makeStream()
+        let task = Task {
+            do throws(ConcordError) {
+                try await keepLive(jitter: jitter) { continuation.yield($0) }
+                continuation.finish()
+            } catch {
+                continuation.finish(throwing: error)
+            }
+        }
+        continuation.onTermination = { _ in task.cancel() }
+        return stream
+    }
+
+    private func keepLive(jitter: @escaping @Sendable () -> Double, report: @escaping @Sendable (RelayLiveEvent) -> Void) async throws(ConcordError) {
+        // The store's commits, by any process, ring the bell; a fork or a replaced file ends.
+        let commits = ChangeBell()
+        let ending = LockedEnding()
+        let watcher = Task {
+            for await event in store.events() {
+                switch event {
+                case .changed:
+                    commits.ring("")
+                case .forked(let replica, _):
+                    ending.set(.forked(replica: replica))
+                    commits.ring("")
+                    return
+                case .replaced(let error):
+                    ending.set(.replaced(error))
+                    commits.ring("")
+                    return
+                }
+            }
+        }
+        defer { watcher.cancel() }
+
+        var backoff = ReconnectBackoff(jitter: jitter)
+        while !Task.isCancelled {
+            switch ending.value {
+            case .replaced(let error): throw error
+            case .forked(let replica):
+                report(.forked(replica: replica))
+                return
+            case nil: break
+            }
+            let seen = commits.rings
+            do throws(ConcordError) {
+                let synced = try await sync()
+                backoff = ReconnectBackoff(jitter: jitter)
+                report(.synced(synced))
+                try await waitForChange(after: synced.cursor, commits: commits, seen: seen)
+            } catch {
+                if Task.isCancelled { return }
+                guard ![.noSyncKey, .replaced].contains(error.code) else { throw error }
+                let delay = backoff.wait(after: .failed)
+                report(.failed(error, retryingIn: delay))
+                try? await Task.sleep(for: delay)
+            }
+        }
+    }
+
+    /// Returns once the space's cursor is not `cursor`, or the store was committed to since the
+    /// bell rang `seen` times.
+    private func waitForChange(after cursor: Int64, commits: ChangeBell, seen: UInt64) async throws(ConcordError) {
+        let client = try client()
+        do {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    while true {
+                        let listing = try await client.listing(waitingFrom: cursor, wait: .seconds(25))
+                        if listing.cursor != cursor { return }
+                    }
+                }
+                group.addTask {
+                    while !Task.isCancelled {
+                        let rings = commits.rings
+                        if rings != seen { return }
+                        await commits.wait(for: "", after: rings, upTo: .seconds(3600))
+                    }
+                }
+                try await group.next()
+                group.cancelAll()
+            }
+        } catch {
+            throw error as? ConcordError ?? ConcordError(.relay, "\(error)", cause: error)
+        }
+    }
+
     // MARK: The mirror
 
     private static func makeDirectory(_ path: String) throws(ConcordError) {
@@ -138,6 +242,25 @@ public struct RelaySync: Sendable {
     }
 }
 
+/// What a live sync through a relay reports as it goes (`RelaySync.live`).
+public enum RelayLiveEvent: Sendable, Hashable {
+    /// A sync succeeded: what it did.
+    case synced(RelaySyncReport)
+    /// A sync failed; the next is tried after `retryingIn`.
+    case failed(ConcordError, retryingIn: Duration)
+    /// Another process made the store another replica (`init --fork`, SPEC.md §9.1): the stream
+    /// ends; open the store again to go on as `replica`.
+    case forked(replica: ReplicaID)
+}
+
+/// Why the store's events ended a live sync.
+private final class LockedEnding: Sendable {
+    enum Ending { case forked(replica: ReplicaID), replaced(ConcordError) }
+    private let state = NIOLockedValueBox<Ending?>(nil)
+    var value: Ending? { state.withLockedValue { $0 } }
+    func set(_ ending: Ending) { state.withLockedValue { $0 = ending } }
+}
+
 /// What a sync through a relay did (§16.5).
 public struct RelaySyncReport: Hashable, Sendable {
     /// What the sync with the mirror did: imported, published, coalesced, and its warnings.
@@ -155,8 +278,16 @@ public struct RelaySyncReport: Hashable, Sendable {
 
     public init() {}
 
-    /// One line (§11): `downloaded D files, uploaded U, deleted X; ` then the folder's summary.
-    public var summary: String {
-        "downloaded \(downloadedFiles) file\(downloadedFiles == 1 ? "" : "s"), uploaded \(uploadedFiles), deleted \(deletedFiles); \(folder.summary)"
+    /// One line (§16.5): the files moved, `; `, then the folder's summary.
+    public var summary: String { "\(transfers); \(folder.summary)" }
+
+    /// The files moved: `downloaded D files, uploaded U, deleted X` (§16.5).
+    public var transfers: String {
+        "downloaded \(downloadedFiles) file\(downloadedFiles == 1 ? "" : "s"), uploaded \(uploadedFiles), deleted \(deletedFiles)"
+    }
+
+    /// Whether the sync moved nothing either way.
+    public var isUpToDate: Bool {
+        downloadedFiles == 0 && uploadedFiles == 0 && deletedFiles == 0 && folder.summary == "up to date"
     }
 }

@@ -49,7 +49,9 @@ struct Sync: ParsableCommand {
             same sync key ('syncctl key'). With --live, the session stays open after that exchange, \
             each side pushing what its store commits as it lands, and connects again by itself after \
             a drop, until SIGINT or SIGTERM. With --relay: one two-way sync through a relay that \
-            'syncctl relay' runs, with the store's sync key; the relay holds only bundles sealed with it.
+            'syncctl relay' runs, with the store's sync key; the relay holds only bundles sealed with \
+            it. With --live, keeps syncing through the relay as the store or the relay's space \
+            changes, until SIGINT or SIGTERM.
             """)
     @OptionGroup var store: StoreOptions
     @Option(help: "The shared folder (kept in step by Dropbox, Syncthing, NFS, …).") var folder: String?
@@ -58,7 +60,8 @@ struct Sync: ParsableCommand {
     @Option(help: ArgumentHelp("A relay that 'syncctl relay' runs: http://HOST:PORT (or https://).", valueName: "url"))
     var relay: String?
     @Flag(help: "With --folder: keep syncing until interrupted.") var watch = false
-    @Flag(help: "With --peer: keep the session open, pushing changes both ways, until interrupted.") var live = false
+    @Flag(help: "With --peer: keep the session open, pushing changes both ways, until interrupted. With --relay: keep syncing as either side changes.")
+    var live = false
     @Option(help: "With --watch: seconds between looks at the store and the folder.") var interval: Double = 2
     @OptionGroup(title: "With --watch or --live") var log: LogOptions
 
@@ -66,7 +69,7 @@ struct Sync: ParsableCommand {
         guard [folder, peer, relay].compactMap({ $0 }).count == 1 else {
             throw ValidationError("give one of --folder DIR, --peer HOST:PORT and --relay URL")
         }
-        if relay != nil, watch || live { throw ValidationError("--relay syncs once; --watch goes with --folder and --live with --peer") }
+        if relay != nil, watch { throw ValidationError("--watch goes with --folder; --relay URL --live keeps a relay in step") }
         if let relay {
             do throws(ConcordError) {
                 _ = try RelayClient.relayURL(relay)
@@ -84,16 +87,11 @@ struct Sync: ParsableCommand {
     func run() throws {
         if let relay {
             let sync = try RelaySync(store: try store.open(), url: relay)
-            let outcome = StopSignal().cancellingOnStop { () -> Result<RelaySyncReport, ConcordError> in
-                do throws(ConcordError) {
-                    return .success(try await sync.sync())
-                } catch {
-                    return .failure(error)
-                }
+            if live {
+                try RelaySyncCommand.live(sync, reopen: { try store.open() }, logger: log.logger(label: "concord.relay-live"))
+            } else {
+                try RelaySyncCommand.once(sync)
             }
-            let report = try outcome.get()
-            for warning in report.warnings { warn("warning: \(Advice.line(for: warning))") }
-            Self.print(report.folder, prefix: "synced with \(sync.client.url): downloaded \(report.downloadedFiles) file\(report.downloadedFiles == 1 ? "" : "s"), uploaded \(report.uploadedFiles), deleted \(report.deletedFiles); ")
             return
         }
         if let peer, let address = PeerAddress(peer) {

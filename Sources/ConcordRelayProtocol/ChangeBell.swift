@@ -1,10 +1,12 @@
 import Foundation
 import NIOConcurrencyHelpers
 
-/// Wakes the requests that wait for a space to change (SPEC.md §16.3, `wait`) when this process
-/// stores or deletes one of its files. A waiter also wakes at its timeout, and when its task is
-/// cancelled (the connection closed, the relay stopping).
-final class ChangeBell: Sendable {
+/// Wakes the tasks that wait for something named to change: on a relay, the listings that wait
+/// for a space to change (SPEC.md §16.3, `wait`) when this process stores or deletes one of its
+/// files; on a device, a live sync waiting for its store's next commit (§16.5). A waiter also
+/// wakes at its timeout, and when its task is cancelled (the connection closed, the relay
+/// stopping).
+package final class ChangeBell: Sendable {
     private struct Waiters {
         var bySpace: [String: [UUID: CheckedContinuation<Void, Never>]] = [:]
         /// Waiters cancelled before they were registered: they must not wait at all.
@@ -16,11 +18,13 @@ final class ChangeBell: Sendable {
 
     private let waiters = NIOLockedValueBox(Waiters())
 
+    package init() {}
+
     /// How many rings there have been: read it before looking at a space, and give it to `wait`.
-    var rings: UInt64 { waiters.withLockedValue { $0.rings } }
+    package var rings: UInt64 { waiters.withLockedValue { $0.rings } }
 
     /// Wakes every waiter of `space`.
-    func ring(_ space: String) {
+    package func ring(_ space: String) {
         let woken = waiters.withLockedValue { waiters in
             waiters.rings += 1
             return waiters.bySpace.removeValue(forKey: space) ?? [:]
@@ -30,7 +34,7 @@ final class ChangeBell: Sendable {
 
     /// Returns when `space` is rung, `timeout` passes, or the task is cancelled; at once if any
     /// space was rung since `rings` was read.
-    func wait(for space: String, after rings: UInt64, upTo timeout: Duration) async {
+    package func wait(for space: String, after rings: UInt64, upTo timeout: Duration) async {
         let id = UUID()
         await withTaskGroup(of: Void.self) { group in
             group.addTask { try? await Task.sleep(for: timeout) }
