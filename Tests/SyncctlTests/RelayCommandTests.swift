@@ -127,7 +127,10 @@ extension Store {
         let synced = try b.ok("sync", "--relay", relay.url)
         #expect(synced.contains("imported 34 operations") || synced.contains("imported "), "\(synced)")
         #expect(try a.dump() == (try b.dump()))
-        let ownOnRelay = try bundleNames(in: RelaySync.mirror(of: a.path, url: relay.url))
+        let mirror = RelaySync.mirror(of: a.path, url: relay.url, space: RelayCredentials(key: try a.syncKey()).space)
+        let mirrors = try FileManager.default.contentsOfDirectory(atPath: sandbox.root.path).filter { $0.hasPrefix("a.db.relay-") }
+        #expect(mirrors == [(mirror as NSString).lastPathComponent], "one mirror, named by the URL and the space (SPEC.md §16.5)")
+        let ownOnRelay = try bundleNames(in: mirror)
         #expect(ownOnRelay.count <= 33, "\(ownOnRelay)")
 
         let result = relay.stop()
