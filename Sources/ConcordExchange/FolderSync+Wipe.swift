@@ -67,3 +67,19 @@ extension FolderSync {
         return wipe
     }
 }
+
+extension FolderSync {
+    /// The SHA-256 of each file this replica recorded as its own in the folder, by name, whether
+    /// or not the folder still holds it: what a relay that mirrors the folder may hold of this
+    /// replica (SPEC.md §16.5, `wipe --relay`).
+    /// - Throws: `copied` when the store is a copy (its records are the original's).
+    package func ownRecordedFiles() throws(ConcordError) -> [String: [UInt8]] {
+        if let original = store.copiedFrom {
+            throw ConcordError(
+                .copied, "\(store.path) is a copy of the store at \(original) (another file): the files it records on relays are the original's")
+        }
+        var files: [String: [UInt8]] = [:]
+        for file in try store.folderFiles(in: folder).values where isOwn(file) { files[file.name] = file.sha256 }
+        return files
+    }
+}

@@ -97,6 +97,35 @@ public struct RelaySync: Sendable {
         return report
     }
 
+    // MARK: Wiping
+
+    /// This replica's files on the relay, as it uploaded them (§11, `wipe --relay`): the files
+    /// the relay lists under this replica's id whose SHA-256 is that of a file the store recorded
+    /// as its own in its mirror. One that merely carries its id stays, with a warning. Nothing is
+    /// deleted here: `RelayWipe.delete()` does, once the caller knows it can do all it was asked.
+    public func ownFiles() async throws(ConcordError) -> RelayWipe {
+        let client = try client()
+        let recorded = try FolderSync(store: store, folder: Self.mirror(of: store.path, url: url, space: client.space)).ownRecordedFiles()
+        var wipe = RelayWipe(client: client)
+        for file in try await client.listing().files where file.name.hasPrefix(store.replicaID.hex + "-") {
+            if recorded[file.name] == file.sha256 {
+                wipe.files.append(file)
+            } else {
+                wipe.warnings.append(ConcordError(.invalidInput, "skipping \(file.name) on the relay: not a file this replica uploaded; it stays"))
+            }
+        }
+        return wipe
+    }
+
+    /// The mirrors the store at `storePath` keeps, of any relay and space (`STORE.relay-H`).
+    public static func mirrors(of storePath: String) -> [String] {
+        let directory = (storePath as NSString).deletingLastPathComponent
+        let prefix = (storePath as NSString).lastPathComponent + ".relay-"
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.isEmpty ? "." : directory)) ?? []
+        return names.filter { $0.hasPrefix(prefix) && $0.utf8.count == prefix.utf8.count + 16 && [UInt8](lowercaseHex: $0.dropFirst(prefix.count)) != nil }
+            .sorted().map { (directory as NSString).appendingPathComponent($0) }
+    }
+
     // MARK: Live
 
     /// Keeps the store and the relay in step until the task iterating the stream is cancelled
@@ -239,6 +268,23 @@ public struct RelaySync: Sendable {
         guard link(temporary, directory + "/" + name) == 0 || errno == EEXIST else {
             throw ConcordError(.io, "cannot place \(name) in the relay's mirror: \(String(cString: strerror(errno)))")
         }
+    }
+}
+
+/// What `syncctl wipe --relay URL` deletes of a replica on a relay (SPEC.md §11, `wipe`).
+public struct RelayWipe: Sendable {
+    /// The relay's client, with the key the store held when the files were found.
+    public let client: RelayClient
+    /// The files to delete.
+    public var files: [RelayFile] = []
+    /// One per file that carries the replica's id but stays, and why.
+    public var warnings: [ConcordError] = []
+
+    /// Deletes `files` from the relay; those it still held.
+    public func delete() async throws(ConcordError) -> [RelayFile] {
+        var deleted: [RelayFile] = []
+        for file in files where try await client.delete(file.name) { deleted.append(file) }
+        return deleted
     }
 }
 

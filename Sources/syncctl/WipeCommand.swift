@@ -1,6 +1,8 @@
 import ArgumentParser
 import ConcordCore
 import ConcordExchange
+import ConcordRelayClient
+import ConcordRelayProtocol
 import ConcordStore
 import Foundation
 #if canImport(Glibc)
@@ -9,24 +11,34 @@ import Glibc
 import Darwin
 #endif
 
-/// `syncctl wipe --yes [--folder DIR]`: removes this replica from this machine (SPEC.md §11).
+/// `syncctl wipe --yes [--folder DIR] [--relay URL]`: removes this replica from this machine
+/// (SPEC.md §11).
 struct Wipe: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Remove this replica's store, and its files in a shared folder, from this machine.",
         discussion: """
-            Removes the store file with its -wal, -shm and -lock files (the sync key is in the store), \
-            and with --folder DIR the files this replica published in that folder, as it wrote them; \
-            never another replica's, nor a file that merely carries its name. Other replicas keep \
+            Removes the store file with its -wal, -shm and -lock files (the sync key is in the store) \
+            and its mirrors of relays, with --folder DIR the files this replica published in that \
+            folder, as it wrote them, and with --relay URL those it uploaded to that relay; never \
+            another replica's, nor a file that merely carries its name. Other replicas keep \
             everything they hold: it erases nothing from them (a delete, or 'reminder delete --all', \
             reaches every replica). It cannot be undone: without --yes nothing is removed. Prints \
             each file it removed.
             """)
     @OptionGroup var store: StoreOptions
     @Option(help: "A shared folder: the files this replica wrote there are removed too.") var folder: String?
+    @Option(help: ArgumentHelp("A relay: the files this replica uploaded there are deleted too.", valueName: "url")) var relay: String?
     @Flag(help: "Remove them: without it, nothing is.") var yes = false
 
     func validate() throws {
         guard yes else { throw ValidationError("wipe removes this replica's store from this machine for good; add --yes to do it") }
+        if let relay {
+            do throws(ConcordError) {
+                _ = try RelayClient.relayURL(relay)
+            } catch {
+                throw ValidationError(error.message)
+            }
+        }
     }
 
     func run() throws {
@@ -41,21 +53,54 @@ struct Wipe: ParsableCommand {
         // Everything that would stop the wipe part way is found before anything is removed: a
         // missing folder, a copy's folder files, a directory that cannot be written.
         let inFolder = try folder.map { folder in try FolderSync(store: opened, folder: folder).ownFiles() } ?? FolderWipe()
+        let stop = StopSignal()
+        let onRelay = try relay.map { relay in try Self.ownFiles(of: opened, on: relay, stop: stop) }
         try opened.close()
         let resolved = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
         for directory in Set([resolved, path].map { ($0 as NSString).deletingLastPathComponent }) where access(directory.isEmpty ? "." : directory, W_OK) != 0 {
             throw ConcordError(.io, "cannot remove \(path): \(String(cString: strerror(errno)))")
         }
-        for warning in inFolder.warnings { warn("warning: \(Advice.line(for: warning))") }
-        // Its folder files first: if one cannot be removed, the store is still there to say so again.
+        for warning in inFolder.warnings + (onRelay?.warnings ?? []) { warn("warning: \(Advice.line(for: warning))") }
+        // Its files on the relay and in the folder first, then its mirrors: if one cannot be
+        // removed, the store is still there to say so again.
+        if let onRelay {
+            for file in try Self.delete(onRelay, stop: stop) { say("removed \(file.name) from \(onRelay.client.url)") }
+        }
         var removed: [String] = []
         for file in inFolder.files where try Self.remove(file) { removed.append(file) }
+        for mirror in RelaySync.mirrors(of: resolved) {
+            do {
+                try FileManager.default.removeItem(atPath: mirror)
+            } catch {
+                throw ConcordError(.io, "cannot remove \(mirror): \(error.localizedDescription)", cause: error)
+            }
+            removed.append(mirror)
+        }
         for file in [resolved, resolved + "-wal", resolved + "-shm", resolved + "-lock"] where try Self.remove(file) {
             removed.append(file)
         }
         if resolved != path, try Self.remove(path) { removed.append(path) }
         for file in removed { say("removed \(file)") }
         say("wiped replica \(replica.hex) from this machine")
+    }
+
+    /// This replica's files on the relay at `url`, found before anything is removed: a store
+    /// without a sync key, or a relay that cannot be reached, stops the wipe here.
+    private static func ownFiles(of store: ConcordStore, on url: String, stop: StopSignal) throws -> RelayWipe {
+        guard try store.syncKey() != nil else { throw ConcordError.noSyncKey(at: store.path) }
+        let sync = try RelaySync(store: store, url: url)
+        let found = stop.cancellingOnStop { () -> Result<RelayWipe, ConcordError> in
+            do throws(ConcordError) { return .success(try await sync.ownFiles()) } catch { return .failure(error) }
+        }
+        return try found.get()
+    }
+
+    /// Deletes the files found on the relay; those it held.
+    private static func delete(_ wipe: RelayWipe, stop: StopSignal) throws -> [RelayFile] {
+        let deleted = stop.cancellingOnStop { () -> Result<[RelayFile], ConcordError> in
+            do throws(ConcordError) { return .success(try await wipe.delete()) } catch { return .failure(error) }
+        }
+        return try deleted.get()
     }
 
     /// Removes `path`: whether it was there.

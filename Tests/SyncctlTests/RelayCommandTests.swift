@@ -236,5 +236,48 @@ extension Store {
         let gone = try b.run("sync", "--relay", relay.url)
         expectOneLineFailure(gone, mentions: ["cannot reach the relay at \(relay.url)"], code: 1)
     }
+
+    /// `wipe --yes --relay URL` deletes this replica's uploads from the relay and its mirrors
+    /// from this machine; a relay that cannot be reached, or a store without a key, stops it
+    /// before anything is removed.
+    @Test func wipeDeletesThisReplicasUploadsAndMirrors() async throws {
+        let sandbox = try Sandbox()
+        let (a, b) = try sandbox.makePairedStores()
+        let relay = try RelayProcess(sandbox, data: sandbox.path("relay"))
+        try a.addReminder("from a")
+        try b.addReminder("from b")
+        for store in [a, b, a] { _ = try store.ok("sync", "--relay", relay.url) }
+        let replicaA = try a.replicaID()
+        let key = try a.syncKey()
+        let files = "/v1/spaces/\(RelayCredentials(key: key).space)/files"
+        let raw = RawRelayRequests(url: relay.url)
+        func names() async throws -> [String] {
+            let listing = try await raw.send(.GET, files, signedWith: key)
+            return ((listing.json?["files"] as? [[String: Any]]) ?? []).compactMap { $0["name"] as? String }
+        }
+        let before = try await names()
+        #expect(before.filter { $0.hasPrefix(replicaA) }.count == 1, "\(before) \(replicaA)")
+
+        // Refused, with nothing removed: a relay not there; a store without a key.
+        let elsewhere = "http://127.0.0.1:9"
+        try a.expectRefused(["wipe", "--yes", "--relay", elsewhere], mentions: ["cannot reach the relay at \(elsewhere)"], code: 1)
+        #expect(FileManager.default.fileExists(atPath: a.path))
+        let keyless = try sandbox.makeStore("keyless.db")
+        try keyless.expectRefused(["wipe", "--yes", "--relay", relay.url], mentions: ["has no sync key"], code: 1)
+        #expect(FileManager.default.fileExists(atPath: keyless.path))
+
+        let wiped = try a.ok("wipe", "--yes", "--relay", relay.url)
+        let lines = wiped.split(separator: "\n").map(String.init)
+        #expect(lines.first?.hasPrefix("removed \(replicaA)-") == true && lines.first?.hasSuffix(".cbundle from \(relay.url)") == true, "\(wiped)")
+        #expect(lines.contains { $0.hasPrefix("removed \(a.path).relay-") }, "the mirror: \(wiped)")
+        #expect(lines.last == "wiped replica \(replicaA) from this machine", "\(wiped)")
+        let after = try await names()
+        #expect(after == before.filter { !$0.hasPrefix(replicaA) }, "b's file stays")
+        let left = try FileManager.default.contentsOfDirectory(atPath: sandbox.root.path).filter { $0.hasPrefix("a.db") }
+        #expect(left.isEmpty, "\(left)")
+        // b keeps everything it holds, and publishes again what the relay lost of it.
+        #expect(try b.reminderTitles() == ["from a", "from b"])
+        _ = relay.stop()
+    }
 }
 
