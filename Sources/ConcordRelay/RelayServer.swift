@@ -18,6 +18,7 @@ public struct RelayLimits: Hashable, Sendable {
     /// The longest a list request may wait for a change.
     public var maxWait: Duration
 
+    /// The limits of `syncctl relay` by default: files of 64 MiB, spaces of 1 GiB in 10,000 files, waits of a minute.
     public init(maxFileBytes: Int = 64 << 20, quota: RelayQuota = RelayQuota(bytes: 1 << 30, files: 10_000), maxWait: Duration = .seconds(60)) {
         self.maxFileBytes = maxFileBytes
         self.quota = quota

@@ -9,6 +9,7 @@ public struct RelayQuota: Hashable, Sendable {
     /// The most files a space may hold.
     public var files: Int
 
+    /// A quota of at most `bytes` bytes in at most `files` files.
     public init(bytes: Int, files: Int) {
         self.bytes = bytes
         self.files = files

@@ -28,6 +28,7 @@ public final class SQLiteRelayStorage: RelayStorage {
         }
     }
 
+    /// The files of `space` and its cursor, read in one transaction.
     public func listing(of space: String) async throws -> RelayListing {
         try await pool.read { db in
             let cursor = try Int64.fetchOne(db, sql: "SELECT cursor FROM spaces WHERE space = ?", arguments: [space]) ?? 0
@@ -37,12 +38,14 @@ public final class SQLiteRelayStorage: RelayStorage {
         }
     }
 
+    /// The bytes of a file, read in one transaction.
     public func contents(of name: String, in space: String) async throws -> [UInt8]? {
         try await pool.read { db in
             try Data.fetchOne(db, sql: "SELECT body FROM files WHERE space = ? AND name = ?", arguments: [space, name]).map { [UInt8]($0) }
         }
     }
 
+    /// Stores a file in one transaction, which checks the name and the quota and moves the cursor.
     public func store(_ bytes: [UInt8], sha256: [UInt8], as name: String, in space: String, quota: RelayQuota) async throws -> RelayStoreOutcome {
         let outcome = try await pool.write { db -> RelayStoreOutcome in
             if let held = try Data.fetchOne(db, sql: "SELECT sha256 FROM files WHERE space = ? AND name = ?", arguments: [space, name]) {
@@ -66,6 +69,7 @@ public final class SQLiteRelayStorage: RelayStorage {
         return outcome
     }
 
+    /// Deletes a file in one transaction, which moves the cursor.
     public func delete(_ name: String, in space: String) async throws -> Bool {
         let deleted = try await pool.write { db -> Bool in
             guard let size = try Int.fetchOne(db, sql: "SELECT size FROM files WHERE space = ? AND name = ?", arguments: [space, name]) else {
@@ -81,6 +85,7 @@ public final class SQLiteRelayStorage: RelayStorage {
         return deleted
     }
 
+    /// Deletes a space's files in one transaction, which moves the cursor.
     public func deleteSpace(_ space: String) async throws -> Int {
         let count = try await pool.write { db -> Int in
             try db.execute(sql: "DELETE FROM files WHERE space = ?", arguments: [space])
@@ -93,6 +98,7 @@ public final class SQLiteRelayStorage: RelayStorage {
         return count
     }
 
+    /// Waits for a change of this process, rung at once, or of another process on the same file, seen within a second.
     public func waitForChange(of space: String, from cursor: Int64, timeout: Duration) async throws {
         let deadline = ContinuousClock.now + timeout
         while !Task.isCancelled {

@@ -322,6 +322,7 @@ public struct RelaySyncReport: Hashable, Sendable {
     /// The space's cursor when the sync listed it: `RelayClient.listing(waitingFrom:)` waits for the next change.
     public var cursor: Int64 = 0
 
+    /// A report of a sync that did nothing.
     public init() {}
 
     /// One line (§16.5): the files moved, `; `, then the folder's summary.

@@ -10,6 +10,7 @@ public struct RelayFile: Hashable, Sendable {
     /// Its size in bytes.
     public var size: Int
 
+    /// A file of `size` bytes named `name`, whose SHA-256 is `sha256`.
     public init(name: String, sha256: [UInt8], size: Int) {
         self.name = name
         self.sha256 = sha256
@@ -25,6 +26,7 @@ public struct RelayListing: Hashable, Sendable {
     /// The space's cursor: 0 for a space that never held anything.
     public var cursor: Int64
 
+    /// A listing of `files` at `cursor`.
     public init(files: [RelayFile], cursor: Int64) {
         self.files = files
         self.cursor = cursor
