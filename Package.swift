@@ -31,6 +31,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.6.0"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
     ],
     targets: [
         // The pure merge core: no I/O, no dependencies.
@@ -126,6 +127,7 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
@@ -238,6 +240,7 @@ let package = Package(
                 "ConcordKeys",
                 "ConcordRelayProtocol",
                 "ConcordRelay",
+                "ConcordTestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
@@ -248,7 +251,7 @@ let package = Package(
             dependencies: [
                 "ConcordCore", "ConcordStore", "ConcordExchange", "ConcordKeys", "ConcordPeer", "ConcordWorkload", "syncctl",
                 // Requests to a relay made by hand, signed or not (RelayCommandTests).
-                "ConcordRelayProtocol", "ConcordRelayClient", .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                "ConcordRelayProtocol", "ConcordRelayClient", "ConcordTestSupport", .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 // The lists of random stores import as the same records (ImportRoundTripTests).
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ]

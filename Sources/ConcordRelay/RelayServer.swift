@@ -56,14 +56,17 @@ public struct RelayServer: Sendable {
         router.put("v1/spaces/:space/files/:name") { request, context in try await self.upload(request, context) }
         router.delete("v1/spaces/:space/files/:name") { request, context in try await self.deleteFile(request, context) }
         router.delete("v1/spaces/:space") { request, context in try await self.deleteSpace(request, context) }
-        return Application(
+        var application = Application(
             router: router,
             // A connection idle for 90 s (a slow client, or one that holds connections open) is
             // cut off; a listing that waits for a change waits at most maxWait, below that.
             server: .http1(configuration: .init(idleTimeout: .seconds(90))),
             configuration: .init(address: .hostname(host, port: port), serverName: "concord-relay"),
+            services: storage.services,
             onServerRunning: { channel in await onRunning(channel.localAddress?.port ?? port) },
             logger: frameworkLogger)
+        application.beforeServerStarts { [storage] in try await storage.prepare() }
+        return application
     }
 
     /// Hummingbird's own events (its start at `info`, each request at `debug`) are told only at

@@ -1,6 +1,7 @@
 import ConcordCore
 import ConcordRelayProtocol
 import Foundation
+import ServiceLifecycle
 
 /// The limits of one space (SPEC.md §16.4): what an upload past them is refused with.
 public struct RelayQuota: Hashable, Sendable {
@@ -44,4 +45,33 @@ public protocol RelayStorage: Sendable {
     /// Returns once the space's cursor is not `cursor`, or `timeout` has passed (sooner when the
     /// task is cancelled).
     func waitForChange(of space: String, from cursor: Int64, timeout: Duration) async throws
+    /// What must run beside the relay's server for the back end to work (a database client's
+    /// connections, a listener for other nodes' changes); none by default.
+    var services: [any Service] { get }
+    /// Makes the back end ready once its services run, before the relay listens (its tables).
+    func prepare() async throws
+}
+
+extension RelayStorage {
+    /// None.
+    public var services: [any Service] { [] }
+    /// Nothing to do.
+    public func prepare() async throws {}
+
+    /// `waitForChange` for a back end whose changes ring `bell` with the space's name: the
+    /// cursor (`readCursor`) is read again at each ring, and every `poll` regardless, in case a
+    /// ring was missed (another process, a listener reconnecting).
+    func waitForChange(
+        of space: String, from cursor: Int64, timeout: Duration, bell: ChangeBell, poll: Duration,
+        readCursor: () async throws -> Int64
+    ) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while !Task.isCancelled {
+            let rings = bell.rings
+            guard try await readCursor() == cursor else { return }
+            let left = deadline - ContinuousClock.now
+            guard left > .zero else { return }
+            await bell.wait(for: space, after: rings, upTo: min(left, poll))
+        }
+    }
 }

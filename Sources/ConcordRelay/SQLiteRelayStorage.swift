@@ -100,13 +100,8 @@ public final class SQLiteRelayStorage: RelayStorage {
 
     /// Waits for a change of this process, rung at once, or of another process on the same file, seen within a second.
     public func waitForChange(of space: String, from cursor: Int64, timeout: Duration) async throws {
-        let deadline = ContinuousClock.now + timeout
-        while !Task.isCancelled {
-            let rings = bell.rings
-            guard try await listingCursor(of: space) == cursor else { return }
-            let left = deadline - ContinuousClock.now
-            guard left > .zero else { return }
-            await bell.wait(for: space, after: rings, upTo: min(left, Self.pollInterval))
+        try await waitForChange(of: space, from: cursor, timeout: timeout, bell: bell, poll: Self.pollInterval) {
+            try await listingCursor(of: space)
         }
     }
 

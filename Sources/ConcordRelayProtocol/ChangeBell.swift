@@ -32,6 +32,16 @@ package final class ChangeBell: Sendable {
         for continuation in woken.values { continuation.resume() }
     }
 
+    /// Wakes every waiter, of any space: whatever changed while changes could not be heard.
+    package func ringAll() {
+        let woken = waiters.withLockedValue { waiters in
+            waiters.rings += 1
+            defer { waiters.bySpace = [:] }
+            return waiters.bySpace.values.flatMap(\.values)
+        }
+        for continuation in woken { continuation.resume() }
+    }
+
     /// Returns when `space` is rung, `timeout` passes, or the task is cancelled; at once if any
     /// space was rung since `rings` was read.
     package func wait(for space: String, after rings: UInt64, upTo timeout: Duration) async {

@@ -19,8 +19,10 @@ struct Relay: AsyncParsableCommand {
             """)
     @Option(help: ArgumentHelp("Where to listen (port 0: any free port, printed).", valueName: "host:port"))
     var listen = "127.0.0.1:7430"
-    @Option(help: ArgumentHelp("The directory of the relay's database (relay.db), made if missing.", valueName: "dir"))
-    var data = NSHomeDirectory() + "/.concord-relay"
+    @Option(help: ArgumentHelp("The directory of the relay's database (relay.db), made if missing (default ~/.concord-relay).", valueName: "dir"))
+    var data: String?
+    @Option(help: ArgumentHelp("A PostgreSQL database that any number of relay nodes share, instead of --data.", valueName: "postgres://user[:password]@host[:port]/database"))
+    var postgres: String?
     @Option(help: "The largest file a device may upload, in bytes.") var maxFileBytes = 64 << 20
     @Option(help: "The most bytes one space's files may take together.") var quotaBytes = 1 << 30
     @Option(help: "The most files one space may hold.") var quotaFiles = 10_000
@@ -28,6 +30,14 @@ struct Relay: AsyncParsableCommand {
 
     func validate() throws {
         if PeerAddress(listen, defaultPort: 7430) == nil { throw ValidationError("'\(listen)' is not HOST:PORT") }
+        if data != nil, postgres != nil { throw ValidationError("give --data DIR or --postgres URL, not both") }
+        if let postgres {
+            do throws(ConcordError) {
+                _ = try PostgresRelayStorage.redacted(postgres)
+            } catch {
+                throw ValidationError(error.message)
+            }
+        }
         guard maxFileBytes >= 1024, quotaBytes >= maxFileBytes, quotaFiles >= 1 else {
             throw ValidationError("--max-file-bytes must be at least 1024, --quota-bytes at least --max-file-bytes, --quota-files at least 1")
         }
@@ -35,21 +45,12 @@ struct Relay: AsyncParsableCommand {
 
     func run() async throws {
         let address = PeerAddress(listen, defaultPort: 7430)!
-        guard mkdir(data, 0o700) == 0 || errno == EEXIST else {
-            throw ConcordError(.io, "cannot make the relay's directory \(data): \(String(cString: strerror(errno)))")
-        }
-        let path = data + "/relay.db"
-        let storage: SQLiteRelayStorage
-        do {
-            storage = try SQLiteRelayStorage(path: path)
-        } catch {
-            throw ConcordError(.io, "cannot open the relay's database \(path): \(error)", cause: error)
-        }
         let logger = log.logger(label: "concord.relay")
+        let (storage, described) = try openStorage(logger: logger)
         let limits = RelayLimits(maxFileBytes: maxFileBytes, quota: RelayQuota(bytes: quotaBytes, files: quotaFiles))
         let application = RelayServer(storage: storage, limits: limits, logger: logger)
             .application(host: address.host, port: address.port) { port in
-                logger.notice("relaying \(path) on \(address.host):\(port); stop with Ctrl-C", metadata: ["data": "\(path)", "port": "\(port)"])
+                logger.notice("relaying \(described) on \(address.host):\(port); stop with Ctrl-C", metadata: ["data": "\(described)", "port": "\(port)"])
             }
         do {
             // Until SIGINT or SIGTERM: then a graceful shutdown (RelayServer.application).
@@ -58,5 +59,22 @@ struct Relay: AsyncParsableCommand {
             throw ConcordError(.local, "the relay on \(address) stopped: \(error)", cause: error)
         }
         logger.notice("stopped")
+    }
+
+    /// The back end, and what the log calls it (a URL without its password).
+    private func openStorage(logger: Logger) throws -> (any RelayStorage, String) {
+        if let postgres {
+            return (try PostgresRelayStorage(url: postgres, logger: logger), try PostgresRelayStorage.redacted(postgres))
+        }
+        let data = data ?? NSHomeDirectory() + "/.concord-relay"
+        guard mkdir(data, 0o700) == 0 || errno == EEXIST else {
+            throw ConcordError(.io, "cannot make the relay's directory \(data): \(String(cString: strerror(errno)))")
+        }
+        let path = data + "/relay.db"
+        do {
+            return (try SQLiteRelayStorage(path: path), path)
+        } catch {
+            throw ConcordError(.io, "cannot open the relay's database \(path): \(error)", cause: error)
+        }
     }
 }

@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import ConcordKeys
 import ConcordRelayClient
 import ConcordRelayProtocol
+import ConcordTestSupport
 import Foundation
 import NIOCore
 import NIOHTTP1
@@ -58,7 +59,8 @@ struct RawRelayRequests {
         var json: [String: Any]? { try? JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any] }
     }
 
-    func send(_ method: HTTPMethod, _ target: String, body: [UInt8] = [], signedWith key: SyncKey? = nil, header: String? = nil) async throws -> Answer {
+    /// Sends one request and waits for its answer (off the threads tasks share: `runOffThePool`).
+    func send(_ method: HTTPMethod, _ target: String, body: [UInt8] = [], signedWith key: SyncKey? = nil, header: String? = nil) throws -> Answer {
         var request = HTTPClientRequest(url: url + target)
         request.method = method
         if let key {
@@ -68,9 +70,12 @@ struct RawRelayRequests {
         }
         if let header { request.headers.add(name: "Concord-Auth", value: header) }
         if !body.isEmpty { request.body = .bytes(ByteBuffer(bytes: body)) }
-        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
-        let bytes = try await response.body.collect(upTo: 1 << 24)
-        return Answer(status: Int(response.status.code), body: String(buffer: bytes))
+        let prepared = request
+        return try runOffThePool {
+            let response = try await HTTPClient.shared.execute(prepared, timeout: .seconds(30))
+            let bytes = try await response.body.collect(upTo: 1 << 24)
+            return Answer(status: Int(response.status.code), body: String(buffer: bytes))
+        }
     }
 }
 
@@ -145,7 +150,7 @@ extension Store {
     /// Without the key, nothing: a request unsigned, signed with another key, or changed on the
     /// way is refused; so is what is not an encrypted bundle, a body over the limit, a name that is
     /// not a bundle's. None of them stores anything.
-    @Test func strangersAndBadRequestsAreRefusedAndStoreNothing() async throws {
+    @Test func strangersAndBadRequestsAreRefusedAndStoreNothing() throws {
         let sandbox = try Sandbox()
         let (a, _) = try sandbox.makePairedStores()
         let relay = try RelayProcess(sandbox, data: sandbox.path("relay"), options: ["--max-file-bytes", "4096"])
@@ -159,9 +164,9 @@ extension Store {
         let name = "0123456789abcdef0123456789abcdef-0000000001.cbundle"
         let sealed: [UInt8] = [0x89, 0x43, 0x4E, 0x43, 0x45, 0x0D, 0x0A, 0x1A, 0x01] + Array(repeating: 0, count: 80)
 
-        let health = try await raw.send(.GET, "/v1/health")
+        let health = try raw.send(.GET, "/v1/health")
         #expect(health.status == 200 && health.body == "{\"status\":\"ok\"}\n", "\(health)")
-        let listed = try await raw.send(.GET, files, signedWith: key)
+        let listed = try raw.send(.GET, files, signedWith: key)
         #expect(listed.status == 200, "\(listed)")
         let before = try #require(listed.json)
         #expect((before["files"] as? [Any])?.count == 1, "\(listed)")
@@ -172,44 +177,44 @@ extension Store {
             #expect((answer.json?["message"] as? String)?.contains(message) == true, "\(answer)", sourceLocation: sourceLocation)
             #expect(answer.body.hasSuffix("}\n") && answer.body.hasPrefix("{\"error\":"), "canonical JSON and a newline: \(answer.body)", sourceLocation: sourceLocation)
         }
-        expectRefusal(try await raw.send(.GET, files), 401, "unauthorized", "the request carries no Concord-Auth header")
-        expectRefusal(try await raw.send(.GET, files, signedWith: stranger), 401, "unauthorized", "does not name space \(space)")
-        expectRefusal(try await raw.send(.PUT, files + "/" + name, body: sealed, signedWith: stranger), 401, "unauthorized", "does not name space")
-        expectRefusal(try await raw.send(.DELETE, "/v1/spaces/\(space)", signedWith: stranger), 401, "unauthorized", "does not name space")
-        expectRefusal(try await raw.send(.GET, files, header: "v1 00 1 00"), 401, "unauthorized", "is not 'v1 PUBLIC-KEY TIME SIGNATURE'")
+        expectRefusal(try raw.send(.GET, files), 401, "unauthorized", "the request carries no Concord-Auth header")
+        expectRefusal(try raw.send(.GET, files, signedWith: stranger), 401, "unauthorized", "does not name space \(space)")
+        expectRefusal(try raw.send(.PUT, files + "/" + name, body: sealed, signedWith: stranger), 401, "unauthorized", "does not name space")
+        expectRefusal(try raw.send(.DELETE, "/v1/spaces/\(space)", signedWith: stranger), 401, "unauthorized", "does not name space")
+        expectRefusal(try raw.send(.GET, files, header: "v1 00 1 00"), 401, "unauthorized", "is not 'v1 PUBLIC-KEY TIME SIGNATURE'")
         // Signed for one file, sent for another.
         let credentials = RelayCredentials(key: key)
         let signedForOther = credentials.authorization(method: "PUT", target: files + "/" + name.replacingOccurrences(of: "0001.", with: "0002."), timestampMillis: UInt64(Date().timeIntervalSince1970 * 1000), body: sealed)
-        expectRefusal(try await raw.send(.PUT, files + "/" + name, body: sealed, header: signedForOther), 401, "unauthorized", "does not match the request")
+        expectRefusal(try raw.send(.PUT, files + "/" + name, body: sealed, header: signedForOther), 401, "unauthorized", "does not match the request")
         let stale = credentials.authorization(method: "GET", target: files, timestampMillis: UInt64(Date().timeIntervalSince1970 * 1000) - 600_000, body: [UInt8]())
-        expectRefusal(try await raw.send(.GET, files, header: stale), 401, "unauthorized", "from the relay's clock (at most 300 s)")
+        expectRefusal(try raw.send(.GET, files, header: stale), 401, "unauthorized", "from the relay's clock (at most 300 s)")
 
-        expectRefusal(try await raw.send(.PUT, files + "/" + name, body: Array("plain text".utf8), signedWith: key), 400, "badRequest", "a relay stores only encrypted bundles")
-        expectRefusal(try await raw.send(.PUT, files + "/" + name, body: sealed + Array(repeating: 0, count: 4096), signedWith: key), 413, "tooLarge", "at most 4096 bytes")
-        expectRefusal(try await raw.send(.PUT, files + "/notes.txt", body: sealed, signedWith: key), 400, "badRequest", "a file is named as in a shared folder")
-        expectRefusal(try await raw.send(.GET, "/v1/spaces/NOTASPACE/files", signedWith: key), 400, "badRequest", "a space is named by 32 lowercase hex digits")
-        expectRefusal(try await raw.send(.GET, files + "?cursor=1", signedWith: key), 400, "badRequest", "cursor=C and wait=W")
-        expectRefusal(try await raw.send(.GET, files + "?cursor=1&wait=-1", signedWith: key), 400, "badRequest", "cursor=C and wait=W")
-        expectRefusal(try await raw.send(.GET, files + "/" + name, signedWith: key), 404, "notFound", "holds no file \(name)")
-        expectRefusal(try await raw.send(.DELETE, files + "/" + name, signedWith: key), 404, "notFound", "holds no file \(name)")
+        expectRefusal(try raw.send(.PUT, files + "/" + name, body: Array("plain text".utf8), signedWith: key), 400, "badRequest", "a relay stores only encrypted bundles")
+        expectRefusal(try raw.send(.PUT, files + "/" + name, body: sealed + Array(repeating: 0, count: 4096), signedWith: key), 413, "tooLarge", "at most 4096 bytes")
+        expectRefusal(try raw.send(.PUT, files + "/notes.txt", body: sealed, signedWith: key), 400, "badRequest", "a file is named as in a shared folder")
+        expectRefusal(try raw.send(.GET, "/v1/spaces/NOTASPACE/files", signedWith: key), 400, "badRequest", "a space is named by 32 lowercase hex digits")
+        expectRefusal(try raw.send(.GET, files + "?cursor=1", signedWith: key), 400, "badRequest", "cursor=C and wait=W")
+        expectRefusal(try raw.send(.GET, files + "?cursor=1&wait=-1", signedWith: key), 400, "badRequest", "cursor=C and wait=W")
+        expectRefusal(try raw.send(.GET, files + "/" + name, signedWith: key), 404, "notFound", "holds no file \(name)")
+        expectRefusal(try raw.send(.DELETE, files + "/" + name, signedWith: key), 404, "notFound", "holds no file \(name)")
 
-        let after = try await raw.send(.GET, files, signedWith: key)
+        let after = try raw.send(.GET, files, signedWith: key)
         #expect(after.body == listed.body, "nothing was stored or deleted")
         #expect(relay.run.isRunning)
 
         // A stored file, then another one under its name, then the same again.
-        let stored = try await raw.send(.PUT, files + "/" + name, body: sealed, signedWith: key)
+        let stored = try raw.send(.PUT, files + "/" + name, body: sealed, signedWith: key)
         #expect(stored.status == 201 && stored.json?["size"] as? Int == sealed.count, "\(stored)")
-        let again = try await raw.send(.PUT, files + "/" + name, body: sealed, signedWith: key)
+        let again = try raw.send(.PUT, files + "/" + name, body: sealed, signedWith: key)
         #expect(again.status == 200 && again.body == stored.body, "\(again)")
-        expectRefusal(try await raw.send(.PUT, files + "/" + name, body: sealed + [1], signedWith: key), 409, "nameTaken", "holds another file named \(name)")
-        let got = try await raw.send(.GET, files + "/" + name, signedWith: key)
+        expectRefusal(try raw.send(.PUT, files + "/" + name, body: sealed + [1], signedWith: key), 409, "nameTaken", "holds another file named \(name)")
+        let got = try raw.send(.GET, files + "/" + name, signedWith: key)
         #expect(got.status == 200 && Array(got.body.utf8).count > 0)
         // A device that syncs skips it: it is sealed with nothing it can open.
         let sync = try a.run("sync", "--relay", relay.url)
         #expect(sync.succeeded, "\(sync)")
         #expect(sync.stderr.contains("skipping \(name)"), "\(sync)")
-        let deleted = try await raw.send(.DELETE, "/v1/spaces/\(space)", signedWith: key)
+        let deleted = try raw.send(.DELETE, "/v1/spaces/\(space)", signedWith: key)
         #expect(deleted.status == 200 && deleted.json?["deleted"] as? Int == 2, "\(deleted)")
     }
 
@@ -240,7 +245,7 @@ extension Store {
     /// `wipe --yes --relay URL` deletes this replica's uploads from the relay and its mirrors
     /// from this machine; a relay that cannot be reached, or a store without a key, stops it
     /// before anything is removed.
-    @Test func wipeDeletesThisReplicasUploadsAndMirrors() async throws {
+    @Test func wipeDeletesThisReplicasUploadsAndMirrors() throws {
         let sandbox = try Sandbox()
         let (a, b) = try sandbox.makePairedStores()
         let relay = try RelayProcess(sandbox, data: sandbox.path("relay"))
@@ -251,11 +256,11 @@ extension Store {
         let key = try a.syncKey()
         let files = "/v1/spaces/\(RelayCredentials(key: key).space)/files"
         let raw = RawRelayRequests(url: relay.url)
-        func names() async throws -> [String] {
-            let listing = try await raw.send(.GET, files, signedWith: key)
+        func names() throws -> [String] {
+            let listing = try raw.send(.GET, files, signedWith: key)
             return ((listing.json?["files"] as? [[String: Any]]) ?? []).compactMap { $0["name"] as? String }
         }
-        let before = try await names()
+        let before = try names()
         #expect(before.filter { $0.hasPrefix(replicaA) }.count == 1, "\(before) \(replicaA)")
 
         // Refused, with nothing removed: a relay not there; a store without a key.
@@ -271,7 +276,7 @@ extension Store {
         #expect(lines.first?.hasPrefix("removed \(replicaA)-") == true && lines.first?.hasSuffix(".cbundle from \(relay.url)") == true, "\(wiped)")
         #expect(lines.contains { $0.hasPrefix("removed \(a.path).relay-") }, "the mirror: \(wiped)")
         #expect(lines.last == "wiped replica \(replicaA) from this machine", "\(wiped)")
-        let after = try await names()
+        let after = try names()
         #expect(after == before.filter { !$0.hasPrefix(replicaA) }, "b's file stays")
         let left = try FileManager.default.contentsOfDirectory(atPath: sandbox.root.path).filter { $0.hasPrefix("a.db") }
         #expect(left.isEmpty, "\(left)")

@@ -1,0 +1,213 @@
+import ConcordCore
+import ConcordRelayProtocol
+import Foundation
+import Logging
+import NIOCore
+import PostgresNIO
+import ServiceLifecycle
+
+/// The scale-out back end (SPEC.md §16.4): every space's files in one PostgreSQL database, which
+/// any number of relay nodes share. A node holds nothing of its own: each request is one
+/// transaction of the database, and each change is announced to every node with
+/// `NOTIFY concord_relay, 'SPACE'` in the transaction that makes it (PostgreSQL delivers it at
+/// the commit, to every session that listens), so that a listing waiting on one node for a
+/// change made through another returns at once.
+public final class PostgresRelayStorage: RelayStorage {
+    private let client: PostgresClient
+    private let bell = ChangeBell()
+    private let logger: Logger
+    /// The channel of the notifications.
+    static let channel = "concord_relay"
+    /// How often a waiting listing reads its cursor anyway: a notification is lost while the
+    /// listening connection is down (the database restarting, say).
+    private static let pollInterval = Duration.seconds(5)
+
+    /// A back end on the database at `url`, `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE`
+    /// (port 5432 if left out; `?sslmode=require` for TLS). Nothing connects until its services
+    /// run.
+    public init(url: String, logger: Logger) throws(ConcordError) {
+        self.logger = logger
+        client = PostgresClient(configuration: try Self.configuration(url), backgroundLogger: logger)
+    }
+
+    /// `url` without its password, to be shown and logged; a URL that is not one is refused.
+    public static func redacted(_ url: String) throws(ConcordError) -> String {
+        _ = try configuration(url)
+        var parts = URLComponents(string: url)!
+        parts.password = nil
+        return parts.string ?? url
+    }
+
+    /// The configuration `url` gives; a URL that is not one is refused (`invalidInput`).
+    static func configuration(_ url: String) throws(ConcordError) -> PostgresClient.Configuration {
+        guard let parts = URLComponents(string: url), ["postgres", "postgresql"].contains(parts.scheme ?? ""),
+              let host = parts.host, !host.isEmpty, let user = parts.user, !user.isEmpty,
+              parts.path.count > 1, (parts.queryItems ?? []).allSatisfy({ $0.name == "sslmode" })
+        else {
+            throw ConcordError(.invalidInput, "'\(url)' is not a PostgreSQL URL: postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE")
+        }
+        let sslmode = parts.queryItems?.first { $0.name == "sslmode" }?.value ?? "disable"
+        let tls: PostgresClient.Configuration.TLS
+        switch sslmode {
+        case "disable": tls = .disable
+        case "require": tls = .require(.makeClientConfiguration())
+        default: throw ConcordError(.invalidInput, "sslmode=\(sslmode) is not one this relay takes: disable or require")
+        }
+        var configuration = PostgresClient.Configuration(
+            host: host, port: parts.port ?? 5432, username: user, password: parts.password,
+            database: String(parts.path.dropFirst()), tls: tls)
+        configuration.options.connectTimeout = .seconds(10)
+        return configuration
+    }
+
+    /// The connection pool, and the listener of other nodes' changes.
+    public var services: [any Service] { [client, Listener(storage: self)] }
+
+    /// Creates the tables if they are missing (every node may, at once).
+    public func prepare() async throws {
+        try await client.withTransaction(logger: logger) { connection in
+            // One node at a time (until the commit): CREATE TABLE IF NOT EXISTS is not safe
+            // against itself.
+            try await connection.query("SELECT pg_advisory_xact_lock(7430)", logger: logger)
+            try await connection.query("""
+                CREATE TABLE IF NOT EXISTS concord_relay_spaces(
+                    space text PRIMARY KEY, cursor bigint NOT NULL, bytes bigint NOT NULL, files bigint NOT NULL)
+                """, logger: logger)
+            try await connection.query("""
+                CREATE TABLE IF NOT EXISTS concord_relay_files(
+                    space text NOT NULL, name text NOT NULL, sha256 bytea NOT NULL, size bigint NOT NULL, body bytea NOT NULL,
+                    PRIMARY KEY (space, name))
+                """, logger: logger)
+        }
+    }
+
+    /// The files of `space` and its cursor, read in one transaction.
+    public func listing(of space: String) async throws -> RelayListing {
+        try await client.withTransaction(logger: logger) { connection in
+            let cursor = try await Self.cursor(of: space, connection, logger)
+            var files: [RelayFile] = []
+            let rows = try await connection.query(
+                "SELECT name, sha256, size FROM concord_relay_files WHERE space = \(space) ORDER BY name COLLATE \"C\"", logger: logger)
+            for try await (name, sha256, size) in rows.decode((String, ByteBuffer, Int64).self) {
+                files.append(RelayFile(name: name, sha256: Array(buffer: sha256), size: Int(size)))
+            }
+            return RelayListing(files: files, cursor: cursor)
+        }
+    }
+
+    /// The bytes of a file.
+    public func contents(of name: String, in space: String) async throws -> [UInt8]? {
+        let rows = try await client.query("SELECT body FROM concord_relay_files WHERE space = \(space) AND name = \(name)", logger: logger)
+        for try await body in rows.decode(ByteBuffer.self) { return Array(buffer: body) }
+        return nil
+    }
+
+    /// Stores a file in one transaction, which locks the space's row, checks the name and the
+    /// quota, moves the cursor and announces the change.
+    public func store(_ bytes: [UInt8], sha256: [UInt8], as name: String, in space: String, quota: RelayQuota) async throws -> RelayStoreOutcome {
+        try await client.withTransaction(logger: logger) { connection in
+            try await connection.query(
+                "INSERT INTO concord_relay_spaces(space, cursor, bytes, files) VALUES (\(space), 0, 0, 0) ON CONFLICT (space) DO NOTHING",
+                logger: logger)
+            var held: (bytes: Int64, files: Int64) = (0, 0)
+            let rows = try await connection.query(
+                "SELECT bytes, files FROM concord_relay_spaces WHERE space = \(space) FOR UPDATE", logger: logger)
+            for try await (bytes, files) in rows.decode((Int64, Int64).self) { held = (bytes, files) }
+            let existing = try await connection.query(
+                "SELECT sha256 FROM concord_relay_files WHERE space = \(space) AND name = \(name)", logger: logger)
+            for try await other in existing.decode(ByteBuffer.self) {
+                let other = Array(buffer: other)
+                return other == sha256 ? .alreadyHeld : .nameTaken(otherSHA256: other)
+            }
+            guard held.bytes + Int64(bytes.count) <= Int64(quota.bytes), held.files + 1 <= Int64(quota.files) else {
+                return .spaceFull(bytes: Int(held.bytes), files: Int(held.files))
+            }
+            let size = Int64(bytes.count)
+            try await connection.query("""
+                INSERT INTO concord_relay_files(space, name, sha256, size, body)
+                VALUES (\(space), \(name), \(ByteBuffer(bytes: sha256)), \(size), \(ByteBuffer(bytes: bytes)))
+                """, logger: logger)
+            try await Self.moved(space, bytes: size, files: 1, connection, logger)
+            return .stored
+        }
+    }
+
+    /// Deletes a file in one transaction, which moves the cursor and announces the change.
+    public func delete(_ name: String, in space: String) async throws -> Bool {
+        try await client.withTransaction(logger: logger) { connection in
+            let rows = try await connection.query(
+                "DELETE FROM concord_relay_files WHERE space = \(space) AND name = \(name) RETURNING size", logger: logger)
+            var deleted: Int64?
+            for try await size in rows.decode(Int64.self) { deleted = size }
+            guard let deleted else { return false }
+            try await Self.moved(space, bytes: -deleted, files: -1, connection, logger)
+            return true
+        }
+    }
+
+    /// Deletes a space's files in one transaction, which moves the cursor and announces the change.
+    public func deleteSpace(_ space: String) async throws -> Int {
+        try await client.withTransaction(logger: logger) { connection in
+            let rows = try await connection.query(
+                "DELETE FROM concord_relay_files WHERE space = \(space) RETURNING size", logger: logger)
+            var (count, bytes): (Int64, Int64) = (0, 0)
+            for try await size in rows.decode(Int64.self) {
+                count += 1
+                bytes += size
+            }
+            try await Self.moved(space, bytes: -bytes, files: -count, connection, logger)
+            return Int(count)
+        }
+    }
+
+    /// Waits for a change made through any node: rung by its notification at once, and read
+    /// every 5 s regardless.
+    public func waitForChange(of space: String, from cursor: Int64, timeout: Duration) async throws {
+        try await waitForChange(of: space, from: cursor, timeout: timeout, bell: bell, poll: Self.pollInterval) {
+            try await client.withConnection { connection in try await Self.cursor(of: space, connection, logger) }
+        }
+    }
+
+    // MARK: Queries
+
+    private static func cursor(of space: String, _ connection: PostgresConnection, _ logger: Logger) async throws -> Int64 {
+        let rows = try await connection.query("SELECT cursor FROM concord_relay_spaces WHERE space = \(space)", logger: logger)
+        for try await cursor in rows.decode(Int64.self) { return cursor }
+        return 0
+    }
+
+    /// Moves the space's cursor and sums, and tells every node (at the commit).
+    private static func moved(_ space: String, bytes: Int64, files: Int64, _ connection: PostgresConnection, _ logger: Logger) async throws {
+        try await connection.query("""
+            UPDATE concord_relay_spaces SET cursor = cursor + 1, bytes = bytes + \(bytes), files = files + \(files)
+            WHERE space = \(space)
+            """, logger: logger)
+        try await connection.query("SELECT pg_notify(\(channel), \(space))", logger: logger)
+    }
+
+    /// Listens for the changes of every node, and rings the waiting listings of their spaces. While
+    /// it cannot listen (the database restarting), it tries again every second, and rings every
+    /// space once it listens again: a change may have been missed meanwhile.
+    private struct Listener: Service {
+        let storage: PostgresRelayStorage
+
+        func run() async throws {
+            try? await cancelWhenGracefulShutdown {
+                while !Task.isCancelled {
+                    do {
+                        try await storage.client.withConnection { connection in
+                            try await connection.listen(on: PostgresRelayStorage.channel) { notifications in
+                                storage.bell.ringAll()
+                                for try await notification in notifications { storage.bell.ring(notification.payload) }
+                            }
+                        }
+                    } catch {
+                        if Task.isCancelled { break }
+                        storage.logger.warning("cannot listen for the changes of other relay nodes: \(String(reflecting: error)); trying again in 1 s")
+                        try? await Task.sleep(for: .seconds(1))
+                    }
+                }
+            }
+        }
+    }
+}
