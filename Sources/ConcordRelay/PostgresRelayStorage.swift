@@ -27,8 +27,17 @@ public final class PostgresRelayStorage: RelayStorage {
     /// run.
     public init(url: String, logger: Logger) throws(ConcordError) {
         self.logger = logger
-        client = PostgresClient(configuration: try Self.configuration(url), backgroundLogger: logger)
+        redactedURL = try Self.redacted(url)
+        // The pool tells each connection it fails to make at `info`: what the relay says once
+        // (its requests failing, or `prepare`) is enough, unless the relay's log asks for more.
+        var poolLogger = logger
+        if poolLogger.logLevel > .debug { poolLogger.logLevel = max(poolLogger.logLevel, .error) }
+        client = PostgresClient(configuration: try Self.configuration(url), backgroundLogger: poolLogger)
     }
+
+    private let redactedURL: String
+    /// How long `prepare` waits for a first connection.
+    private static let connectTimeout = Duration.seconds(15)
 
     /// `url` without its password, to be shown and logged; a URL that is not one is refused.
     public static func redacted(_ url: String) throws(ConcordError) -> String {
@@ -63,8 +72,27 @@ public final class PostgresRelayStorage: RelayStorage {
     /// The connection pool, and the listener of other nodes' changes.
     public var services: [any Service] { [client, Listener(storage: self)] }
 
-    /// Creates the tables if they are missing (every node may, at once).
+    /// Creates the tables if they are missing (every node may, at once). A database that
+    /// cannot be reached within 15 s stops the relay before it listens.
     public func prepare() async throws {
+        do {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await self.createTables() }
+                group.addTask {
+                    try await Task.sleep(for: Self.connectTimeout)
+                    throw ConcordError(.io, "cannot reach the database at \(self.redactedURL) within 15 s")
+                }
+                try await group.next()
+                group.cancelAll()
+            }
+        } catch let error as ConcordError {
+            throw error
+        } catch {
+            throw ConcordError(.io, "cannot prepare the database at \(redactedURL): \(String(reflecting: error))", cause: error)
+        }
+    }
+
+    private func createTables() async throws {
         try await client.withTransaction(logger: logger) { connection in
             // One node at a time (until the commit): CREATE TABLE IF NOT EXISTS is not safe
             // against itself.

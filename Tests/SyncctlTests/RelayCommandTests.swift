@@ -8,44 +8,59 @@ import NIOCore
 import NIOHTTP1
 import Testing
 
-/// A running `syncctl relay` (SPEC.md §16.6), on a port of its own, over a data directory.
+/// A running `syncctl relay` (SPEC.md §16.6), on a port of its own, over a data directory or a
+/// PostgreSQL database.
 final class RelayProcess {
     let sandbox: Sandbox
+    /// The data directory, or the PostgreSQL URL.
     let data: String
+    private let storageArguments: [String]
     private(set) var run: BackgroundRun
     private(set) var port: Int
 
     /// Starts a relay on `port` (0: any free port) over `data`, and waits until it listens.
-    init(_ sandbox: Sandbox, data: String, port: Int = 0, options: [String] = [], sourceLocation: SourceLocation = #_sourceLocation) throws {
+    convenience init(_ sandbox: Sandbox, data: String, port: Int = 0, options: [String] = [], sourceLocation: SourceLocation = #_sourceLocation) throws {
+        try self.init(sandbox, storage: ["--data", data], described: data + "/relay.db", port: port, options: options, sourceLocation: sourceLocation)
+    }
+
+    /// Starts a relay node on the PostgreSQL database at `postgres`.
+    convenience init(_ sandbox: Sandbox, postgres: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        try self.init(sandbox, storage: ["--postgres", postgres], described: postgres, port: 0, options: [], sourceLocation: sourceLocation)
+    }
+
+    private init(_ sandbox: Sandbox, storage: [String], described: String, port: Int, options: [String], sourceLocation: SourceLocation) throws {
         self.sandbox = sandbox
-        self.data = data
-        (run, self.port) = try Self.start(sandbox, data: data, port: port, options: options, sourceLocation: sourceLocation)
+        data = storage[1]
+        storageArguments = storage + options
+        (run, self.port) = try Self.start(sandbox, storageArguments, described: described, port: port, sourceLocation: sourceLocation)
     }
 
     var url: String { "http://127.0.0.1:\(port)" }
 
-    private static func start(_ sandbox: Sandbox, data: String, port: Int, options: [String], sourceLocation: SourceLocation) throws -> (BackgroundRun, Int) {
-        let run = try sandbox.start(["relay", "--listen", "127.0.0.1:\(port)", "--data", data] + options)
-        #expect(eventually(timeout: 20) { run.stdout.contains("\n") || !run.isRunning }, sourceLocation: sourceLocation)
+    private var described: String { storageArguments[0] == "--data" ? data + "/relay.db" : data }
+
+    private static func start(_ sandbox: Sandbox, _ storage: [String], described: String, port: Int, sourceLocation: SourceLocation) throws -> (BackgroundRun, Int) {
+        let run = try sandbox.start(["relay", "--listen", "127.0.0.1:\(port)"] + storage)
+        #expect(eventually(timeout: 30) { run.stdout.contains("\n") || !run.isRunning }, sourceLocation: sourceLocation)
         let first = String(run.stdout.split(separator: "\n").first ?? "")
         let match = try #require(first.firstMatch(of: /^relaying (.+) on 127\.0\.0\.1:(\d+); stop with Ctrl-C$/), "\(run.stdout) \(run.stderr)", sourceLocation: sourceLocation)
-        #expect(String(match.1) == data + "/relay.db", sourceLocation: sourceLocation)
+        #expect(String(match.1) == described, sourceLocation: sourceLocation)
         return (run, Int(match.2)!)
     }
 
-    /// Kills the relay with SIGKILL and starts it again on the same port and data.
+    /// Kills the relay with SIGKILL and starts it again on the same port and storage.
     func restart(sourceLocation: SourceLocation = #_sourceLocation) throws {
         run.send(SIGKILL)
         _ = run.wait(timeout: 20)
         // The port is free once the process is gone; another process may take it meanwhile, in
         // theory: the relay then fails to start and the test says so.
-        (run, port) = try Self.start(sandbox, data: data, port: port, options: [], sourceLocation: sourceLocation)
+        (run, port) = try Self.start(sandbox, storageArguments, described: described, port: port, sourceLocation: sourceLocation)
     }
 
     /// Stops it with SIGTERM; what it printed.
     func stop() -> RunResult {
         run.send(SIGTERM)
-        return run.wait(timeout: 20)
+        return run.wait(timeout: 30)
     }
 }
 
