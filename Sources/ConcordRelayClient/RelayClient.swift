@@ -78,14 +78,14 @@ public struct RelayClient: Sendable {
         return RelayListing(files: files, cursor: listing.cursor)
     }
 
-    /// The bytes of `file`, checked against the SHA-256 the listing gave; nil if the relay no
-    /// longer holds it (its publisher coalesced it away meanwhile).
+    /// The bytes of `file`, checked against the SHA-256 the listing gave (`corrupt` if they do
+    /// not match); nil if the relay no longer holds it (its publisher coalesced it away meanwhile).
     public func download(_ file: RelayFile) async throws(ConcordError) -> [UInt8]? {
         let response = try await send(
             .GET, "/v1/spaces/\(space)/files/\(file.name)", timeout: .seconds(300), maxBytes: Self.maxFileBytes, expecting: [.ok, .notFound])
         guard response.status == .ok else { return nil }
         guard Array(SHA256.hash(data: response.bytes)) == file.sha256 else {
-            throw ConcordError(.relay, "the relay at \(url) sent other bytes for \(file.name) than it listed (SHA-256 differs)")
+            throw ConcordError(.corrupt, "the relay at \(url) sent other bytes for \(file.name) than it listed (SHA-256 differs)")
         }
         return response.bytes
     }

@@ -62,11 +62,13 @@ public struct RelaySync: Sendable {
         let relayNames = Set(before.files.map(\.name))
         let mirrored = try Self.bundleNames(in: files)
         for file in before.files where !mirrored.contains(file.name) {
+            // A file whose bytes are not those listed is skipped; a relay that cannot be reached
+            // fails the sync, which is tried again.
             do {
                 guard let bytes = try await client.download(file) else { continue }
                 try Self.place(bytes, as: file.name, in: files, staging: mirror, random: store.environment.random)
                 report.downloadedFiles += 1
-            } catch {
+            } catch where error.code == .corrupt {
                 report.warnings.append(ConcordError(error.code, "skipping \(file.name): \(error.message)"))
             }
         }

@@ -39,22 +39,8 @@ import Testing
             }
             Thread.sleep(forTimeInterval: Double(random.next() % 100) / 1000)
         }
-        let converged = try eventually(timeout: 60) { try devices.allSatisfy { try $0.reminderTitles() == written } }
-        let missing = try devices.map { written.subtracting(try $0.reminderTitles()).sorted() }
-        #expect(converged, "every write reaches every device after \(kills) relay kills (seed \(KillTests.seed)); missing: \(missing)")
-        let dumps = try devices.map { try $0.dump() }
-        #expect(dumps[0] == dumps[1] && dumps[1] == dumps[2])
-
-        for live in lives {
-            live.send(SIGTERM)
-            let result = live.wait(timeout: 30)
-            #expect(result.succeeded && !result.crashed, "\(result)")
-            #expect(result.stdoutLines.last == "stopped", "\(result)")
-            // A sync cut by a kill of the relay is a warning, and is tried again.
-            for line in result.stderrLines {
-                #expect(line.hasPrefix("syncctl: warning: sync with \(relay.url) failed: ") && line.contains("; trying again in "), "\(line)")
-            }
-        }
+        try Self.expectConverged(devices, holding: written, within: 60, context: "after \(kills) relay kills (seed \(KillTests.seed))")
+        Self.stopLiveSyncs(lives)
         _ = relay.stop()
     }
 
@@ -64,5 +50,28 @@ import Testing
         let store = try sandbox.makeStore()
         try store.expectRefused(["sync", "--relay", "http://127.0.0.1:9", "--live"], mentions: ["has no sync key"], code: 1)
         try store.expectRefused(["sync", "--relay", "127.0.0.1:9", "--live"], mentions: ["is not a relay's URL"], code: 64)
+    }
+
+    /// Waits until every store holds exactly the reminders `written`, then checks that their
+    /// dumps are the same.
+    static func expectConverged(_ stores: [Store], holding written: Set<String>, within seconds: TimeInterval, context: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let converged = try eventually(timeout: seconds) { try stores.allSatisfy { try $0.reminderTitles() == written } }
+        let missing = try stores.map { written.subtracting(try $0.reminderTitles()).sorted() }
+        #expect(converged, "every write reaches every device \(context); missing: \(missing)", sourceLocation: sourceLocation)
+        let dumps = try stores.map { try $0.dump() }
+        #expect(Set(dumps).count == 1, sourceLocation: sourceLocation)
+    }
+
+    /// Stops live syncs with SIGTERM: each ends with `stopped` and exit 0, having written on stderr
+    /// only the warnings of syncs that failed (cut by a kill) and were tried again.
+    static func stopLiveSyncs(_ lives: [BackgroundRun], sourceLocation: SourceLocation = #_sourceLocation) {
+        for live in lives {
+            live.send(SIGTERM)
+            let result = live.wait(timeout: 30)
+            #expect(result.succeeded && !result.crashed && result.stdoutLines.last == "stopped", "\(result)", sourceLocation: sourceLocation)
+            for line in result.stderrLines {
+                #expect(line.hasPrefix("syncctl: warning: sync with http://127.0.0.1:") && line.contains("; trying again in "), "\(line)", sourceLocation: sourceLocation)
+            }
+        }
     }
 }

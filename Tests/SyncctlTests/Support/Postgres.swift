@@ -42,13 +42,6 @@ final class PostgresServer {
     /// The server's log.
     var log: String { (try? String(contentsOfFile: directory + "/log", encoding: .utf8)) ?? "" }
 
-    /// Stops the server at once (as a crash would: `-m immediate`), then starts it again on the
-    /// same port.
-    func restart(sourceLocation: SourceLocation = #_sourceLocation) throws {
-        try Self.run(binaries + "/pg_ctl", ["-D", directory + "/data", "-m", "immediate", "stop"], sourceLocation: sourceLocation)
-        try Self.start(binaries, directory, port: port)
-    }
-
     private static func start(_ binaries: String, _ directory: String, port: Int) throws {
         try run(binaries + "/pg_ctl", [
             "-D", directory + "/data", "-l", directory + "/log", "-w", "-t", "60",
