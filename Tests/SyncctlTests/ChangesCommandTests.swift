@@ -119,7 +119,9 @@ import Testing
     @Test func followEndsOnceTheStoreIsWipedAndCreatedAgain() throws {
         let sandbox = try Sandbox()
         let store = try sandbox.makeStore()
-        let follower = try sandbox.start(["changes", "--follow", "--json", "--store", store.path])
+        // From nothing: a follower that opens the store only after the reminder is added (a
+        // loaded machine) still prints it.
+        let follower = try sandbox.start(["changes", "--follow", "--json", "--since", "{}", "--store", store.path])
         let before = try store.addReminder("before the wipe")
         #expect(eventually(timeout: 20) { follower.stdout.contains(before) }, "\(follower.stdout) \(follower.stderr)")
         #expect(try store.run("wipe", "--yes").succeeded)
