@@ -111,80 +111,90 @@ public final class PostgresRelayStorage: RelayStorage {
 
     /// The files of `space` and its cursor, read in one transaction.
     public func listing(of space: String) async throws -> RelayListing {
-        try await client.withTransaction(logger: logger) { connection in
-            let cursor = try await Self.cursor(of: space, connection, logger)
-            var files: [RelayFile] = []
-            let rows = try await connection.query(
-                "SELECT name, sha256, size FROM concord_relay_files WHERE space = \(space) ORDER BY name COLLATE \"C\"", logger: logger)
-            for try await (name, sha256, size) in rows.decode((String, ByteBuffer, Int64).self) {
-                files.append(RelayFile(name: name, sha256: Array(buffer: sha256), size: Int(size)))
+        try await bounded { [self] in
+            try await client.withTransaction(logger: logger) { connection in
+                let cursor = try await Self.cursor(of: space, connection, logger)
+                var files: [RelayFile] = []
+                let rows = try await connection.query(
+                    "SELECT name, sha256, size FROM concord_relay_files WHERE space = \(space) ORDER BY name COLLATE \"C\"", logger: logger)
+                for try await (name, sha256, size) in rows.decode((String, ByteBuffer, Int64).self) {
+                    files.append(RelayFile(name: name, sha256: Array(buffer: sha256), size: Int(size)))
+                }
+                return RelayListing(files: files, cursor: cursor)
             }
-            return RelayListing(files: files, cursor: cursor)
         }
     }
 
     /// The bytes of a file.
     public func contents(of name: String, in space: String) async throws -> [UInt8]? {
-        let rows = try await client.query("SELECT body FROM concord_relay_files WHERE space = \(space) AND name = \(name)", logger: logger)
-        for try await body in rows.decode(ByteBuffer.self) { return Array(buffer: body) }
-        return nil
+        try await bounded { [self] in
+            let rows = try await client.query("SELECT body FROM concord_relay_files WHERE space = \(space) AND name = \(name)", logger: logger)
+            for try await body in rows.decode(ByteBuffer.self) { return Array(buffer: body) }
+            return nil
+        }
     }
 
     /// Stores a file in one transaction, which locks the space's row, checks the name and the
     /// quota, moves the cursor and announces the change.
     public func store(_ bytes: [UInt8], sha256: [UInt8], as name: String, in space: String, quota: RelayQuota) async throws -> RelayStoreOutcome {
-        try await client.withTransaction(logger: logger) { connection in
-            try await connection.query(
-                "INSERT INTO concord_relay_spaces(space, cursor, bytes, files) VALUES (\(space), 0, 0, 0) ON CONFLICT (space) DO NOTHING",
-                logger: logger)
-            var held: (bytes: Int64, files: Int64) = (0, 0)
-            let rows = try await connection.query(
-                "SELECT bytes, files FROM concord_relay_spaces WHERE space = \(space) FOR UPDATE", logger: logger)
-            for try await (bytes, files) in rows.decode((Int64, Int64).self) { held = (bytes, files) }
-            let existing = try await connection.query(
-                "SELECT sha256 FROM concord_relay_files WHERE space = \(space) AND name = \(name)", logger: logger)
-            for try await other in existing.decode(ByteBuffer.self) {
-                let other = Array(buffer: other)
-                return other == sha256 ? .alreadyHeld : .nameTaken(otherSHA256: other)
+        try await bounded { [self] in
+            try await client.withTransaction(logger: logger) { connection in
+                try await connection.query(
+                    "INSERT INTO concord_relay_spaces(space, cursor, bytes, files) VALUES (\(space), 0, 0, 0) ON CONFLICT (space) DO NOTHING",
+                    logger: logger)
+                var held: (bytes: Int64, files: Int64) = (0, 0)
+                let rows = try await connection.query(
+                    "SELECT bytes, files FROM concord_relay_spaces WHERE space = \(space) FOR UPDATE", logger: logger)
+                for try await (bytes, files) in rows.decode((Int64, Int64).self) { held = (bytes, files) }
+                let existing = try await connection.query(
+                    "SELECT sha256 FROM concord_relay_files WHERE space = \(space) AND name = \(name)", logger: logger)
+                for try await other in existing.decode(ByteBuffer.self) {
+                    let other = Array(buffer: other)
+                    return other == sha256 ? .alreadyHeld : .nameTaken(otherSHA256: other)
+                }
+                guard held.bytes + Int64(bytes.count) <= Int64(quota.bytes), held.files + 1 <= Int64(quota.files) else {
+                    return .spaceFull(bytes: Int(held.bytes), files: Int(held.files))
+                }
+                let size = Int64(bytes.count)
+                try await connection.query("""
+                    INSERT INTO concord_relay_files(space, name, sha256, size, body)
+                    VALUES (\(space), \(name), \(ByteBuffer(bytes: sha256)), \(size), \(ByteBuffer(bytes: bytes)))
+                    """, logger: logger)
+                try await Self.moved(space, bytes: size, files: 1, connection, logger)
+                return .stored
             }
-            guard held.bytes + Int64(bytes.count) <= Int64(quota.bytes), held.files + 1 <= Int64(quota.files) else {
-                return .spaceFull(bytes: Int(held.bytes), files: Int(held.files))
-            }
-            let size = Int64(bytes.count)
-            try await connection.query("""
-                INSERT INTO concord_relay_files(space, name, sha256, size, body)
-                VALUES (\(space), \(name), \(ByteBuffer(bytes: sha256)), \(size), \(ByteBuffer(bytes: bytes)))
-                """, logger: logger)
-            try await Self.moved(space, bytes: size, files: 1, connection, logger)
-            return .stored
         }
     }
 
     /// Deletes a file in one transaction, which moves the cursor and announces the change.
     public func delete(_ name: String, in space: String) async throws -> Bool {
-        try await client.withTransaction(logger: logger) { connection in
-            let rows = try await connection.query(
-                "DELETE FROM concord_relay_files WHERE space = \(space) AND name = \(name) RETURNING size", logger: logger)
-            var deleted: Int64?
-            for try await size in rows.decode(Int64.self) { deleted = size }
-            guard let deleted else { return false }
-            try await Self.moved(space, bytes: -deleted, files: -1, connection, logger)
-            return true
+        try await bounded { [self] in
+            try await client.withTransaction(logger: logger) { connection in
+                let rows = try await connection.query(
+                    "DELETE FROM concord_relay_files WHERE space = \(space) AND name = \(name) RETURNING size", logger: logger)
+                var deleted: Int64?
+                for try await size in rows.decode(Int64.self) { deleted = size }
+                guard let deleted else { return false }
+                try await Self.moved(space, bytes: -deleted, files: -1, connection, logger)
+                return true
+            }
         }
     }
 
     /// Deletes a space's files in one transaction, which moves the cursor and announces the change.
     public func deleteSpace(_ space: String) async throws -> Int {
-        try await client.withTransaction(logger: logger) { connection in
-            let rows = try await connection.query(
-                "DELETE FROM concord_relay_files WHERE space = \(space) RETURNING size", logger: logger)
-            var (count, bytes): (Int64, Int64) = (0, 0)
-            for try await size in rows.decode(Int64.self) {
-                count += 1
-                bytes += size
+        try await bounded { [self] in
+            try await client.withTransaction(logger: logger) { connection in
+                let rows = try await connection.query(
+                    "DELETE FROM concord_relay_files WHERE space = \(space) RETURNING size", logger: logger)
+                var (count, bytes): (Int64, Int64) = (0, 0)
+                for try await size in rows.decode(Int64.self) {
+                    count += 1
+                    bytes += size
+                }
+                try await Self.moved(space, bytes: -bytes, files: -count, connection, logger)
+                return Int(count)
             }
-            try await Self.moved(space, bytes: -bytes, files: -count, connection, logger)
-            return Int(count)
         }
     }
 
@@ -192,8 +202,16 @@ public final class PostgresRelayStorage: RelayStorage {
     /// every 5 s regardless.
     public func waitForChange(of space: String, from cursor: Int64, timeout: Duration) async throws {
         try await waitForChange(of: space, from: cursor, timeout: timeout, bell: bell, poll: Self.pollInterval) {
-            try await client.withConnection { connection in try await Self.cursor(of: space, connection, logger) }
+            try await bounded { [self] in
+                try await client.withConnection { connection in try await Self.cursor(of: space, connection, logger) }
+            }
         }
+    }
+
+    /// Runs a request's queries, for at most 30 s: a query can go unanswered when the database
+    /// restarts under it (see `withDeadline`), and the request is then refused, to be tried again.
+    private func bounded<Value: Sendable>(_ queries: @escaping @Sendable () async throws -> Value) async throws -> Value {
+        try await withDeadline(.seconds(30), "a request to the database at \(redactedURL)", queries)
     }
 
     // MARK: Queries

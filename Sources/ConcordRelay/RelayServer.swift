@@ -51,11 +51,11 @@ public struct RelayServer: Sendable {
     public func application(host: String, port: Int, onRunning: @escaping @Sendable (Int) async -> Void) -> some ApplicationProtocol {
         let router = Router()
         router.get("v1/health") { _, _ in Self.json(.ok, .object([("status", .string("ok"))])) }
-        router.get("v1/spaces/:space/files") { request, context in try await self.list(request, context) }
-        router.get("v1/spaces/:space/files/:name") { request, context in try await self.download(request, context) }
-        router.put("v1/spaces/:space/files/:name") { request, context in try await self.upload(request, context) }
-        router.delete("v1/spaces/:space/files/:name") { request, context in try await self.deleteFile(request, context) }
-        router.delete("v1/spaces/:space") { request, context in try await self.deleteSpace(request, context) }
+        router.get("v1/spaces/:space/files") { request, context in try await self.answering(request) { try await self.list(request, context) } }
+        router.get("v1/spaces/:space/files/:name") { request, context in try await self.answering(request) { try await self.download(request, context) } }
+        router.put("v1/spaces/:space/files/:name") { request, context in try await self.answering(request) { try await self.upload(request, context) } }
+        router.delete("v1/spaces/:space/files/:name") { request, context in try await self.answering(request) { try await self.deleteFile(request, context) } }
+        router.delete("v1/spaces/:space") { request, context in try await self.answering(request) { try await self.deleteSpace(request, context) } }
         var application = Application(
             router: router,
             // A connection idle for 90 s (a slow client, or one that holds connections open) is
@@ -78,6 +78,22 @@ public struct RelayServer: Sendable {
     }
 
     // MARK: Requests
+
+    /// `handle`'s answer, or its refusal; a request that its back end failed (the database not
+    /// reachable, or not answering in time) is refused with 503 `unavailable`, which a device
+    /// tries again. The cause goes to the log, not to the device.
+    private func answering(_ request: Request, _ handle: () async throws -> Response) async throws -> Response {
+        do {
+            return try await handle()
+        } catch let error as any HTTPResponseError {
+            throw error
+        } catch let error as CancellationError {
+            throw error  // the connection closed: no one to answer
+        } catch {
+            logger.warning("\(request.method) \(request.uri.path) failed: \(String(reflecting: error))")
+            throw RelayRefusal(.serviceUnavailable, "the relay cannot reach its storage now; try again later")
+        }
+    }
 
     private func list(_ request: Request, _ context: some RequestContext) async throws -> Response {
         let space = try Self.space(context)
@@ -222,6 +238,7 @@ struct RelayRefusal: HTTPResponseError {
         case .unauthorized: "unauthorized"
         case .notFound: "notFound"
         case .contentTooLarge: "tooLarge"
+        case .serviceUnavailable: "unavailable"
         default: "refused"
         }
     }

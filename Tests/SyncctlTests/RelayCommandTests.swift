@@ -8,12 +8,24 @@ import NIOCore
 import NIOHTTP1
 import Testing
 
+/// The relay's two back ends (SPEC.md §16.4), for the tests that run on each.
+enum RelayBackEnd: String, CaseIterable, CustomTestStringConvertible {
+    /// `--data DIR`: a SQLite file.
+    case embedded
+    /// `--postgres URL`: a throwaway PostgreSQL server of the test's own.
+    case postgres
+
+    var testDescription: String { rawValue }
+}
+
 /// A running `syncctl relay` (SPEC.md §16.6), on a port of its own, over a data directory or a
 /// PostgreSQL database.
 final class RelayProcess {
     let sandbox: Sandbox
     /// The data directory, or the PostgreSQL URL.
     let data: String
+    /// The PostgreSQL server of a relay started `on: .postgres`, which lives as long as the relay.
+    let postgres: PostgresServer?
     private let storageArguments: [String]
     private(set) var run: BackgroundRun
     private(set) var port: Int
@@ -24,12 +36,28 @@ final class RelayProcess {
     }
 
     /// Starts a relay node on the PostgreSQL database at `postgres`.
-    convenience init(_ sandbox: Sandbox, postgres: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
-        try self.init(sandbox, storage: ["--postgres", postgres], described: postgres, port: 0, options: [], sourceLocation: sourceLocation)
+    convenience init(_ sandbox: Sandbox, postgres: String, options: [String] = [], sourceLocation: SourceLocation = #_sourceLocation) throws {
+        try self.init(sandbox, storage: ["--postgres", postgres], described: postgres, port: 0, options: options, sourceLocation: sourceLocation)
     }
 
-    private init(_ sandbox: Sandbox, storage: [String], described: String, port: Int, options: [String], sourceLocation: SourceLocation) throws {
+    /// Starts a relay on a back end of its own: a data directory in the sandbox, or a PostgreSQL
+    /// server started for it.
+    convenience init(_ sandbox: Sandbox, on backEnd: RelayBackEnd, options: [String] = [], sourceLocation: SourceLocation = #_sourceLocation) throws {
+        switch backEnd {
+        case .embedded:
+            try self.init(sandbox, data: sandbox.path("relay"), options: options, sourceLocation: sourceLocation)
+        case .postgres:
+            let server = try PostgresServer(sourceLocation: sourceLocation)
+            try self.init(sandbox, storage: ["--postgres", server.url], described: server.url, port: 0, options: options, postgres: server, sourceLocation: sourceLocation)
+        }
+    }
+
+    private init(
+        _ sandbox: Sandbox, storage: [String], described: String, port: Int, options: [String], postgres: PostgresServer? = nil,
+        sourceLocation: SourceLocation
+    ) throws {
         self.sandbox = sandbox
+        self.postgres = postgres
         data = storage[1]
         storageArguments = storage + options
         (run, self.port) = try Self.start(sandbox, storageArguments, described: described, port: port, sourceLocation: sourceLocation)
@@ -111,10 +139,11 @@ extension Store {
 
     /// Two stores that never meet sync through a relay, which holds only sealed bundles: no title
     /// it relays is in its files. A replica's coalesced files leave the relay too.
-    @Test func twoStoresSyncThroughARelayThatHoldsNothingItCanRead() throws {
+    @Test(arguments: RelayBackEnd.allCases)
+    func twoStoresSyncThroughARelayThatHoldsNothingItCanRead(on backEnd: RelayBackEnd) throws {
         let sandbox = try Sandbox()
         let (a, b) = try sandbox.makePairedStores()
-        let relay = try RelayProcess(sandbox, data: sandbox.path("relay"))
+        let relay = try RelayProcess(sandbox, on: backEnd)
         try a.addReminder("call the plumber about the leak", "--tag", "home")
         try b.addNote("the door code is 4711")
 
@@ -127,14 +156,6 @@ extension Store {
         #expect(try a.ok("sync", "--relay", relay.url).hasPrefix("synced with \(relay.url): downloaded 1 file, uploaded 0, deleted 0; imported "))
         #expect(try a.dump() == (try b.dump()))
         #expect(try a.ok("sync", "--relay", relay.url) == "synced with \(relay.url): downloaded 0 files, uploaded 0, deleted 0; up to date")
-
-        // The relay's files hold no plain text: not in the database, not in its WAL.
-        for name in (try FileManager.default.contentsOfDirectory(atPath: relay.data)) {
-            let bytes = try Data(contentsOf: URL(fileURLWithPath: relay.data + "/" + name))
-            for secret in ["plumber", "4711", "home"] {
-                #expect(bytes.range(of: Data(secret.utf8)) == nil, "\(name) holds '\(secret)'")
-            }
-        }
 
         // More than 32 files of a's own: a coalesces them, and the relay loses them too.
         var deleted = 0
@@ -160,15 +181,34 @@ extension Store {
         let space = RelayCredentials(key: try a.syncKey()).space
         #expect(result.stdoutLines.contains { $0.hasPrefix("stored ") && $0.hasSuffix(" in space \(space)") }, "\(result)")
         #expect(result.stdoutLines.contains { $0.hasPrefix("deleted ") }, "\(result)")
+
+        // What the relay keeps holds no plain text: not its database, not its WAL, not (on
+        // PostgreSQL, stopped so that everything is on disk) any file of the cluster.
+        let kept: String
+        if let postgres = relay.postgres {
+            try postgres.stop()
+            kept = postgres.directory
+        } else {
+            kept = relay.data
+        }
+        let files = try #require(FileManager.default.enumerator(atPath: kept)).compactMap { $0 as? String }
+        #expect(!files.isEmpty, "\(files)")
+        for name in files {
+            guard let bytes = FileManager.default.contents(atPath: kept + "/" + name) else { continue }
+            for secret in ["plumber", "4711", "home"] {
+                #expect(bytes.range(of: Data(secret.utf8)) == nil, "\(name) holds '\(secret)'")
+            }
+        }
     }
 
     /// Without the key, nothing: a request unsigned, signed with another key, or changed on the
     /// way is refused; so is what is not an encrypted bundle, a body over the limit, a name that is
     /// not a bundle's. None of them stores anything.
-    @Test func strangersAndBadRequestsAreRefusedAndStoreNothing() throws {
+    @Test(arguments: RelayBackEnd.allCases)
+    func strangersAndBadRequestsAreRefusedAndStoreNothing(on backEnd: RelayBackEnd) throws {
         let sandbox = try Sandbox()
         let (a, _) = try sandbox.makePairedStores()
-        let relay = try RelayProcess(sandbox, data: sandbox.path("relay"), options: ["--max-file-bytes", "4096"])
+        let relay = try RelayProcess(sandbox, on: backEnd, options: ["--max-file-bytes", "4096"])
         try a.addReminder("a secret")
         _ = try a.ok("sync", "--relay", relay.url)
         let key = try a.syncKey()

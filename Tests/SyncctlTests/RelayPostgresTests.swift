@@ -5,12 +5,14 @@ import Testing
 /// The relay scaled out (SPEC.md §16.4): nodes that share one PostgreSQL database, each a real
 /// `syncctl relay --postgres` process, with live devices spread over them.
 @Suite struct RelayPostgresTests {
-    /// Three live devices on two nodes, written to by other processes while each node in turn is
+    /// Three live devices on two nodes, each written to by a writer process after another, all at
+    /// once, while, at random moments, each node is killed and started again, PostgreSQL is
+    /// stopped at once (as by a crash) and started again twice, and a device's live sync is
     /// killed and started again: every write whose command exited 0 reaches every device, and a
-    /// change through one node reaches a device on the other as it lands. (A restart of PostgreSQL
-    /// under load is not yet survived: requests under way hang. Issue 32's note.)
-    @Test func liveDevicesOnTwoNodesConvergeAcrossKillsOfTheNodes() throws {
+    /// change through one node reaches a device on the other as it lands.
+    @Test func liveDevicesOnTwoNodesConvergeAcrossKillsOfNodesDevicesAndPostgreSQL() throws {
         var random = SplitMix64(seed: KillTests.seed &+ 5)
+        let context = "(seed \(KillTests.seed))"
         let postgres = try PostgresServer()
         let sandbox = try Sandbox()
         let (a, b) = try sandbox.makePairedStores()
@@ -18,7 +20,11 @@ import Testing
         try c.ok("key", "import", String(try a.ok("key", "show").split(separator: "\n")[0]))
         let nodes = [try RelayProcess(sandbox, postgres: postgres.url), try RelayProcess(sandbox, postgres: postgres.url)]
         let devices = [(a, nodes[0]), (b, nodes[1]), (c, nodes[0])]
-        let lives = try devices.map { store, node in try sandbox.start(["sync", "--relay", node.url, "--live", "--store", store.path]) }
+        func startLive(_ device: Int) throws -> BackgroundRun {
+            let (store, node) = devices[device]
+            return try sandbox.start(["sync", "--relay", node.url, "--live", "--store", store.path])
+        }
+        var lives = try devices.indices.map(startLive)
         for live in lives {
             #expect(eventually(timeout: 20) { live.stdout.contains("; stop with Ctrl-C\n") }, "\(live.stdout) \(live.stderr)")
         }
@@ -28,16 +34,49 @@ import Testing
         #expect(try eventually(timeout: 20) { try b.reminderTitles().contains("the first") })
         print(String(format: "RelayPostgresTests: a write on a (node 1) reached b (node 2) in %.0f ms (polled every 100 ms)", Date().timeIntervalSince(start) * 1000))
 
-        var written: Set<String> = ["the first"]
-        for index in 1...24 {
-            let (device, _) = devices[Int(random.next() % 3)]
-            let title = "write \(index)"
-            if (try device.run("reminder", "add", title)).succeeded { written.insert(title) }
-            if index == 8 { try nodes[1].restart() }
-            if index == 16 { try nodes[0].restart() }
-            Thread.sleep(forTimeInterval: Double(random.next() % 100) / 1000)
+        // One writer per device, all at once, on other threads; each keeps the titles whose
+        // command exited 0.
+        let run = try sandbox.runner()
+        let paths = devices.map(\.0.path)
+        let seeds = devices.map { _ in random.next() }
+        let results = ResultBox<[String]>(devices.count)
+        let writers = DispatchGroup()
+        DispatchQueue.global().async(group: writers) {
+            DispatchQueue.concurrentPerform(iterations: paths.count) { device in
+                var draws = SplitMix64(seed: seeds[device])
+                results.set(device, Result {
+                    try (1...12).compactMap { index in
+                        let title = "write \(device).\(index)"
+                        defer { Thread.sleep(forTimeInterval: Double(draws.next() % 400) / 1000) }
+                        return try run(["reminder", "add", title, "--store", paths[device]]).succeeded ? title : nil
+                    }
+                })
+            }
         }
-        try RelayLiveTests.expectConverged(devices.map(\.0), holding: written, within: 90, context: "across kills of both nodes (seed \(KillTests.seed))")
+        // Meanwhile, the faults, in a drawn order, at drawn moments.
+        var faults = ["node 1", "node 2", "postgres", "postgres", "device"]
+        for index in faults.indices.reversed() { faults.swapAt(index, Int(random.next() % UInt64(index + 1))) }
+        var met: [String] = []
+        for fault in faults {
+            Thread.sleep(forTimeInterval: Double(random.next() % 800) / 1000)
+            switch fault {
+            case "node 1": try nodes[0].restart()
+            case "node 2": try nodes[1].restart()
+            case "postgres": try postgres.restart()
+            default:
+                let device = Int(random.next() % 3)
+                lives[device].send(SIGKILL)
+                _ = lives[device].wait(timeout: 10)
+                lives[device] = try startLive(device)
+            }
+            met.append(fault)
+        }
+        writers.wait()
+        var written: Set<String> = ["the first"]
+        for result in results.values { written.formUnion(try #require(result).get()) }
+        print("RelayPostgresTests \(context): faults \(met.joined(separator: ", ")); \(written.count) writes exited 0")
+
+        try RelayLiveTests.expectConverged(devices.map(\.0), holding: written, within: 90, context: "across kills of nodes, a device and PostgreSQL \(context)")
         RelayLiveTests.stopLiveSyncs(lives)
         for node in nodes {
             let result = node.stop()

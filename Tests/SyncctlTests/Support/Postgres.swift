@@ -39,6 +39,18 @@ final class PostgresServer {
         try? FileManager.default.removeItem(atPath: directory)
     }
 
+    /// Stops the server cleanly (`fast`: what was committed is written to the data files).
+    func stop() throws {
+        try Self.run(binaries + "/pg_ctl", ["-D", directory + "/data", "-m", "fast", "stop"])
+    }
+
+    /// Stops the server at once (`immediate`: connections are cut, as by a crash) and starts it
+    /// again on the same port.
+    func restart() throws {
+        try Self.run(binaries + "/pg_ctl", ["-D", directory + "/data", "-m", "immediate", "stop"])
+        try Self.start(binaries, directory, port: port)
+    }
+
     /// The server's log.
     var log: String { (try? String(contentsOfFile: directory + "/log", encoding: .utf8)) ?? "" }
 
@@ -62,7 +74,7 @@ final class PostgresServer {
     /// With posix_spawn and waitpid, not Foundation's `Process`: on Linux, `Process` learns that a
     /// child ended when a descriptor it gave the child is closed, and the server that `pg_ctl
     /// start` leaves running inherits that descriptor. Output goes to a file, not a pipe, for the
-    /// same reason.
+    /// same reason, and the child gets no descriptor of this process but those three.
     @discardableResult
     private static func run(_ program: String, _ arguments: [String], sourceLocation: SourceLocation = #_sourceLocation) throws -> String {
         let command = getuid() == 0 ? ["/usr/sbin/runuser", "-u", "postgres", "--", program] + arguments : [program] + arguments
@@ -74,6 +86,9 @@ final class PostgresServer {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        // Nothing else of this process: the server would hold open the descriptors by which
+        // `Process` learns that the syncctl processes started meanwhile have ended.
+        closeInheritedDescriptors(&actions)
         var pid: pid_t = 0
         let argv = command.map { strdup($0) } + [nil]
         defer { for argument in argv { free(argument) } }
@@ -87,6 +102,20 @@ final class PostgresServer {
             throw PostgresFailure(message: "\((program as NSString).lastPathComponent) \(arguments.joined(separator: " ")) ended with status \(status): \(text)")
         }
         return text
+    }
+
+    /// Makes the child close every descriptor from 3 on, with glibc's
+    /// `posix_spawn_file_actions_addclosefrom_np` (2.34 and later; Swift does not import it, so
+    /// it is looked up), or else each descriptor open now.
+    private static func closeInheritedDescriptors(_ actions: inout posix_spawn_file_actions_t) {
+        typealias CloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+        if let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np") {
+            _ = unsafeBitCast(symbol, to: CloseFrom.self)(&actions, 3)
+            return
+        }
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? [] {
+            if let descriptor = Int32(name), descriptor > 2 { posix_spawn_file_actions_addclose(&actions, descriptor) }
+        }
     }
 
     struct PostgresFailure: Error, CustomStringConvertible {
