@@ -85,6 +85,15 @@ final class RelayProcess {
         (run, port) = try Self.start(sandbox, storageArguments, described: described, port: port, sourceLocation: sourceLocation)
     }
 
+    /// Stops it with SIGTERM, runs `change` (on its files, say), and starts it again on the same
+    /// port and storage.
+    func whileStopped(_ change: () throws -> Void, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let stopped = stop()
+        #expect(stopped.succeeded, "\(stopped)", sourceLocation: sourceLocation)
+        try change()
+        (run, port) = try Self.start(sandbox, storageArguments, described: described, port: port, sourceLocation: sourceLocation)
+    }
+
     /// Stops it with SIGTERM; what it printed.
     func stop() -> RunResult {
         run.send(SIGTERM)
