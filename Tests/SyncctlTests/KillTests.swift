@@ -440,7 +440,7 @@ import Testing
                     Self.log("\(context): \(applied) of \(bOperations) operations had been imported")
                 case .publishing:
                     #expect(applied == 0, "\(context): a publish changes no operation")
-                    let published = ((try? bundleNames(in: folder)) ?? []).filter { !$0.hasPrefix(".") }
+                    let published = (try? bundleNames(in: folder)) ?? []
                     if !published.isEmpty { tally.committed += 1 }
                     Self.log("\(context): \(published.count) file published")
                 case .coalescing:

@@ -57,9 +57,13 @@ func listing(of directory: String) throws -> [String: String] {
     return result
 }
 
-/// The names of the bundle files in a shared folder's layout-1 directory, sorted.
+/// The names of the bundle files published in a shared folder's layout-1 directory, sorted: not
+/// the hidden temporary files that a sync writes before it links them under their names, so that
+/// a test waiting for a file sees it whole.
 func bundleNames(in folder: String) throws -> [String] {
-    try FileManager.default.contentsOfDirectory(atPath: (folder as NSString).appendingPathComponent("concord-v1")).sorted()
+    try FileManager.default.contentsOfDirectory(atPath: (folder as NSString).appendingPathComponent("concord-v1"))
+        .filter { !$0.hasPrefix(".") }
+        .sorted()
 }
 
 private func fnv1a(_ data: Data) -> String {
