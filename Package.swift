@@ -169,6 +169,8 @@ let package = Package(
                 "ConcordWorkload",
                 "ConcordRelay",
                 "ConcordRelayClient",
+                "ConcordRelayProtocol",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

@@ -15,6 +15,7 @@ public struct RelayClient: Sendable {
     public let url: String
     private let credentials: RelayCredentials
     private let nowMillis: @Sendable () -> UInt64
+    private let http: HTTPClient
     /// The most a listing may take (a space of 10,000 files lists in about 1.3 MB).
     private static let maxListingBytes = 16 << 20
     /// The most a downloaded file may take: a relay's own limit is at most this.
@@ -23,8 +24,16 @@ public struct RelayClient: Sendable {
     /// A client of the relay at `url` for the space of `key`. A URL that is not `http://` or
     /// `https://` with a host, and nothing after its port but an optional `/`, is refused.
     public init(url: String, key: SyncKey, nowMillis: @escaping @Sendable () -> UInt64 = { UInt64(Date().timeIntervalSince1970 * 1000) }) throws(ConcordError) {
+        try self.init(url: url, key: key, http: Self.shared, nowMillis: nowMillis)
+    }
+
+    /// A client that sends its requests through `http` rather than the process's client: a load
+    /// generator's own, whose pool may hold thousands of connections to one relay (the process's
+    /// holds at most 8 a host, and queues requests beyond them).
+    package init(url: String, key: SyncKey, http: HTTPClient, nowMillis: @escaping @Sendable () -> UInt64 = { UInt64(Date().timeIntervalSince1970 * 1000) }) throws(ConcordError) {
         self.url = try Self.relayURL(url)
         credentials = RelayCredentials(key: key)
+        self.http = http
         self.nowMillis = nowMillis
     }
 
@@ -43,7 +52,7 @@ public struct RelayClient: Sendable {
 
     /// The process's HTTP client. A connection that cannot be made fails its request at once
     /// (after at most 10 s): a one-shot sync says so, and a live one waits and tries again (§16.5).
-    private static let http: HTTPClient = {
+    private static let shared: HTTPClient = {
         var configuration = HTTPClient.Configuration()
         configuration.timeout.connect = .seconds(10)
         configuration.connectionPool.retryConnectionEstablishment = false
@@ -154,7 +163,7 @@ public struct RelayClient: Sendable {
         }
         let answer: Answer
         do {
-            let response = try await Self.http.execute(request, timeout: timeout)
+            let response = try await http.execute(request, timeout: timeout)
             answer = Answer(status: response.status, bytes: Array(buffer: try await response.body.collect(upTo: maxBytes)))
         } catch is CancellationError {
             throw ConcordError(.closed, "the request to the relay at \(url) was cancelled")

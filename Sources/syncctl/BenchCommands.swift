@@ -9,11 +9,11 @@ import Foundation
 
 struct Bench: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Measure merge throughput, local writes, export, folder sync, peer sync, live latency, history reads and import.",
+        abstract: "Measure merge throughput, local writes, export, folder sync, peer sync, live latency, the relay, history reads and import.",
         discussion: "Each benchmark builds its seeded workload in a temporary directory (not timed) and prints medians.",
         subcommands: [
             MergeBench.self, MergeRun.self, WritesBench.self, ExportBench.self, FolderSyncBench.self, PeerBench.self, LiveBench.self,
-            HistoryBench.self, ImportBench.self, ImportRun.self,
+            RelayBench.self, HistoryBench.self, ImportBench.self, ImportRun.self,
         ])
 }
 
@@ -45,11 +45,22 @@ struct WorkloadOptions: ParsableArguments {
 
 /// A temporary directory for one benchmark, removed afterwards.
 func withBenchDirectory<T>(_ body: (String) throws -> T) throws -> T {
-    var template = Array((NSTemporaryDirectory() + "concord-bench-XXXXXX").utf8CString)
-    guard let made = mkdtemp(&template) else { throw ValidationError("cannot create a temporary directory") }
-    let directory = String(cString: made)
+    let directory = try makeBenchDirectory()
     defer { try? FileManager.default.removeItem(atPath: directory) }
     return try body(directory)
+}
+
+/// A temporary directory for one benchmark, removed afterwards: the async form.
+func withBenchDirectory<T>(_ body: (String) async throws -> T) async throws -> T {
+    let directory = try makeBenchDirectory()
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    return try await body(directory)
+}
+
+private func makeBenchDirectory() throws -> String {
+    var template = Array((NSTemporaryDirectory() + "concord-bench-XXXXXX").utf8CString)
+    guard let made = mkdtemp(&template) else { throw ValidationError("cannot create a temporary directory") }
+    return String(cString: made)
 }
 
 /// Replica B of the workload, built in `directory` (not timed), and how many operations it holds.

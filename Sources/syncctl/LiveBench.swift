@@ -77,8 +77,8 @@ struct LiveBench: ParsableCommand {
             followed = b.path
             let folder = directory + "/shared"
             try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-            helpers.append(try Self.spawn(["sync", "--folder", folder, "--watch", "--store", a.path], output: nil))
-            helpers.append(try Self.spawn(["sync", "--folder", folder, "--watch", "--store", followed], output: nil))
+            helpers.append(try BenchProcess.spawn(["sync", "--folder", folder, "--watch", "--store", a.path], output: nil))
+            helpers.append(try BenchProcess.spawn(["sync", "--folder", folder, "--watch", "--store", followed], output: nil))
         }
         if path == .peer {
             let key = SyncKey.generate()
@@ -87,21 +87,34 @@ struct LiveBench: ParsableCommand {
             try b.setSyncKey(key)
             try b.close()
             followed = b.path
-            let address = "127.0.0.1:\(try Self.freePort())"
-            helpers.append(try Self.spawn(["serve", "--listen", address, "--store", a.path], output: nil))
+            let address = "127.0.0.1:\(try BenchProcess.freePort())"
+            helpers.append(try BenchProcess.spawn(["serve", "--listen", address, "--store", a.path], output: nil))
             // The client connects again until the server listens; the warm-up below waits for it.
-            helpers.append(try Self.spawn(["sync", "--peer", address, "--live", "--store", followed], output: nil))
+            helpers.append(try BenchProcess.spawn(["sync", "--peer", address, "--live", "--store", followed], output: nil))
         }
+        return try LiveLatency.measure(committingTo: a, following: followed, changes: changes, rate: rate, label: path.rawValue)
+    }
+}
+
+/// The timed part of `bench live` and `bench relay`: commits to one store, followed in another.
+enum LiveLatency {
+    /// Commits `changes` single reminders to `a` at `rate` a second, while a follower process
+    /// (`syncctl changes --follow --json`) follows the store at `followed`, and returns how long
+    /// each commit took to reach it. Whatever carries changes from `a` to `followed` runs already.
+    static func measure(committingTo a: ConcordStore, following followed: String, changes: Int, rate: Int, label: String) throws -> Latencies {
         let arrivals = Arrivals()
         // From the store as it is now: nothing committed while the follower starts is missed.
         let now = followed == a.path ? try a.versionVector() : VersionVector()
-        let follower = try Self.spawn(["changes", "--follow", "--json", "--since", now.json.canonical, "--store", followed], output: arrivals)
-        helpers.append(follower)
+        let follower = try BenchProcess.spawn(["changes", "--follow", "--json", "--since", now.json.canonical, "--store", followed], output: arrivals)
+        defer {
+            follower.terminate()
+            follower.waitUntilExit()
+        }
 
-        // Warm up: the follower and the watchers are running once a first change arrives.
-        progressNote("\(path.rawValue): starting")
+        // Warm up: the follower and what carries the changes are running once a first change arrives.
+        progressNote("\(label): starting")
         let first = RecordRef.reminder(try a.addReminder(ReminderDraft(title: "warm-up")))
-        guard arrivals.wait(for: [first], seconds: 30) else { throw ConcordError(.io, "the follower saw no change within 30 s") }
+        guard arrivals.wait(for: [first], seconds: 30) else { throw ConcordError(.io, "the follower saw no change within 30 s (\(label))") }
 
         var committed: [RecordRef: UInt64] = [:]
         let start = DispatchTime.now().uptimeNanoseconds
@@ -112,73 +125,21 @@ struct LiveBench: ParsableCommand {
             _ = pacing.wait(timeout: DispatchTime(uptimeNanoseconds: start + UInt64(index) * spacing))
             let ref = RecordRef.reminder(try a.addReminder(ReminderDraft(title: "change \(index)")))
             committed[ref] = DispatchTime.now().uptimeNanoseconds
-            if index % 100 == 0 { progressNote("\(path.rawValue): \(index) of \(changes) commits") }
+            if index % 100 == 0 { progressNote("\(label): \(index) of \(changes) commits") }
         }
         _ = arrivals.wait(for: Set(committed.keys), seconds: 30)
-        follower.terminate()
-        follower.waitUntilExit()
         let seen = arrivals.times
         let missed = committed.keys.filter { seen[$0] == nil }.count
-        guard missed == 0 else { throw ConcordError(.io, "\(missed) of \(changes) changes never reached the follower (\(path.rawValue))") }
+        guard missed == 0 else { throw ConcordError(.io, "\(missed) of \(changes) changes never reached the follower (\(label))") }
         // From when the commit returned: a follower can see it before that, while the call that
         // made it finishes, and has then seen it at once (0), not before it was made.
         let milliseconds = committed.map { ref, time in Double(max(0, Int64(seen[ref]!) - Int64(time))) / 1_000_000 }
         return Latencies(milliseconds)
     }
-
-    /// A TCP port on 127.0.0.1 that nothing listens on now (the system picks it).
-    private static func freePort() throws -> Int {
-        #if canImport(Glibc)
-        let socket = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        #else
-        let socket = socket(AF_INET, SOCK_STREAM, 0)
-        #endif
-        guard socket >= 0 else { throw ConcordError(.io, "cannot open a socket to find a free port") }
-        defer { close(socket) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, length) == 0 && getsockname(socket, $0, &length) == 0 }
-        }
-        guard bound else { throw ConcordError(.io, "cannot find a free port on 127.0.0.1") }
-        return Int(UInt16(bigEndian: address.sin_port))
-    }
-
-    /// Runs this executable with `arguments`; its standard output goes to `output` line by line
-    /// (or nowhere), its standard error nowhere.
-    private static func spawn(_ arguments: [String], output: Arrivals?) throws -> Process {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Bundle.main.executablePath ?? "/proc/self/exe")
-        process.arguments = arguments
-        process.standardError = FileHandle.nullDevice
-        if let output {
-            let pipe = Pipe()
-            process.standardOutput = pipe
-            let reading = pipe.fileHandleForReading
-            Thread.detachNewThread {
-                var pending = Data()
-                while true {
-                    let chunk = reading.availableData
-                    if chunk.isEmpty { return }
-                    pending.append(chunk)
-                    while let newline = pending.firstIndex(of: 10) {
-                        output.add(line: pending[pending.startIndex..<newline], at: DispatchTime.now().uptimeNanoseconds)
-                        pending.removeSubrange(pending.startIndex...newline)
-                    }
-                }
-            }
-        } else {
-            process.standardOutput = FileHandle.nullDevice
-        }
-        try process.run()
-        return process
-    }
 }
 
 /// When each record first reached the follower.
-private final class Arrivals: Sendable {
+final class Arrivals: Sendable {
     private let state = LockedState<[RecordRef: UInt64]>([:])
     /// Signalled at each line that brings a record.
     private let arrived = DispatchSemaphore(value: 0)
@@ -211,7 +172,7 @@ private final class Arrivals: Sendable {
 }
 
 /// Latencies in milliseconds, summarized.
-private struct Latencies {
+struct Latencies {
     let sorted: [Double]
 
     init(_ values: [Double]) { sorted = values.sorted() }
@@ -225,12 +186,15 @@ private struct Latencies {
         "p50 \(formatted(percentile(0.5), 1)) ms, p99 \(formatted(percentile(0.99), 1)) ms, max \(formatted(sorted.last!, 1)) ms"
     }
 
-    var json: JSON {
-        .object([
+    var json: JSON { .object(fields) }
+
+    /// The percentiles, the greatest and the count, as members of a JSON object.
+    var fields: [(String, JSON)] {
+        [
             ("p50Milliseconds", .decimal(percentile(0.5), fractionDigits: 1)),
             ("p99Milliseconds", .decimal(percentile(0.99), fractionDigits: 1)),
             ("maxMilliseconds", .decimal(sorted.last!, fractionDigits: 1)),
             ("changes", .int(Int64(sorted.count))),
-        ])
+        ]
     }
 }

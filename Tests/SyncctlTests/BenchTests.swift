@@ -134,4 +134,82 @@ import Testing
         #expect(try FileManager.default.contentsOfDirectory(atPath: temporary).isEmpty, "the bench removes its directories")
     }
 
+    /// `bench relay` on an embedded database, small: each part runs through real relay and
+    /// device processes, the first sync brings every operation, the load reports each rate with
+    /// its latencies, and nothing is left behind.
+    @Test func relayBenchRunsEachPartOnAnEmbeddedRelay() throws {
+        let sandbox = try Sandbox()
+        let temporary = try sandbox.makeDirectory("tmp")
+        let result = try sandbox.run(Self.smallRelayBench, environment: ["TMPDIR": temporary])
+        let report = try members(result)
+        #expect(report["benchmark"] == .string("relay"))
+        #expect(report["backEnd"] == .string("embedded"))
+        expectRelayParts(report, nodes: [1], result: result)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: temporary).isEmpty, "the bench removes its directories")
+    }
+
+    /// The same on PostgreSQL: the latency part runs its devices on two nodes, the load runs on
+    /// one node and then on two, and every space the bench made is deleted afterwards.
+    @Test func relayBenchRunsOnTwoNodesOfPostgreSQLAndDeletesItsSpaces() throws {
+        let postgres = try PostgresServer()
+        let sandbox = try Sandbox()
+        let temporary = try sandbox.makeDirectory("tmp")
+        let result = try sandbox.run(Self.smallRelayBench + ["--postgres", postgres.url], environment: ["TMPDIR": temporary])
+        let report = try members(result)
+        #expect(report["backEnd"] == .string("postgres"))
+        expectRelayParts(report, nodes: [1, 2], result: result)
+        if case .object(let latency)? = report["latency"] { #expect(Dictionary(uniqueKeysWithValues: latency)["nodes"] == .number("2")) }
+        #expect(try postgres.query("SELECT count(*) FROM concord_relay_files") == "0", "every file the bench uploaded is deleted")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: temporary).isEmpty, "the bench removes its directories")
+    }
+
+    private static let smallRelayBench = [
+        "bench", "relay", "--changes", "20", "--rate", "50", "--records", "300", "--runs", "1",
+        "--spaces", "20", "--rates", "20", "40", "--seconds", "1", "--json",
+    ]
+
+    private func expectRelayParts(_ report: [String: OrderedJSON], nodes: [Int], result: RunResult) {
+        guard case .object(let latency)? = report["latency"], case .object(let firstSync)? = report["firstSync"],
+              case .array(let loads)? = report["load"]
+        else {
+            Issue.record("a part is missing: \(result)")
+            return
+        }
+        let figures = Dictionary(uniqueKeysWithValues: latency)
+        if let p50 = number(figures["p50Milliseconds"]), let p99 = number(figures["p99Milliseconds"]) {
+            #expect(0 <= p50 && p50 <= p99, "\(result)")
+        } else {
+            Issue.record("no latencies: \(result)")
+        }
+        #expect(figures["changes"] == .number("20"))
+
+        let sync = Dictionary(uniqueKeysWithValues: firstSync)
+        // 300 reminders with one update each, as `bench merge` builds them.
+        #expect(number(sync["operations"]).map { $0 > 300 } == true, "\(result)")
+        for key in ["uploadSeconds", "syncMedianSeconds", "mergeMedianSeconds", "mergeOverSync", "bytes", "files"] {
+            #expect(number(sync[key]).map { $0 > 0 } == true, "\(key): \(result)")
+        }
+
+        #expect(loads.count == nodes.count, "\(result)")
+        for (load, count) in zip(loads, nodes) {
+            guard case .object(let members) = load else { continue }
+            let run = Dictionary(uniqueKeysWithValues: members)
+            #expect(run["nodes"] == .number("\(count)"))
+            #expect(run["devices"] == .number("50"), "20 spaces of 2 and 3 devices in turn")
+            guard case .array(let resident)? = run["waitingResidentBytes"], case .array(let rates)? = run["rates"] else {
+                Issue.record("no memory or rates: \(result)")
+                continue
+            }
+            #expect(resident.count == count && resident.allSatisfy { number($0).map { $0 > 1_000_000 } == true }, "\(result)")
+            #expect(!rates.isEmpty, "\(result)")
+            for case .object(let step) in rates {
+                let figures = Dictionary(uniqueKeysWithValues: step)
+                #expect(number(figures["uploads"]).map { $0 > 0 } == true, "\(result)")
+                #expect(figures["uploads"] == figures["acknowledged"] || figures["failedUploads"] != .number("0"), "\(result)")
+                if let p50 = number(figures["p50Milliseconds"]), let p99 = number(figures["p99Milliseconds"]) {
+                    #expect(0 <= p50 && p50 <= p99, "\(result)")
+                }
+            }
+        }
+    }
 }

@@ -69,6 +69,9 @@ import Testing
             "bench folder-sync": ["bench", "folder-sync", "--files", "50", "--runs", "1", "--json"],
             "bench peer": ["bench", "peer"] + bench,
             "bench live": ["bench", "live", "--changes", "20", "--json"],
+            "bench relay": [
+                "bench", "relay", "--changes", "20", "--records", "200", "--runs", "1", "--spaces", "10", "--rates", "20", "--seconds", "1", "--json",
+            ],
             "bench history": ["bench", "history", "--records", "200", "--writes", "100", "--runs", "1", "--json"],
             "bench import": ["bench", "import"] + bench,
         ]

@@ -51,6 +51,12 @@ final class PostgresServer {
         try Self.start(binaries, directory, port: port)
     }
 
+    /// What `psql` prints for `sql` (unaligned, tuples only): one line per row.
+    func query(_ sql: String) throws -> String {
+        try Self.run(binaries + "/psql", ["-h", "127.0.0.1", "-p", "\(port)", "-U", "concord", "-d", "postgres", "-At", "-c", sql])
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
     /// The server's log.
     var log: String { (try? String(contentsOfFile: directory + "/log", encoding: .utf8)) ?? "" }
 
