@@ -67,7 +67,7 @@ extension RelayStorage {
     ) async throws {
         let deadline = ContinuousClock.now + timeout
         while !Task.isCancelled {
-            let rings = bell.rings
+            let rings = bell.rings(of: space)
             guard try await readCursor() == cursor else { return }
             let left = deadline - ContinuousClock.now
             guard left > .zero else { return }

@@ -185,7 +185,7 @@ public struct RelaySync: Sendable {
                 return
             case nil: break
             }
-            let seen = commits.rings
+            let seen = commits.rings(of: "")
             do throws(ConcordError) {
                 let synced = try await sync()
                 backoff = ReconnectBackoff(jitter: jitter)
@@ -215,7 +215,7 @@ public struct RelaySync: Sendable {
                 }
                 group.addTask {
                     while !Task.isCancelled {
-                        let rings = commits.rings
+                        let rings = commits.rings(of: "")
                         if rings != seen { return }
                         await commits.wait(for: "", after: rings, upTo: .seconds(3600))
                     }

@@ -11,22 +11,37 @@ package final class ChangeBell: Sendable {
         var bySpace: [String: [UUID: CheckedContinuation<Void, Never>]] = [:]
         /// Waiters cancelled before they were registered: they must not wait at all.
         var cancelled: Set<UUID> = []
-        /// How many rings there have been, of any space: a waiter that read its space before a
-        /// ring it did not hear (it was not yet registered) returns at once and reads it again.
-        var rings: UInt64 = 0
+        /// How many rings there have been, counted in buckets by a hash of the space's name: a
+        /// waiter that read its space before a ring of its bucket that it did not hear (it was
+        /// not yet registered) returns at once and reads it again. Not one count for every
+        /// space: on a relay where many spaces change, each waiter would then read its space
+        /// again at nearly every ring of any other, and the reads would feed on themselves.
+        /// Buckets make that rare, in memory that does not grow with the spaces.
+        var rings = [UInt64](repeating: 0, count: ChangeBell.buckets)
+        /// Rings of every space (`ringAll`).
+        var allRings: UInt64 = 0
+
+        func rings(of space: String) -> UInt64 { allRings &+ rings[ChangeBell.bucket(of: space)] }
+    }
+
+    private static let buckets = 1024
+
+    private static func bucket(of space: String) -> Int {
+        Int(UInt(bitPattern: space.hashValue) % UInt(buckets))
     }
 
     private let waiters = NIOLockedValueBox(Waiters())
 
     package init() {}
 
-    /// How many rings there have been: read it before looking at a space, and give it to `wait`.
-    package var rings: UInt64 { waiters.withLockedValue { $0.rings } }
+    /// How many rings of `space` there have been (and of others that share its bucket): read it
+    /// before looking at the space, and give it to `wait`.
+    package func rings(of space: String) -> UInt64 { waiters.withLockedValue { $0.rings(of: space) } }
 
     /// Wakes every waiter of `space`.
     package func ring(_ space: String) {
         let woken = waiters.withLockedValue { waiters in
-            waiters.rings += 1
+            waiters.rings[Self.bucket(of: space)] &+= 1
             return waiters.bySpace.removeValue(forKey: space) ?? [:]
         }
         for continuation in woken.values { continuation.resume() }
@@ -35,15 +50,15 @@ package final class ChangeBell: Sendable {
     /// Wakes every waiter, of any space: whatever changed while changes could not be heard.
     package func ringAll() {
         let woken = waiters.withLockedValue { waiters in
-            waiters.rings += 1
+            waiters.allRings &+= 1
             defer { waiters.bySpace = [:] }
             return waiters.bySpace.values.flatMap(\.values)
         }
         for continuation in woken { continuation.resume() }
     }
 
-    /// Returns when `space` is rung, `timeout` passes, or the task is cancelled; at once if any
-    /// space was rung since `rings` was read.
+    /// Returns when `space` is rung, `timeout` passes, or the task is cancelled; at once if it
+    /// (or a space of its bucket) was rung since `rings` was read.
     package func wait(for space: String, after rings: UInt64, upTo timeout: Duration) async {
         let id = UUID()
         await withTaskGroup(of: Void.self) { group in
@@ -52,7 +67,7 @@ package final class ChangeBell: Sendable {
                 await withTaskCancellationHandler {
                     await withCheckedContinuation { continuation in
                         let registered = self.waiters.withLockedValue { waiters -> Bool in
-                            guard waiters.cancelled.remove(id) == nil, waiters.rings == rings else { return false }
+                            guard waiters.cancelled.remove(id) == nil, waiters.rings(of: space) == rings else { return false }
                             waiters.bySpace[space, default: [:]][id] = continuation
                             return true
                         }
