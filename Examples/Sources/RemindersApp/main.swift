@@ -16,7 +16,8 @@ func run(in directory: String, shared: String) async throws {
     let laptop = try await ConcordStore.create(at: directory + "/laptop.db", name: "laptop")
     let phone = try await ConcordStore.create(at: directory + "/phone.db", name: "phone")
 
-    let due = try Date("2026-11-27T09:00:00Z", strategy: .iso8601)
+    // Due this time tomorrow: a snooze must end in the future (SPEC.md §6.2).
+    let due = Date().addingTimeInterval(24 * 3600)
     let plants = try await laptop.addReminder(ReminderDraft(title: "Water the plants", due: due, tags: ["home"], repeatRule: "weekly"))
     try await laptop.snoozeReminder(plants, until: due.addingTimeInterval(3600))
     try await laptop.completeReminder(plants)
