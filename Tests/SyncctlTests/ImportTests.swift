@@ -13,7 +13,7 @@ import Testing
         try source.ok("reminder", "complete", done)
         let gone = try source.addReminder("deleted")
         try source.ok("reminder", "delete", gone)
-        try source.ok("reminder", "snooze", due, "--until", "2026-12-01T10:00:00Z")
+        try source.ok("reminder", "snooze", due, "--minutes", "600")  // from now: a snooze must end in the future
         try source.addNote("a note", "--body", "b", "--tag", "x", "--pinned")
         // Due on the 31st and completed once: due on February 28th, its rule still monthly:31.
         let monthly = try source.addReminder("pay rent", "--due", "2027-01-31T09:00:00Z", "--repeat", "monthly")
