@@ -17,12 +17,20 @@ public struct RelayLimits: Hashable, Sendable {
     public var quota: RelayQuota
     /// The longest a list request may wait for a change.
     public var maxWait: Duration
+    /// The longest a client may take to send a request's head, and its body beyond the time its
+    /// size allows at 64 KiB a second (§16.3): a slower one is refused 408 and cut off.
+    public var requestTimeout: Duration
 
-    /// The limits of `syncctl relay` by default: files of 64 MiB, spaces of 1 GiB in 10,000 files, waits of a minute.
-    public init(maxFileBytes: Int = 64 << 20, quota: RelayQuota = RelayQuota(bytes: 1 << 30, files: 10_000), maxWait: Duration = .seconds(60)) {
+    /// The limits of `syncctl relay` by default: files of 64 MiB, spaces of 1 GiB in 10,000 files,
+    /// waits of a minute, requests sent within 30 s.
+    public init(
+        maxFileBytes: Int = 64 << 20, quota: RelayQuota = RelayQuota(bytes: 1 << 30, files: 10_000), maxWait: Duration = .seconds(60),
+        requestTimeout: Duration = .seconds(30)
+    ) {
         self.maxFileBytes = maxFileBytes
         self.quota = quota
         self.maxWait = maxWait
+        self.requestTimeout = requestTimeout
     }
 }
 
@@ -58,9 +66,11 @@ public struct RelayServer: Sendable {
         router.delete("v1/spaces/:space") { request, context in try await self.answering(request) { try await self.deleteSpace(request, context) } }
         var application = Application(
             router: router,
-            // A connection idle for 90 s (a slow client, or one that holds connections open) is
-            // cut off; a listing that waits for a change waits at most maxWait, below that.
-            server: .http1(configuration: .init(idleTimeout: .seconds(90))),
+            // A client that sends its request too slowly is cut off (RequestDeadlines), and a
+            // connection idle for 90 s; a listing that waits for a change waits at most
+            // maxWait, below that.
+            server: .http1(configuration: .init(
+                additionalChannelHandlers: [RequestDeadlines(timeout: limits.requestTimeout)], idleTimeout: .seconds(90))),
             configuration: .init(address: .hostname(host, port: port), serverName: "concord-relay"),
             services: storage.services,
             onServerRunning: { channel in await onRunning(channel.localAddress?.port ?? port) },
@@ -140,6 +150,12 @@ public struct RelayServer: Sendable {
             body = Array(buffer: try await request.body.collect(upTo: limits.maxFileBytes))
         } catch is NIOTooManyBytesError {
             throw RelayRefusal(.contentTooLarge, "a file may take at most \(limits.maxFileBytes) bytes")
+        } catch is CancellationError {
+            throw CancellationError()
+        } catch {
+            // The client's fault (it went away, or was cut off for sending too slowly), not the
+            // storage's: nothing to log, and no one to answer.
+            throw RelayRefusal(.badRequest, "the request ended before its body did")
         }
         try authenticate(request, space: space, body: body)
         // The relay holds only what it cannot read: bundles sealed with the space's key (§13.1).
@@ -212,10 +228,19 @@ public struct RelayServer: Sendable {
     private static let encryptedMagic: [UInt8] = [0x89, 0x43, 0x4E, 0x43, 0x45, 0x0D, 0x0A, 0x1A, 0x01]
 
     static func json(_ status: HTTPResponse.Status, _ value: JSON) -> Response {
+        Response(status: status, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(bytes: body(value))))
+    }
+
+    /// A refusal's body (§16.3): `{"error":CODE,"message":TEXT}` and a line feed.
+    static func refusalBody(code: String, message: String) -> [UInt8] {
+        body(.object([("error", .string(code)), ("message", .string(message))]))
+    }
+
+    private static func body(_ value: JSON) -> [UInt8] {
         var bytes: [UInt8] = []
         value.write(into: &bytes)
         bytes.append(UInt8(ascii: "\n"))
-        return Response(status: status, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
+        return bytes
     }
 }
 
@@ -244,6 +269,8 @@ struct RelayRefusal: HTTPResponseError {
     }
 
     func response(from request: Request, context: some RequestContext) throws -> Response {
-        RelayServer.json(status, .object([("error", .string(code)), ("message", .string(message))]))
+        Response(
+            status: status, headers: [.contentType: "application/json"],
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: RelayServer.refusalBody(code: code, message: message))))
     }
 }

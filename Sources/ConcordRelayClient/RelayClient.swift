@@ -56,6 +56,9 @@ public struct RelayClient: Sendable {
         var configuration = HTTPClient.Configuration()
         configuration.timeout.connect = .seconds(10)
         configuration.connectionPool.retryConnectionEstablishment = false
+        // Idle connections are closed here before a relay closes them (30 s after its last
+        // answer by default, §16.3), so that a request is never sent on one the relay is closing.
+        configuration.connectionPool.idleTimeout = .seconds(20)
         return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
     }()
 

@@ -26,6 +26,8 @@ struct Relay: AsyncParsableCommand {
     @Option(help: "The largest file a device may upload, in bytes.") var maxFileBytes = 64 << 20
     @Option(help: "The most bytes one space's files may take together.") var quotaBytes = 1 << 30
     @Option(help: "The most files one space may hold.") var quotaFiles = 10_000
+    @Option(help: "The seconds a client may take to send a request (its body at 64 KiB/s beyond them) before it is cut off.")
+    var requestTimeout = 30
     @OptionGroup var log: LogOptions
 
     func validate() throws {
@@ -41,13 +43,15 @@ struct Relay: AsyncParsableCommand {
         guard maxFileBytes >= 1024, quotaBytes >= maxFileBytes, quotaFiles >= 1 else {
             throw ValidationError("--max-file-bytes must be at least 1024, --quota-bytes at least --max-file-bytes, --quota-files at least 1")
         }
+        guard (1...3600).contains(requestTimeout) else { throw ValidationError("--request-timeout must be from 1 to 3600") }
     }
 
     func run() async throws {
         let address = PeerAddress(listen, defaultPort: 7430)!
         let logger = log.logger(label: "concord.relay")
         let (storage, described) = try openStorage(logger: logger)
-        let limits = RelayLimits(maxFileBytes: maxFileBytes, quota: RelayQuota(bytes: quotaBytes, files: quotaFiles))
+        let limits = RelayLimits(
+            maxFileBytes: maxFileBytes, quota: RelayQuota(bytes: quotaBytes, files: quotaFiles), requestTimeout: .seconds(requestTimeout))
         let application = RelayServer(storage: storage, limits: limits, logger: logger)
             .application(host: address.host, port: address.port) { port in
                 logger.notice("relaying \(described) on \(address.host):\(port); stop with Ctrl-C", metadata: ["data": "\(described)", "port": "\(port)"])
