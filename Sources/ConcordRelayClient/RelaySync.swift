@@ -92,11 +92,29 @@ public struct RelaySync: Sendable {
             try await client.upload(Array(bytes), as: name)
             report.uploadedFiles += 1
         }
-        for name in relayNames.sorted() where name.hasPrefix(own) && !after.contains(name) {
-            if try await client.delete(name) { report.deletedFiles += 1 }
-        }
+        report.deletedFiles = try await Self.delete(relayNames.sorted().filter { $0.hasPrefix(own) && !after.contains($0) }, from: client)
         report.cursor = before.cursor
         return report
+    }
+
+    /// Deletes `names` from the relay, eight at a time: each deletion is a transaction of the
+    /// relay's back end, durable before its answer, and the 32 files that a coalescing replaces
+    /// took a third of a second one after another, which a live device's next commit waited
+    /// for. How many of them the relay held.
+    private static func delete(_ names: [String], from client: RelayClient) async throws(ConcordError) -> Int {
+        do {
+            return try await withThrowingTaskGroup(of: Bool.self) { group in
+                var deleted = 0
+                for (index, name) in names.enumerated() {
+                    if index >= 8, try await group.next() == true { deleted += 1 }
+                    group.addTask { try await client.delete(name) }
+                }
+                for try await held in group where held { deleted += 1 }
+                return deleted
+            }
+        } catch {
+            throw error as? ConcordError ?? ConcordError(.relay, "\(error)", cause: error)
+        }
     }
 
     // MARK: Wiping
@@ -187,10 +205,12 @@ public struct RelaySync: Sendable {
             }
             let seen = commits.rings(of: "")
             do throws(ConcordError) {
+                // The sync publishes at least this replica's operations up to here.
+                let published = try store.versionVector()[store.replicaID]
                 let synced = try await sync()
                 backoff = ReconnectBackoff(jitter: jitter)
                 report(.synced(synced))
-                try await waitForChange(after: synced.cursor, commits: commits, seen: seen)
+                try await waitForChange(after: synced.cursor, commits: commits, seen: seen, published: published, ending: ending)
             } catch {
                 if Task.isCancelled { return }
                 guard ![.noSyncKey, .replaced].contains(error.code) else { throw error }
@@ -201,22 +221,33 @@ public struct RelaySync: Sendable {
         }
     }
 
-    /// Returns once the space's cursor is not `cursor`, or the store was committed to since the
-    /// bell rang `seen` times.
-    private func waitForChange(after cursor: Int64, commits: ChangeBell, seen: UInt64) async throws(ConcordError) {
+    /// Returns once there is something to sync: the relay lists other files than the mirror
+    /// holds (a new cursor alone is not enough: this replica's own uploads move it too), or this
+    /// replica has written past `published` since the bell rang `seen` times (a commit by this
+    /// sync's own imports rings it too), or the store's events ended.
+    private func waitForChange(
+        after cursor: Int64, commits: ChangeBell, seen: UInt64, published: UInt64, ending: LockedEnding
+    ) async throws(ConcordError) {
         let client = try client()
+        let files = Self.mirror(of: store.path, url: url, space: client.space) + "/concord-v1"
         do {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask {
+                    var cursor = cursor
                     while true {
                         let listing = try await client.listing(waitingFrom: cursor, wait: .seconds(25))
-                        if listing.cursor != cursor { return }
+                        if listing.cursor == cursor { continue }
+                        if Set(listing.files.map(\.name)) != (try Self.bundleNames(in: files)) { return }
+                        cursor = listing.cursor
                     }
                 }
-                group.addTask {
+                group.addTask { [store] in
+                    var rings = seen
                     while !Task.isCancelled {
-                        let rings = commits.rings(of: "")
-                        if rings != seen { return }
+                        if commits.rings(of: "") != rings {
+                            rings = commits.rings(of: "")
+                            if try ending.value != nil || store.versionVector()[store.replicaID] != published { return }
+                        }
                         await commits.wait(for: "", after: rings, upTo: .seconds(3600))
                     }
                 }

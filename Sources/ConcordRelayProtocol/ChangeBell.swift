@@ -58,11 +58,15 @@ package final class ChangeBell: Sendable {
     }
 
     /// Returns when `space` is rung, `timeout` passes, or the task is cancelled; at once if it
-    /// (or a space of its bucket) was rung since `rings` was read.
-    package func wait(for space: String, after rings: UInt64, upTo timeout: Duration) async {
+    /// (or a space of its bucket) was rung since `rings` was read. Whether it was rung.
+    @discardableResult
+    package func wait(for space: String, after rings: UInt64, upTo timeout: Duration) async -> Bool {
         let id = UUID()
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { try? await Task.sleep(for: timeout) }
+        let rung = await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                try? await Task.sleep(for: timeout)
+                return false
+            }
             group.addTask {
                 await withTaskCancellationHandler {
                     await withCheckedContinuation { continuation in
@@ -81,11 +85,15 @@ package final class ChangeBell: Sendable {
                     }
                     continuation?.resume()
                 }
+                // Resumed by a ring, or by a cancellation (the timeout's, or the caller's).
+                return !Task.isCancelled
             }
-            await group.next()
+            let first = await group.next() ?? false
             group.cancelAll()
+            return first
         }
         // A cancellation that came after a ring resumed the waiter left its mark: drop it.
         _ = waiters.withLockedValue { $0.cancelled.remove(id) }
+        return rung
     }
 }

@@ -81,7 +81,10 @@ import Testing
         #expect(!RelayNames.isSpace(String(Self.space.dropLast())))
         #expect(RelayNames.isFile("0123456789abcdef0123456789abcdef-0000000001.cbundle"))
         for bad in ["0123456789ABCDEF0123456789abcdef-0000000001.cbundle", "0123456789abcdef0123456789abcdef-1.cbundle",
-                    "../etc/passwd", ".0123456789abcdef0123456789abcdef-0000000001.tmp-12", "0123456789abcdef0123456789abcdef-0000000001.cbundle/x"] {
+                    "../etc/passwd", ".0123456789abcdef0123456789abcdef-0000000001.tmp-12", "0123456789abcdef0123456789abcdef-0000000001.cbundle/x",
+                    "0123456789abcdef0123456789abcdeg-0000000001.cbundle", "0123456789abcdef0123456789abcdef-000000000a.cbundle",
+                    "0123456789abcdef0123456789abcdef_0000000001.cbundle", "0123456789abcdef0123456789abcdef-0000000001.cbundlf",
+                    "0123456789abcdef0123456789abcdé-0000000001.cbundle", "0123456789abcdef0123456789abcdef-0000000001.cbundle\n", ""] {
             #expect(!RelayNames.isFile(bad), "\(bad)")
         }
     }
