@@ -25,11 +25,15 @@ enum BenchProcess {
 
     /// Runs this executable with `arguments`; its standard output goes to `output` line by line
     /// (or nowhere), its standard error nowhere.
-    static func spawn(_ arguments: [String], output: Arrivals?) throws -> Process {
+    static func spawn(_ arguments: [String], output: Arrivals?, errors: String? = nil) throws -> Process {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: Bundle.main.executablePath ?? "/proc/self/exe")
         process.arguments = arguments
-        process.standardError = FileHandle.nullDevice
+        if let errors, FileManager.default.createFile(atPath: errors, contents: nil), let file = FileHandle(forWritingAtPath: errors) {
+            process.standardError = file
+        } else {
+            process.standardError = FileHandle.nullDevice
+        }
         if let output {
             let pipe = Pipe()
             process.standardOutput = pipe
@@ -75,11 +79,15 @@ enum BenchProcess {
     }
 
     /// Returns once something accepts connections on 127.0.0.1:`port`; fails if `process` ends
-    /// first, or after 30 s.
-    static func waitUntilListening(on port: Int, process: Process, what: String) throws {
+    /// first (with the last line of `log`, its standard error), or after 30 s.
+    static func waitUntilListening(on port: Int, process: Process, what: String, log: String) throws {
         let deadline = DispatchTime.now() + .seconds(30)
         while DispatchTime.now() < deadline {
-            guard process.isRunning else { throw ConcordError(.io, "\(what) exited with status \(process.terminationStatus) before it listened") }
+            guard process.isRunning else {
+                process.waitUntilExit()
+                let said = (try? String(contentsOfFile: log, encoding: .utf8))?.split(separator: "\n").last.map(String.init) ?? "no message"
+                throw ConcordError(.io, "\(what) exited with status \(process.terminationStatus) before it listened: \(said)")
+            }
             if accepts(port) { return }
             usleep(20_000)
         }

@@ -3,6 +3,7 @@ import AsyncHTTPClient
 import ConcordCore
 import ConcordExchange
 import ConcordKeys
+import ConcordRelay
 import ConcordRelayClient
 import ConcordRelayProtocol
 import ConcordStore
@@ -60,6 +61,13 @@ struct RelayBench: AsyncParsableCommand {
         guard (1...10_000).contains(spaces) else { throw ValidationError("--spaces must be from 1 to 10000") }
         guard !rates.isEmpty, rates.allSatisfy({ (1...100_000).contains($0) }) else { throw ValidationError("--rates must each be from 1 to 100000") }
         guard (1...3600).contains(seconds) else { throw ValidationError("--seconds must be from 1 to 3600") }
+        if let postgres {
+            do throws(ConcordError) {
+                _ = try PostgresRelayStorage.redacted(postgres)
+            } catch {
+                throw ValidationError(error.message)
+            }
+        }
     }
 
     private var backEnd: String { postgres == nil ? "an embedded database" : "PostgreSQL" }
@@ -497,9 +505,11 @@ final class RelayNodes: Sendable {
             for _ in 0..<count {
                 let port = try BenchProcess.freePort()
                 let storage = postgres.map { ["--postgres", $0] } ?? ["--data", directory + "/relay"]
-                let process = try BenchProcess.spawn(["relay", "--listen", "127.0.0.1:\(port)"] + storage, output: nil)
+                // Its log goes to a file, whose last line says why, should it stop before it listens.
+                let log = directory + "/relay-node-\(processes.count + 1).log"
+                let process = try BenchProcess.spawn(["relay", "--listen", "127.0.0.1:\(port)"] + storage, output: nil, errors: log)
                 processes.append(process)
-                try BenchProcess.waitUntilListening(on: port, process: process, what: "the relay node")
+                try BenchProcess.waitUntilListening(on: port, process: process, what: "the relay node", log: log)
                 urls.append("http://127.0.0.1:\(port)")
             }
         } catch {

@@ -163,6 +163,19 @@ import Testing
         #expect(try FileManager.default.contentsOfDirectory(atPath: temporary).isEmpty, "the bench removes its directories")
     }
 
+    /// A URL that is not PostgreSQL's is a bad argument; a database that cannot be reached stops
+    /// the bench with one line that says why the node stopped; nothing is left behind.
+    @Test func relayBenchRefusesABadOrUnreachableDatabase() throws {
+        let sandbox = try Sandbox()
+        let temporary = try sandbox.makeDirectory("tmp")
+        let bad = try sandbox.run(["bench", "relay", "--postgres", "mysql://x@127.0.0.1/db"], environment: ["TMPDIR": temporary])
+        expectOneLineFailure(bad, mentions: ["'mysql://x@127.0.0.1/db' is not a PostgreSQL URL"], code: 64)
+        let unreachable = try sandbox.run(
+            ["bench", "relay", "--part", "latency", "--postgres", "postgres://concord@127.0.0.1:9/postgres"], environment: ["TMPDIR": temporary])
+        expectOneLineFailure(unreachable, mentions: ["the relay node exited with status 1 before it listened", "cannot reach the database at postgres://concord@127.0.0.1:9/postgres"], code: 1)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: temporary).isEmpty, "the bench removes its directories")
+    }
+
     private static let smallRelayBench = [
         "bench", "relay", "--changes", "20", "--rate", "50", "--records", "300", "--runs", "1",
         "--spaces", "20", "--rates", "20", "40", "--seconds", "1", "--json",

@@ -92,6 +92,9 @@ import Testing
         expectOneLineFailure(bad, mentions: ["'mysql://x@127.0.0.1/db' is not a PostgreSQL URL"], code: 64)
         let both = try sandbox.run(["relay", "--postgres", "postgres://x@127.0.0.1/db", "--data", sandbox.path("d")])
         expectOneLineFailure(both, mentions: ["give --data DIR or --postgres URL, not both"], code: 64)
+        let timeout = try sandbox.run(["relay", "--data", sandbox.path("d"), "--request-timeout", "0"])
+        expectOneLineFailure(timeout, mentions: ["--request-timeout must be from 1 to 3600"], code: 64)
+        #expect(!FileManager.default.fileExists(atPath: sandbox.path("d")), "a refused relay makes no data directory")
         let unreachable = try sandbox.run(["relay", "--listen", "127.0.0.1:0", "--postgres", "postgres://concord@127.0.0.1:9/postgres"])
         expectOneLineFailure(unreachable, mentions: ["the relay on 127.0.0.1:0 stopped"], code: 1)
     }
