@@ -166,17 +166,21 @@ public final class PostgresRelayStorage: RelayStorage {
         }
     }
 
-    /// Deletes a file in one transaction, which moves the cursor and announces the change.
-    public func delete(_ name: String, in space: String) async throws -> Bool {
+    /// Deletes files in one transaction, which moves the cursor once and announces the change.
+    public func delete(_ names: [String], in space: String) async throws -> [String] {
         try await bounded { [self] in
             try await client.withTransaction(logger: logger) { connection in
                 let rows = try await connection.query(
-                    "DELETE FROM concord_relay_files WHERE space = \(space) AND name = \(name) RETURNING size", logger: logger)
-                var deleted: Int64?
-                for try await size in rows.decode(Int64.self) { deleted = size }
-                guard let deleted else { return false }
-                try await Self.moved(space, bytes: -deleted, files: -1, connection, logger)
-                return true
+                    "DELETE FROM concord_relay_files WHERE space = \(space) AND name = ANY(\(names)) RETURNING name, size", logger: logger)
+                var deleted: [String] = []
+                var bytes: Int64 = 0
+                for try await (name, size) in rows.decode((String, Int64).self) {
+                    deleted.append(name)
+                    bytes += size
+                }
+                guard !deleted.isEmpty else { return [] }
+                try await Self.moved(space, bytes: -bytes, files: -Int64(deleted.count), connection, logger)
+                return deleted.sorted()
             }
         }
     }

@@ -63,6 +63,7 @@ public struct RelayServer: Sendable {
         router.get("v1/spaces/:space/files/:name") { request, context in try await self.answering(request) { try await self.download(request, context) } }
         router.put("v1/spaces/:space/files/:name") { request, context in try await self.answering(request) { try await self.upload(request, context) } }
         router.delete("v1/spaces/:space/files/:name") { request, context in try await self.answering(request) { try await self.deleteFile(request, context) } }
+        router.post("v1/spaces/:space/deletions") { request, context in try await self.answering(request) { try await self.deleteFiles(request, context) } }
         router.delete("v1/spaces/:space") { request, context in try await self.answering(request) { try await self.deleteSpace(request, context) } }
         var application = Application(
             router: router,
@@ -184,9 +185,37 @@ public struct RelayServer: Sendable {
         let space = try Self.space(context)
         let name = try Self.name(context)
         try authenticate(request, space: space, body: [])
-        guard try await storage.delete(name, in: space) else { throw RelayRefusal(.notFound, "space \(space) holds no file \(name)") }
+        guard try await storage.delete([name], in: space) == [name] else { throw RelayRefusal(.notFound, "space \(space) holds no file \(name)") }
         logger.info("deleted \(name) from space \(space)")
         return Response(status: .noContent)
+    }
+
+    /// The most names one request of deletions may carry, and the most bytes its body may take.
+    static let maxDeletions = 1000
+    private static let maxDeletionsBytes = 1 << 16
+
+    private func deleteFiles(_ request: Request, _ context: some RequestContext) async throws -> Response {
+        let space = try Self.space(context)
+        let body: [UInt8]
+        do {
+            body = Array(buffer: try await request.body.collect(upTo: Self.maxDeletionsBytes))
+        } catch is NIOTooManyBytesError {
+            throw RelayRefusal(.contentTooLarge, "a request of deletions may take at most \(Self.maxDeletionsBytes) bytes")
+        } catch is CancellationError {
+            throw CancellationError()
+        } catch {
+            throw RelayRefusal(.badRequest, "the request ended before its body did")
+        }
+        try authenticate(request, space: space, body: body)
+        guard let names = try? JSONDecoder().decode(Deletions.self, from: Data(body)).names,
+              (1...Self.maxDeletions).contains(names.count), names.allSatisfy(RelayNames.isFile)
+        else {
+            throw RelayRefusal(
+                .badRequest, "deletions are a JSON object {\"names\":[NAME…]} of 1 to \(Self.maxDeletions) file names <replica id>-<serial>.cbundle")
+        }
+        let deleted = try await storage.delete(Array(Set(names)).sorted(), in: space)
+        if !deleted.isEmpty { logger.info("deleted \(deleted.count) files from space \(space)") }
+        return Self.json(.ok, .object([("deleted", .array(deleted.map { .string($0) }))]))
     }
 
     private func deleteSpace(_ request: Request, _ context: some RequestContext) async throws -> Response {
@@ -242,6 +271,11 @@ public struct RelayServer: Sendable {
         bytes.append(UInt8(ascii: "\n"))
         return bytes
     }
+}
+
+/// The body of a request of deletions (§16.3).
+private struct Deletions: Decodable {
+    var names: [String]
 }
 
 /// A request the relay refuses (SPEC.md §16.3): its status, and a JSON body

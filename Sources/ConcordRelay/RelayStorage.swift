@@ -38,8 +38,9 @@ public protocol RelayStorage: Sendable {
     func contents(of name: String, in space: String) async throws -> [UInt8]?
     /// Stores a file under `name` unless the space holds one of that name, or is full.
     func store(_ bytes: [UInt8], sha256: [UInt8], as name: String, in space: String, quota: RelayQuota) async throws -> RelayStoreOutcome
-    /// Deletes a file; whether the space held it.
-    func delete(_ name: String, in space: String) async throws -> Bool
+    /// Deletes the files of `names` (distinct, in name order) in one transaction, which moves
+    /// the cursor once if the space held any of them; those it held, in name order.
+    func delete(_ names: [String], in space: String) async throws -> [String]
     /// Deletes every file of a space; how many there were.
     func deleteSpace(_ space: String) async throws -> Int
     /// Returns once the space's cursor is not `cursor`, or `timeout` has passed (sooner when the

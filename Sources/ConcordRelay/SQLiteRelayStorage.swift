@@ -69,19 +69,26 @@ public final class SQLiteRelayStorage: RelayStorage {
         return outcome
     }
 
-    /// Deletes a file in one transaction, which moves the cursor.
-    public func delete(_ name: String, in space: String) async throws -> Bool {
-        let deleted = try await pool.write { db -> Bool in
-            guard let size = try Int.fetchOne(db, sql: "SELECT size FROM files WHERE space = ? AND name = ?", arguments: [space, name]) else {
-                return false
+    /// Deletes files in one transaction, which moves the cursor once.
+    public func delete(_ names: [String], in space: String) async throws -> [String] {
+        let deleted = try await pool.write { db -> [String] in
+            var deleted: [String] = []
+            var bytes = 0
+            for name in names {
+                guard let size = try Int.fetchOne(db, sql: "DELETE FROM files WHERE space = ? AND name = ? RETURNING size", arguments: [space, name]) else {
+                    continue
+                }
+                deleted.append(name)
+                bytes += size
             }
-            try db.execute(sql: "DELETE FROM files WHERE space = ? AND name = ?", arguments: [space, name])
-            try db.execute(
-                sql: "UPDATE spaces SET cursor = cursor + 1, bytes = bytes - ?, files = files - 1 WHERE space = ?",
-                arguments: [size, space])
-            return true
+            if !deleted.isEmpty {
+                try db.execute(
+                    sql: "UPDATE spaces SET cursor = cursor + 1, bytes = bytes - ?, files = files - ? WHERE space = ?",
+                    arguments: [bytes, deleted.count, space])
+            }
+            return deleted
         }
-        if deleted { bell.ring(space) }
+        if !deleted.isEmpty { bell.ring(space) }
         return deleted
     }
 

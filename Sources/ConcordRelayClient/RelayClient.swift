@@ -108,12 +108,26 @@ public struct RelayClient: Sendable {
         _ = try await send(.PUT, "/v1/spaces/\(space)/files/\(name)", body: bytes, timeout: .seconds(300), maxBytes: 1 << 16, expecting: [.ok, .created])
     }
 
-    /// Deletes one file; whether the relay held it.
+    /// Deletes the files of `names`, a request of deletions (one transaction of the relay) for
+    /// each 1,000 of them; those the relay held, in name order.
     @discardableResult
-    public func delete(_ name: String) async throws(ConcordError) -> Bool {
-        let response = try await send(.DELETE, "/v1/spaces/\(space)/files/\(name)", timeout: .seconds(60), maxBytes: 1 << 16, expecting: [.noContent, .notFound])
-        return response.status == .noContent
+    public func delete(_ names: [String]) async throws(ConcordError) -> [String] {
+        let names = Array(Set(names)).sorted()
+        var deleted: [String] = []
+        for start in stride(from: 0, to: names.count, by: Self.maxDeletions) {
+            let request = JSON.object([("names", .array(names[start..<min(start + Self.maxDeletions, names.count)].map { .string($0) }))])
+            let response = try await send(.POST, "/v1/spaces/\(space)/deletions", body: Array(request.canonical.utf8), timeout: .seconds(60), maxBytes: 1 << 20, expecting: [.ok])
+            struct Deleted: Decodable { var deleted: [String] }
+            guard let answer = try? JSONDecoder().decode(Deleted.self, from: Data(response.bytes)) else {
+                throw ConcordError(.relay, "the relay at \(url) answered deletions with something unexpected")
+            }
+            deleted += answer.deleted
+        }
+        return deleted
     }
+
+    /// The most names a request of deletions carries (§16.3).
+    private static let maxDeletions = 1000
 
     /// Deletes every file of the space; how many there were.
     public func deleteSpace() async throws(ConcordError) -> Int {

@@ -47,6 +47,12 @@ public struct RelaySync: Sendable {
 
     /// One sync, both ways (§16.5).
     public func sync() async throws(ConcordError) -> RelaySyncReport {
+        try await sync(listed: nil)
+    }
+
+    /// One sync, which begins with `listed` where a listing that waited for a change just
+    /// answered it (a live sync's), or lists the space itself.
+    private func sync(listed: RelayListing?) async throws(ConcordError) -> RelaySyncReport {
         let client = try client()
         let mirror = Self.mirror(of: store.path, url: url, space: client.space)
         var report = RelaySyncReport()
@@ -58,7 +64,8 @@ public struct RelaySync: Sendable {
         // 1. The mirror gets what the relay holds, and loses what the relay no longer holds
         //    (coalesced away by its publisher), but for this replica's own files, which step 3
         //    uploads if the relay lacks them.
-        let before = try await client.listing()
+        let before: RelayListing
+        if let listed { before = listed } else { before = try await client.listing() }
         let relayNames = Set(before.files.map(\.name))
         let mirrored = try Self.bundleNames(in: files)
         for file in before.files where !mirrored.contains(file.name) {
@@ -92,29 +99,9 @@ public struct RelaySync: Sendable {
             try await client.upload(Array(bytes), as: name)
             report.uploadedFiles += 1
         }
-        report.deletedFiles = try await Self.delete(relayNames.sorted().filter { $0.hasPrefix(own) && !after.contains($0) }, from: client)
+        report.deletedFiles = try await client.delete(relayNames.filter { $0.hasPrefix(own) && !after.contains($0) }).count
         report.cursor = before.cursor
         return report
-    }
-
-    /// Deletes `names` from the relay, eight at a time: each deletion is a transaction of the
-    /// relay's back end, durable before its answer, and the 32 files that a coalescing replaces
-    /// took a third of a second one after another, which a live device's next commit waited
-    /// for. How many of them the relay held.
-    private static func delete(_ names: [String], from client: RelayClient) async throws(ConcordError) -> Int {
-        do {
-            return try await withThrowingTaskGroup(of: Bool.self) { group in
-                var deleted = 0
-                for (index, name) in names.enumerated() {
-                    if index >= 8, try await group.next() == true { deleted += 1 }
-                    group.addTask { try await client.delete(name) }
-                }
-                for try await held in group where held { deleted += 1 }
-                return deleted
-            }
-        } catch {
-            throw error as? ConcordError ?? ConcordError(.relay, "\(error)", cause: error)
-        }
     }
 
     // MARK: Wiping
@@ -195,6 +182,7 @@ public struct RelaySync: Sendable {
         defer { watcher.cancel() }
 
         var backoff = ReconnectBackoff(jitter: jitter)
+        var listed: RelayListing?
         while !Task.isCancelled {
             switch ending.value {
             case .replaced(let error): throw error
@@ -207,11 +195,12 @@ public struct RelaySync: Sendable {
             do throws(ConcordError) {
                 // The sync publishes at least this replica's operations up to here.
                 let published = try store.versionVector()[store.replicaID]
-                let synced = try await sync()
+                let synced = try await sync(listed: listed)
                 backoff = ReconnectBackoff(jitter: jitter)
                 report(.synced(synced))
-                try await waitForChange(after: synced.cursor, commits: commits, seen: seen, published: published, ending: ending)
+                listed = try await waitForChange(after: synced.cursor, commits: commits, seen: seen, published: published, ending: ending)
             } catch {
+                listed = nil
                 if Task.isCancelled { return }
                 guard ![.noSyncKey, .replaced].contains(error.code) else { throw error }
                 let delay = backoff.wait(after: .failed)
@@ -224,20 +213,21 @@ public struct RelaySync: Sendable {
     /// Returns once there is something to sync: the relay lists other files than the mirror
     /// holds (a new cursor alone is not enough: this replica's own uploads move it too), or this
     /// replica has written past `published` since the bell rang `seen` times (a commit by this
-    /// sync's own imports rings it too), or the store's events ended.
+    /// sync's own imports rings it too), or the store's events ended. The listing that ended the
+    /// wait, if one did: the next sync begins with it.
     private func waitForChange(
         after cursor: Int64, commits: ChangeBell, seen: UInt64, published: UInt64, ending: LockedEnding
-    ) async throws(ConcordError) {
+    ) async throws(ConcordError) -> RelayListing? {
         let client = try client()
         let files = Self.mirror(of: store.path, url: url, space: client.space) + "/concord-v1"
         do {
-            try await withThrowingTaskGroup(of: Void.self) { group in
+            return try await withThrowingTaskGroup(of: RelayListing?.self) { group in
                 group.addTask {
                     var cursor = cursor
                     while true {
                         let listing = try await client.listing(waitingFrom: cursor, wait: .seconds(25))
                         if listing.cursor == cursor { continue }
-                        if Set(listing.files.map(\.name)) != (try Self.bundleNames(in: files)) { return }
+                        if Set(listing.files.map(\.name)) != (try Self.bundleNames(in: files)) { return listing }
                         cursor = listing.cursor
                     }
                 }
@@ -246,13 +236,15 @@ public struct RelaySync: Sendable {
                     while !Task.isCancelled {
                         if commits.rings(of: "") != rings {
                             rings = commits.rings(of: "")
-                            if try ending.value != nil || store.versionVector()[store.replicaID] != published { return }
+                            if try ending.value != nil || store.versionVector()[store.replicaID] != published { return nil }
                         }
                         await commits.wait(for: "", after: rings, upTo: .seconds(3600))
                     }
+                    return nil
                 }
-                try await group.next()
+                let listing = try await group.next() ?? nil
                 group.cancelAll()
+                return listing
             }
         } catch {
             throw error as? ConcordError ?? ConcordError(.relay, "\(error)", cause: error)
@@ -315,9 +307,8 @@ public struct RelayWipe: Sendable {
 
     /// Deletes `files` from the relay; those it still held.
     public func delete() async throws(ConcordError) -> [RelayFile] {
-        var deleted: [RelayFile] = []
-        for file in files where try await client.delete(file.name) { deleted.append(file) }
-        return deleted
+        let deleted = Set(try await client.delete(files.map(\.name)))
+        return files.filter { deleted.contains($0.name) }
     }
 }
 

@@ -46,11 +46,13 @@ import Testing
             #expect(try await store([9, 9], as: 2) == .nameTaken(otherSHA256: Array(SHA256.hash(data: [1, 2, 3] as [UInt8]))))
             #expect(try await storage.listing(of: Self.space).cursor == 2, "neither moves the cursor")
 
-            #expect(try await storage.delete(Self.name(2), in: Self.space))
-            #expect(!(try await storage.delete(Self.name(2), in: Self.space)))
-            #expect(try await storage.listing(of: Self.space) == RelayListing(files: [RelayFile(name: Self.name(1), sha256: Array(SHA256.hash(data: [4] as [UInt8])), size: 1)], cursor: 3))
+            #expect(try await store([5, 6], as: 3) == .stored)
+            #expect(try await storage.delete([Self.name(2), Self.name(3), Self.name(4)], in: Self.space) == [Self.name(2), Self.name(3)], "those it held")
+            #expect(try await storage.listing(of: Self.space).cursor == 4, "one transaction: the cursor moves once")
+            #expect(try await storage.delete([Self.name(2)], in: Self.space) == [])
+            #expect(try await storage.listing(of: Self.space) == RelayListing(files: [RelayFile(name: Self.name(1), sha256: Array(SHA256.hash(data: [4] as [UInt8])), size: 1)], cursor: 4), "deleting nothing moves nothing")
             #expect(try await storage.deleteSpace(Self.space) == 1)
-            #expect(try await storage.listing(of: Self.space) == RelayListing(files: [], cursor: 4), "the cursor stays, and moves")
+            #expect(try await storage.listing(of: Self.space) == RelayListing(files: [], cursor: 5), "the cursor stays, and moves")
         }
     }
 
@@ -61,7 +63,7 @@ import Testing
             #expect(try await store(Array(repeating: 2, count: 40), as: 2) == .stored, "exactly the quota")
             #expect(try await store([3], as: 3) == .spaceFull(bytes: 100, files: 2))
             #expect(try await store([3], as: 3, in: Self.other) == .stored, "another space has a quota of its own")
-            #expect(try await storage.delete(Self.name(1), in: Self.space))
+            #expect(try await storage.delete([Self.name(1)], in: Self.space) == [Self.name(1)])
             #expect(try await store([3], as: 3) == .stored, "a deletion frees its bytes")
             #expect(try await store([4], as: 4) == .stored)
             #expect(try await store([5], as: 5) == .spaceFull(bytes: 42, files: 3))

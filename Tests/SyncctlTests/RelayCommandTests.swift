@@ -261,6 +261,15 @@ extension Store {
         expectRefusal(try raw.send(.GET, files + "?cursor=1&wait=-1", signedWith: key), 400, "badRequest", "cursor=C and wait=W")
         expectRefusal(try raw.send(.GET, files + "/" + name, signedWith: key), 404, "notFound", "holds no file \(name)")
         expectRefusal(try raw.send(.DELETE, files + "/" + name, signedWith: key), 404, "notFound", "holds no file \(name)")
+        let deletions = "/v1/spaces/\(space)/deletions"
+        func names(_ names: [String]) -> [UInt8] { Array("{\"names\":[\(names.map { "\"\($0)\"" }.joined(separator: ","))]}".utf8) }
+        let badDeletions = "deletions are a JSON object {\"names\":[NAME…]} of 1 to 1000 file names"
+        expectRefusal(try raw.send(.POST, deletions, body: names([name]), signedWith: stranger), 401, "unauthorized", "does not name space")
+        expectRefusal(try raw.send(.POST, deletions, body: names([]), signedWith: key), 400, "badRequest", badDeletions)
+        expectRefusal(try raw.send(.POST, deletions, body: Array("[\"\(name)\"]".utf8), signedWith: key), 400, "badRequest", badDeletions)
+        expectRefusal(try raw.send(.POST, deletions, body: names([name, "notes.txt"]), signedWith: key), 400, "badRequest", badDeletions)
+        expectRefusal(try raw.send(.POST, deletions, body: names(Array(repeating: name, count: 1001)), signedWith: key), 400, "badRequest", badDeletions)
+        expectRefusal(try raw.send(.POST, deletions, body: Array(repeating: 0x20, count: 65_537), signedWith: key), 413, "tooLarge", "at most 65536 bytes")
 
         let after = try raw.send(.GET, files, signedWith: key)
         #expect(after.body == listed.body, "nothing was stored or deleted")
@@ -278,8 +287,16 @@ extension Store {
         let sync = try a.run("sync", "--relay", relay.url)
         #expect(sync.succeeded, "\(sync)")
         #expect(sync.stderr.contains("skipping \(name)"), "\(sync)")
+        // Deleted with a request of deletions, which names a file the space does not hold too:
+        // one transaction, which moves the cursor once, and answers those it held.
+        let cursor = try #require(try raw.send(.GET, files, signedWith: key).json?["cursor"] as? Int)
+        let absent = name.replacingOccurrences(of: "0001.", with: "0002.")
+        let deletedFiles = try raw.send(.POST, deletions, body: names([absent, name]), signedWith: key)
+        #expect(deletedFiles.status == 200 && deletedFiles.body == "{\"deleted\":[\"\(name)\"]}\n", "\(deletedFiles)")
+        let afterDeletions = try #require(try raw.send(.GET, files, signedWith: key).json)
+        #expect(afterDeletions["cursor"] as? Int == cursor + 1 && (afterDeletions["files"] as? [Any])?.count == 1, "\(afterDeletions)")
         let deleted = try raw.send(.DELETE, "/v1/spaces/\(space)", signedWith: key)
-        #expect(deleted.status == 200 && deleted.json?["deleted"] as? Int == 2, "\(deleted)")
+        #expect(deleted.status == 200 && deleted.json?["deleted"] as? Int == 1, "\(deleted)")
     }
 
     /// A relay that refuses, or is not there, fails the sync with one line, and the next sync goes on.
