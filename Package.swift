@@ -245,6 +245,7 @@ let package = Package(
                 "ConcordKeys",
                 "ConcordRelayProtocol",
                 "ConcordRelay",
+                "ConcordRelayClient",
                 "ConcordTestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
             ]

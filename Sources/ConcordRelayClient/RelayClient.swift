@@ -115,8 +115,8 @@ public struct RelayClient: Sendable {
         let names = Array(Set(names)).sorted()
         var deleted: [String] = []
         for start in stride(from: 0, to: names.count, by: Self.maxDeletions) {
-            let request = JSON.object([("names", .array(names[start..<min(start + Self.maxDeletions, names.count)].map { .string($0) }))])
-            let response = try await send(.POST, "/v1/spaces/\(space)/deletions", body: Array(request.canonical.utf8), timeout: .seconds(60), maxBytes: 1 << 20, expecting: [.ok])
+            let body = Self.deletionsBody(names[start..<min(start + Self.maxDeletions, names.count)])
+            let response = try await send(.POST, "/v1/spaces/\(space)/deletions", body: body, timeout: .seconds(60), maxBytes: 1 << 20, expecting: [.ok])
             struct Deleted: Decodable { var deleted: [String] }
             guard let answer = try? JSONDecoder().decode(Deleted.self, from: Data(response.bytes)) else {
                 throw ConcordError(.relay, "the relay at \(url) answered deletions with something unexpected")
@@ -128,6 +128,11 @@ public struct RelayClient: Sendable {
 
     /// The most names a request of deletions carries (§16.3).
     private static let maxDeletions = 1000
+
+    /// The body of a request of deletions (§16.3): `{"names":[…]}`, canonical JSON, the names as given.
+    static func deletionsBody(_ names: some Sequence<String>) -> [UInt8] {
+        Array(JSON.object([("names", .array(names.map { .string($0) }))]).canonical.utf8)
+    }
 
     /// Deletes every file of the space; how many there were.
     public func deleteSpace() async throws(ConcordError) -> Int {
