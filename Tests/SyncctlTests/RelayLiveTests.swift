@@ -44,6 +44,31 @@ import Testing
         _ = relay.stop()
     }
 
+    /// A live device syncs again only when the relay lists other files than its mirror, or when
+    /// it wrote past what it published (§16.5, "Live"): one write costs the writer one sync and
+    /// the other device one, not a second each for the cursor its own upload moved or for the
+    /// commit its own import made.
+    @Test func aWriteCostsEachLiveDeviceOneSync() throws {
+        let sandbox = try Sandbox()
+        let (a, b) = try sandbox.makePairedStores()
+        let relay = try RelayProcess(sandbox, data: sandbox.path("relay"))
+        let lives = try [a, b].map { try sandbox.start(["sync", "--relay", relay.url, "--live", "--log-level", "debug", "--store", $0.path]) }
+        func syncs(_ live: BackgroundRun) -> Int { live.stdout.components(separatedBy: "synced with \(relay.url): ").count - 1 }
+        for live in lives {
+            #expect(eventually(timeout: 20) { syncs(live) >= 1 }, "\(live.stdout) \(live.stderr)")
+        }
+        // Settled: the first syncs' uploads (none) and listings are done.
+        Thread.sleep(forTimeInterval: 1)
+        let before = lives.map(syncs)
+        try a.addReminder("one write")
+        #expect(try eventually(timeout: 20) { try b.reminderTitles() == ["one write"] })
+        // Long enough for a wake on a cursor or a commit to have come (each within milliseconds).
+        Thread.sleep(forTimeInterval: 2)
+        #expect(zip(lives, before).map { syncs($0) - $1 } == [1, 1], "\(lives.map(\.stdout))")
+        Self.stopLiveSyncs(lives)
+        _ = relay.stop()
+    }
+
     /// A store without a key, or a relay URL that is not one: one line, nothing started.
     @Test func aLiveSyncThatCannotStartSaysWhy() throws {
         let sandbox = try Sandbox()

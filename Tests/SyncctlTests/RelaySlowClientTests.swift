@@ -44,6 +44,26 @@ import Testing
         #expect(stopped.stderrLines.isEmpty, "\(stopped)")
     }
 
+    /// A connection that sends nothing, from its opening or after an answer, is closed after the
+    /// timeout with the same 408.
+    @Test func anIdleConnectionIsClosedAfterTheTimeout() throws {
+        let sandbox = try Sandbox()
+        let relay = try RelayProcess(sandbox, data: sandbox.path("relay"), options: ["--request-timeout", "2"])
+        for first in ["", "GET /v1/health HTTP/1.1\r\nHost: relay\r\n\r\n"] {
+            let connection = try RawConnection(port: relay.port)
+            let begun = ContinuousClock.now
+            if !first.isEmpty { try connection.send(Array(first.utf8)) }
+            let answer = connection.readUntilClosed(upTo: .seconds(20)) {}
+            let elapsed = ContinuousClock.now - begun
+            #expect(answer.closed, "the relay closed the connection: \(answer.text)")
+            #expect(elapsed >= .milliseconds(1900) && elapsed < .seconds(10), "closed after the timeout: \(elapsed)")
+            let refusal = try #require(answer.text.range(of: "HTTP/1.1 408 Request Timeout\r\n"), "\(answer.text)")
+            #expect(answer.text[..<refusal.lowerBound].isEmpty == first.isEmpty, "an answer first, if a request came: \(answer.text)")
+            if !first.isEmpty { #expect(answer.text.hasPrefix("HTTP/1.1 200 OK\r\n"), "\(answer.text)") }
+            #expect(answer.text.hasSuffix("\r\n\r\n" + Self.refusal + "\n"), "\(answer.text)")
+        }
+    }
+
     @Test func aListingThatWaitsLongerThanTheTimeoutIsAnsweredAndDevicesSync() throws {
         let sandbox = try Sandbox()
         let relay = try RelayProcess(sandbox, data: sandbox.path("relay"), options: ["--request-timeout", "2"])
