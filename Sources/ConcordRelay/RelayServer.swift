@@ -6,6 +6,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import Logging
+import Metrics
 import NIOCore
 import ServiceLifecycle
 
@@ -41,6 +42,7 @@ public struct RelayServer: Sendable {
     private let limits: RelayLimits
     private let nowMillis: @Sendable () -> UInt64
     private let logger: Logger
+    private let metrics = RelayMetrics()
 
     /// - Parameter nowMillis: the relay's clock, milliseconds since the epoch (injected by tests).
     public init(
@@ -58,6 +60,9 @@ public struct RelayServer: Sendable {
     /// answers the listings that wait for a change at once, and finishes the requests under way.
     public func application(host: String, port: Int, onRunning: @escaping @Sendable (Int) async -> Void) -> some ApplicationProtocol {
         let router = Router()
+        // Each request counted and timed by route (`/v1/spaces/{space}/files`, never a space's
+        // name), method and status, through swift-metrics.
+        router.middlewares.add(MetricsMiddleware())
         router.get("v1/health") { _, _ in Self.json(.ok, .object([("status", .string("ok"))])) }
         router.get("v1/spaces/:space/files") { request, context in try await self.answering(request) { try await self.list(request, context) } }
         router.get("v1/spaces/:space/files/:name") { request, context in try await self.answering(request) { try await self.download(request, context) } }
@@ -102,6 +107,7 @@ public struct RelayServer: Sendable {
             throw error  // the connection closed: no one to answer
         } catch {
             logger.warning("\(request.method) \(request.uri.path) failed: \(String(reflecting: error))")
+            metrics.storageFailures.increment()
             throw RelayRefusal(.serviceUnavailable, "the relay cannot reach its storage now; try again later")
         }
     }
@@ -116,6 +122,8 @@ public struct RelayServer: Sendable {
             else {
                 throw RelayRefusal(.badRequest, "a listing takes no parameters, or cursor=C and wait=W, both whole numbers")
             }
+            metrics.waitingListings.increment()
+            defer { metrics.waitingListings.decrement() }
             do {
                 try await cancelWhenGracefulShutdown {
                     try await storage.waitForChange(of: space, from: cursor, timeout: min(.seconds(wait), limits.maxWait))
@@ -168,6 +176,8 @@ public struct RelayServer: Sendable {
         switch try await storage.store(body, sha256: sha256, as: name, in: space, quota: limits.quota) {
         case .stored:
             logger.info("stored \(name) (\(body.count) bytes) in space \(space)")
+            metrics.filesStored.increment()
+            metrics.bytesStored.increment(by: body.count)
             return Self.json(.created, file)
         case .alreadyHeld:
             return Self.json(.ok, file)
@@ -187,6 +197,7 @@ public struct RelayServer: Sendable {
         try authenticate(request, space: space, body: [])
         guard try await storage.delete([name], in: space) == [name] else { throw RelayRefusal(.notFound, "space \(space) holds no file \(name)") }
         logger.info("deleted \(name) from space \(space)")
+        metrics.filesDeleted.increment()
         return Response(status: .noContent)
     }
 
@@ -214,7 +225,8 @@ public struct RelayServer: Sendable {
                 .badRequest, "deletions are a JSON object {\"names\":[NAME…]} of 1 to \(Self.maxDeletions) file names <replica id>-<serial>.cbundle")
         }
         let deleted = try await storage.delete(Array(Set(names)).sorted(), in: space)
-        if !deleted.isEmpty { logger.info("deleted \(deleted.count) files from space \(space)") }
+        for name in deleted { logger.info("deleted \(name) from space \(space)") }
+        metrics.filesDeleted.increment(by: deleted.count)
         return Self.json(.ok, .object([("deleted", .array(deleted.map { .string($0) }))]))
     }
 

@@ -4,7 +4,11 @@ import ConcordNet
 import ConcordRelay
 import ConcordStore
 import Foundation
+import Hummingbird
 import Logging
+import Metrics
+import Prometheus
+import ServiceLifecycle
 
 /// `syncctl relay`: a relay for devices that never meet (SPEC.md §16), holding only what it
 /// cannot read, on the embedded back end (one SQLite file).
@@ -28,10 +32,13 @@ struct Relay: AsyncParsableCommand {
     @Option(help: "The most files one space may hold.") var quotaFiles = 10_000
     @Option(help: "The seconds a client may take to send a request (its body at 64 KiB/s beyond them) before it is cut off.")
     var requestTimeout = 30
+    @Option(help: ArgumentHelp("Serve the relay's metrics to Prometheus at http://HOST:PORT/metrics (off by default).", valueName: "host:port"))
+    var metrics: String?
     @OptionGroup var log: LogOptions
 
     func validate() throws {
         if PeerAddress(listen, defaultPort: 7430) == nil { throw ValidationError("'\(listen)' is not HOST:PORT") }
+        if let metrics, PeerAddress(metrics, defaultPort: 9430) == nil { throw ValidationError("'\(metrics)' is not HOST:PORT") }
         if data != nil, postgres != nil { throw ValidationError("give --data DIR or --postgres URL, not both") }
         if let postgres {
             do throws(ConcordError) {
@@ -49,6 +56,9 @@ struct Relay: AsyncParsableCommand {
     func run() async throws {
         let address = PeerAddress(listen, defaultPort: 7430)!
         let logger = log.logger(label: "concord.relay")
+        // Before the server makes its counters: they belong to the system bootstrapped.
+        let registry = metrics.map { _ in PrometheusCollectorRegistry() }
+        if let registry { MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry)) }
         let (storage, described) = try openStorage(logger: logger)
         let limits = RelayLimits(
             maxFileBytes: maxFileBytes, quota: RelayQuota(bytes: quotaBytes, files: quotaFiles), requestTimeout: .seconds(requestTimeout))
@@ -56,13 +66,35 @@ struct Relay: AsyncParsableCommand {
             .application(host: address.host, port: address.port) { port in
                 logger.notice("relaying \(described) on \(address.host):\(port); stop with Ctrl-C", metadata: ["data": "\(described)", "port": "\(port)"])
             }
+        var services: [any Service] = [application]
+        if let registry, let address = metrics.flatMap({ PeerAddress($0, defaultPort: 9430) }) {
+            services.append(Self.metricsApplication(registry, host: address.host, port: address.port, logger: logger))
+        }
         do {
             // Until SIGINT or SIGTERM: then a graceful shutdown (RelayServer.application).
-            try await application.runService()
+            try await ServiceGroup(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger).run()
         } catch {
             throw ConcordError(.local, "the relay on \(address) stopped: \(error)", cause: error)
         }
         logger.notice("stopped")
+    }
+
+    /// `GET /metrics`: every metric of the process, in Prometheus's text format (§16.6).
+    private static func metricsApplication(_ registry: PrometheusCollectorRegistry, host: String, port: Int, logger: Logger) -> some Service {
+        let router = Router()
+        router.get("metrics") { _, _ in
+            Response(
+                status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                body: ResponseBody(byteBuffer: ByteBuffer(bytes: registry.emitToBuffer())))
+        }
+        var quiet = logger
+        quiet.logLevel = max(logger.logLevel, .notice)
+        return Application(
+            router: router, configuration: .init(address: .hostname(host, port: port), serverName: "concord-relay"),
+            onServerRunning: { channel in
+                logger.notice("serving metrics on http://\(host):\(channel.localAddress?.port ?? port)/metrics", metadata: ["port": "\(channel.localAddress?.port ?? port)"])
+            },
+            logger: quiet)
     }
 
     /// The back end, and what the log calls it (a URL without its password).

@@ -69,9 +69,11 @@ final class RelayProcess {
 
     private static func start(_ sandbox: Sandbox, _ storage: [String], described: String, port: Int, sourceLocation: SourceLocation) throws -> (BackgroundRun, Int) {
         let run = try sandbox.start(["relay", "--listen", "127.0.0.1:\(port)"] + storage)
-        #expect(eventually(timeout: 30) { run.stdout.contains("\n") || !run.isRunning }, sourceLocation: sourceLocation)
-        let first = String(run.stdout.split(separator: "\n").first ?? "")
-        let match = try #require(first.firstMatch(of: /^relaying (.+) on 127\.0\.0\.1:(\d+); stop with Ctrl-C$/), "\(run.stdout) \(run.stderr)", sourceLocation: sourceLocation)
+        // Its first line, but for the one of its metrics' listener (--metrics), which may come first.
+        let relaying = /^relaying (.+) on 127\.0\.0\.1:(\d+); stop with Ctrl-C$/
+        #expect(eventually(timeout: 30) { run.stdout.split(separator: "\n").contains { $0.hasPrefix("relaying ") } || !run.isRunning }, sourceLocation: sourceLocation)
+        let first = String(run.stdout.split(separator: "\n").first { !$0.hasPrefix("serving metrics on ") } ?? "")
+        let match = try #require(first.firstMatch(of: relaying), "\(run.stdout) \(run.stderr)", sourceLocation: sourceLocation)
         #expect(String(match.1) == described, sourceLocation: sourceLocation)
         return (run, Int(match.2)!)
     }
@@ -297,6 +299,40 @@ extension Store {
         #expect(afterDeletions["cursor"] as? Int == cursor + 1 && (afterDeletions["files"] as? [Any])?.count == 1, "\(afterDeletions)")
         let deleted = try raw.send(.DELETE, "/v1/spaces/\(space)", signedWith: key)
         #expect(deleted.status == 200 && deleted.json?["deleted"] as? Int == 1, "\(deleted)")
+    }
+
+    /// `--metrics`: sums over every space, in Prometheus's text format, that name no space or file.
+    @Test func aRelayCountsWhatItDoesForPrometheus() throws {
+        let sandbox = try Sandbox()
+        let (a, b) = try sandbox.makePairedStores()
+        let relay = try RelayProcess(sandbox, on: .embedded, options: ["--metrics", "127.0.0.1:0"])
+        #expect(eventually(timeout: 10) { relay.run.stdout.contains("serving metrics on ") })
+        let port = try #require(relay.run.stdout.firstMatch(of: /serving metrics on http:\/\/127\.0\.0\.1:(\d+)\/metrics\n/)?.1)
+        try a.addReminder("counted, not read")
+        _ = try a.ok("sync", "--relay", relay.url)
+        _ = try b.ok("sync", "--relay", relay.url)
+        let listed = try #require(try RawRelayRequests(url: relay.url).send(.GET, "/v1/spaces/\(RelayCredentials(key: try a.syncKey()).space)/files", signedWith: try a.syncKey()).json)
+        let file = try #require((listed["files"] as? [[String: Any]])?.first)
+
+        let scraped = try RawRelayRequests(url: "http://127.0.0.1:\(port)").send(.GET, "/metrics")
+        #expect(scraped.status == 200, "\(scraped)")
+        var values: [String: Double] = [:]
+        for line in scraped.body.split(separator: "\n") where !line.hasPrefix("#") {
+            let parts = line.split(separator: " ")
+            values[String(parts[0])] = Double(parts[1])
+        }
+        #expect(values["concord_relay_files_stored_total"] == 1, "\(scraped.body)")
+        #expect(values["concord_relay_bytes_stored_total"] == Double(try #require(file["size"] as? Int)))
+        #expect(values["concord_relay_files_deleted_total"] == 0)
+        #expect(values["concord_relay_waiting_listings"] == 0)
+        #expect(values["concord_relay_storage_failures_total"] == 0)
+        #expect(values[#"hb_requests{http_route="/v1/spaces/{space}/files/{name}",http_request_method="PUT",http_response_status_code="201"}"#] == 1)
+        #expect(values[#"hb_requests{http_route="/v1/spaces/{space}/files/{name}",http_request_method="GET",http_response_status_code="200"}"#] == 1, "b's download")
+        for secret in [try #require(file["name"] as? String), RelayCredentials(key: try a.syncKey()).space] {
+            #expect(!scraped.body.contains(secret), "no space's or file's name")
+        }
+        let stopped = relay.stop()
+        #expect(stopped.succeeded && stopped.stdoutLines.last == "stopped", "\(stopped)")
     }
 
     /// A relay that refuses, or is not there, fails the sync with one line, and the next sync goes on.
