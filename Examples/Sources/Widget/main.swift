@@ -28,18 +28,30 @@ app.executableURL = URL(fileURLWithPath: arguments[0])
 app.arguments = ["app", path]
 try app.run()
 
-// The widget's own connection: it reads while the app writes (SQLite's WAL lets it).
+// The widget's own connection: it reads while the app writes (SQLite's WAL lets it), each time
+// the store tells it that a change was committed, by any process.
 let widget = try ConcordStore.open(at: path, readOnly: true)
-var shown = 0
-let deadline = ContinuousClock.now + .seconds(60)
-while shown < count, ContinuousClock.now < deadline {
+// Observed before the first read, so that no commit falls between the two.
+let changes = widget.changes()
+/// How many reminders are open, printed if not `shown`.
+func show(after shown: Int) throws -> Int {
     let open = try widget.reminders()
-    if open.count != shown {
-        shown = open.count
-        print("widget: \(shown) open reminders, the last '\(open.last?.title ?? "")'")
-    }
-    try await Task.sleep(for: .milliseconds(10))
+    if open.count != shown { print("widget: \(open.count) open reminders, the last '\(open.last?.title ?? "")'") }
+    return open.count
 }
+// A minute at most, rather than for ever should the app stop writing.
+let watchdog = Task {
+    try await Task.sleep(for: .seconds(60))
+    fatalError("the widget did not see all \(count) reminders within a minute")
+}
+var shown = try show(after: 0)
+if shown < count {
+    for await _ in changes {
+        shown = try show(after: shown)
+        if shown == count { break }
+    }
+}
+watchdog.cancel()
 app.waitUntilExit()
 guard shown == count, app.terminationStatus == 0 else { fatalError("the widget saw \(shown) of \(count) reminders") }
 print("the widget saw all \(count) reminders the app wrote")
