@@ -109,19 +109,21 @@ public final class PostgresRelayStorage: RelayStorage {
         }
     }
 
-    /// The files of `space` and its cursor, read in one transaction.
+    /// The files of `space` and its cursor, read by one statement (so from one snapshot, and in
+    /// one round trip): the space's row, joined with its files, if any.
     public func listing(of space: String) async throws -> RelayListing {
         try await bounded { [self] in
-            try await client.withTransaction(logger: logger) { connection in
-                let cursor = try await Self.cursor(of: space, connection, logger)
-                var files: [RelayFile] = []
-                let rows = try await connection.query(
-                    "SELECT name, sha256, size FROM concord_relay_files WHERE space = \(space) ORDER BY name COLLATE \"C\"", logger: logger)
-                for try await (name, sha256, size) in rows.decode((String, ByteBuffer, Int64).self) {
-                    files.append(RelayFile(name: name, sha256: Array(buffer: sha256), size: Int(size)))
-                }
-                return RelayListing(files: files, cursor: cursor)
+            let rows = try await client.query("""
+                SELECT s.cursor, f.name, f.sha256, f.size FROM concord_relay_spaces s
+                LEFT JOIN concord_relay_files f ON f.space = s.space
+                WHERE s.space = \(space) ORDER BY f.name COLLATE "C"
+                """, logger: logger)
+            var listing = RelayListing(files: [], cursor: 0)
+            for try await (cursor, name, sha256, size) in rows.decode((Int64, String?, ByteBuffer?, Int64?).self) {
+                listing.cursor = cursor
+                if let name, let sha256, let size { listing.files.append(RelayFile(name: name, sha256: Array(buffer: sha256), size: Int(size))) }
             }
+            return listing
         }
     }
 
@@ -135,16 +137,17 @@ public final class PostgresRelayStorage: RelayStorage {
     }
 
     /// Stores a file in one transaction, which locks the space's row, checks the name and the
-    /// quota, moves the cursor and announces the change.
+    /// quota, moves the cursor and announces the change: six round trips, BEGIN and COMMIT
+    /// included.
     public func store(_ bytes: [UInt8], sha256: [UInt8], as name: String, in space: String, quota: RelayQuota) async throws -> RelayStoreOutcome {
         try await bounded { [self] in
             try await client.withTransaction(logger: logger) { connection in
-                try await connection.query(
-                    "INSERT INTO concord_relay_spaces(space, cursor, bytes, files) VALUES (\(space), 0, 0, 0) ON CONFLICT (space) DO NOTHING",
-                    logger: logger)
+                // The space's row, made or locked (an update that changes nothing), and its sums.
                 var held: (bytes: Int64, files: Int64) = (0, 0)
-                let rows = try await connection.query(
-                    "SELECT bytes, files FROM concord_relay_spaces WHERE space = \(space) FOR UPDATE", logger: logger)
+                let rows = try await connection.query("""
+                    INSERT INTO concord_relay_spaces(space, cursor, bytes, files) VALUES (\(space), 0, 0, 0)
+                    ON CONFLICT (space) DO UPDATE SET space = excluded.space RETURNING bytes, files
+                    """, logger: logger)
                 for try await (bytes, files) in rows.decode((Int64, Int64).self) { held = (bytes, files) }
                 let existing = try await connection.query(
                     "SELECT sha256 FROM concord_relay_files WHERE space = \(space) AND name = \(name)", logger: logger)
@@ -152,10 +155,10 @@ public final class PostgresRelayStorage: RelayStorage {
                     let other = Array(buffer: other)
                     return other == sha256 ? .alreadyHeld : .nameTaken(otherSHA256: other)
                 }
-                guard held.bytes + Int64(bytes.count) <= Int64(quota.bytes), held.files + 1 <= Int64(quota.files) else {
+                let size = Int64(bytes.count)
+                guard held.bytes + size <= Int64(quota.bytes), held.files + 1 <= Int64(quota.files) else {
                     return .spaceFull(bytes: Int(held.bytes), files: Int(held.files))
                 }
-                let size = Int64(bytes.count)
                 try await connection.query("""
                     INSERT INTO concord_relay_files(space, name, sha256, size, body)
                     VALUES (\(space), \(name), \(ByteBuffer(bytes: sha256)), \(size), \(ByteBuffer(bytes: bytes)))
@@ -226,13 +229,14 @@ public final class PostgresRelayStorage: RelayStorage {
         return 0
     }
 
-    /// Moves the space's cursor and sums, and tells every node (at the commit).
+    /// Moves the space's cursor and sums, and tells every node (at the commit), in one statement.
     private static func moved(_ space: String, bytes: Int64, files: Int64, _ connection: PostgresConnection, _ logger: Logger) async throws {
         try await connection.query("""
-            UPDATE concord_relay_spaces SET cursor = cursor + 1, bytes = bytes + \(bytes), files = files + \(files)
-            WHERE space = \(space)
+            WITH moved AS (
+                UPDATE concord_relay_spaces SET cursor = cursor + 1, bytes = bytes + \(bytes), files = files + \(files)
+                WHERE space = \(space) RETURNING space)
+            SELECT pg_notify(\(channel), space) FROM moved
             """, logger: logger)
-        try await connection.query("SELECT pg_notify(\(channel), \(space))", logger: logger)
     }
 
     /// Listens for the changes of every node, and rings the waiting listings of their spaces. While

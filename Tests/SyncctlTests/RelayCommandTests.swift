@@ -336,10 +336,11 @@ extension Store {
     }
 
     /// A relay that refuses, or is not there, fails the sync with one line, and the next sync goes on.
-    @Test func aRefusingOrMissingRelayFailsTheSyncWithOneLine() throws {
+    @Test(arguments: RelayBackEnd.allCases)
+    func aRefusingOrMissingRelayFailsTheSyncWithOneLine(on backEnd: RelayBackEnd) throws {
         let sandbox = try Sandbox()
         let (a, b) = try sandbox.makePairedStores()
-        let relay = try RelayProcess(sandbox, data: sandbox.path("relay"), options: ["--quota-files", "1"])
+        let relay = try RelayProcess(sandbox, on: backEnd, options: ["--quota-files", "1"])
         try a.addReminder("from a")
         try b.addReminder("from b")
         _ = try a.ok("sync", "--relay", relay.url)
