@@ -12,22 +12,15 @@ Needs Python 3 and the `cryptography` package (Ed25519). Run from this directory
     python3 vectors.py > vectors.json
 """
 import hashlib
-import hmac
 import json
+import os
+import sys
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-
-def hkdf_sha256(ikm: bytes, salt: bytes, info: bytes, length: int) -> bytes:
-    """RFC 5869."""
-    prk = hmac.new(salt if salt else bytes(32), ikm, hashlib.sha256).digest()
-    out, block, counter = b"", b"", 1
-    while len(out) < length:
-        block = hmac.new(prk, block + info + bytes([counter]), hashlib.sha256).digest()
-        out += block
-        counter += 1
-    return out[:length]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "peer-v1"))
+from vectors import hkdf_sha256  # noqa: E402
 
 
 def canonical(value) -> str:

@@ -154,18 +154,7 @@ public struct RelayServer: Sendable {
     private func upload(_ request: Request, _ context: some RequestContext) async throws -> Response {
         let space = try Self.space(context)
         let name = try Self.name(context)
-        let body: [UInt8]
-        do {
-            body = Array(buffer: try await request.body.collect(upTo: limits.maxFileBytes))
-        } catch is NIOTooManyBytesError {
-            throw RelayRefusal(.contentTooLarge, "a file may take at most \(limits.maxFileBytes) bytes")
-        } catch is CancellationError {
-            throw CancellationError()
-        } catch {
-            // The client's fault (it went away, or was cut off for sending too slowly), not the
-            // storage's: nothing to log, and no one to answer.
-            throw RelayRefusal(.badRequest, "the request ended before its body did")
-        }
+        let body = try await Self.body(of: request, upTo: limits.maxFileBytes, "a file")
         try authenticate(request, space: space, body: body)
         // The relay holds only what it cannot read: bundles sealed with the space's key (§13.1).
         guard body.count >= Self.encryptedMagic.count + 1, Array(body.prefix(Self.encryptedMagic.count)) == Self.encryptedMagic else {
@@ -207,16 +196,7 @@ public struct RelayServer: Sendable {
 
     private func deleteFiles(_ request: Request, _ context: some RequestContext) async throws -> Response {
         let space = try Self.space(context)
-        let body: [UInt8]
-        do {
-            body = Array(buffer: try await request.body.collect(upTo: Self.maxDeletionsBytes))
-        } catch is NIOTooManyBytesError {
-            throw RelayRefusal(.contentTooLarge, "a request of deletions may take at most \(Self.maxDeletionsBytes) bytes")
-        } catch is CancellationError {
-            throw CancellationError()
-        } catch {
-            throw RelayRefusal(.badRequest, "the request ended before its body did")
-        }
+        let body = try await Self.body(of: request, upTo: Self.maxDeletionsBytes, "a request of deletions")
         try authenticate(request, space: space, body: body)
         guard let names = try? JSONDecoder().decode(Deletions.self, from: Data(body)).names,
               (1...Self.maxDeletions).contains(names.count), names.allSatisfy(RelayNames.isFile)
@@ -238,6 +218,22 @@ public struct RelayServer: Sendable {
     }
 
     // MARK: Checks
+
+    /// A request's body, read only up to `limit` bytes: a longer one is refused 413 (`WHAT may
+    /// take at most LIMIT bytes`), never held whole.
+    private static func body(of request: Request, upTo limit: Int, _ what: String) async throws -> [UInt8] {
+        do {
+            return Array(buffer: try await request.body.collect(upTo: limit))
+        } catch is NIOTooManyBytesError {
+            throw RelayRefusal(.contentTooLarge, "\(what) may take at most \(limit) bytes")
+        } catch is CancellationError {
+            throw CancellationError()
+        } catch {
+            // The client's fault (it went away, or was cut off for sending too slowly), not the
+            // storage's: nothing to log, and no one to answer.
+            throw RelayRefusal(.badRequest, "the request ended before its body did")
+        }
+    }
 
     private func authenticate(_ request: Request, space: String, body: [UInt8]) throws {
         if let refusal = RelayAuthorization.refusal(
