@@ -173,6 +173,7 @@ public final class PostgresRelayStorage: RelayStorage {
     public func delete(_ names: [String], in space: String) async throws -> [String] {
         try await bounded { [self] in
             try await client.withTransaction(logger: logger) { connection in
+                try await Self.lock(space, connection, logger)
                 let rows = try await connection.query(
                     "DELETE FROM concord_relay_files WHERE space = \(space) AND name = ANY(\(names)) RETURNING name, size", logger: logger)
                 var deleted: [String] = []
@@ -192,6 +193,7 @@ public final class PostgresRelayStorage: RelayStorage {
     public func deleteSpace(_ space: String) async throws -> Int {
         try await bounded { [self] in
             try await client.withTransaction(logger: logger) { connection in
+                try await Self.lock(space, connection, logger)
                 let rows = try await connection.query(
                     "DELETE FROM concord_relay_files WHERE space = \(space) RETURNING size", logger: logger)
                 var (count, bytes): (Int64, Int64) = (0, 0)
@@ -227,6 +229,13 @@ public final class PostgresRelayStorage: RelayStorage {
         let rows = try await connection.query("SELECT cursor FROM concord_relay_spaces WHERE space = \(space)", logger: logger)
         for try await cursor in rows.decode(Int64.self) { return cursor }
         return 0
+    }
+
+    /// Locks the space's row, if it has one, before a deletion touches its files: every change
+    /// of a space takes its row's lock first (a store by its upsert), so that two of them never
+    /// wait for each other's locks in opposite orders.
+    private static func lock(_ space: String, _ connection: PostgresConnection, _ logger: Logger) async throws {
+        try await connection.query("SELECT 1 FROM concord_relay_spaces WHERE space = \(space) FOR UPDATE", logger: logger)
     }
 
     /// Moves the space's cursor and sums, and tells every node (at the commit), in one statement.

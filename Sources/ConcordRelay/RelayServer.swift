@@ -43,15 +43,22 @@ public struct RelayServer: Sendable {
     private let nowMillis: @Sendable () -> UInt64
     private let logger: Logger
     private let metrics = RelayMetrics()
+    private let countsRequests: Bool
 
-    /// - Parameter nowMillis: the relay's clock, milliseconds since the epoch (injected by tests).
+    /// - Parameters:
+    ///   - countsRequests: whether each request is also counted and timed by route, method and
+    ///     status through swift-metrics (§16.6, Hummingbird's `MetricsMiddleware`): it costs every
+    ///     answer a flush or two, so only a relay whose metrics are read should. The relay's own
+    ///     counts (files and bytes stored, deletions, waiting listings, failures) are kept anyway.
+    ///   - nowMillis: the relay's clock, milliseconds since the epoch (injected by tests).
     public init(
-        storage: any RelayStorage, limits: RelayLimits = RelayLimits(), logger: Logger,
+        storage: any RelayStorage, limits: RelayLimits = RelayLimits(), logger: Logger, countsRequests: Bool = false,
         nowMillis: @escaping @Sendable () -> UInt64 = { UInt64(Date().timeIntervalSince1970 * 1000) }
     ) {
         self.storage = storage
         self.limits = limits
         self.logger = logger
+        self.countsRequests = countsRequests
         self.nowMillis = nowMillis
     }
 
@@ -62,7 +69,7 @@ public struct RelayServer: Sendable {
         let router = Router()
         // Each request counted and timed by route (`/v1/spaces/{space}/files`, never a space's
         // name), method and status, through swift-metrics.
-        router.middlewares.add(MetricsMiddleware())
+        if countsRequests { router.middlewares.add(MetricsMiddleware()) }
         router.get("v1/health") { _, _ in Self.json(.ok, .object([("status", .string("ok"))])) }
         router.get("v1/spaces/:space/files") { request, context in try await self.answering(request) { try await self.list(request, context) } }
         router.get("v1/spaces/:space/files/:name") { request, context in try await self.answering(request) { try await self.download(request, context) } }

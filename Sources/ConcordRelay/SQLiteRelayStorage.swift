@@ -75,9 +75,10 @@ public final class SQLiteRelayStorage: RelayStorage {
             var deleted: [String] = []
             var bytes = 0
             for name in names {
-                guard let size = try Int.fetchOne(db, sql: "DELETE FROM files WHERE space = ? AND name = ? RETURNING size", arguments: [space, name]) else {
+                guard let size = try Int.fetchOne(db, sql: "SELECT size FROM files WHERE space = ? AND name = ?", arguments: [space, name]) else {
                     continue
                 }
+                try db.execute(sql: "DELETE FROM files WHERE space = ? AND name = ?", arguments: [space, name])
                 deleted.append(name)
                 bytes += size
             }

@@ -115,8 +115,16 @@ public struct RelayClient: Sendable {
         let names = Array(Set(names)).sorted()
         var deleted: [String] = []
         for start in stride(from: 0, to: names.count, by: Self.maxDeletions) {
-            let body = Self.deletionsBody(names[start..<min(start + Self.maxDeletions, names.count)])
-            let response = try await send(.POST, "/v1/spaces/\(space)/deletions", body: body, timeout: .seconds(60), maxBytes: 1 << 20, expecting: [.ok])
+            let part = names[start..<min(start + Self.maxDeletions, names.count)]
+            let response = try await send(
+                .POST, "/v1/spaces/\(space)/deletions", body: Self.deletionsBody(part), timeout: .seconds(60), maxBytes: 1 << 20,
+                expecting: [.ok, .notFound, .methodNotAllowed])
+            guard response.status == .ok else {
+                // A relay older than requests of deletions (its router knows no such path): one
+                // request a file, as it takes them.
+                for name in part where try await deleteOne(name) { deleted.append(name) }
+                continue
+            }
             struct Deleted: Decodable { var deleted: [String] }
             guard let answer = try? JSONDecoder().decode(Deleted.self, from: Data(response.bytes)) else {
                 throw ConcordError(.relay, "the relay at \(url) answered deletions with something unexpected")
@@ -124,6 +132,12 @@ public struct RelayClient: Sendable {
             deleted += answer.deleted
         }
         return deleted
+    }
+
+    /// Deletes one file; whether the relay held it.
+    private func deleteOne(_ name: String) async throws(ConcordError) -> Bool {
+        let response = try await send(.DELETE, "/v1/spaces/\(space)/files/\(name)", timeout: .seconds(60), maxBytes: 1 << 16, expecting: [.noContent, .notFound])
+        return response.status == .noContent
     }
 
     /// The most names a request of deletions carries (§16.3).

@@ -51,8 +51,9 @@ public struct RelaySync: Sendable {
     }
 
     /// One sync, which begins with `listed` where a listing that waited for a change just
-    /// answered it (a live sync's), or lists the space itself.
-    private func sync(listed: RelayListing?) async throws(ConcordError) -> RelaySyncReport {
+    /// answered it (a live sync's) and is of the space the store's key names now, or lists the
+    /// space itself.
+    private func sync(listed: SpaceListing?) async throws(ConcordError) -> RelaySyncReport {
         let client = try client()
         let mirror = Self.mirror(of: store.path, url: url, space: client.space)
         var report = RelaySyncReport()
@@ -65,7 +66,7 @@ public struct RelaySync: Sendable {
         //    (coalesced away by its publisher), but for this replica's own files, which step 3
         //    uploads if the relay lacks them.
         let before: RelayListing
-        if let listed { before = listed } else { before = try await client.listing() }
+        if let listed, listed.space == client.space { before = listed.listing } else { before = try await client.listing() }
         let relayNames = Set(before.files.map(\.name))
         let mirrored = try Self.bundleNames(in: files)
         for file in before.files where !mirrored.contains(file.name) {
@@ -182,7 +183,7 @@ public struct RelaySync: Sendable {
         defer { watcher.cancel() }
 
         var backoff = ReconnectBackoff(jitter: jitter)
-        var listed: RelayListing?
+        var listed: SpaceListing?
         while !Task.isCancelled {
             switch ending.value {
             case .replaced(let error): throw error
@@ -217,17 +218,17 @@ public struct RelaySync: Sendable {
     /// wait, if one did: the next sync begins with it.
     private func waitForChange(
         after cursor: Int64, commits: ChangeBell, seen: UInt64, published: UInt64, ending: LockedEnding
-    ) async throws(ConcordError) -> RelayListing? {
+    ) async throws(ConcordError) -> SpaceListing? {
         let client = try client()
         let files = Self.mirror(of: store.path, url: url, space: client.space) + "/concord-v1"
         do {
-            return try await withThrowingTaskGroup(of: RelayListing?.self) { group in
+            return try await withThrowingTaskGroup(of: SpaceListing?.self) { group in
                 group.addTask {
                     var cursor = cursor
                     while true {
                         let listing = try await client.listing(waitingFrom: cursor, wait: .seconds(25))
                         if listing.cursor == cursor { continue }
-                        if Set(listing.files.map(\.name)) != (try Self.bundleNames(in: files)) { return listing }
+                        if Set(listing.files.map(\.name)) != (try Self.bundleNames(in: files)) { return SpaceListing(space: client.space, listing: listing) }
                         cursor = listing.cursor
                     }
                 }
@@ -321,6 +322,12 @@ public enum RelayLiveEvent: Sendable, Hashable {
     /// Another process made the store another replica (`init --fork`, SPEC.md §9.1): the stream
     /// ends; open the store again to go on as `replica`.
     case forked(replica: ReplicaID)
+}
+
+/// A listing, and the space it is of: a key replaced meanwhile names another.
+private struct SpaceListing: Sendable {
+    var space: String
+    var listing: RelayListing
 }
 
 /// Why the store's events ended a live sync.

@@ -62,7 +62,7 @@ struct Relay: AsyncParsableCommand {
         let (storage, described) = try openStorage(logger: logger)
         let limits = RelayLimits(
             maxFileBytes: maxFileBytes, quota: RelayQuota(bytes: quotaBytes, files: quotaFiles), requestTimeout: .seconds(requestTimeout))
-        let application = RelayServer(storage: storage, limits: limits, logger: logger)
+        let application = RelayServer(storage: storage, limits: limits, logger: logger, countsRequests: metrics != nil)
             .application(host: address.host, port: address.port) { port in
                 logger.notice("relaying \(described) on \(address.host):\(port); stop with Ctrl-C", metadata: ["data": "\(described)", "port": "\(port)"])
             }
@@ -74,7 +74,8 @@ struct Relay: AsyncParsableCommand {
             // Until SIGINT or SIGTERM: then a graceful shutdown (RelayServer.application).
             try await ServiceGroup(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger).run()
         } catch {
-            throw ConcordError(.local, "the relay on \(address) stopped: \(error)", cause: error)
+            let listeners = "\(address)" + (metrics.map { " (metrics on \($0))" } ?? "")
+            throw ConcordError(.local, "the relay on \(listeners) stopped: \(error)", cause: error)
         }
         logger.notice("stopped")
     }
@@ -90,7 +91,10 @@ struct Relay: AsyncParsableCommand {
         var quiet = logger
         quiet.logLevel = max(logger.logLevel, .notice)
         return Application(
-            router: router, configuration: .init(address: .hostname(host, port: port), serverName: "concord-relay"),
+            router: router,
+            // A scrape is one small request: a connection idle (or trickling) for 30 s is closed.
+            server: .http1(configuration: .init(idleTimeout: .seconds(30))),
+            configuration: .init(address: .hostname(host, port: port), serverName: "concord-relay"),
             onServerRunning: { channel in
                 logger.notice("serving metrics on http://\(host):\(channel.localAddress?.port ?? port)/metrics", metadata: ["port": "\(channel.localAddress?.port ?? port)"])
             },

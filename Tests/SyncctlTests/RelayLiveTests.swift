@@ -57,9 +57,13 @@ import Testing
         for live in lives {
             #expect(eventually(timeout: 20) { syncs(live) >= 1 }, "\(live.stdout) \(live.stderr)")
         }
-        // Settled: the first syncs' uploads (none) and listings are done.
-        Thread.sleep(forTimeInterval: 1)
-        let before = lives.map(syncs)
+        // Settled: no sync for a second.
+        var before = lives.map(syncs)
+        #expect(eventually(timeout: 20) {
+            Thread.sleep(forTimeInterval: 1)
+            defer { before = lives.map(syncs) }
+            return lives.map(syncs) == before
+        })
         try a.addReminder("one write")
         #expect(try eventually(timeout: 20) { try b.reminderTitles() == ["one write"] })
         // Long enough for a wake on a cursor or a commit to have come (each within milliseconds).

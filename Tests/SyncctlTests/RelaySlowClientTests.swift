@@ -50,8 +50,9 @@ import Testing
         let sandbox = try Sandbox()
         let relay = try RelayProcess(sandbox, data: sandbox.path("relay"), options: ["--request-timeout", "2"])
         for first in ["", "GET /v1/health HTTP/1.1\r\nHost: relay\r\n\r\n"] {
-            let connection = try RawConnection(port: relay.port)
+            // Before connecting: the relay's deadline runs from the connection's opening.
             let begun = ContinuousClock.now
+            let connection = try RawConnection(port: relay.port)
             if !first.isEmpty { try connection.send(Array(first.utf8)) }
             let answer = connection.readUntilClosed(upTo: .seconds(20)) {}
             let elapsed = ContinuousClock.now - begun
