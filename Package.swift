@@ -256,6 +256,7 @@ let package = Package(
                 "ConcordRelayClient",
                 "ConcordTestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Hummingbird", package: "hummingbird"),
             ]
         ),
         .testTarget(
