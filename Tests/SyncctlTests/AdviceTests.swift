@@ -10,7 +10,7 @@ import Testing
 
 /// Library messages never name a `syncctl` command; syncctl adds its advice from the error's code
 /// (SPEC.md §12), so that its lines read as they always have.
-@Suite struct AdviceTests {
+@Suite(.waitsForProcesses) struct AdviceTests {
     /// The codes whose remedy is a command of syncctl: exactly those the advice covers.
     static let codesThatNeedACommand: Set<ConcordError.Code> = [
         .missing, .copied, .forked, .clash, .sameReplica, .noSyncKey, .encryptedBundle, .notAVersionVector,

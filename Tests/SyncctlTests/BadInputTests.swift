@@ -3,7 +3,7 @@ import Testing
 
 /// Bad input: each is refused with a non-zero exit and exactly one line on standard error naming
 /// the problem, and leaves the store as it was (same dump, same `status --json`).
-@Suite struct BadInputTests {
+@Suite(.waitsForProcesses) struct BadInputTests {
     struct Fixture {
         let sandbox: Sandbox
         let store: Store
@@ -219,7 +219,7 @@ import Testing
     }
 }
 
-@Suite struct ControlCharacterMessageTests {
+@Suite(.waitsForProcesses) struct ControlCharacterMessageTests {
     /// Every control character a message quotes is escaped, C1 too (SPEC.md §12): U+0085 (NEL)
     /// would break the one line, U+009B (CSI) start a terminal control sequence.
     @Test func messagesEscapeEveryControlCharacter() throws {

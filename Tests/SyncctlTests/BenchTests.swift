@@ -3,7 +3,7 @@ import Testing
 
 /// `syncctl bench merge` on a small workload (SPEC.md §11): it runs each merge in a process of its
 /// own, checks the result, reports what it measured, and leaves nothing behind.
-@Suite struct BenchTests {
+@Suite(.waitsForProcesses) struct BenchTests {
     /// The members of the one JSON object a `--json` run printed.
     func members(_ result: RunResult, sourceLocation: SourceLocation = #_sourceLocation) throws -> [String: OrderedJSON] {
         #expect(result.succeeded, "\(result)", sourceLocation: sourceLocation)

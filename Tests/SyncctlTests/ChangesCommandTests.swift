@@ -3,7 +3,7 @@ import Testing
 
 /// `syncctl changes` (SPEC.md §7.1, §11): the changes since a version vector, and `--follow` while
 /// other processes write, until SIGTERM.
-@Suite struct ChangesCommandTests {
+@Suite(.waitsForProcesses) struct ChangesCommandTests {
     /// The JSON objects of `changes --json` output, a line each.
     static func lines(_ output: String) throws -> [[String: Any]] {
         try output.split(separator: "\n").map { line in

@@ -4,7 +4,7 @@ import Testing
 
 /// Several `syncctl` processes on one store at once (issue 6, "Concurrent processes"): each
 /// succeeds, none fails with "database is locked", and no change is lost.
-@Suite struct ConcurrentProcessTests {
+@Suite(.waitsForProcesses) struct ConcurrentProcessTests {
     /// Runs `body(index)` on `count` threads at once and returns what each returned, in order.
     func concurrently<T: Sendable>(_ count: Int, _ body: @escaping @Sendable (Int) throws -> T) throws -> [T] {
         let results = ResultBox<T>(count)

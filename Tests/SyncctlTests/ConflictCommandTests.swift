@@ -6,7 +6,7 @@ import Testing
 /// write is listed on both, the same byte for byte; resolving it on one settles it on both once
 /// they sync; edits one after another never conflict; a refused resolve writes nothing; a deleted
 /// record's conflicts are not listed.
-@Suite struct ConflictCommandTests {
+@Suite(.waitsForProcesses) struct ConflictCommandTests {
     /// The manual run of the feature: "Buy milk" retitled on a and on b between two syncs.
     @Test func aTitleEditedOnTwoReplicasIsListedOnBothAndKeepSettlesItOnBoth() throws {
         let f = try TwoReplicas()

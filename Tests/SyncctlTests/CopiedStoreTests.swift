@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 /// A store copied to a second laptop, or restored from a backup (SPEC.md §9.1).
-@Suite struct CopiedStoreTests {
+@Suite(.waitsForProcesses) struct CopiedStoreTests {
     /// A store and a copy of its file, made the way a user makes one.
     func storeAndCopy(_ sandbox: Sandbox) throws -> (original: Store, copy: Store, reminder: String) {
         let original = try sandbox.makeStore("laptop-a.db")

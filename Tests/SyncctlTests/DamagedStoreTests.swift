@@ -4,7 +4,7 @@ import Testing
 /// Files that are not usable stores: each is refused with one line on standard error (exit 1),
 /// without a crash and (but for the corrupt store, see `RefusalsWriteNothingTests`) without its
 /// bytes changing; a merge from one is refused and leaves the target unchanged.
-@Suite struct DamagedStoreTests {
+@Suite(.waitsForProcesses) struct DamagedStoreTests {
     /// Commands that read or write a store, run against `path`.
     static let commands: [[String]] = [
         ["status"], ["status", "--json"], ["dump"], ["reminder", "list", "--all"], ["note", "list", "--all"], ["log", "--limit", "1000"],

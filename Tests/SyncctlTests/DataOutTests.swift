@@ -4,7 +4,7 @@ import Testing
 /// "Delete all data" and "remove it from this machine" (SPEC.md §7, §11): `reminder delete
 /// --all` and `note delete --all` write ordinary deletes that reach another replica, and `wipe
 /// --yes` removes this replica's store and its own folder files, never another replica's.
-@Suite struct DataOutTests {
+@Suite(.waitsForProcesses) struct DataOutTests {
     @Test func deleteAllReachesASecondReplicaAndLeavesTheOtherKind() throws {
         let sandbox = try Sandbox()
         let a = try sandbox.makeStore("a.db")

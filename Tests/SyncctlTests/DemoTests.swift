@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 /// `syncctl demo [--dir DIR]` (SPEC.md §11).
-@Suite struct DemoTests {
+@Suite(.waitsForProcesses) struct DemoTests {
     /// Checks what a demo run printed: both laptops, the conflicts, and that they converged.
     func expectConverged(_ result: RunResult, sourceLocation: SourceLocation = #_sourceLocation) {
         #expect(result.succeeded, "\(result)", sourceLocation: sourceLocation)

@@ -7,7 +7,7 @@ import Testing
 ///
 /// Permissions mean nothing to root, and CI runs as root: there the commands run through
 /// `setpriv` without the capabilities that override file permissions.
-@Suite struct DiskFaultTests {
+@Suite(.waitsForProcesses) struct DiskFaultTests {
     /// Checks a failure: exit 1 without a crash, nothing on stdout, exactly `message` on stderr.
     func expectFailure(_ result: RunResult, _ message: String, sourceLocation: SourceLocation = #_sourceLocation) {
         expectOneLineFailure(result, code: 1, sourceLocation: sourceLocation)

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@Suite struct DumpStatusLogTests {
+@Suite(.waitsForProcesses) struct DumpStatusLogTests {
     @Test func dumpIsCanonicalJSON() throws {
         let sandbox = try Sandbox()
         let store = try sandbox.makeStore()
@@ -162,7 +162,7 @@ import Testing
 }
 
 /// Points a second implementation needed settled (SPEC.md §10, §11).
-@Suite struct CommandSpecPointsTests {
+@Suite(.waitsForProcesses) struct CommandSpecPointsTests {
     /// `dump` prints the dump's text and exactly one newline.
     @Test func theDumpEndsWithOneNewline() throws {
         let sandbox = try Sandbox()
@@ -187,7 +187,7 @@ import Testing
     }
 }
 
-@Suite struct VersionTests {
+@Suite(.waitsForProcesses) struct VersionTests {
     /// `--version` names the tool's version and every format it reads and writes (SPEC.md §11).
     @Test func versionNamesEveryFormat() throws {
         let sandbox = try Sandbox()

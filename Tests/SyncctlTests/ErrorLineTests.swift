@@ -3,7 +3,7 @@ import Testing
 
 /// The lines syncctl prints for the errors whose remedy is one of its commands, whole (SPEC.md
 /// §12): the library's message, and syncctl's advice after it.
-@Suite struct ErrorLineTests {
+@Suite(.waitsForProcesses) struct ErrorLineTests {
     /// Runs `arguments` on `store`, which must fail with exactly `line` on stderr (exit 1).
     func expectLine(_ store: Store, _ arguments: [String], _ line: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
         let result = try store.run(arguments: arguments)

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 /// `syncctl export` and `syncctl merge` of bundles (SPEC.md §11, §13).
-@Suite struct ExportMergeTests {
+@Suite(.waitsForProcesses) struct ExportMergeTests {
     /// Gives `a` some records of both kinds, tags and a few edits.
     func populate(_ store: Store, _ prefix: String) throws {
         let reminder = try store.addReminder("\(prefix) reminder", "--due", "2027-01-01T09:00:00Z", "--tag", "work", "--priority", "high")

@@ -5,7 +5,7 @@ import Testing
 /// issue 16's five failures, with the built binary. (The fifth, a folder that cannot be written,
 /// is `DiskFaultTests.aReadOnlySharedFolderEndsTheSyncAfterItsImportsAndRecovers`, which needs
 /// another user than root.)
-@Suite struct FolderDamageCommandTests {
+@Suite(.waitsForProcesses) struct FolderDamageCommandTests {
     /// Runs `sync --folder`, which must exit 0; returns its result (warnings on stderr).
     @discardableResult
     func sync(_ store: Store, _ folder: String, sourceLocation: SourceLocation = #_sourceLocation) throws -> RunResult {

@@ -4,7 +4,7 @@ import Testing
 /// Which files of a shared folder a replica counts as its own, and so coalesces (SPEC.md §14,
 /// "Serials" and step 3): the folder stays bounded however many processes of one replica sync
 /// at once, and after the store and the folder were moved.
-@Suite struct FolderOwnershipTests {
+@Suite(.waitsForProcesses) struct FolderOwnershipTests {
     /// A watcher and three sync loops of one replica at once, while it writes: another process
     /// of the replica imports a file before it sees that it was published, which must not make
     /// the file anyone's. Once the single syncs take over, the folder shrinks to SPEC's bound.

@@ -4,7 +4,7 @@ import Testing
 /// The bundles under `Fixtures/` through the built `syncctl`: format 1, whose assigns carry no
 /// predecessors, shows no conflict; format 2 shows the conflicts its operations hold, the same as
 /// the store that exported it (SPEC.md §5.1, §13).
-@Suite struct FormatFixtureTests {
+@Suite(.waitsForProcesses) struct FormatFixtureTests {
     static let fixtures = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("Fixtures")

@@ -7,7 +7,7 @@ import Testing
 /// on the command line. Each is stored and printed byte-exact (show --json, dump) and travels
 /// byte-exact through export, merge and folder sync, or is refused with one clear line that
 /// changes nothing. Text is compared by its UTF-8 bytes: Swift's `==` equates NFC and NFD.
-@Suite struct HostileStringTests {
+@Suite(.waitsForProcesses) struct HostileStringTests {
     static let nfc = "caf\u{E9}"
     static let nfd = "cafe\u{301}"
     /// Texts that can be typed as arguments.

@@ -15,7 +15,7 @@ import Testing
 /// `syncctl import` runs, list the same records (but for `conflict`: an imported record has none).
 ///
 /// A failure prints the seed of the run; `@Test(.fixedSeed("…"))` replays it.
-@Suite struct ImportRoundTripTests {
+@Suite(.waitsForProcesses) struct ImportRoundTripTests {
     /// One step: (what, which record, an argument, another).
     typealias Step = (Int, Int, Int, Int)
 

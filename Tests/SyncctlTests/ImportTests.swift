@@ -4,7 +4,7 @@ import Testing
 /// `syncctl import FILE` (SPEC.md §10, "Import form"): the two lists printed as JSON are an import
 /// file, however the JSON is laid out; importing creates the same records, again creates nothing,
 /// and a wrong file is refused whole with its line and column, or its line, record and field.
-@Suite struct ImportTests {
+@Suite(.waitsForProcesses) struct ImportTests {
     @Test func theListsRoundTripAndASecondImportCreatesNothing() throws {
         let sandbox = try Sandbox()
         let source = try sandbox.makeStore("source.db")

@@ -5,7 +5,7 @@ import Testing
 /// consumer (`jq`, a dashboard, a CI check) gets a number where it expects one, never `"0.042"`.
 /// The commands that take `--json` are found in the help, so a command added later without a run
 /// here fails the test.
-@Suite struct JSONOutputTests {
+@Suite(.waitsForProcesses) struct JSONOutputTests {
     /// The command paths (`reminder list`, `bench merge`) whose help lists `--json`.
     func commandsTakingJSON(_ sandbox: Sandbox, under path: [String] = []) throws -> Set<String> {
         let help = try sandbox.run(path + ["--help"])

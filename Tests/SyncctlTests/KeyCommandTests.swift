@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 /// `syncctl key generate|import|show` (SPEC.md §11, §12, §15.1) and encrypted export and merge.
-@Suite struct KeyCommandTests {
+@Suite(.waitsForProcesses) struct KeyCommandTests {
     nonisolated(unsafe) static let keyPattern = /concord-key-1-[a-z2-7]{56}/
 
     func mode(_ path: String) throws -> Int {

@@ -13,7 +13,7 @@ import Testing
 /// of the workload behind the large bundles (default 1500 reminders, about 12,000 operations;
 /// merges run in batches of 4,000 operations here, so such a merge spans three).
 /// `scripts/kill-test` runs longer passes.
-@Suite(.serialized) struct KillTests {
+@Suite(.serialized, .waitsForProcesses) struct KillTests {
     static let kills = max(3, environmentNumber("CONCORD_KILLS", default: 54))
     static let seed: UInt64 = ProcessInfo.processInfo.environment["CONCORD_KILL_SEED"].flatMap { UInt64($0) }
         ?? UInt64.random(in: 1...999_999)

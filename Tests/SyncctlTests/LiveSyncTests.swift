@@ -6,7 +6,7 @@ import Testing
 /// processes on 127.0.0.1: changes written by other processes reach every live peer, through the
 /// server's fan-out too, and survive a server or a client killed at random moments.
 /// `CONCORD_LIVE_SEED` replays a run of the kill test (the seed is printed).
-@Suite(.serialized) struct LiveSyncTests {
+@Suite(.serialized, .waitsForProcesses) struct LiveSyncTests {
     static let seed: UInt64 = ProcessInfo.processInfo.environment["CONCORD_LIVE_SEED"].flatMap { UInt64($0) }
         ?? UInt64.random(in: 1...999_999)
 

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 /// What `serve` and `sync --watch` log, at each level, as text and as JSON (SPEC.md §11, "Logs").
-@Suite struct LogTests {
+@Suite(.waitsForProcesses) struct LogTests {
     /// Starts `serve` with `options`, waits for its "serving" event, and returns it with its port.
     func serve(_ sandbox: Sandbox, _ store: Store, _ options: [String]) throws -> (BackgroundRun, Int) {
         let server = try sandbox.start(["serve", "--listen", "127.0.0.1:0", "--store", store.path] + options)

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 /// Two or more replicas converging through `syncctl merge`.
-@Suite struct MergeTests {
+@Suite(.waitsForProcesses) struct MergeTests {
     /// Merges each store into the other and checks they print byte-identical dumps.
     func sync(_ a: Store, _ b: Store, sourceLocation: SourceLocation = #_sourceLocation) throws {
         try a.ok("merge", b.path, sourceLocation: sourceLocation)

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@Suite struct NoteTests {
+@Suite(.waitsForProcesses) struct NoteTests {
     @Test func addPrintsOnlyTheIDAndListShowsEveryField() throws {
         let sandbox = try Sandbox()
         let store = try sandbox.makeStore()

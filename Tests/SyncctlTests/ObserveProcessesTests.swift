@@ -6,7 +6,7 @@ import Testing
 /// A program that follows a store (here this test process, through `changes()`) while `syncctl`
 /// processes write it (SPEC.md §7.1): it hears of every record each of them wrote, once, soon after
 /// the command exited, through the commit bell.
-@Suite struct ObserveProcessesTests {
+@Suite(.waitsForProcesses) struct ObserveProcessesTests {
     @Test(.timeLimit(.minutes(2)))
     func aFollowerHearsOfEveryCommitOfThreeWriterProcessesOnce() async throws {
         let sandbox = try Sandbox()

@@ -12,7 +12,7 @@ extension Sandbox {
     }
 }
 
-@Suite struct PeerCommandTests {
+@Suite(.waitsForProcesses) struct PeerCommandTests {
     /// Starts `serve --listen 127.0.0.1:0` on `store` and returns it with the port it printed.
     func serve(_ sandbox: Sandbox, _ store: Store, sourceLocation: SourceLocation = #_sourceLocation) throws -> (BackgroundRun, Int) {
         let server = try sandbox.start(["serve", "--listen", "127.0.0.1:0", "--store", store.path])

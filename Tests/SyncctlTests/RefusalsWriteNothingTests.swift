@@ -3,7 +3,7 @@ import Testing
 
 /// SPEC.md §12: "Every failure prints exactly one line on stderr, … and changes no store and no
 /// file." These tests look at the files themselves, not only at what syncctl reports about them.
-@Suite struct RefusalsWriteNothingTests {
+@Suite(.waitsForProcesses) struct RefusalsWriteNothingTests {
     /// A refused change must leave the store file byte for byte as it was: not only the same
     /// records, but no rewrite of the file at all.
     @Test func aRefusedCommandLeavesTheStoreFileByteIdentical() throws {

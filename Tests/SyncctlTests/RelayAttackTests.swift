@@ -8,7 +8,7 @@ import Testing
 /// database while it is stopped, between real syncs. Each can at worst delay a sync: no device
 /// loses an operation, applies one twice or diverges, and all converge once the relay serves
 /// what it is sent.
-@Suite struct RelayAttackTests {
+@Suite(.waitsForProcesses) struct RelayAttackTests {
     @Test func aRelayThatRollsBackDropsAndMakesUpFilesOnlyDelaysSyncs() throws {
         let sandbox = try Sandbox()
         let (a, b) = try sandbox.makePairedStores()

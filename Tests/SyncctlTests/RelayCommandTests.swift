@@ -145,7 +145,7 @@ extension Store {
     }
 }
 
-@Suite struct RelayCommandTests {
+@Suite(.waitsForProcesses) struct RelayCommandTests {
     static var syncLine: Regex<(Substring, Substring, Substring, Substring, Substring, Substring)> { /^synced with (http:\/\/127\.0\.0\.1:\d+): downloaded (\d+) files?, uploaded (\d+), deleted (\d+); (.+)$/ }
 
     /// Two stores that never meet sync through a relay, which holds only sealed bundles: no title

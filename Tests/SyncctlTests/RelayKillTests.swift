@@ -10,7 +10,7 @@ import Testing
 ///
 /// `CONCORD_KILLS` sets the scale (half as many rounds as kills, at least 3), `CONCORD_KILL_SEED`
 /// the seed (printed, shared with KillTests).
-@Suite struct RelayKillTests {
+@Suite(.waitsForProcesses) struct RelayKillTests {
     static let rounds = max(3, KillTests.kills / 2)
 
     @Test func syncsThatExitedZeroSurviveKillsOfTheRelayAndOfTheClient() throws {

@@ -5,7 +5,7 @@ import Testing
 /// `sync --relay URL --live` (SPEC.md §16.5, "Live") with real processes: devices that never meet
 /// stay in step through a relay, each write reaching the others within seconds, across kills of
 /// the relay, and each live sync stops cleanly.
-@Suite struct RelayLiveTests {
+@Suite(.waitsForProcesses) struct RelayLiveTests {
     /// Three live devices on one relay, written to by other processes while the relay is killed
     /// and started again: every write whose command exited 0 reaches every device.
     @Test func threeLiveDevicesConvergeAcrossKillsOfTheRelay() throws {

@@ -4,7 +4,7 @@ import Testing
 
 /// The relay scaled out (SPEC.md §16.4): nodes that share one PostgreSQL database, each a real
 /// `syncctl relay --postgres` process, with live devices spread over them.
-@Suite struct RelayPostgresTests {
+@Suite(.waitsForProcesses) struct RelayPostgresTests {
     /// Three live devices on two nodes, each written to by a writer process after another, all at
     /// once, while, at random moments, each node is killed and started again, PostgreSQL is
     /// stopped at once (as by a crash) and started again twice, and a device's live sync is

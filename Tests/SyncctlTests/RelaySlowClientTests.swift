@@ -8,7 +8,7 @@ import Testing
 /// after the timeout, whatever it sends meanwhile; while the relay answers (a listing that waits
 /// for longer than the timeout), nothing is cut; devices sync as before. A relay with a request
 /// timeout of 2 s, over real connections.
-@Suite struct RelaySlowClientTests {
+@Suite(.waitsForProcesses) struct RelaySlowClientTests {
     static let refusal = #"{"error":"timeout","message":"a request must arrive within 2 s (its body at 64 KiB a second after that)"}"#
 
     @Test func aClientThatTricklesItsRequestIsRefusedAndCutOff() throws {

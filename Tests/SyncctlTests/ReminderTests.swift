@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@Suite struct ReminderTests {
+@Suite(.waitsForProcesses) struct ReminderTests {
     @Test func addPrintsOnlyTheIDAndListShowsEveryField() throws {
         let sandbox = try Sandbox()
         let store = try sandbox.makeStore()

@@ -3,7 +3,7 @@ import Testing
 
 /// Several `syncctl` processes on one store, one of them long-running (SPEC.md §9, "Touching a
 /// store's files"): what a server acknowledged stays, whatever other processes open the store.
-@Suite struct SharedStoreTests {
+@Suite(.waitsForProcesses) struct SharedStoreTests {
     /// Issue 15's reproduction: `serve` on a.db, and between sessions other processes open a.db
     /// (`status`, `dump`). Each session made the server open its store file a second time outside
     /// SQLite and close it, dropping its own locks; the next process to close a.db then took it for

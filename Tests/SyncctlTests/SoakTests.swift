@@ -17,7 +17,7 @@ import Testing
 ///
 /// `CONCORD_SOAK_SECONDS` sets each phase's concurrent run (default 60), `CONCORD_SOAK_SEED` the
 /// seed (printed; random by default). `scripts/soak` runs longer passes.
-@Suite(.serialized) struct SoakTests {
+@Suite(.serialized, .waitsForProcesses) struct SoakTests {
     @Test func sharedStoresThenACleanStop() throws {
         try Soak(phase: "clean stop", seed: SoakSettings.seed).run(killing: false)
     }

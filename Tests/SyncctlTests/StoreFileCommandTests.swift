@@ -4,7 +4,7 @@ import Testing
 
 /// What `syncctl` does to the store's file itself, beside other processes (SPEC.md §9, §9.1,
 /// §12, §15.1): paths that are not regular files, modes, leftovers, keys, replica ids.
-@Suite struct StoreFileCommandTests {
+@Suite(.waitsForProcesses) struct StoreFileCommandTests {
     /// A FIFO blocks whoever opens it until its other end is opened: each is refused at once.
     @Test func pathsThatAreNotRegularFilesAreRefusedBeforeTheyAreOpened() throws {
         let sandbox = try Sandbox()

@@ -3,7 +3,7 @@ import Testing
 
 /// `init` and where syncctl finds its store: `--store` (before or after the subcommand), then
 /// `SYNCCTL_STORE`, then `$XDG_DATA_HOME/concord/store.db`, then `~/.local/share/concord/store.db`.
-@Suite struct StoreLocationTests {
+@Suite(.waitsForProcesses) struct StoreLocationTests {
     @Test func initPrintsANewReplicaIDAndCreatesTheStore() throws {
         let sandbox = try Sandbox()
         let path = sandbox.path("nested/dirs/replica.db")

@@ -5,7 +5,7 @@ import Testing
 /// chains of them (SPEC.md §9): dotfile managers, a data directory moved to another disk and the
 /// XDG directory itself put them there. Each is the file it names: no command takes the link for
 /// another file, a copy (§9.1), or a path too long to read.
-@Suite struct SymlinkTests {
+@Suite(.waitsForProcesses) struct SymlinkTests {
     /// Every kind of command, run on one store through a link, a chain of links, and a linked
     /// directory, is the same as on the store itself; a bundle reached through links merges.
     @Test func everyCommandWorksOnAStoreReachedThroughLinks() throws {

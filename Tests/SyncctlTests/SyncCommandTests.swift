@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 /// `syncctl sync --folder` (SPEC.md §11, §14).
-@Suite struct SyncCommandTests {
+@Suite(.waitsForProcesses) struct SyncCommandTests {
     /// Runs `sync --folder` on a store; it must succeed with nothing on stderr. Returns its output.
     @discardableResult
     func sync(_ store: Store, _ folder: String, sourceLocation: SourceLocation = #_sourceLocation) throws -> String {

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 /// `syncctl sync --folder DIR --watch` running in the background (SPEC.md §11, §14 "Watching").
-@Suite struct SyncWatchTests {
+@Suite(.waitsForProcesses) struct SyncWatchTests {
     /// Generous: a watcher looking every 0.2 s normally reacts well within a second.
     static let deadline: TimeInterval = 20
 

@@ -1,0 +1,45 @@
+import Foundation
+import Testing
+
+/// Runs each test of a suite on threads set apart for tests that wait for processes, two at a
+/// time, and not on the threads that tasks share.
+///
+/// The tests here are synchronous: each waits, blocking its thread, for the `syncctl` processes
+/// it starts, often for seconds and in the soak and kill tests for minutes. On the shared pool,
+/// which has as many threads as there are cores (two in CI), two such tests leave no thread for
+/// the async tests of the other targets: their servers, clients and deadlines stood still for a
+/// minute and more in CI, and failed on time. Here the waits queue among themselves.
+struct WaitsForProcesses: SuiteTrait, TestScoping {
+    var isRecursive: Bool { false }
+
+    func provideScope(
+        for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
+    ) async throws {
+        try await withTaskExecutorPreference(ProcessWaitThreads.shared) { try await function() }
+    }
+}
+
+extension Trait where Self == WaitsForProcesses {
+    /// The suite's tests run on threads set apart for waiting for processes (`WaitsForProcesses`).
+    static var waitsForProcesses: Self { WaitsForProcesses() }
+}
+
+/// Two threads' worth of room for jobs that block, as many as CI's cores: the tests ran two at a
+/// time on the shared pool before, and run no more at once here.
+final class ProcessWaitThreads: TaskExecutor {
+    static let shared = ProcessWaitThreads()
+
+    private let queue: OperationQueue = {
+        let queue = OperationQueue()
+        queue.name = "concord.tests.process-waits"
+        queue.maxConcurrentOperationCount = max(2, ProcessInfo.processInfo.activeProcessorCount)
+        return queue
+    }()
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        let executor = asUnownedTaskExecutor()
+        queue.addOperation { job.runSynchronously(on: executor) }
+    }
+}
+
