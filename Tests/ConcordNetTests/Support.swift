@@ -66,7 +66,7 @@ final class ManualPeerClock: PeerClock, @unchecked Sendable {
     /// (a write the peer has read, whose completion the loop is still handling) is stamped with
     /// the time before the move.
     func advance(_ amount: Duration) {
-        for loop in lock.withLock({ timers.values.map(\.loop) }) { try? loop.submit {}.wait() }
+        for loop in lock.withLock({ timers.values.map(\.loop) }) { Self.settle(loop) }
         let due: [Timer] = lock.withLock {
             current = current + TimeAmount(amount)
             let due = timers.filter { $0.value.deadline <= current }.sorted { $0.value.deadline < $1.value.deadline }
@@ -75,8 +75,17 @@ final class ManualPeerClock: PeerClock, @unchecked Sendable {
         }
         for timer in due {
             timer.loop.execute(timer.task)
-            try? timer.loop.submit {}.wait()
+            Self.settle(timer.loop)
         }
+    }
+
+    /// Waits until `loop` has run what it was given before now. Not on a future: a timer can end
+    /// the session whose group then shuts its loop down, and a loop shut down drops what it is
+    /// given, leaving a future never completed (a hang in CI); here the wait ends after 5 s.
+    private static func settle(_ loop: any EventLoop) {
+        let ran = DispatchSemaphore(value: 0)
+        loop.execute { ran.signal() }
+        _ = ran.wait(timeout: .now() + 5)
     }
 }
 

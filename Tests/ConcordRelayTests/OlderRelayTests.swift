@@ -28,12 +28,16 @@ import Testing
             let application = Application(
                 router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
                 onServerRunning: { channel in port.continuation.yield(channel.localAddress?.port ?? 0) })
-            let server = Task { try await application.runService() }
-            defer { server.cancel() }
-            var ports = port.stream.makeAsyncIterator()
-            let listening = try #require(await ports.next())
-            let client = try RelayClient(url: "http://127.0.0.1:\(listening)", key: SyncKey(bytes: Array(0..<32))!)
-            return try await client.delete([Self.name(3), Self.name(1), Self.name(9), Self.name(1)])
+            // The server in a child task, which runs where its parent does (`runOffThePool`):
+            // never on the shared pool, which this test's wait blocks a thread of.
+            return try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await application.runService() }
+                defer { group.cancelAll() }
+                var ports = port.stream.makeAsyncIterator()
+                let listening = try #require(await ports.next())
+                let client = try RelayClient(url: "http://127.0.0.1:\(listening)", key: SyncKey(bytes: Array(0..<32))!)
+                return try await client.delete([Self.name(3), Self.name(1), Self.name(9), Self.name(1)])
+            }
         }
         #expect(deleted == [Self.name(1), Self.name(3)], "those it held, in name order")
         #expect(held.withLockedValue { $0 } == [Self.name(2)])
