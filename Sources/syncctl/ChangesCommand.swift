@@ -3,7 +3,7 @@ import ConcordCore
 import ConcordStore
 import Foundation
 
-struct Changes: ParsableCommand {
+struct Changes: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Print the changes committed to the store: since a version vector, or as they happen.",
         discussion: """
@@ -26,7 +26,7 @@ struct Changes: ParsableCommand {
         guard follow || since != nil else { throw ValidationError("give --since, --follow, or both") }
     }
 
-    func run() throws {
+    func run() async throws {
         // Read before the store is opened, as `export` does (SPEC.md §9).
         let vector = try since.map(VersionVector.init(argument:))
         let store = try store.open()
@@ -34,25 +34,26 @@ struct Changes: ParsableCommand {
             if let change = try store.change(since: vector ?? VersionVector()) { Self.print(change, json: json) }
             return
         }
-        let stop = StopSignal()
         let json = json
-        let replaced = stop.cancellingOnStop { () -> ConcordError? in
-            for await event in store.events(since: vector) {
-                switch event {
-                case .changed(let change):
-                    Self.print(change, json: json)
-                case .forked(let replica, _):
-                    // The same file and history under a new id (SPEC.md §7.1, §9.1): the follower
-                    // goes on, `local` now meaning written under the new id. Said on stderr, so
-                    // that the changes on stdout stay one kind of line.
-                    warn("the store is now replica \(replica.hex) ('syncctl init --fork'); following on as that replica")
-                case .replaced(let error):
-                    // Another file at the path (SPEC.md §7.1, §9.1): its history is not the one
-                    // printed so far, so the follower ends, and whoever reads it starts again.
-                    return error
+        let replaced = try await Stop.runUntilSignalled {
+            await Stop.cancellingOnStop { () -> ConcordError? in
+                for await event in store.events(since: vector) {
+                    switch event {
+                    case .changed(let change):
+                        Self.print(change, json: json)
+                    case .forked(let replica, _):
+                        // The same file and history under a new id (SPEC.md §7.1, §9.1): the follower
+                        // goes on, `local` now meaning written under the new id. Said on stderr, so
+                        // that the changes on stdout stay one kind of line.
+                        warn("the store is now replica \(replica.hex) ('syncctl init --fork'); following on as that replica")
+                    case .replaced(let error):
+                        // Another file at the path (SPEC.md §7.1, §9.1): its history is not the one
+                        // printed so far, so the follower ends, and whoever reads it starts again.
+                        return error
+                    }
                 }
+                return nil
             }
-            return nil
         }
         if let replaced {
             try? store.close()

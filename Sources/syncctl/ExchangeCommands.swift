@@ -38,7 +38,7 @@ struct Export: ParsableCommand {
     }
 }
 
-struct Sync: ParsableCommand {
+struct Sync: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Sync with other replicas through a shared folder, a relay, or with a peer over the network.",
         discussion: """
@@ -84,42 +84,50 @@ struct Sync: ParsableCommand {
         guard interval >= 0.1, interval <= 86_400 else { throw ValidationError("--interval must be from 0.1 to 86400 seconds") }
     }
 
-    func run() throws {
+    func run() async throws {
         if let relay {
             let sync = try RelaySync(store: try store.open(), url: relay)
             if live {
-                try RelaySyncCommand.live(sync, reopen: { try store.open() }, logger: log.logger(label: "concord.relay-live"))
+                let store = store
+                try await RelaySyncCommand.live(sync, reopen: { try store.open() }, logger: log.logger(label: "concord.relay-live"))
             } else {
-                try RelaySyncCommand.once(sync)
+                try await RelaySyncCommand.once(sync)
             }
             return
         }
         if let peer, let address = PeerAddress(peer) {
             if live {
-                try PeerSync.live(store: try store.open(), address: address, logger: log.logger(label: "concord.live"))
+                try await PeerSync.live(store: try store.open(), address: address, logger: log.logger(label: "concord.live"))
             } else {
-                try PeerSync.run(store: try store.open(), address: address)
+                try await PeerSync.run(store: try store.open(), address: address)
             }
             return
         }
-        var sync = FolderSync(store: try store.open(), folder: folder!)
+        let sync = FolderSync(store: try store.open(), folder: folder!)
         guard watch else {
-            let report = try sync.sync(progress: ProgressLine.shared.folderProgress)
+            let report = try await sync.sync(progress: ProgressLine.shared.folderProgress)
             ProgressLine.shared.clear()
             Self.print(report)
             return
         }
-        let stop = StopSignal()
         let logger = log.logger(label: "concord.watch")
         logger.notice("watching \(sync.folder) every \(interval) s; stop with Ctrl-C", metadata: ["folder": "\(sync.folder)"])
-        let every = Duration.milliseconds(Int64(interval * 1000))
-        while !stop.isSet() {
+        let (options, every) = (store, Duration.milliseconds(Int64(interval * 1000)))
+        try await Stop.runUntilSignalled { [sync] in try await Self.watch(sync, every: every, reopen: { try options.open() }, logger: logger) }
+        logger.notice("stopped")
+    }
+
+    /// Keeps `sync`'s folder in step until SIGINT or SIGTERM; after another process's `init
+    /// --fork`, on the store opened again (`reopen`) as the new replica.
+    private static func watch(_ sync: FolderSync, every: Duration, reopen: @escaping @Sendable () throws -> ConcordStore, logger: Logger) async throws {
+        var sync = sync
+        while !Stop.isStopping {
             // Another process may make the store another replica (`init --fork`, SPEC.md §9.1):
             // the watch ends, and is started again on the store opened again. A store file
             // replaced by another ends it for good: whatever is at the path now (a new store, a
             // restored copy, nothing) is not the store it was asked to keep in step.
             let watched = sync
-            let ended = stop.cancellingOnStop { () -> WatchEnd in
+            let ended = await Stop.cancellingOnStop { () -> WatchEnd in
                 for await event in watched.watch(every: every, logger: logger, describeError: { Advice.line(for: $0) }) {
                     switch event {
                     case .synced(let report):
@@ -139,16 +147,15 @@ struct Sync: ParsableCommand {
                 throw error
             }
             guard case .forked = ended else { break }
-            guard let store = try? self.store.open() else {
+            guard let store = try? reopen() else {
                 // Tried again at the next look.
-                if stop.wait(for: every) { break }
+                if await Stop.pause(for: every) { break }
                 continue
             }
             try? sync.store.close()
             sync = FolderSync(store: store, folder: sync.folder)
             logger.notice("the store is now replica \(store.replicaID.hex) ('syncctl init --fork'); watching on as that replica", metadata: ["replica": "\(store.replicaID.hex)"])
         }
-        logger.notice("stopped")
     }
 
     /// Why a folder watch ended.
@@ -160,71 +167,6 @@ struct Sync: ParsableCommand {
         for warning in report.warnings { warn("warning: \(Advice.line(for: warning))") }
         if let far = report.farFutureTimestamp { warnFarFuture(far) }
         say(prefix + report.summary)
-    }
-}
-
-/// Set once SIGINT or SIGTERM arrives; the work in progress finishes first. A long-lived mode
-/// waits on it (`wait(for:)`) or has it cancel its task (`cancellingOnStop`): nothing polls it.
-final class StopSignal: @unchecked Sendable {
-    // @unchecked Sendable: `stopped` and `onStop` are read and written only with `lock` held;
-    // `sources` is written once, in `init`; the semaphore is thread-safe.
-    private let lock = NSLock()
-    private var stopped = false
-    private var onStop: (@Sendable () -> Void)?
-    private let signalled = DispatchSemaphore(value: 0)
-    private var sources: [any DispatchSourceSignal] = []
-
-    init() {
-        for number in [SIGINT, SIGTERM] {
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { [weak self] in self?.set() }
-            source.resume()
-            sources.append(source)
-        }
-    }
-
-    private func set() {
-        let action = lock.withLock { () -> (@Sendable () -> Void)? in
-            guard !stopped else { return nil }
-            stopped = true
-            return onStop
-        }
-        signalled.signal()
-        action?()
-    }
-
-    func isSet() -> Bool {
-        lock.withLock { stopped }
-    }
-
-    /// Waits until the signal arrives or `duration` passes; whether it arrived.
-    func wait(for duration: Duration) -> Bool {
-        let (seconds, attoseconds) = duration.components
-        let nanoseconds = Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
-        guard signalled.wait(timeout: .now() + .nanoseconds(nanoseconds)) == .success else { return isSet() }
-        signalled.signal()  // it stays arrived
-        return true
-    }
-
-    /// Runs `body` in a task that the signal cancels, and waits for what it returns (blocking
-    /// this thread, which is the command's own, not one of the tasks').
-    func cancellingOnStop<Result: Sendable>(_ body: @escaping @Sendable () async -> Result) -> Result {
-        let outcome = LockedState<Result?>(nil)
-        let finished = DispatchSemaphore(value: 0)
-        let task = Task {
-            let result = await body()
-            outcome.withLock { $0 = result }
-            finished.signal()
-        }
-        let stoppedAlready = lock.withLock {
-            onStop = { task.cancel() }
-            return stopped
-        }
-        if stoppedAlready { task.cancel() }
-        finished.wait()
-        lock.withLock { onStop = nil }
-        return outcome.withLock { $0! }
     }
 }
 

@@ -8,7 +8,7 @@ import ConcordStore
 import Foundation
 import Logging
 
-struct Serve: ParsableCommand {
+struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Serve this store to peers that hold its sync key, until SIGINT or SIGTERM.",
         discussion: """
@@ -26,11 +26,17 @@ struct Serve: ParsableCommand {
         if PeerAddress(listen) == nil { throw ValidationError("'\(listen)' is not HOST:PORT") }
     }
 
-    func run() throws {
-        var store = try self.store.open()
-        guard var key = try store.syncKey() else { throw ConcordError.noSyncKey(at: store.path) }
+    func run() async throws {
+        let store = try self.store.open()
+        guard let key = try store.syncKey() else { throw ConcordError.noSyncKey(at: store.path) }
+        try await Stop.runUntilSignalled { [self] in try await serve(store, key: key) }
+    }
+
+    /// Serves until SIGINT or SIGTERM: once a second, a look at the store file, its replica and
+    /// its key.
+    private func serve(_ store: ConcordStore, key: SyncKey) async throws {
+        var (store, key) = (store, key)
         var address = PeerAddress(listen)!
-        let stop = StopSignal()
         let progress = ServerProgress()
         let logger = log.logger(label: "concord.serve")
         var server = try start(store, on: &address, progress: progress, logger: logger)
@@ -38,7 +44,7 @@ struct Serve: ParsableCommand {
         // key now, until `key generate --force` or `key import --force` replaces it.
         logger.notice("serving \(store.path) on \(address) (sync key \(key.id)); stop with Ctrl-C", metadata: ["store": "\(store.path)", "address": "\(address)", "key": "\(key.id)"])
         // Every second, or at once when the signal arrives.
-        while !stop.wait(for: .seconds(1)) {
+        while await !Stop.pause(for: .seconds(1)) {
             // Another process may make the store another replica (`init --fork`, SPEC.md §9.1):
             // the store object then refuses every batch, so the server opens the store again and
             // serves on, on the same address, as the new replica. Or replace the store file.
@@ -52,7 +58,7 @@ struct Serve: ParsableCommand {
                 // The new store first: if it cannot be opened now, the server goes on (refusing
                 // batches, each session saying why) and the next look tries again.
                 guard let reopened = try? self.store.open() else { continue }
-                server.stop()
+                await server.stop()
                 try? store.close()
                 store = reopened
                 server = try start(store, on: &address, progress: progress, logger: logger)
@@ -61,14 +67,14 @@ struct Serve: ParsableCommand {
                 // Another file at the path (SPEC.md §9.1): peers' batches would go into a file
                 // no other process finds there, and whatever is there now was not asked to be
                 // served. The sessions under way end as at a stop, and so does the server.
-                server.stop()
+                await server.stop()
                 try? store.close()
                 throw error
             } catch {
                 // A copy, or a store that cannot be read now: each session says why.
             }
         }
-        server.stop()
+        await server.stop()
         logger.notice("stopped")
     }
 
@@ -111,9 +117,9 @@ final class ServerProgress: @unchecked Sendable {
 
 /// `syncctl sync --peer HOST:PORT`.
 enum PeerSync {
-    static func run(store: ConcordStore, address: PeerAddress) throws {
+    static func run(store: ConcordStore, address: PeerAddress) async throws {
         guard try store.syncKey() != nil else { throw ConcordError.noSyncKey(at: store.path) }
-        let record = try PeerClient.sync(store: store, address: address, configuration: .syncctl) { progress in
+        let record = try await PeerClient.sync(store: store, address: address, configuration: .syncctl) { progress in
             ProgressLine.shared.update {
                 "received \(progress.operationsReceived) operations (\(progress.bytesReceived / 1000) kB), sent \(progress.operationsSent) (\(progress.bytesSent / 1000) kB)"
             }
@@ -137,40 +143,41 @@ extension PeerSync {
     /// `syncctl sync --peer HOST:PORT --live`: keeps a live session (SPEC.md §15.10) until SIGINT
     /// or SIGTERM, connecting again after each drop. Logs each session's start and end; on a
     /// terminal, a status line shows the connection and the operations moved each way.
-    static func live(store: ConcordStore, address: PeerAddress, logger: Logger) throws {
+    static func live(store: ConcordStore, address: PeerAddress, logger: Logger) async throws {
         guard try store.syncKey() != nil else { throw ConcordError.noSyncKey(at: store.path) }
-        let stop = StopSignal()
         logger.notice("syncing live with \(address); stop with Ctrl-C", metadata: ["peer": "\(address)"])
-        let failure = stop.cancellingOnStop { () -> ConcordError? in
-            // Operations moved by the sessions that have ended, and by the one under way.
-            var (earlierReceived, earlierSent) = (0, 0)
-            var current: PeerProgress?
-            do {
-                for try await event in PeerClient.live(store: store, address: address, configuration: .syncctl) {
-                    switch event {
-                    case .live(let summary):
-                        logger.notice(
-                            "live with \(address) after receiving \(summary.operationsReceived) operations and sending \(summary.operationsSent)",
-                            metadata: ["peer": "\(address)"])
-                    case .progress(let progress):
-                        current = progress
-                    case .disconnected(let failure, let delay):
-                        earlierReceived += current?.operationsReceived ?? 0
-                        earlierSent += current?.operationsSent ?? 0
-                        current = nil
-                        let why = failure.map { Advice.line(for: $0) } ?? "the peer closed the session"
-                        logger.notice(
-                            "disconnected from \(address): \(why); connecting again in \(String(format: "%.1f", delay.seconds)) s",
-                            metadata: ["peer": "\(address)"])
-                        ProgressLine.shared.show("reconnecting to \(address) in \(String(format: "%.1f", delay.seconds)) s · received \(earlierReceived), sent \(earlierSent)")
-                        continue
+        let failure = try await Stop.runUntilSignalled {
+            await Stop.cancellingOnStop { () -> ConcordError? in
+                // Operations moved by the sessions that have ended, and by the one under way.
+                var (earlierReceived, earlierSent) = (0, 0)
+                var current: PeerProgress?
+                do {
+                    for try await event in PeerClient.live(store: store, address: address, configuration: .syncctl) {
+                        switch event {
+                        case .live(let summary):
+                            logger.notice(
+                                "live with \(address) after receiving \(summary.operationsReceived) operations and sending \(summary.operationsSent)",
+                                metadata: ["peer": "\(address)"])
+                        case .progress(let progress):
+                            current = progress
+                        case .disconnected(let failure, let delay):
+                            earlierReceived += current?.operationsReceived ?? 0
+                            earlierSent += current?.operationsSent ?? 0
+                            current = nil
+                            let why = failure.map { Advice.line(for: $0) } ?? "the peer closed the session"
+                            logger.notice(
+                                "disconnected from \(address): \(why); connecting again in \(String(format: "%.1f", delay.seconds)) s",
+                                metadata: ["peer": "\(address)"])
+                            ProgressLine.shared.show("reconnecting to \(address) in \(String(format: "%.1f", delay.seconds)) s · received \(earlierReceived), sent \(earlierSent)")
+                            continue
+                        }
+                        let (received, sent) = (earlierReceived + (current?.operationsReceived ?? 0), earlierSent + (current?.operationsSent ?? 0))
+                        ProgressLine.shared.show("connected to \(address) · received \(received) operations, sent \(sent)")
                     }
-                    let (received, sent) = (earlierReceived + (current?.operationsReceived ?? 0), earlierSent + (current?.operationsSent ?? 0))
-                    ProgressLine.shared.show("connected to \(address) · received \(received) operations, sent \(sent)")
+                    return nil
+                } catch {
+                    return error as? ConcordError ?? ConcordError(.local, "\(error)")
                 }
-                return nil
-            } catch {
-                return error as? ConcordError ?? ConcordError(.local, "\(error)")
             }
         }
         ProgressLine.shared.clear()

@@ -7,30 +7,33 @@ import Logging
 /// `syncctl sync --relay URL [--live]` (SPEC.md §16.5).
 enum RelaySyncCommand {
     /// One sync: its warnings on stderr, its summary on stdout.
-    static func once(_ sync: RelaySync) throws {
-        let outcome = StopSignal().cancellingOnStop { () -> Result<RelaySyncReport, ConcordError> in
-            do throws(ConcordError) {
-                return .success(try await sync.sync())
-            } catch {
-                return .failure(error)
-            }
+    static func once(_ sync: RelaySync) async throws {
+        let report = try await Stop.runUntilSignalled { () throws(ConcordError) -> RelaySyncReport in
+            // A stop cancels the requests under way: what the relay had already acknowledged is kept.
+            try await Stop.cancellingOnStop { () -> Result<RelaySyncReport, ConcordError> in
+                do throws(ConcordError) { return .success(try await sync.sync()) } catch { return .failure(error) }
+            }.get()
         }
-        let report = try outcome.get()
         for warning in report.warnings { warn("warning: \(Advice.line(for: warning))") }
         Sync.print(report.folder, prefix: "synced with \(sync.url): \(report.transfers); ")
     }
 
     /// Syncs whenever the store or the relay's space changes, until SIGINT or SIGTERM; after
     /// another process's `init --fork`, on the store opened again (`reopen`) as the new replica.
-    static func live(_ sync: RelaySync, reopen: @escaping () throws -> ConcordStore, logger: Logger) throws {
-        var sync = sync
+    static func live(_ sync: RelaySync, reopen: @escaping @Sendable () throws -> ConcordStore, logger: Logger) async throws {
         guard try sync.store.syncKey() != nil else { throw ConcordError.noSyncKey(at: sync.store.path) }
-        let stop = StopSignal()
+        logger.notice("syncing live with \(sync.url); stop with Ctrl-C", metadata: ["relay": "\(sync.url)"])
+        try await Stop.runUntilSignalled { try await syncLive(sync, reopen: reopen, logger: logger) }
+        logger.notice("stopped")
+    }
+
+    /// `live` until SIGINT or SIGTERM.
+    private static func syncLive(_ sync: RelaySync, reopen: @escaping @Sendable () throws -> ConcordStore, logger: Logger) async throws {
+        var sync = sync
         let url = sync.url
-        logger.notice("syncing live with \(url); stop with Ctrl-C", metadata: ["relay": "\(url)"])
-        while !stop.isSet() {
+        while !Stop.isStopping {
             let current = sync
-            let ended = stop.cancellingOnStop { () -> Result<ReplicaID?, ConcordError> in
+            let ended = await Stop.cancellingOnStop { () -> Result<ReplicaID?, ConcordError> in
                 var (downloaded, uploaded) = (0, 0)
                 do {
                     for try await event in current.live() {
@@ -77,6 +80,5 @@ enum RelaySyncCommand {
             }
             break
         }
-        logger.notice("stopped")
     }
 }

@@ -13,7 +13,7 @@ import Darwin
 
 /// `syncctl wipe --yes [--folder DIR] [--relay URL]`: removes this replica from this machine
 /// (SPEC.md §11).
-struct Wipe: ParsableCommand {
+struct Wipe: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Remove this replica's store, and its files in a shared folder, from this machine.",
         discussion: """
@@ -41,20 +41,20 @@ struct Wipe: ParsableCommand {
         }
     }
 
-    func run() throws {
+    func run() async throws {
         // A folder that is not there (not mounted, mistyped) is refused before the store is even
         // opened: a read-only connection leaves SQLite's empty `-wal` and `-shm` files behind.
         if let folder { try FolderSync.checkExists(folder) }
         // Read-only: whatever the store's schema, nothing is written to it first. A file that is
         // not a Concord store is refused here, with nothing removed.
-        let opened = try ConcordStore.open(at: store.resolvedPath, readOnly: true)
+        let opened = try await ConcordStore.open(at: store.resolvedPath, readOnly: true)
         let replica = opened.replicaID
         let path = opened.path
         // Everything that would stop the wipe part way is found before anything is removed: a
         // missing folder, a copy's folder files, a directory that cannot be written.
         let inFolder = try folder.map { folder in try FolderSync(store: opened, folder: folder).ownFiles() } ?? FolderWipe()
-        let stop = StopSignal()
-        let onRelay = try relay.map { relay in try Self.ownFiles(of: opened, on: relay, stop: stop) }
+        var onRelay: RelayWipe?
+        if let relay { onRelay = try await Self.ownFiles(of: opened, on: relay) }
         try opened.close()
         let resolved = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
         for directory in Set([resolved, path].map { ($0 as NSString).deletingLastPathComponent }) where access(directory.isEmpty ? "." : directory, W_OK) != 0 {
@@ -64,7 +64,7 @@ struct Wipe: ParsableCommand {
         // Its files on the relay and in the folder first, then its mirrors: if one cannot be
         // removed, the store is still there to say so again.
         if let onRelay {
-            for file in try Self.delete(onRelay, stop: stop) { say("removed \(file.name) from \(onRelay.client.url)") }
+            for file in try await Self.delete(onRelay) { say("removed \(file.name) from \(onRelay.client.url)") }
         }
         var removed: [String] = []
         for file in inFolder.files where try Self.remove(file) { removed.append(file) }
@@ -86,21 +86,26 @@ struct Wipe: ParsableCommand {
 
     /// This replica's files on the relay at `url`, found before anything is removed: a store
     /// without a sync key, or a relay that cannot be reached, stops the wipe here.
-    private static func ownFiles(of store: ConcordStore, on url: String, stop: StopSignal) throws -> RelayWipe {
+    private static func ownFiles(of store: ConcordStore, on url: String) async throws -> RelayWipe {
         guard try store.syncKey() != nil else { throw ConcordError.noSyncKey(at: store.path) }
         let sync = try RelaySync(store: store, url: url)
-        let found = stop.cancellingOnStop { () -> Result<RelayWipe, ConcordError> in
-            do throws(ConcordError) { return .success(try await sync.ownFiles()) } catch { return .failure(error) }
-        }
-        return try found.get()
+        return try await untilStopped { () throws(ConcordError) in try await sync.ownFiles() }
     }
 
     /// Deletes the files found on the relay; those it held.
-    private static func delete(_ wipe: RelayWipe, stop: StopSignal) throws -> [RelayFile] {
-        let deleted = stop.cancellingOnStop { () -> Result<[RelayFile], ConcordError> in
-            do throws(ConcordError) { return .success(try await wipe.delete()) } catch { return .failure(error) }
+    private static func delete(_ wipe: RelayWipe) async throws -> [RelayFile] {
+        try await untilStopped { () throws(ConcordError) in try await wipe.delete() }
+    }
+
+    /// `request`, cancelled by SIGINT or SIGTERM (the wipe then ends with the cancellation's error).
+    private static func untilStopped<Result: Sendable>(
+        _ request: @escaping @Sendable () async throws(ConcordError) -> Result
+    ) async throws -> Result {
+        try await Stop.runUntilSignalled {
+            try await Stop.cancellingOnStop { () -> Swift.Result<Result, ConcordError> in
+                do throws(ConcordError) { return .success(try await request()) } catch { return .failure(error) }
+            }.get()
         }
-        return try deleted.get()
     }
 
     /// Removes `path`: whether it was there.
