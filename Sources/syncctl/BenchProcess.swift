@@ -1,4 +1,5 @@
 import ConcordCore
+import ConcordStore
 import Foundation
 
 /// The processes a benchmark starts: this executable again, as `syncctl` would run it.
@@ -37,18 +38,25 @@ enum BenchProcess {
         if let output {
             let pipe = Pipe()
             process.standardOutput = pipe
-            let reading = pipe.fileHandleForReading
-            Thread.detachNewThread {
-                var pending = Data()
-                while true {
-                    let chunk = reading.availableData
-                    if chunk.isEmpty { return }
+            // Each line is stamped as it is read. The handler runs on one queue, a call at a time.
+            let pending = LockedState(Data())
+            pipe.fileHandleForReading.readabilityHandler = { reading in
+                let chunk = reading.availableData
+                guard !chunk.isEmpty else {
+                    reading.readabilityHandler = nil
+                    return
+                }
+                let lines = pending.withLock { pending -> [Data] in
                     pending.append(chunk)
+                    var lines: [Data] = []
                     while let newline = pending.firstIndex(of: 10) {
-                        output.add(line: pending[pending.startIndex..<newline], at: DispatchTime.now().uptimeNanoseconds)
+                        lines.append(pending[pending.startIndex..<newline])
                         pending.removeSubrange(pending.startIndex...newline)
                     }
+                    return lines
                 }
+                let now = DispatchTime.now().uptimeNanoseconds
+                for line in lines { output.add(line: line, at: now) }
             }
         } else {
             process.standardOutput = FileHandle.nullDevice

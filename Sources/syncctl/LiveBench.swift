@@ -9,7 +9,7 @@ import Foundation
 /// `syncctl bench live`: how soon a commit made in one process is seen by a program that follows
 /// a store in another (`syncctl changes --follow`): on the same store, through a shared folder
 /// watched on both sides, and through `serve` and a live peer client.
-struct LiveBench: ParsableCommand {
+struct LiveBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "live",
         abstract: "Latency from a commit in one process to a follower of a store in another.",
@@ -45,10 +45,10 @@ struct LiveBench: ParsableCommand {
         guard (1...10_000).contains(rate) else { throw ValidationError("--rate must be from 1 to 10000") }
     }
 
-    func run() throws {
+    func run() async throws {
         var results: [(Path, Latencies)] = []
         for path in via {
-            let latencies = try withBenchDirectory { directory in try measure(path, in: directory) }
+            let latencies = try await withBenchDirectory { directory in try await measure(path, in: directory) }
             results.append((path, latencies))
         }
         ProgressLine.shared.clear()
@@ -63,8 +63,8 @@ struct LiveBench: ParsableCommand {
         }
     }
 
-    private func measure(_ path: Path, in directory: String) throws -> Latencies {
-        let a = try ConcordStore.create(at: directory + "/a.db", name: "a")
+    private func measure(_ path: Path, in directory: String) async throws -> Latencies {
+        let a = try await ConcordStore.create(at: directory + "/a.db", name: "a")
         var followed = a.path
         var helpers: [Process] = []
         defer {
@@ -72,7 +72,7 @@ struct LiveBench: ParsableCommand {
             for helper in helpers { helper.waitUntilExit() }
         }
         if path == .folder {
-            let b = try ConcordStore.create(at: directory + "/b.db", name: "b")
+            let b = try await ConcordStore.create(at: directory + "/b.db", name: "b")
             try b.close()
             followed = b.path
             let folder = directory + "/shared"
@@ -83,7 +83,7 @@ struct LiveBench: ParsableCommand {
         if path == .peer {
             let key = SyncKey.generate()
             try a.setSyncKey(key)
-            let b = try ConcordStore.create(at: directory + "/b.db", name: "b")
+            let b = try await ConcordStore.create(at: directory + "/b.db", name: "b")
             try b.setSyncKey(key)
             try b.close()
             followed = b.path
@@ -92,7 +92,7 @@ struct LiveBench: ParsableCommand {
             // The client connects again until the server listens; the warm-up below waits for it.
             helpers.append(try BenchProcess.spawn(["sync", "--peer", address, "--live", "--store", followed], output: nil))
         }
-        return try LiveLatency.measure(committingTo: a, following: followed, changes: changes, rate: rate, label: path.rawValue)
+        return try await LiveLatency.measure(committingTo: a, following: followed, changes: changes, rate: rate, label: path.rawValue)
     }
 }
 
@@ -101,7 +101,7 @@ enum LiveLatency {
     /// Commits `changes` single reminders to `a` at `rate` a second, while a follower process
     /// (`syncctl changes --follow --json`) follows the store at `followed`, and returns how long
     /// each commit took to reach it. Whatever carries changes from `a` to `followed` runs already.
-    static func measure(committingTo a: ConcordStore, following followed: String, changes: Int, rate: Int, label: String) throws -> Latencies {
+    static func measure(committingTo a: ConcordStore, following followed: String, changes: Int, rate: Int, label: String) async throws -> Latencies {
         let arrivals = Arrivals()
         // From the store as it is now: nothing committed while the follower starts is missed.
         let now = followed == a.path ? try a.versionVector() : VersionVector()
@@ -113,21 +113,20 @@ enum LiveLatency {
 
         // Warm up: the follower and what carries the changes are running once a first change arrives.
         progressNote("\(label): starting")
-        let first = RecordRef.reminder(try a.addReminder(ReminderDraft(title: "warm-up")))
-        guard arrivals.wait(for: [first], seconds: 30) else { throw ConcordError(.io, "the follower saw no change within 30 s (\(label))") }
+        let first = try commit("warm-up", to: a)
+        guard await arrivals.wait(for: [first], seconds: 30) else { throw ConcordError(.io, "the follower saw no change within 30 s (\(label))") }
 
         var committed: [RecordRef: UInt64] = [:]
-        let start = DispatchTime.now().uptimeNanoseconds
-        let spacing = UInt64(1_000_000_000 / rate)
-        // Each commit at its time: a wait for a signal that never comes, until that time.
-        let pacing = DispatchSemaphore(value: 0)
+        let start = ContinuousClock.now
+        let spacing = Duration.seconds(1) / rate
         for index in 0..<changes {
-            _ = pacing.wait(timeout: DispatchTime(uptimeNanoseconds: start + UInt64(index) * spacing))
-            let ref = RecordRef.reminder(try a.addReminder(ReminderDraft(title: "change \(index)")))
+            // Each commit at its time.
+            try await Task.sleep(until: start + spacing * index, clock: .continuous)
+            let ref = try commit("change \(index)", to: a)
             committed[ref] = DispatchTime.now().uptimeNanoseconds
             if index % 100 == 0 { progressNote("\(label): \(index) of \(changes) commits") }
         }
-        _ = arrivals.wait(for: Set(committed.keys), seconds: 30)
+        _ = await arrivals.wait(for: Set(committed.keys), seconds: 30)
         let seen = arrivals.times
         let missed = committed.keys.filter { seen[$0] == nil }.count
         guard missed == 0 else { throw ConcordError(.io, "\(missed) of \(changes) changes never reached the follower (\(label))") }
@@ -136,38 +135,59 @@ enum LiveLatency {
         let milliseconds = committed.map { ref, time in Double(max(0, Int64(seen[ref]!) - Int64(time))) / 1_000_000 }
         return Latencies(milliseconds)
     }
+
+    /// One reminder added to `store`, in the call that apps make on their own thread: the time
+    /// from its return is what is measured, with no hop back to a task.
+    private static func commit(_ title: String, to store: ConcordStore) throws -> RecordRef {
+        .reminder(try store.addReminder(ReminderDraft(title: title)))
+    }
 }
 
 /// When each record first reached the follower.
 final class Arrivals: Sendable {
-    private let state = LockedState<[RecordRef: UInt64]>([:])
-    /// Signalled at each line that brings a record.
-    private let arrived = DispatchSemaphore(value: 0)
+    private struct State {
+        var times: [RecordRef: UInt64] = [:]
+        /// Rung at each line that brings a record, while a `wait` listens.
+        var ring: AsyncStream<Void>.Continuation?
+    }
+
+    private let state = LockedState(State())
 
     func add(line: Data, at time: UInt64) {
         guard let object = try? JSONSerialization.jsonObject(with: line) as? [String: Any],
               let records = object["records"] as? [String]
         else { return }
-        state.withLock { times in
+        let ring = state.withLock { state in
             for text in records {
                 let parts = text.split(separator: ":")
                 guard parts.count == 2, let id = RecordID(hex: parts[1]) else { continue }
                 let ref = parts[0] == "note" ? RecordRef.note(id) : RecordRef.reminder(id)
-                if times[ref] == nil { times[ref] = time }
+                if state.times[ref] == nil { state.times[ref] = time }
             }
+            return state.ring
         }
-        arrived.signal()
+        ring?.yield()
     }
 
-    var times: [RecordRef: UInt64] { state.withLock { $0 } }
+    var times: [RecordRef: UInt64] { state.withLock { $0.times } }
 
     /// Waits until every one of `records` arrived, or `seconds` passed; whether they all did.
-    func wait(for records: Set<RecordRef>, seconds: Double) -> Bool {
-        let deadline = DispatchTime.now() + .milliseconds(Int(seconds * 1000))
-        while !records.isSubset(of: times.keys) {
-            guard arrived.wait(timeout: deadline) == .success else { return records.isSubset(of: times.keys) }
+    /// One waiter at a time.
+    func wait(for records: Set<RecordRef>, seconds: Double) async -> Bool {
+        // Listening before looking: an arrival after the look rings (rings not yet heard count as one).
+        let (rings, ring) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        state.withLock { $0.ring = ring }
+        defer { state.withLock { $0.ring = nil } }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { [self] in
+                guard !records.isSubset(of: times.keys) else { return }
+                for await _ in rings where records.isSubset(of: times.keys) { return }
+            }
+            group.addTask { try? await Task.sleep(for: .milliseconds(Int(seconds * 1000))) }
+            await group.next()
+            group.cancelAll()
         }
-        return true
+        return records.isSubset(of: times.keys)
     }
 }
 

@@ -118,7 +118,7 @@ struct RelayBench: AsyncParsableCommand {
         defer { BenchProcess.stop(devices) }
         devices.append(try BenchProcess.spawn(["sync", "--relay", nodes.urls[0], "--live", "--store", a.path], output: nil))
         devices.append(try BenchProcess.spawn(["sync", "--relay", nodes.urls[count - 1], "--live", "--store", b.path], output: nil))
-        let latencies = try LiveLatency.measure(committingTo: a, following: b.path, changes: changes, rate: rate, label: "latency")
+        let latencies = try await LiveLatency.measure(committingTo: a, following: b.path, changes: changes, rate: rate, label: "latency")
         BenchProcess.stop(devices)
         _ = try await RelayClient(url: nodes.urls[0], key: key).deleteSpace()
         return latencies
