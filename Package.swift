@@ -46,6 +46,7 @@ let package = Package(
             name: "ConcordStore",
             dependencies: [
                 "ConcordCore",
+                "ConcordKeys",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ]
@@ -106,7 +107,6 @@ let package = Package(
                 "ConcordStore",
                 "ConcordKeys",
                 "ConcordPeer",
-                "ConcordExchange",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),

@@ -3,7 +3,7 @@ import PackageDescription
 
 // Three small programs that use only Concord's public API, one for each kind of app it serves.
 // A package of its own (as Benchmarks/), built and run by CI: `swift run RemindersApp`,
-// `swift run Widget`, `swift run Relay`.
+// `swift run Widget`, `swift run PeerSync`.
 let package = Package(
     name: "ConcordExamples",
     platforms: [.macOS(.v15)],
@@ -27,10 +27,9 @@ let package = Package(
         ),
         // Two devices syncing over TCP with a sync key.
         .executableTarget(
-            name: "Relay",
+            name: "PeerSync",
             dependencies: [
                 .product(name: "ConcordStore", package: "Concord"),
-                .product(name: "ConcordExchange", package: "Concord"),
                 .product(name: "ConcordKeys", package: "Concord"),
                 .product(name: "ConcordNet", package: "Concord"),
             ]

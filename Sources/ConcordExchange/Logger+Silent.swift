@@ -1,7 +1,7 @@
 import Logging
 
 extension Logger {
-    /// A logger that drops everything: the default of the library's long-running parts
-    /// (`FolderSync.watch`, `PeerServer`), which log only where an app gives them a logger.
+    /// A logger that drops everything: the default of `FolderSync.watch`, which logs only where
+    /// an app gives it a logger.
     public static let silent = Logger(label: "concord", factory: { _ in SwiftLogNoOpLogHandler() })
 }

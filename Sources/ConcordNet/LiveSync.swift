@@ -1,5 +1,4 @@
 import ConcordCore
-import ConcordExchange
 import ConcordPeer
 import ConcordStore
 import Foundation

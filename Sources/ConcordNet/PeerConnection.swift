@@ -1,5 +1,4 @@
 import ConcordCore
-import ConcordExchange
 import ConcordKeys
 import ConcordPeer
 import ConcordStore

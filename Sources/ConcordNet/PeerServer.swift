@@ -1,5 +1,4 @@
 import ConcordCore
-import ConcordExchange
 import ConcordKeys
 import ConcordPeer
 import ConcordStore
@@ -55,7 +54,7 @@ public final class PeerServer: @unchecked Sendable {
     ///   - onProgress: called as sessions move operations, from any thread.
     public convenience init(
         store: ConcordStore, configuration: PeerTransportConfiguration = PeerTransportConfiguration(),
-        logger: Logger = .silent, onProgress: (@Sendable (PeerProgress) -> Void)? = nil,
+        logger: Logger = Logger(label: "concord", factory: { _ in SwiftLogNoOpLogHandler() }), onProgress: (@Sendable (PeerProgress) -> Void)? = nil,
         onSession: @escaping @Sendable (PeerSessionRecord) -> Void = { _ in }
     ) {
         self.init(store: store, configuration: configuration, group: nil, logger: logger, onProgress: onProgress, onSession: onSession)

@@ -1,4 +1,5 @@
 import ConcordCore
+import ConcordKeys
 import Foundation
 import GRDB
 
@@ -7,7 +8,7 @@ extension ConcordStore {
     package static let syncKeyByteCount = 32
 
     /// The sync key's 32 bytes as stored in the store's `meta` table (SPEC.md §9, §15.1), or `nil`
-    /// when the store has none. `ConcordExchange` wraps this as `syncKey()`.
+    /// when the store has none: `syncKey()`, without the type.
     package func syncKeyBytes() throws(ConcordError) -> [UInt8]? {
         try guarded {
             try connection.read { db in
@@ -120,5 +121,32 @@ private struct FileModes {
 
     func restore() {
         for (path, mode) in original { chmod(path, mode) }
+    }
+}
+
+extension ConcordStore {
+    /// The store's sync key (SPEC.md §15.1), or `nil` when it has none. It is kept in the store's
+    /// `meta` table, and the store's files are private to their owner once it is set.
+    public func syncKey() throws(ConcordError) -> SyncKey? {
+        try syncKeyBytes().flatMap { SyncKey(bytes: $0) }
+    }
+
+    /// Sets the store's sync key. With a key, every bundle the store publishes to a shared folder
+    /// is encrypted with it, folder bundles are taken only when encrypted with it, and the store
+    /// syncs with peers that hold it (SPEC.md §13.1, §14, §15).
+    ///
+    /// - Parameter replacing: replace another key the store holds. Without it, that is refused
+    ///   (`ConcordError.Code.exists`) and the store is unchanged. Setting the key it holds changes nothing.
+    /// - Returns: whether the store changed.
+    @discardableResult
+    public func setSyncKey(_ key: SyncKey, replacing: Bool = false) throws(ConcordError) -> Bool {
+        try setSyncKeyBytes(key.bytes, replacing: replacing)
+    }
+}
+
+extension ConcordError {
+    /// The error of a store at `path` without a sync key, where one is needed.
+    package static func noSyncKey(at path: String) -> ConcordError {
+        ConcordError(.noSyncKey, "the store at \(path) has no sync key")
     }
 }

@@ -1,12 +1,11 @@
 // Two devices that sync directly over TCP: a desktop serves its store, a phone connects to it.
 // Both hold the same sync key, which authenticates them to each other and encrypts the session.
-import ConcordExchange
 import ConcordKeys
 import ConcordNet
 import ConcordStore
 import Foundation
 
-let directory = FileManager.default.temporaryDirectory.appendingPathComponent("concord-relay-\(UUID().uuidString)").path
+let directory = FileManager.default.temporaryDirectory.appendingPathComponent("concord-peer-sync-\(UUID().uuidString)").path
 try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
 defer { try? FileManager.default.removeItem(atPath: directory) }
 
