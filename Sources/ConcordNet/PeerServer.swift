@@ -22,9 +22,9 @@ import NIOPosix
 /// await server.stop()        // ends the sessions under way, then closes
 /// ```
 public final class PeerServer: @unchecked Sendable {
-    // @unchecked Sendable: its mutable state (`listener`, `sessions`, `stopping`) is read and
-    // written only with `lock` held; the rest is immutable, or Sendable (the store, the group,
-    // the semaphore).
+    // @unchecked Sendable: its mutable state (`listener`, `sessions`, `live`, `mayBeLive`,
+    // `stopping`, `drained`) is read and written only with `lock` held; the rest is immutable, or
+    // Sendable (the store, the group).
     /// The store it serves.
     public let store: ConcordStore
     /// Its timeouts and limits.
@@ -43,8 +43,8 @@ public final class PeerServer: @unchecked Sendable {
     /// The sessions that were offered a live session when they connected, and may be live.
     private var mayBeLive = 0
     private var stopping = false
-    /// Signalled once the server is stopping and its last session has ended.
-    private let drained = DispatchSemaphore(value: 0)
+    /// Completed once the server is stopping and its last session has ended (or its grace is over).
+    private var drained: EventLoopPromise<Void>?
 
     /// - Parameters:
     ///   - logger: where the server logs (SPEC.md §15.9): each session's end at `info` (`notice`
@@ -159,12 +159,12 @@ public final class PeerServer: @unchecked Sendable {
                 log(record)
                 onSession(record)
             }
-            let last = lock.withLock {
+            let drained = lock.withLock {
                 sessions[ObjectIdentifier(connection)] = nil
                 live.remove(ObjectIdentifier(connection))
-                return sessions.isEmpty && stopping
+                return sessions.isEmpty ? self.drained : nil
             }
-            if last { drained.signal() }
+            drained?.succeed()
         }
         return connection
     }
@@ -190,33 +190,48 @@ public final class PeerServer: @unchecked Sendable {
     /// Stops listening, ends the sessions under way (each peer is told why), waits up to `grace`
     /// for them to close, and releases the event loops.
     public func stop(grace: Duration = .seconds(5)) async {
-        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            // The wait blocks a thread of its own, not one of the caller's executor.
-            Thread.detachNewThread { [self] in
-                stop(grace: grace)
-                done.resume()
-            }
-        }
+        guard let ended = endSessions(grace: grace) else { return }
+        try? await ended.get()
+        if ownsGroup { try? await group.shutdownGracefully() }
     }
 
     /// `stop`, blocking; call it off the event loops.
     public func stop(grace: Duration = .seconds(5)) {
-        let (listener, running, alreadyStopped) = lock.withLock { () -> ((any Channel)?, [PeerConnection], Bool) in
+        guard let ended = endSessions(grace: grace) else { return }
+        try? ended.wait()
+        if ownsGroup { try? group.syncShutdownGracefully() }
+    }
+
+    /// A stop up to releasing the event loops: it stops listening, aborts the sessions under way,
+    /// and closes those still open after `grace`; completed when that is done. `nil` when a stop
+    /// began already (the first does it all).
+    private func endSessions(grace: Duration) -> EventLoopFuture<Void>? {
+        let loop = group.next()
+        let drained = loop.makePromise(of: Void.self)
+        let (listener, running, alreadyStopping) = lock.withLock { () -> ((any Channel)?, [PeerConnection], Bool) in
             defer {
+                if !stopping { self.drained = drained }
                 stopping = true
                 self.listener = nil
             }
             return (self.listener, Array(sessions.values), stopping)
         }
-        guard !alreadyStopped else { return }
-        try? listener?.close().wait()
-        for connection in running { connection.abort(ConcordError(.local, "the server is shutting down")) }
-        if !running.isEmpty {
-            let (seconds, attoseconds) = grace.components
-            _ = drained.wait(timeout: .now() + .nanoseconds(Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)))
+        guard !alreadyStopping else {
+            drained.succeed()  // a promise is completed before it is dropped
+            return nil
         }
-        for connection in lock.withLock({ Array(sessions.values) }) { connection.channel.close(promise: nil) }
-        if ownsGroup { try? group.syncShutdownGracefully() }
+        let closed = listener?.close() ?? loop.makeSucceededVoidFuture()
+        return closed.recover { _ in }.hop(to: loop).flatMap { [self] in
+            for connection in running { connection.abort(ConcordError(.local, "the server is shutting down")) }
+            // Drained when the last session ends, or at once if there was none; at the latest
+            // when the grace is over (a promise completed twice keeps its first result).
+            if lock.withLock({ sessions.isEmpty }) { drained.succeed() }
+            let graceOver = loop.scheduleTask(in: TimeAmount(grace)) { drained.succeed() }
+            return drained.futureResult.map { [self] in
+                graceOver.cancel()
+                for connection in lock.withLock({ Array(sessions.values) }) { connection.channel.close(promise: nil) }
+            }
+        }
     }
 }
 
