@@ -76,12 +76,10 @@ public struct FolderWatch: AsyncSequence, Sendable {
                 looked = true
                 guard !Task.isCancelled else { return nil }
                 let (sync, logger, describe, seen) = (watch.sync, watch.logger, watch.describeError, lastState)
-                let look: Look
-                if #available(macOS 15, iOS 18, tvOS 18, watchOS 11, *) {
-                    look = await withTaskExecutorPreference(BlockingWork.executor) { Self.look(sync, logger, describe, seen) }
-                } else {
-                    look = Self.look(sync, logger, describe, seen)
-                }
+                // On the store's queue for async calls, as any other blocking call of an async
+                // caller: never on the threads the process's tasks share (a sync reads and
+                // writes files and the store for as long as it takes).
+                let look = await sync.store.offload { Self.look(sync, logger, describe, seen) }
                 lastState = look.state
                 ended = look.ends
                 if let event = look.event { return event }
@@ -139,21 +137,6 @@ public struct FolderWatch: AsyncSequence, Sendable {
                 return Look(event: .failed(error), state: nil)
             }
         }
-    }
-}
-
-/// Where work that blocks a thread runs: each job on a thread of its own, so that a sync, which
-/// reads and writes files and the store, never holds one of the few threads the process's tasks
-/// share (they are as many as the cores, and a watch must not starve the app's other tasks, nor
-/// be starved by theirs).
-@available(macOS 15, iOS 18, tvOS 18, watchOS 11, *)
-package final class BlockingWork: TaskExecutor {
-    package static let executor = BlockingWork()
-
-    package func enqueue(_ job: consuming ExecutorJob) {
-        let job = UnownedJob(job)
-        let executor = asUnownedTaskExecutor()
-        Thread.detachNewThread { job.runSynchronously(on: executor) }
     }
 }
 

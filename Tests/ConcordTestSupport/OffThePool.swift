@@ -22,3 +22,16 @@ public func runOffThePool<T: Sendable>(_ body: @escaping @Sendable () async thro
     done.wait()
     return try outcome.withLock { $0! }.get()
 }
+
+/// Where the tests' async work that must not wait for the shared pool runs: each job on a thread
+/// of its own.
+@available(macOS 15, iOS 18, tvOS 18, watchOS 11, *)
+public final class BlockingWork: TaskExecutor {
+    public static let executor = BlockingWork()
+
+    public func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        let executor = asUnownedTaskExecutor()
+        Thread.detachNewThread { job.runSynchronously(on: executor) }
+    }
+}
