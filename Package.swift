@@ -83,7 +83,8 @@ let package = Package(
             ]
         ),
         // Sync keys (SPEC.md §15.1): their text form and key derivation. Kept apart from the peer
-        // protocol so that the exchange layer can encrypt folder bundles with them.
+        // protocol so that the store can hold one, and the exchange layer encrypt folder bundles
+        // with it, without linking the protocol.
         .target(
             name: "ConcordKeys",
             dependencies: ["ConcordCore", .product(name: "Crypto", package: "swift-crypto")]

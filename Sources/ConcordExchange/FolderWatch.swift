@@ -30,8 +30,9 @@ import Logging
 /// `summary`), each file skipped and each failed sync at `warning`, each sync that found nothing
 /// to do at `debug`, a store forked or replaced at `notice`; a warning or an error worded by
 /// `describeError`.
-/// The syncs, which block while they read and write, run on threads of their own (on macOS 15,
-/// iOS 18 and later, and Linux), not on those that the process's tasks share.
+/// The syncs, which block while they read and write, run on the store's queue for async calls
+/// (as `try await store.reminders()` does), not on the threads that the process's tasks share:
+/// the store's other async calls wait for a sync under way, as they would for its connection.
 public struct FolderWatch: AsyncSequence, Sendable {
     /// Each sync's outcome.
     public typealias Element = FolderWatchEvent

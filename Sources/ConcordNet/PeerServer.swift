@@ -203,33 +203,36 @@ public final class PeerServer: @unchecked Sendable {
     }
 
     /// A stop up to releasing the event loops: it stops listening, aborts the sessions under way,
-    /// and closes those still open after `grace`; completed when that is done. `nil` when a stop
-    /// began already (the first does it all).
+    /// and, once they have ended or `grace` is over, closes the connections still open. `nil`
+    /// when a stop began already: the first does it all (and a second caller returns at once).
     private func endSessions(grace: Duration) -> EventLoopFuture<Void>? {
         let loop = group.next()
-        let drained = loop.makePromise(of: Void.self)
-        let (listener, running, alreadyStopping) = lock.withLock { () -> ((any Channel)?, [PeerConnection], Bool) in
-            defer {
-                if !stopping { self.drained = drained }
-                stopping = true
-                self.listener = nil
-            }
-            return (self.listener, Array(sessions.values), stopping)
+        let begun = lock.withLock { () -> ((any Channel)?, [PeerConnection], EventLoopPromise<Void>)? in
+            guard !stopping else { return nil }
+            stopping = true
+            // Published with `stopping`, under the lock: a session that ends from now on sees it.
+            let drained = loop.makePromise(of: Void.self)
+            self.drained = drained
+            defer { listener = nil }
+            return (listener, Array(sessions.values), drained)
         }
-        guard !alreadyStopping else {
-            drained.succeed()  // a promise is completed before it is dropped
-            return nil
-        }
+        guard let (listener, running, drained) = begun else { return nil }
         let closed = listener?.close() ?? loop.makeSucceededVoidFuture()
         return closed.recover { _ in }.hop(to: loop).flatMap { [self] in
             for connection in running { connection.abort(ConcordError(.local, "the server is shutting down")) }
-            // Drained when the last session ends, or at once if there was none; at the latest
+            // Drained when the last session ends, or at once if there is none; at the latest
             // when the grace is over (a promise completed twice keeps its first result).
             if lock.withLock({ sessions.isEmpty }) { drained.succeed() }
             let graceOver = loop.scheduleTask(in: TimeAmount(grace)) { drained.succeed() }
             return drained.futureResult.map { [self] in
                 graceOver.cancel()
-                for connection in lock.withLock({ Array(sessions.values) }) { connection.channel.close(promise: nil) }
+                // Sessions that end after this (their connections closed below) leave it alone:
+                // the loops may be shut down by then.
+                let open = lock.withLock {
+                    self.drained = nil
+                    return Array(sessions.values)
+                }
+                for connection in open { connection.channel.close(promise: nil) }
             }
         }
     }

@@ -8,8 +8,9 @@ import Foundation
 /// of the few threads they share while SQLite reads or writes: a write may wait for another
 /// process's turn (SPEC.md §9), and a merge may take seconds. A store's calls run one after the
 /// other on a queue of its own (its one connection serves them in turn anyway), so however many
-/// tasks call at once, one thread waits. Cancelling the calling task does not stop a call once it
-/// has started: a write or a merge ends as it would have, all of it committed or none.
+/// tasks call at once, one thread waits; a folder watch's syncs run there too. Cancelling the
+/// calling task does not stop a call once it has started: a write or a merge ends as it would
+/// have, all of it committed or none.
 extension ConcordStore {
     /// Runs `body` on `queue` and returns what it returns.
     package static func offload<T: Sendable, Failure: Error>(

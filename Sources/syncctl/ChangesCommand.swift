@@ -35,7 +35,7 @@ struct Changes: AsyncParsableCommand {
             return
         }
         let json = json
-        let replaced = try await Stop.runUntilSignalled {
+        let replaced = try await Stop.withStopSignals {
             await Stop.cancellingOnStop { () -> ConcordError? in
                 for await event in store.events(since: vector) {
                     switch event {

@@ -111,9 +111,12 @@ struct Sync: AsyncParsableCommand {
             return
         }
         let logger = log.logger(label: "concord.watch")
-        logger.notice("watching \(sync.folder) every \(interval) s; stop with Ctrl-C", metadata: ["folder": "\(sync.folder)"])
-        let (options, every) = (store, Duration.milliseconds(Int64(interval * 1000)))
-        try await Stop.runUntilSignalled { [sync] in try await Self.watch(sync, every: every, reopen: { try options.open() }, logger: logger) }
+        let (options, interval) = (store, interval)
+        try await Stop.withStopSignals { [sync] in
+            // Said once a stop is taken: whoever stops it on seeing this line gets `stopped`.
+            logger.notice("watching \(sync.folder) every \(interval) s; stop with Ctrl-C", metadata: ["folder": "\(sync.folder)"])
+            try await Self.watch(sync, every: .milliseconds(Int64(interval * 1000)), reopen: { try options.open() }, logger: logger)
+        }
         logger.notice("stopped")
     }
 

@@ -29,7 +29,7 @@ struct Serve: AsyncParsableCommand {
     func run() async throws {
         let store = try self.store.open()
         guard let key = try store.syncKey() else { throw ConcordError.noSyncKey(at: store.path) }
-        try await Stop.runUntilSignalled { [self] in try await serve(store, key: key) }
+        try await Stop.withStopSignals { [self] in try await serve(store, key: key) }
     }
 
     /// Serves until SIGINT or SIGTERM: once a second, a look at the store file, its replica and
@@ -145,9 +145,9 @@ extension PeerSync {
     /// terminal, a status line shows the connection and the operations moved each way.
     static func live(store: ConcordStore, address: PeerAddress, logger: Logger) async throws {
         guard try store.syncKey() != nil else { throw ConcordError.noSyncKey(at: store.path) }
-        logger.notice("syncing live with \(address); stop with Ctrl-C", metadata: ["peer": "\(address)"])
-        let failure = try await Stop.runUntilSignalled {
-            await Stop.cancellingOnStop { () -> ConcordError? in
+        let failure = try await Stop.withStopSignals {
+            logger.notice("syncing live with \(address); stop with Ctrl-C", metadata: ["peer": "\(address)"])
+            return await Stop.cancellingOnStop { () -> ConcordError? in
                 // Operations moved by the sessions that have ended, and by the one under way.
                 var (earlierReceived, earlierSent) = (0, 0)
                 var current: PeerProgress?

@@ -8,7 +8,7 @@ import Logging
 enum RelaySyncCommand {
     /// One sync: its warnings on stderr, its summary on stdout.
     static func once(_ sync: RelaySync) async throws {
-        let report = try await Stop.runUntilSignalled { () throws(ConcordError) -> RelaySyncReport in
+        let report = try await Stop.withStopSignals { () throws(ConcordError) -> RelaySyncReport in
             // A stop cancels the requests under way: what the relay had already acknowledged is kept.
             try await Stop.cancellingOnStop { () -> Result<RelaySyncReport, ConcordError> in
                 do throws(ConcordError) { return .success(try await sync.sync()) } catch { return .failure(error) }
@@ -22,8 +22,10 @@ enum RelaySyncCommand {
     /// another process's `init --fork`, on the store opened again (`reopen`) as the new replica.
     static func live(_ sync: RelaySync, reopen: @escaping @Sendable () throws -> ConcordStore, logger: Logger) async throws {
         guard try sync.store.syncKey() != nil else { throw ConcordError.noSyncKey(at: sync.store.path) }
-        logger.notice("syncing live with \(sync.url); stop with Ctrl-C", metadata: ["relay": "\(sync.url)"])
-        try await Stop.runUntilSignalled { try await syncLive(sync, reopen: reopen, logger: logger) }
+        try await Stop.withStopSignals {
+            logger.notice("syncing live with \(sync.url); stop with Ctrl-C", metadata: ["relay": "\(sync.url)"])
+            try await syncLive(sync, reopen: reopen, logger: logger)
+        }
         logger.notice("stopped")
     }
 

@@ -1,25 +1,32 @@
+import ConcordExchange
 import ConcordStore
+import Foundation
 import Logging
 import ServiceLifecycle
 
 /// How the long-lived modes (`serve`, `sync --watch` and `--live`, `changes --follow`) and the
-/// requests to a relay (`sync --relay`, `wipe --relay`) end on SIGINT or SIGTERM: the work under
-/// way finishes first. It is swift-service-lifecycle's graceful shutdown, as in `syncctl relay`.
+/// commands that talk to a relay (`sync --relay`, `wipe`) take SIGINT or SIGTERM: as a graceful
+/// shutdown (swift-service-lifecycle's, which `syncctl relay` runs as a group of its own). A mode
+/// finishes the sync or session under way, then ends; a request to a relay is cancelled, what the
+/// relay acknowledged being kept.
 enum Stop {
-    /// Runs `body` until it returns; SIGINT or SIGTERM meanwhile begins a graceful shutdown of it,
-    /// which the calls below see. What `body` returns or throws is what this returns or throws.
-    static func runUntilSignalled<Result: Sendable>(_ body: @escaping @Sendable () async throws -> Result) async throws -> Result {
+    /// Runs `body` with SIGINT and SIGTERM taken as a graceful shutdown of it, which the calls
+    /// below see. What `body` returns or throws is what this returns or throws.
+    static func withStopSignals<Result: Sendable>(_ body: @escaping @Sendable () async throws -> Result) async throws -> Result {
+        // Ignored from now on, not only once the group listens: a signal in between would kill
+        // the process. (The group's handlers take them all the same.)
+        signal(SIGINT, SIG_IGN)
+        signal(SIGTERM, SIG_IGN)
         let outcome = LockedState<Result?>(nil)
         let mode = LongLivedMode {
             let result = try await body()
             outcome.withLock { $0 = result }
         }
         // ServiceGroup's own log (services starting, a signal caught) is not syncctl's output.
-        let quiet = Logger(label: "concord.stop") { _ in SwiftLogNoOpLogHandler() }
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(
                 services: [.init(service: mode, successTerminationBehavior: .gracefullyShutdownGroup, failureTerminationBehavior: .gracefullyShutdownGroup)],
-                gracefulShutdownSignals: [.sigterm, .sigint], logger: quiet))
+                gracefulShutdownSignals: [.sigterm, .sigint], logger: .silent))
         try await group.run()
         // The one service returned (else `run()` threw its error), so its result is set.
         return outcome.withLock { $0! }
@@ -30,7 +37,7 @@ enum Stop {
         await cancelWhenGracefulShutdown(body)
     }
 
-    /// Whether SIGINT or SIGTERM has arrived. Once true, it stays true.
+    /// Whether SIGINT or SIGTERM has arrived (within `withStopSignals`). Once true, it stays true.
     static var isStopping: Bool { Task.isShuttingDownGracefully }
 
     /// Waits `duration`, or less if SIGINT or SIGTERM arrives; whether it did.

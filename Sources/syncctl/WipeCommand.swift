@@ -42,6 +42,12 @@ struct Wipe: AsyncParsableCommand {
     }
 
     func run() async throws {
+        // A stop cancels a request to the relay under way (nothing is removed after it), and
+        // otherwise waits for the wipe's end: it never leaves a wipe half done.
+        try await Stop.withStopSignals { [self] in try await wipe() }
+    }
+
+    private func wipe() async throws {
         // A folder that is not there (not mounted, mistyped) is refused before the store is even
         // opened: a read-only connection leaves SQLite's empty `-wal` and `-shm` files behind.
         if let folder { try FolderSync.checkExists(folder) }
@@ -89,23 +95,21 @@ struct Wipe: AsyncParsableCommand {
     private static func ownFiles(of store: ConcordStore, on url: String) async throws -> RelayWipe {
         guard try store.syncKey() != nil else { throw ConcordError.noSyncKey(at: store.path) }
         let sync = try RelaySync(store: store, url: url)
-        return try await untilStopped { () throws(ConcordError) in try await sync.ownFiles() }
+        return try await cancelledByAStop { () throws(ConcordError) in try await sync.ownFiles() }
     }
 
     /// Deletes the files found on the relay; those it held.
     private static func delete(_ wipe: RelayWipe) async throws -> [RelayFile] {
-        try await untilStopped { () throws(ConcordError) in try await wipe.delete() }
+        try await cancelledByAStop { () throws(ConcordError) in try await wipe.delete() }
     }
 
     /// `request`, cancelled by SIGINT or SIGTERM (the wipe then ends with the cancellation's error).
-    private static func untilStopped<Result: Sendable>(
+    private static func cancelledByAStop<Result: Sendable>(
         _ request: @escaping @Sendable () async throws(ConcordError) -> Result
     ) async throws -> Result {
-        try await Stop.runUntilSignalled {
-            try await Stop.cancellingOnStop { () -> Swift.Result<Result, ConcordError> in
-                do throws(ConcordError) { return .success(try await request()) } catch { return .failure(error) }
-            }.get()
-        }
+        try await Stop.cancellingOnStop { () -> Swift.Result<Result, ConcordError> in
+            do throws(ConcordError) { return .success(try await request()) } catch { return .failure(error) }
+        }.get()
     }
 
     /// Removes `path`: whether it was there.

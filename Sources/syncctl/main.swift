@@ -23,7 +23,8 @@ var arguments = Array(CommandLine.arguments.dropFirst())
 StoreOptions.hoistLeadingStoreOption(&arguments)
 
 do {
-    // The long-running servers are async commands; the others run on this thread, blocking it.
+    // The commands that sync, serve, follow or wait are async; the others run on this thread,
+    // blocking it.
     var command = try await Syncctl.asyncParseAsRoot(arguments)
     if var command = command as? any AsyncParsableCommand {
         try await command.runAsynchronously()

@@ -1,8 +1,8 @@
 import Foundation
 import Testing
 
-/// Runs each test of a suite on threads set apart for tests that wait for processes, two at a
-/// time, and not on the threads that tasks share.
+/// Runs each test of a suite on threads set apart for tests that wait for processes, as many at a
+/// time as there are cores (at least two), and not on the threads that tasks share.
 ///
 /// The tests here are synchronous: each waits, blocking its thread, for the `syncctl` processes
 /// it starts, often for seconds and in the soak and kill tests for minutes. On the shared pool,
@@ -24,8 +24,8 @@ extension Trait where Self == WaitsForProcesses {
     static var waitsForProcesses: Self { WaitsForProcesses() }
 }
 
-/// Two threads' worth of room for jobs that block, as many as CI's cores: the tests ran two at a
-/// time on the shared pool before, and run no more at once here.
+/// Room for as many jobs that block as there are cores (at least two): as many of these tests
+/// ran at once on the shared pool before, and no more run at once here.
 final class ProcessWaitThreads: TaskExecutor {
     static let shared = ProcessWaitThreads()
 
