@@ -267,9 +267,13 @@ public final class PostgresRelayStorage: RelayStorage {
                             }
                         }
                     } catch {
+                        // A relay that stops shuts its pool down, which can fail the listen a
+                        // moment before this task hears it is cancelled: a short wait tells a
+                        // stop from a database that cannot be reached, which alone is worth a line.
+                        try? await Task.sleep(for: .milliseconds(100))
                         if Task.isCancelled { break }
                         storage.logger.warning("cannot listen for the changes of other relay nodes: \(String(reflecting: error)); trying again in 1 s")
-                        try? await Task.sleep(for: .seconds(1))
+                        try? await Task.sleep(for: .milliseconds(900))
                     }
                 }
             }
