@@ -49,7 +49,7 @@ extension ConcordStore {
     /// The files of `folder` this store has imported or published, by name.
     package func folderFiles(in folder: String) throws(ConcordError) -> [String: FolderFile] {
         try guarded {
-            try reader.read { db in
+            try read { db in
                 var files: [String: FolderFile] = [:]
                 let rows = try Row.fetchCursor(
                     db, sql: "SELECT name, identity, sha256, key_id, holds, published, skipped FROM folder_files WHERE folder = ?", arguments: [folder])
@@ -91,7 +91,7 @@ extension ConcordStore {
     /// the files this replica wrote (SPEC.md §14, "Serials").
     package func published(name: String, sha256: [UInt8]) throws(ConcordError) -> Bool {
         try guarded {
-            try reader.read { db in
+            try read { db in
                 try Bool.fetchOne(
                     db, sql: "SELECT EXISTS (SELECT 1 FROM folder_files WHERE name = ? AND sha256 = ? AND published)",
                     arguments: [name, Data(sha256)]) ?? false
@@ -133,7 +133,7 @@ extension ConcordStore {
     /// starts its new id's serials afresh.
     package func lastPublishedSerial(in folder: String) throws(ConcordError) -> Int {
         try guarded {
-            try reader.read { db in
+            try read { db in
                 try Int.fetchOne(
                     db, sql: "SELECT last FROM folder_serials WHERE folder = ? AND replica = ?", arguments: [folder, Data(replicaID.bytes)]) ?? 0
             }

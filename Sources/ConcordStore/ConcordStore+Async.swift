@@ -6,11 +6,13 @@ import Foundation
 ///
 /// Each runs its synchronous form off the caller's thread, so that an app's tasks never hold one
 /// of the few threads they share while SQLite reads or writes: a write may wait for another
-/// process's turn (SPEC.md §9), and a merge may take seconds. A store's calls run one after the
-/// other on a queue of its own (its one connection serves them in turn anyway), so however many
-/// tasks call at once, one thread waits; a folder watch's syncs run there too. Cancelling the
-/// calling task does not stop a call once it has started: a write or a merge ends as it would
-/// have, all of it committed or none.
+/// process's turn (SPEC.md §9), and a merge may take seconds. This is the one way async code runs
+/// blocking store work (`offload`). Writes and merges run one after the other on a queue of the
+/// store's own (its writing connection serves them in turn anyway), so however many tasks write
+/// at once, one thread waits; a folder watch's syncs run there too. Reads run at once, each on a
+/// thread of Dispatch's global queue and a read-only connection of the store's pool, so a read
+/// never waits behind a merge. Cancelling the calling task does not stop a call once it has
+/// started: a write or a merge ends as it would have, all of it committed or none.
 extension ConcordStore {
     /// Runs `body` on `queue` and returns what it returns.
     package static func offload<T: Sendable, Failure: Error>(
@@ -24,7 +26,8 @@ extension ConcordStore {
         return try result.get()
     }
 
-    /// Runs `body` on this store's queue for async calls and returns what it returns.
+    /// Runs `body`, which writes, on this store's queue for async writes and returns what it
+    /// returns.
     package func offload<T: Sendable, Failure: Error>(
         _ body: @escaping @Sendable () throws(Failure) -> T
     ) async throws(Failure) -> T {
@@ -47,37 +50,37 @@ extension ConcordStore {
 
     /// The async form of `conflicts()`.
     public func conflicts() async throws(ConcordError) -> [Conflict] {
-        try await offload { () throws(ConcordError) in try self.conflicts() }
+        try await Self.offload { () throws(ConcordError) in try self.conflicts() }
     }
 
     /// The async form of `history(of:)`.
     public func history(of ref: RecordRef) async throws(ConcordError) -> [HistoryEntry]? {
-        try await offload { () throws(ConcordError) in try self.history(of: ref) }
+        try await Self.offload { () throws(ConcordError) in try self.history(of: ref) }
     }
 
     /// The async form of `reminders(includeCompleted:includeDeleted:)`.
     public func reminders(includeCompleted: Bool = false, includeDeleted: Bool = false) async throws(ConcordError) -> [Reminder] {
-        try await offload { () throws(ConcordError) in try self.reminders(includeCompleted: includeCompleted, includeDeleted: includeDeleted) }
+        try await Self.offload { () throws(ConcordError) in try self.reminders(includeCompleted: includeCompleted, includeDeleted: includeDeleted) }
     }
 
     /// The async form of `reminder(_:)`.
     public func reminder(_ id: RecordID) async throws(ConcordError) -> Reminder? {
-        try await offload { () throws(ConcordError) in try self.reminder(id) }
+        try await Self.offload { () throws(ConcordError) in try self.reminder(id) }
     }
 
     /// The async form of `dueReminders(at:)`.
     public func dueReminders(at instant: Date) async throws(ConcordError) -> [Reminder] {
-        try await offload { () throws(ConcordError) in try self.dueReminders(at: instant) }
+        try await Self.offload { () throws(ConcordError) in try self.dueReminders(at: instant) }
     }
 
     /// The async form of `notes(includeDeleted:)`.
     public func notes(includeDeleted: Bool = false) async throws(ConcordError) -> [Note] {
-        try await offload { () throws(ConcordError) in try self.notes(includeDeleted: includeDeleted) }
+        try await Self.offload { () throws(ConcordError) in try self.notes(includeDeleted: includeDeleted) }
     }
 
     /// The async form of `note(_:)`.
     public func note(_ id: RecordID) async throws(ConcordError) -> Note? {
-        try await offload { () throws(ConcordError) in try self.note(id) }
+        try await Self.offload { () throws(ConcordError) in try self.note(id) }
     }
 
     // MARK: Writes

@@ -21,7 +21,7 @@ extension ConcordStore {
     /// `history(of:)`, and how many log rows it read (a test checks that it reads each once).
     func historyAndRowsRead(of ref: RecordRef) throws(ConcordError) -> (entries: [HistoryEntry], rowsRead: Int)? {
         try guarded {
-            try connection.read { db -> (entries: [HistoryEntry], rowsRead: Int)? in
+            try read { db -> (entries: [HistoryEntry], rowsRead: Int)? in
                 let directory = try ReplicaDirectory(db)
                 guard let state = try RecordRows.load(ref, db, directory) else { return nil }
                 var reader = SpanReader(ref)

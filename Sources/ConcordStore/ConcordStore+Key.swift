@@ -11,7 +11,7 @@ extension ConcordStore {
     /// when the store has none: `syncKey()`, without the type.
     package func syncKeyBytes() throws(ConcordError) -> [UInt8]? {
         try guarded {
-            try connection.read { db in
+            try read { db in
                 guard let data = try Data.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'sync_key'") else { return nil }
                 guard data.count == Self.syncKeyByteCount else {
                     throw ConcordError(.corrupt, "the store at \(path) holds a sync key of \(data.count) bytes, not \(Self.syncKeyByteCount)")

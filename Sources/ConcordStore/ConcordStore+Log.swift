@@ -9,7 +9,7 @@ extension ConcordStore {
     /// past `since` are read, and chunks are decoded one at a time, so memory stays flat.
     package func forEachOperation(since: VersionVector = VersionVector(), _ body: (Op) throws -> Void) throws(ConcordError) {
         try guarded {
-            try connection.read { db in
+            try read { db in
                 // A row with a negative seq (a damaged store: the columns have no CHECK that
                 // binds a file made by hand) is read too, for `decodeChunk` to refuse.
                 let rows = try db.cachedStatement(sql: """
@@ -40,7 +40,7 @@ extension ConcordStore {
     /// pushes from what the peer holds so, whenever the store commits (SPEC.md §15.10 rule 2).
     package func forEachOperation(notIn held: SeqRanges, _ body: (Op) throws -> Bool) throws(ConcordError) {
         try guarded {
-            try connection.read { db in
+            try read { db in
                 let rows = try db.cachedStatement(sql: "SELECT first_seq, last_seq, ops FROM log WHERE replica = ? AND last_seq > ? ORDER BY first_seq")
                 for (author, index) in try ReplicaDirectory(db).indexByID.sorted(by: { $0.key < $1.key }) {
                     let first = held.ranges(of: author).first
@@ -63,7 +63,7 @@ extension ConcordStore {
     /// The operation held under `id`, if the log has it.
     package func operation(_ id: OperationID) throws(ConcordError) -> Op? {
         try guarded {
-            try connection.read { db in
+            try read { db in
                 let directory = try ReplicaDirectory(db)
                 guard let index = directory.indexByID[id.replica], id.seq <= UInt64(Int64.max) else { return nil }
                 guard let row = try Row.fetchOne(
@@ -96,7 +96,7 @@ extension ConcordStore {
     package func recentOperations(limit: Int) throws(ConcordError) -> [Op] {
         guard limit > 0 else { return [] }
         return try guarded {
-            try connection.read { db in
+            try read { db in
                 let directory = try ReplicaDirectory(db)
                 let rows = try Row.fetchCursor(db, sql: "SELECT replica, first_seq, last_seq, max_ts, ops FROM log ORDER BY max_ts DESC")
                 var collected: [Op] = []

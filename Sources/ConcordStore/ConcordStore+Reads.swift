@@ -39,7 +39,7 @@ extension ConcordStore {
 
     private func fetchReminders(where condition: String, _ arguments: StatementArguments = []) throws(ConcordError) -> [Reminder] {
         try guarded {
-            try connection.read { db in
+            try read { db in
                 let rows = try Row.fetchCursor(db, sql: """
                     SELECT id, CAST(title AS BLOB), CAST(notes AS BLOB), due, priority, completed, snoozed_until,
                         CAST(repeat AS BLOB), tags, deleted, conflicts
@@ -71,7 +71,7 @@ extension ConcordStore {
 
     private func fetchNotes(where condition: String, _ arguments: StatementArguments = []) throws(ConcordError) -> [Note] {
         try guarded {
-            try connection.read { db in
+            try read { db in
                 let rows = try Row.fetchCursor(db, sql: """
                     SELECT id, CAST(title AS BLOB), CAST(body AS BLOB), pinned, tags, deleted, conflicts FROM notes WHERE \(condition)
                     ORDER BY pinned DESC, id
@@ -123,7 +123,7 @@ extension ConcordStore {
         let matching = "(id BETWEEN ? AND ? OR substr(hex(id), ?) = ?)"
         let arguments: StatementArguments = [Data(low.bytes), Data(high.bytes), 33 - digits.count, digits.uppercased()]
         let (matches, total): ([RecordRef], Int) = try guarded {
-            try connection.read { db in
+            try read { db in
                 var refs: [RecordRef] = []
                 var total = 0
                 for table in RecordTable.known where kind == nil || kind == table.kind {
@@ -163,14 +163,14 @@ extension ConcordStore {
     /// The full replicated state of a record, merge metadata included.
     package func state(of ref: RecordRef) throws(ConcordError) -> RecordState? {
         try guarded {
-            try connection.read { db in try RecordRows.load(ref, db, try ReplicaDirectory(db)) }
+            try read { db in try RecordRows.load(ref, db, try ReplicaDirectory(db)) }
         }
     }
 
     /// Every record's state in `RecordRef` order, one at a time.
     package func forEachRecord(_ body: (RecordState) throws -> Void) throws(ConcordError) {
         try guarded {
-            try connection.read { db in
+            try read { db in
                 let directory = try ReplicaDirectory(db)
                 var sources: [(kind: RecordKind?, table: RecordTable?, cursor: RowCursor)] = []
                 for table in RecordTable.known {
@@ -207,13 +207,13 @@ extension ConcordStore {
 
     /// For each replica, the highest sequence number the store holds from it with no gap below: what a peer needs to know to send only what the store lacks.
     public func versionVector() throws(ConcordError) -> VersionVector {
-        try guarded { try connection.read { db in try ReplicaDirectory(db).versionVector } }
+        try guarded { try read { db in try ReplicaDirectory(db).versionVector } }
     }
 
     /// Counts of records and operations, the store's name, replica id, clock and version vector.
     public func status() throws(ConcordError) -> StoreStatus {
         try guarded {
-            try connection.read { db in
+            try read { db in
                 let count = { (sql: String) in try Int.fetchOne(db, sql: sql) ?? 0 }
                 return StoreStatus(
                     replicaID: replicaID,

@@ -35,7 +35,7 @@ extension ConcordStore {
     /// - Complexity: reads the whole store; holds one state per record in memory.
     package func verify() throws(ConcordError) -> VerifyReport {
         try guarded {
-            try connection.read { db in
+            try read { db in
                 var report = VerifyReport()
                 func problem(_ line: String) {
                     if report.problems.count < 1000 { report.problems.append(line) }

@@ -7,21 +7,26 @@ import GRDB
 /// A local change writes its operations and the materialized state in one transaction; a merge
 /// applies other replicas' operations the same way. Reads are plain queries over the
 /// materialized tables. All methods are synchronous and safe to call from any thread; a store
-/// object serializes its own calls over one connection, and several processes may open the same
-/// store at once (readers never wait, writers wait for each other).
+/// object writes through one connection, one write after the other, and reads through a pool of
+/// read-only ones that never wait for a write; several processes may open the same store at once
+/// (readers never wait, writers wait for each other).
 public final class ConcordStore: Sendable {
     /// The store's file, or `:memory:`.
     public let path: String
     /// This replica's id, made once when the store was created.
     public let replicaID: ReplicaID
-    /// The store's one connection. Reads go through it directly; writes go through `write(_:)`,
-    /// which waits for this writer's turn first (`WriterTurns`).
+    /// The store's writing connection: writes go through `write(_:)`, which waits for this
+    /// writer's turn first (`WriterTurns`); a merge reads through it what it is about to write.
     let connection: any DatabaseWriter
+    /// The read-only connections that `read(_:)` uses, so that a read never waits behind a write
+    /// or a merge of this object (WAL readers see every committed transaction); nil in memory and
+    /// for a store opened read-only, whose one connection reads.
+    private let readers: DatabasePool?
     /// The turns of the store's writers; nil in memory and read-only.
     private let turns: WriterTurns?
     /// Where the store gets time and randomness.
     public let environment: StoreEnvironment
-    /// Where the async forms run this store's calls, one after the other (`ConcordStore+Async.swift`).
+    /// Where the async forms run this store's writes, one after the other (`ConcordStore+Async.swift`).
     let asyncCalls = DispatchQueue(label: "concord.store")
     /// The observers of the streams of `changes()`, one each.
     let observers = LockedState<(next: Int, subscribers: [Int: StoreObserver])>((0, [:]))
@@ -34,9 +39,13 @@ public final class ConcordStore: Sendable {
     /// another, or none, the object refuses writes and its observers stop (SPEC.md §9.1).
     let openedFile: FileNode?
 
-    private init(path: String, connection: any DatabaseWriter, openedFile: FileNode?, environment: StoreEnvironment, readOnly: Bool = false) throws {
+    private init(
+        path: String, connection: any DatabaseWriter, readers: DatabasePool? = nil, openedFile: FileNode?,
+        environment: StoreEnvironment, readOnly: Bool = false
+    ) throws {
         self.path = path
         self.connection = connection
+        self.readers = readers
         self.openedFile = openedFile
         turns = path == ":memory:" || readOnly ? nil : WriterTurns(store: path)
         self.environment = environment
@@ -306,7 +315,9 @@ public final class ConcordStore: Sendable {
             if !readOnly, try !queue.read(StoreSchema.migrator.hasCompletedMigrations) {
                 try WriterTurns(store: path).withTurn { try StoreSchema.migrator.migrate(queue) }
             }
-            return try ConcordStore(path: path, connection: queue, openedFile: openedFile, environment: environment, readOnly: readOnly)
+            let readers = readOnly ? nil : try openReaders(of: openedFile, at: path)
+            return try ConcordStore(
+                path: path, connection: queue, readers: readers, openedFile: openedFile, environment: environment, readOnly: readOnly)
         }
     }
 
@@ -355,6 +366,34 @@ public final class ConcordStore: Sendable {
         }
         return configuration
     }
+
+    /// The read-only pool of a store opened for writing; nil if the path already names another
+    /// file than the one the store object opened (its reads then go through its one connection).
+    private static func openReaders(of openedFile: FileNode?, at path: String) throws -> DatabasePool? {
+        do {
+            return try DatabasePool(path: path, configuration: readerConfiguration(of: openedFile, at: path))
+        } catch is ReaderOpenedAnotherFile {
+            return nil
+        }
+    }
+
+    /// The read-only pool's: each connection it opens, lazily, checks that the path still names
+    /// the file the store object opened, and refuses to serve otherwise (`read(_:)` then reads
+    /// through the writing connection), so that an object reads the file it writes (SPEC.md §9.1).
+    private static func readerConfiguration(of openedFile: FileNode?, at path: String) -> Configuration {
+        var configuration = configuration(readOnly: true)
+        configuration.label = "Concord reader"
+        // Enough for the reads of an app's tasks and a peer session's sends at once; each keeps
+        // SQLite's default page cache.
+        configuration.maximumReaderCount = 4
+        configuration.prepareDatabase { _ in
+            guard let openedFile, FileNode(at: path) == openedFile else { throw ReaderOpenedAnotherFile() }
+        }
+        return configuration
+    }
+
+    /// A reader connection found another file at the store's path than the one the object opened.
+    private struct ReaderOpenedAnotherFile: Error {}
 
     private static func initialize(_ database: any DatabaseWriter, name: String?, environment: StoreEnvironment) throws {
         try database.writeWithoutTransaction { db in
@@ -439,12 +478,30 @@ public final class ConcordStore: Sendable {
         return try turns.withTurn(body)
     }
 
-    /// The store's connection, for reading.
-    package var reader: any DatabaseReader { connection }
+    /// Runs `body` in a read transaction of its own, which sees every transaction committed
+    /// before it began and waits for no write of this object or another.
+    package func read<T>(_ body: (Database) throws -> T) throws -> T {
+        guard let readers else { return try connection.read(body) }
+        do {
+            return try readers.read(body)
+        } catch is ReaderOpenedAnotherFile {
+            return try connection.read(body)
+        }
+    }
 
-    /// Closes the store's connections. Later calls fail.
+    /// The readers close first, and the writing connection last: the last connection to a store
+    /// checkpoints its WAL into the file and removes it, which a read-only one cannot do, so that
+    /// a store a process has let go of is one file, whole (a copy of it is a copy of everything).
+    deinit {
+        try? readers?.close()
+    }
+
+    /// Closes the store's connections, the readers first (as `deinit` does). Later calls fail.
     public func close() throws(ConcordError) {
-        try guarded { try connection.close() }
+        try guarded {
+            try readers?.close()
+            try connection.close()
+        }
     }
 
     // MARK: Observing

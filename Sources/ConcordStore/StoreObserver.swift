@@ -96,7 +96,7 @@ final class StoreObserver: Sendable {
     /// The change since `vector`: the records of the operations `store` holds and `vector` does
     /// not cover, outside rows still pending; nil if there are none.
     static func change(since vector: VersionVector, in store: ConcordStore) throws -> StoreChange? {
-        try store.reader.read { db in
+        try store.read { db in
             var reported = SeqRanges(upTo: vector)
             return try unreported(in: db, &reported, localReplica: try replicaID(db))
         }

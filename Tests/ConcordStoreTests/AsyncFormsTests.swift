@@ -1,6 +1,7 @@
 import ConcordCore
 import ConcordStore
 import Foundation
+import GRDB
 import Testing
 
 /// The async forms of the store's calls (`ConcordStore+Async.swift`) do what the synchronous ones
@@ -64,5 +65,59 @@ import Testing
         let before = try store.dump()
         await #expect(throws: ConcordError.self) { try await store.addReminder(ReminderDraft(title: " ")) }
         #expect(try store.dump() == before)
+    }
+
+    /// Reads go through the store's read-only pool: one never waits behind a write or a merge of
+    /// the same object, here a write transaction that another thread holds open until the reads
+    /// have returned (with one connection, they would wait for it forever).
+    @Test(.timeLimit(.minutes(1))) func aReadNeverWaitsBehindAWrite() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try await ConcordStore.create(at: directory.file("app.db"))
+        let rent = try await store.addReminder(ReminderDraft(title: "rent"))
+        let (inside, entered) = AsyncStream<Void>.makeStream()
+        let reads = DispatchSemaphore(value: 0)
+        let write = Task.detached {
+            try store.write { db in
+                try db.execute(sql: "UPDATE meta SET value = value WHERE key = 'name'")
+                entered.yield()
+                reads.wait()
+            }
+        }
+        for await _ in inside { break }
+        #expect(try await store.reminders().map(\.id) == [rent])
+        #expect(try await store.reminder(rent)?.title == "rent")
+        #expect(try Self.notesBlocking(store).isEmpty)
+        reads.signal()
+        try await write.value
+    }
+
+    /// A store object reads the file it opened, as it writes it (SPEC.md §9.1): after another
+    /// file is renamed over its path, a reader connection opened then refuses that file, and the
+    /// read goes through the object's writing connection, which still has the one it opened.
+    @Test func aStoreReadsTheFileItOpenedAfterItIsReplaced() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.file("app.db")
+        let store = try await ConcordStore.create(at: path)
+        let rent = try await store.addReminder(ReminderDraft(title: "rent"))
+        // Everything in the file, none in its WAL: a connection opened on the file put in its
+        // place would read that store's records.
+        _ = try await DatabaseQueue(path: path).writeWithoutTransaction { db in try db.checkpoint(.truncate) }
+        let other = try await ConcordStore.create(at: directory.file("other.db"))
+        _ = try await other.addReminder(ReminderDraft(title: "another store's"))
+        try other.close()
+        #expect(rename(directory.file("other.db"), path) == 0)
+        // As many reads at once as the pool has connections and more: some are new.
+        let titles = try await withThrowingTaskGroup(of: [String].self) { group in
+            for _ in 0..<8 { group.addTask { try await store.reminders().map(\.title) } }
+            return try await group.reduce(into: Set<[String]>()) { $0.insert($1) }
+        }
+        #expect(titles == [["rent"]])
+        #expect(try await store.reminder(rent)?.title == "rent")
+        await #expect(throws: ConcordError.self) { try await store.addReminder(ReminderDraft(title: "lost")) }
+    }
+
+    /// The blocking form of a read, as a widget's timeline provider calls it.
+    private static func notesBlocking(_ store: ConcordStore) throws -> [Note] {
+        try store.notes()
     }
 }
