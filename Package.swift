@@ -5,6 +5,8 @@ let package = Package(
     name: "Concord",
     platforms: [.macOS(.v13), .iOS(.v16)],
     products: [
+        // What an app imports: `import Concord` (the modules below, but the relay's server).
+        .library(name: "Concord", targets: ["Concord"]),
         .library(name: "ConcordCore", targets: ["ConcordCore"]),
         .library(name: "ConcordStore", targets: ["ConcordStore"]),
         .library(name: "ConcordWire", targets: ["ConcordWire"]),
@@ -39,6 +41,14 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
     ],
     targets: [
+        // The umbrella of an app's modules (Sources/Concord/Concord.swift).
+        .target(
+            name: "Concord",
+            dependencies: [
+                "ConcordCore", "ConcordStore", "ConcordKeys", "ConcordExchange", "ConcordPeer", "ConcordNet",
+                "ConcordRelayClient",
+            ]
+        ),
         // The pure merge core: no I/O, no dependencies.
         .target(name: "ConcordCore"),
         // The replica store over SQLite.
@@ -49,6 +59,8 @@ let package = Package(
                 "ConcordKeys",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
+                // `Logger.silent`, the default logger of the modules above it.
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         // The system libzstd (Debian: libzstd-dev; macOS: brew install zstd).

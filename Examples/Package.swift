@@ -15,12 +15,10 @@ let package = Package(
         // A reminders app on two devices, syncing through a shared folder.
         .executableTarget(
             name: "RemindersApp",
-            dependencies: [
-                .product(name: "ConcordStore", package: "Concord"),
-                .product(name: "ConcordExchange", package: "Concord"),
-            ]
+            dependencies: [.product(name: "Concord", package: "Concord")]
         ),
-        // A widget that reads the store while another process (the app) writes it.
+        // A widget that reads the store while another process (the app) writes it: it links the
+        // store alone.
         .executableTarget(
             name: "Widget",
             dependencies: [.product(name: "ConcordStore", package: "Concord")]
@@ -28,11 +26,7 @@ let package = Package(
         // Two devices syncing over TCP with a sync key.
         .executableTarget(
             name: "PeerSync",
-            dependencies: [
-                .product(name: "ConcordStore", package: "Concord"),
-                .product(name: "ConcordKeys", package: "Concord"),
-                .product(name: "ConcordNet", package: "Concord"),
-            ]
+            dependencies: [.product(name: "Concord", package: "Concord")]
         ),
     ]
 )

@@ -29,15 +29,15 @@ extension ConcordStore {
 
     /// The async form of `sync(folder:progress:)`: one two-way sync through a shared folder.
     @discardableResult
-    public func sync(folder: String, progress: (@Sendable (SyncProgress) -> Void)? = nil) async throws -> FolderSyncReport {
-        try await offload { () throws in try self.sync(folder: folder, progress: progress) }
+    public func sync(folder: String, progress: (@Sendable (SyncProgress) -> Void)? = nil) async throws(ConcordError) -> FolderSyncReport {
+        try await offload { () throws(ConcordError) in try self.sync(folder: folder, progress: progress) }
     }
 }
 
 extension FolderSync {
     /// The async form of `sync(progress:)`.
     @discardableResult
-    public func sync(progress: (@Sendable (SyncProgress) -> Void)? = nil) async throws -> FolderSyncReport {
-        try await store.offload { () throws in try self.sync(progress: progress) }
+    public func sync(progress: (@Sendable (SyncProgress) -> Void)? = nil) async throws(ConcordError) -> FolderSyncReport {
+        try await store.offload { () throws(ConcordError) in try self.sync(progress: progress) }
     }
 }

@@ -60,19 +60,21 @@ public final class FolderSync: Sendable {
     /// One sync, both ways: import what is new, publish what the folder lacks, coalesce, forget
     /// (SPEC.md §14).
     @discardableResult
-    public func sync(progress: ((SyncProgress) -> Void)? = nil) throws -> FolderSyncReport {
+    public func sync(progress: ((SyncProgress) -> Void)? = nil) throws(ConcordError) -> FolderSyncReport {
         // A copy would publish files under its original's name, and coalesce the original's away.
         try store.ensureNotCopied()
-        var report = FolderSyncReport()
-        try prepareDirectory(&report)
-        var state = State(listing: try list(&report), recorded: try store.folderFiles(in: folder), key: try store.syncKey())
-        try importNewFiles(&state, &report, progress)
-        try publishWhatIsMissing(&state, &report, progress)
-        try coalesceIfNeeded(&state, &report, progress)
-        // Records of files gone (coalesced, removed, lost) or no longer what was recorded.
-        let gone = state.recorded.values.filter { !state.listing.names.contains($0.name) }
-        try store.forgetFolderFiles(state.stale + gone)
-        return report
+        return try store.guarded {
+            var report = FolderSyncReport()
+            try prepareDirectory(&report)
+            var state = State(listing: try list(&report), recorded: try store.folderFiles(in: folder), key: try store.syncKey())
+            try importNewFiles(&state, &report, progress)
+            try publishWhatIsMissing(&state, &report, progress)
+            try coalesceIfNeeded(&state, &report, progress)
+            // Records of files gone (coalesced, removed, lost) or no longer what was recorded.
+            let gone = state.recorded.values.filter { !state.listing.names.contains($0.name) }
+            try store.forgetFolderFiles(state.stale + gone)
+            return report
+        }
     }
 
     /// What a sync knows of the folder as it goes.
@@ -602,7 +604,7 @@ public struct FolderSyncReport: Hashable, Sendable {
 extension ConcordStore {
     /// One two-way sync through a shared folder (SPEC.md §14). See `FolderSync`.
     @discardableResult
-    public func sync(folder: String, progress: ((SyncProgress) -> Void)? = nil) throws -> FolderSyncReport {
+    public func sync(folder: String, progress: ((SyncProgress) -> Void)? = nil) throws(ConcordError) -> FolderSyncReport {
         try FolderSync(store: self, folder: folder).sync(progress: progress)
     }
 }

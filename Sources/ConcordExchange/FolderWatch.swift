@@ -174,10 +174,14 @@ final class FolderWakes: Sendable {
         poll.setEventHandler { continuation.yield() }
         poll.resume()
         let commits = Task {
-            for await _ in sync.store.changes() { continuation.yield() }
-            // The stream ends when the store's file was replaced (or the watch stops): the next
-            // look says so at once.
-            continuation.yield()
+            // The stream ends when the watch stops. It fails when the store's file was replaced,
+            // which the next look finds and says at once; or when the store cannot be followed,
+            // and the poll then stands in for the commits.
+            do {
+                for try await _ in sync.store.changes() { continuation.yield() }
+            } catch {
+                continuation.yield()
+            }
         }
         sources = LockedState(Sources(poll: poll, commits: commits))
     }

@@ -489,17 +489,23 @@ final class PeerConnection: @unchecked Sendable {
         let changes = store.changes()
         let worker = worker
         following = Task { [weak self] in
-            for await _ in changes {
-                guard let self else { return }
-                worker.async { self.pushWhatIsNew() }
+            let reason: String
+            do {
+                for try await _ in changes {
+                    guard let self else { return }
+                    worker.async { self.pushWhatIsNew() }
+                }
+                // Cancelled: the session ended.
+                return
+            } catch {
+                reason = (error as? ConcordError)?.message ?? String(describing: error)
             }
-            // The stream ends when it is cancelled (the session ended), or when the store cannot
-            // be followed (no file descriptor left, say, or its file replaced by another): then
-            // the session cannot push what lands, and ends, for the client to connect again (or,
-            // its store replaced, to end: `PeerClient.live`).
+            // The store cannot be followed (no file descriptor left, say, or its file replaced
+            // by another): the session cannot push what lands, and ends, for the client to
+            // connect again (or, its store replaced, to end: `PeerClient.live`).
             guard !Task.isCancelled, let self else { return }
             worker.async {
-                self.abortOnWorker(ConcordError(.local, "this side cannot follow its store's commits"), tellingPeer: "it cannot follow its store's commits")
+                self.abortOnWorker(ConcordError(.local, "this side cannot follow its store's commits: \(reason)"), tellingPeer: "it cannot follow its store's commits")
             }
         }
         channel.eventLoop.execute { [self] in

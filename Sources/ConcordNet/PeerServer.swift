@@ -54,7 +54,7 @@ public final class PeerServer: @unchecked Sendable {
     ///   - onProgress: called as sessions move operations, from any thread.
     public convenience init(
         store: ConcordStore, configuration: PeerTransportConfiguration = PeerTransportConfiguration(),
-        logger: Logger = Logger(label: "concord", factory: { _ in SwiftLogNoOpLogHandler() }), onProgress: (@Sendable (PeerProgress) -> Void)? = nil,
+        logger: Logger = .silent, onProgress: (@Sendable (PeerProgress) -> Void)? = nil,
         onSession: @escaping @Sendable (PeerSessionRecord) -> Void = { _ in }
     ) {
         self.init(store: store, configuration: configuration, group: nil, logger: logger, onProgress: onProgress, onSession: onSession)
@@ -80,14 +80,29 @@ public final class PeerServer: @unchecked Sendable {
 
     /// Starts listening. Port 0 picks a free port; the address returned says which.
     @discardableResult
-    public func start(host: String, port: Int) async throws -> PeerAddress {
-        try await bind(host: host, port: port).get()
+    public func start(host: String, port: Int) async throws(ConcordError) -> PeerAddress {
+        do {
+            return try await bind(host: host, port: port).get()
+        } catch {
+            throw Self.listenError(error, host: host, port: port)
+        }
     }
 
     /// `start`, blocking until the server listens; call it off the event loops.
     @discardableResult
-    public func start(host: String, port: Int) throws -> PeerAddress {
-        try bind(host: host, port: port).wait()
+    public func start(host: String, port: Int) throws(ConcordError) -> PeerAddress {
+        do {
+            return try bind(host: host, port: port).wait()
+        } catch {
+            throw Self.listenError(error, host: host, port: port)
+        }
+    }
+
+    /// Why the server cannot listen on HOST:PORT: a `ConcordError` of code `local`.
+    private static func listenError(_ error: any Error, host: String, port: Int) -> ConcordError {
+        if let error = error as? ConcordError { return error }
+        let reason = (error as? IOError).map { String(cString: strerror($0.errnoCode)).lowercased() } ?? "\(error)"
+        return ConcordError(.local, "cannot listen on \(PeerAddress(host: host, port: port)): \(reason)")
     }
 
     private func bind(host: String, port: Int) -> EventLoopFuture<PeerAddress> {
@@ -101,10 +116,6 @@ public final class PeerServer: @unchecked Sendable {
                 }
             }
         return bootstrap.bind(host: host, port: port)
-            .flatMapErrorThrowing { error in
-                let reason = (error as? IOError).map { String(cString: strerror($0.errnoCode)).lowercased() } ?? "\(error)"
-                throw ConcordError(.local, "cannot listen on \(PeerAddress(host: host, port: port)): \(reason)")
-            }
             .map { [self] channel in
                 lock.withLock { listener = channel }
                 return PeerAddress(host: channel.localAddress?.ipAddress ?? host, port: channel.localAddress?.port ?? port)

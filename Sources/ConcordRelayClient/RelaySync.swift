@@ -165,19 +165,26 @@ public struct RelaySync: Sendable {
         let commits = ChangeBell()
         let ending = LockedEnding()
         let watcher = Task {
-            for await event in store.events() {
-                switch event {
-                case .changed:
-                    commits.ring("")
-                case .forked(let replica, _):
-                    ending.set(.forked(replica: replica))
-                    commits.ring("")
-                    return
-                case .replaced(let error):
-                    ending.set(.replaced(error))
-                    commits.ring("")
-                    return
+            do {
+                for try await event in store.events() {
+                    switch event {
+                    case .changed:
+                        commits.ring("")
+                    case .forked(let replica, _):
+                        ending.set(.forked(replica: replica))
+                        commits.ring("")
+                        return
+                    case .replaced(let error):
+                        ending.set(.ended(error))
+                        commits.ring("")
+                        return
+                    }
                 }
+            } catch {
+                // The store cannot be followed (no file descriptor left, say): what lands would
+                // not be published, so live sync ends with that error.
+                ending.set(.ended(error as? ConcordError ?? ConcordError(.local, String(describing: error))))
+                commits.ring("")
             }
         }
         defer { watcher.cancel() }
@@ -186,7 +193,7 @@ public struct RelaySync: Sendable {
         var listed: SpaceListing?
         while !Task.isCancelled {
             switch ending.value {
-            case .replaced(let error): throw error
+            case .ended(let error): throw error
             case .forked(let replica):
                 report(.forked(replica: replica))
                 return
@@ -332,7 +339,9 @@ private struct SpaceListing: Sendable {
 
 /// Why the store's events ended a live sync.
 private final class LockedEnding: Sendable {
-    enum Ending { case forked(replica: ReplicaID), replaced(ConcordError) }
+    /// Another process forked the store; or live sync cannot go on: the store's file replaced, or
+    /// the store cannot be followed.
+    enum Ending { case forked(replica: ReplicaID), ended(ConcordError) }
     private let state = NIOLockedValueBox<Ending?>(nil)
     var value: Ending? { state.withLockedValue { $0 } }
     func set(_ ending: Ending) { state.withLockedValue { $0 = ending } }

@@ -36,8 +36,8 @@ struct Changes: AsyncParsableCommand {
         }
         let json = json
         let replaced = try await Stop.withStopSignals {
-            await Stop.cancellingOnStop { () -> ConcordError? in
-                for await event in store.events(since: vector) {
+            try await Stop.cancellingOnStop { () throws -> ConcordError? in
+                for try await event in store.events(since: vector) {
                     switch event {
                     case .changed(let change):
                         Self.print(change, json: json)

@@ -32,9 +32,9 @@ enum Stop {
         return outcome.withLock { $0! }
     }
 
-    /// Runs `body`, cancelled when SIGINT or SIGTERM arrives; what it returns then.
-    static func cancellingOnStop<Result: Sendable>(_ body: @escaping @Sendable () async -> Result) async -> Result {
-        await cancelWhenGracefulShutdown(body)
+    /// Runs `body`, cancelled when SIGINT or SIGTERM arrives; what it returns or throws then.
+    static func cancellingOnStop<Result: Sendable>(_ body: @escaping @Sendable () async throws -> Result) async rethrows -> Result {
+        try await cancelWhenGracefulShutdown(body)
     }
 
     /// Whether SIGINT or SIGTERM has arrived (within `withStopSignals`). Once true, it stays true.

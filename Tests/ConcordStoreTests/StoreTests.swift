@@ -316,15 +316,35 @@ import Testing
         let stream = store.changes()
         var iterator = stream.makeAsyncIterator()
         let id = try await store.addNote(NoteDraft(title: "watch me"))
-        let local = await iterator.next()
+        let local = try await iterator.next()
         #expect(local?.origin == .local && local?.records == [.note(id)])
         try await store.merge([
             Op(id: OperationID(replica: ReplicaID(high: 6, low: 6), seq: 1), timestamp: Timestamp(physicalMillis: baseMillis, logical: 0),
                record: .note(id), action: .assign(.pinned, .bool(true))),
         ])
-        let merged = await iterator.next()
+        let merged = try await iterator.next()
         #expect(merged?.origin == .merge && merged?.records == [.note(id)])
         #expect(merged?.versions == (try await store.versionVector()))
+    }
+
+    /// `changes()` fails with `replaced` once the store's path names another file than the one
+    /// the object opened (SPEC.md §7.1), whether that happens while it is followed (found by the
+    /// next look: the poll's, within a second) or before it is asked for.
+    @Test(.timeLimit(.minutes(1))) func changesFailWithReplacedOnceTheFileIsAnother() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.file("app.db")
+        let store = try await ConcordStore.create(at: path)
+        let following = store.changes()
+        try await ConcordStore.create(at: directory.file("other.db")).close()
+        #expect(rename(directory.file("other.db"), path) == 0)
+        for changes in [following, store.changes()] {
+            do {
+                for try await change in changes { Issue.record("a change after the store was replaced: \(change)") }
+                Issue.record("the stream ended without an error")
+            } catch {
+                #expect((error as? ConcordError)?.code == .replaced)
+            }
+        }
     }
 
     @Test func refusedChangesLeaveTheStoreUnchanged() throws {

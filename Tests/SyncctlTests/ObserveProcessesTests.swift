@@ -35,7 +35,7 @@ import Testing
 
         // Each is heard (the stream keeps what comes while the writers run), and none twice.
         var heard: [StoreChange] = []
-        for await change in stream {
+        for try await change in stream {
             heard.append(change)
             if Set(heard.flatMap(\.records)).isSuperset(of: expected) { break }
         }

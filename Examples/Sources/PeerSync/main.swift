@@ -1,8 +1,6 @@
 // Two devices that sync directly over TCP: a desktop serves its store, a phone connects to it.
 // Both hold the same sync key, which authenticates them to each other and encrypts the session.
-import ConcordKeys
-import ConcordNet
-import ConcordStore
+import Concord
 import Foundation
 
 let directory = FileManager.default.temporaryDirectory.appendingPathComponent("concord-peer-sync-\(UUID().uuidString)").path

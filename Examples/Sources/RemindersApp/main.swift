@@ -2,8 +2,7 @@
 // completes it (a repeating reminder moves to its next occurrence instead of closing); both
 // devices sync through a folder that a file-sync tool (Dropbox, Syncthing) keeps in step. An app
 // calls the store from its tasks with `await`: each call then runs off the threads they share.
-import ConcordExchange
-import ConcordStore
+import Concord
 import Foundation
 
 let directory = FileManager.default.temporaryDirectory.appendingPathComponent("concord-reminders-\(UUID().uuidString)").path

@@ -46,7 +46,7 @@ let watchdog = Task {
 }
 var shown = try show(after: 0)
 if shown < count {
-    for await _ in changes {
+    for try await _ in changes {
         shown = try show(after: shown)
         if shown == count { break }
     }

@@ -513,11 +513,13 @@ public final class ConcordStore: Sendable {
     /// are reported once they are applied to their records, so a read after a change sees them.
     /// Each change carries the version vector reported up to: a program that stops can start
     /// again from it with `since`, missing nothing. Iterate it in a task; cancelling the task, or
-    /// dropping the stream, ends it. It ends too once the store's path names another file than the
-    /// one this object opened (`events(since:)` says so); if the store cannot be read to start
-    /// observing it, the stream ends at once.
-    public func changes(since: VersionVector? = nil) -> AsyncStream<StoreChange> {
-        observe(since: since) { event in
+    /// dropping the stream, ends it.
+    ///
+    /// The stream fails, with a `ConcordError`, when the store cannot be read to start observing
+    /// it (the error says why), and with `replaced` once the store's path names another file than
+    /// the one this object opened: open the store again to follow what is there now.
+    public func changes(since: VersionVector? = nil) -> AsyncThrowingStream<StoreChange, any Error> {
+        observe(since: since, failsWhenReplaced: true) { event in
             if case .changed(let change) = event { change } else { nil }
         }
     }
@@ -525,21 +527,21 @@ public final class ConcordStore: Sendable {
     /// A stream of what happens to the store's file from now on (or since `since`): the changes
     /// of `changes(since:)`, another process's fork of the store, and, as its last event, the
     /// file's replacement by another (SPEC.md §7.1, §9.1). Iterate it in a task; cancelling the
-    /// task, or dropping the stream, ends it. If the store cannot be read to start observing it,
-    /// the stream ends at once (after `replaced`, when that is why).
-    public func events(since: VersionVector? = nil) -> AsyncStream<StoreEvent> {
-        observe(since: since) { $0 }
+    /// task, or dropping the stream, ends it. It fails, with a `ConcordError`, when the store
+    /// cannot be read to start observing it.
+    public func events(since: VersionVector? = nil) -> AsyncThrowingStream<StoreEvent, any Error> {
+        observe(since: since, failsWhenReplaced: false) { $0 }
     }
 
     /// A stream of the events of a new observer of the store, each made an element by `element`
-    /// (nil: left out). It finishes after `replaced`.
+    /// (nil: left out). It ends after `replaced`: failing with its error if `failsWhenReplaced`.
     private func observe<Element: Sendable>(
-        since: VersionVector?, _ element: @escaping @Sendable (StoreEvent) -> Element?
-    ) -> AsyncStream<Element> {
-        let (stream, continuation) = AsyncStream<Element>.makeStream(bufferingPolicy: .unbounded)
+        since: VersionVector?, failsWhenReplaced: Bool, _ element: @escaping @Sendable (StoreEvent) -> Element?
+    ) -> AsyncThrowingStream<Element, any Error> {
+        let (stream, continuation) = AsyncThrowingStream<Element, any Error>.makeStream(bufferingPolicy: .unbounded)
         let deliver: @Sendable (StoreEvent) -> Void = { event in
             if let element = element(event) { continuation.yield(element) }
-            if case .replaced = event { continuation.finish() }
+            if case .replaced(let error) = event { continuation.finish(throwing: failsWhenReplaced ? error : nil) }
         }
         do {
             try ensureSameFile()
@@ -547,8 +549,11 @@ public final class ConcordStore: Sendable {
             deliver(.replaced(error))
             return stream
         }
-        guard let observer = try? StoreObserver(self, since: since, deliver: deliver) else {
-            continuation.finish()
+        let observer: StoreObserver
+        do {
+            observer = try StoreObserver(self, since: since, deliver: deliver)
+        } catch {
+            continuation.finish(throwing: ConcordError.wrap(error, path: path))
             return stream
         }
         let key = observers.withLock { state in

@@ -18,9 +18,14 @@ extension ConcordStore {
     package static func offload<T: Sendable, Failure: Error>(
         on queue: DispatchQueue = .global(), _ body: @escaping @Sendable () throws(Failure) -> T
     ) async throws(Failure) -> T {
+        // The job lets go of `body`, and of the store it holds, before the caller resumes: a
+        // program that ends right after its last call still closes the store as it releases it
+        // (the last connection to close checkpoints the WAL into the store file).
+        let job = LockedState(Optional(body))
         let result: Result<T, Failure> = await withCheckedContinuation { continuation in
             queue.async {
-                continuation.resume(returning: Result { () throws(Failure) -> T in try body() })
+                let result = Result { () throws(Failure) -> T in try job.withLock { $0.take() }!() }
+                continuation.resume(returning: result)
             }
         }
         return try result.get()
