@@ -3,7 +3,7 @@
 ///
 /// Computed eight bytes at a time ("slicing by 8", eight 256-entry tables), over contiguous
 /// memory: bundles are checksummed whole, twice per merge, so this is on the merge's hot path.
-public struct CRC32C: Sendable {
+package struct CRC32C: Sendable {
     /// `tables[k * 256 + b]`: the CRC of byte `b` followed by `k` zero bytes.
     private static let tables: [UInt32] = {
         var tables = [UInt32](repeating: 0, count: 8 * 256)
@@ -24,10 +24,10 @@ public struct CRC32C: Sendable {
     private var state: UInt32 = 0xFFFF_FFFF
 
     /// A checksum of no bytes yet.
-    public init() {}
+    package init() {}
 
     /// Adds the bytes of `buffer` to the checksum.
-    public mutating func update(_ buffer: UnsafeRawBufferPointer) {
+    package mutating func update(_ buffer: UnsafeRawBufferPointer) {
         guard !buffer.isEmpty else { return }
         var crc = state
         Self.tables.withUnsafeBufferPointer { table in
@@ -53,27 +53,27 @@ public struct CRC32C: Sendable {
     }
 
     /// Adds `bytes` to the checksum.
-    public mutating func update(_ bytes: [UInt8]) {
+    package mutating func update(_ bytes: [UInt8]) {
         bytes.withUnsafeBytes { update($0) }
     }
 
     /// Adds `bytes` to the checksum.
-    public mutating func update(_ bytes: ArraySlice<UInt8>) {
+    package mutating func update(_ bytes: ArraySlice<UInt8>) {
         bytes.withUnsafeBytes { update($0) }
     }
 
     /// The checksum of every byte added so far.
-    public var value: UInt32 { state ^ 0xFFFF_FFFF }
+    package var value: UInt32 { state ^ 0xFFFF_FFFF }
 
     /// The CRC-32C of `bytes`, in one call.
-    public static func checksum(_ bytes: [UInt8]) -> UInt32 {
+    package static func checksum(_ bytes: [UInt8]) -> UInt32 {
         var crc = CRC32C()
         crc.update(bytes)
         return crc.value
     }
 
     /// The CRC-32C of `bytes`, in one call.
-    public static func checksum(_ bytes: ArraySlice<UInt8>) -> UInt32 {
+    package static func checksum(_ bytes: ArraySlice<UInt8>) -> UInt32 {
         var crc = CRC32C()
         crc.update(bytes)
         return crc.value

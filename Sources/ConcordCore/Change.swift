@@ -136,7 +136,7 @@ public enum Change: Hashable, Sendable {
 
     /// The actions that carry the change out on `current` (nil when the record does not exist yet)
     /// at wall-clock time `now` (milliseconds since the epoch). Empty when the record already is as asked.
-    public func plan(on ref: RecordRef, current: RecordState?, now: Int64) throws(ChangeError) -> [Action] {
+    package func plan(on ref: RecordRef, current: RecordState?, now: Int64) throws(ChangeError) -> [Action] {
         let actions = try unchecked(on: ref, current: current, now: now)
         try Self.check(actions)
         return actions

@@ -20,7 +20,7 @@ public struct Conflict: Hashable, Sendable {
 extension RecordState {
     /// The fields in conflict, known fields in code order then unknown ones by name; none for a
     /// deleted record, whose fields cannot be edited until it is restored.
-    public var conflicts: [Conflict] {
+    package var conflicts: [Conflict] {
         guard !isDeleted else { return [] }
         return registers.filter { $0.register.inConflict }.map { Conflict(record: ref, field: $0.field, heads: $0.register.heads) }
     }
@@ -54,7 +54,7 @@ public struct HistoryEntry: Hashable, Sendable {
 
 extension RecordState {
     /// How `operation`, one of this record's, stands in this state.
-    public func standing(of operation: Op) -> HistoryEntry.Standing {
+    package func standing(of operation: Op) -> HistoryEntry.Standing {
         switch operation.action {
         case let .assign(field, _):
             guard let register = register(field) else { return .superseded }

@@ -29,9 +29,9 @@ public struct LWWRegister: Hashable, Sendable {
     }
 
     /// The value of the winning write.
-    public var value: Value
+    package var value: Value
     /// The stamp of the winning write, which orders it against any other.
-    public var stamp: Stamp
+    package var stamp: Stamp
     /// Whether `unknownThrough` is the winner's stamp: the common case of a write of unknown
     /// predecessors that wins, kept without the box.
     private var unknownThroughWinner: Bool
@@ -55,24 +55,24 @@ public struct LWWRegister: Hashable, Sendable {
     }
 
     /// The heads other than the winner, greatest stamp first; empty unless the register is in conflict.
-    public var rivals: [Write] { box?.rivals ?? [] }
+    package var rivals: [Write] { box?.rivals ?? [] }
     /// The writes that no write held had seen by its predecessors or its author, but that are
     /// stamped before `unknownThrough`: not heads, and listed by a new write. Greatest first.
-    public var hidden: [Stamp] { box?.hidden ?? [] }
+    package var hidden: [Stamp] { box?.hidden ?? [] }
     /// Per other replica, the greatest seq of its writes to the register that a write held had
     /// seen (the join of the writes' predecessors).
-    public var seen: Predecessors { box?.seen ?? .empty }
+    package var seen: Predecessors { box?.seen ?? .empty }
     /// The greatest stamp of a write held whose predecessors are unknown; nil when there is none.
-    public var unknownThrough: Stamp? { unknownThroughWinner ? stamp : box?.unknownThrough }
+    package var unknownThrough: Stamp? { unknownThroughWinner ? stamp : box?.unknownThrough }
 
     /// A register holding one write whose predecessors are unknown, as every write of a build
     /// older than predecessors is.
-    public init(value: Value, stamp: Stamp) {
+    package init(value: Value, stamp: Stamp) {
         self.init(value: value, stamp: stamp, predecessors: nil)
     }
 
     /// A register holding one write, with what its writer had seen of the register (nil: unknown).
-    public init(value: Value, stamp: Stamp, predecessors: Predecessors?) {
+    package init(value: Value, stamp: Stamp, predecessors: Predecessors?) {
         self.value = value
         self.stamp = stamp
         box = nil
@@ -88,7 +88,7 @@ public struct LWWRegister: Hashable, Sendable {
     }
 
     /// A register with all its parts, as a store keeps them.
-    public init(value: Value, stamp: Stamp, rivals: [Write], hidden: [Stamp] = [], seen: Predecessors, unknownThrough: Stamp?) {
+    package init(value: Value, stamp: Stamp, rivals: [Write], hidden: [Stamp] = [], seen: Predecessors, unknownThrough: Stamp?) {
         self.value = value
         self.stamp = stamp
         unknownThroughWinner = false
@@ -117,16 +117,16 @@ public struct LWWRegister: Hashable, Sendable {
     package var isPlain: Bool { box == nil && !unknownThroughWinner }
 
     /// The winning write.
-    public var winner: Write { Write(value: value, stamp: stamp) }
+    package var winner: Write { Write(value: value, stamp: stamp) }
 
     /// The heads: the winner, then its rivals.
-    public var heads: [Write] { [winner] + rivals }
+    package var heads: [Write] { [winner] + rivals }
 
     /// Whether writes met that had not seen each other (more than one head).
-    public var inConflict: Bool { box.map { !$0.rivals.isEmpty } ?? false }
+    package var inConflict: Bool { box.map { !$0.rivals.isEmpty } ?? false }
 
     /// What a new write by `author` has seen of the register: every write it holds.
-    public func predecessors(ofWriteBy author: ReplicaID) -> Predecessors {
+    package func predecessors(ofWriteBy author: ReplicaID) -> Predecessors {
         var seenNow = seen
         let uncovered = heads.map(\.stamp) + hidden
         seenNow.formUnion(Predecessors(uncovered.map { OperationID(replica: $0.replica, seq: $0.seq) }))
@@ -135,7 +135,7 @@ public struct LWWRegister: Hashable, Sendable {
 
     /// Joins another register of the same field: the greater stamp wins, and the heads are the
     /// writes of either that no write of either had seen.
-    public mutating func merge(_ other: LWWRegister) {
+    package mutating func merge(_ other: LWWRegister) {
         let through = Self.later(unknownThrough, other.unknownThrough)
         if box == nil, other.box == nil {
             // The common case, without an array: the two winners, of which one lost (or both are
@@ -225,7 +225,7 @@ public struct LWWRegister: Hashable, Sendable {
     }
 
     /// A copy with `other` merged in, by `merge(_:)`.
-    public func merging(_ other: LWWRegister) -> LWWRegister {
+    package func merging(_ other: LWWRegister) -> LWWRegister {
         var copy = self
         copy.merge(other)
         return copy

@@ -8,39 +8,39 @@
 /// so that an add delivered after its remove does not resurrect the tag. Both are pure functions
 /// of the set of operations applied, so the state is the same whatever the delivery order:
 /// - Commutative, associative and idempotent, as unions of dot sets are.
-public struct TagState: Hashable, Sendable {
+package struct TagState: Hashable, Sendable {
     /// The dots of the adds not removed; the tag is present while there is one.
-    public private(set) var live: Dots
+    package private(set) var live: Dots
     /// Every dot a remove has named, so that an add delivered late stays removed.
-    public private(set) var removed: Dots
+    package private(set) var removed: Dots
 
     /// A state with these dots; a dot in both is removed, not live.
-    public init(live: some Sequence<OperationID> = Dots(), removed: some Sequence<OperationID> = Dots()) {
+    package init(live: some Sequence<OperationID> = Dots(), removed: some Sequence<OperationID> = Dots()) {
         self.init(live: Dots(live), removed: Dots(removed))
     }
 
     /// A state with these dots; a dot in both is removed, not live.
-    public init(live: Dots, removed: Dots) {
+    package init(live: Dots, removed: Dots) {
         self.live = live.subtracting(removed)
         self.removed = removed
     }
 
     /// The state of a tag never added nor removed.
-    public init() {
+    package init() {
         live = Dots()
         removed = Dots()
     }
 
     /// Whether the tag is in the set: some add of it is not removed.
-    public var isPresent: Bool { !live.isEmpty }
+    package var isPresent: Bool { !live.isEmpty }
 
     /// Applies an addTag with dot `dot`, unless a remove has named that dot already (SPEC.md §5.2).
-    public mutating func add(_ dot: OperationID) {
+    package mutating func add(_ dot: OperationID) {
         if !removed.contains(dot) { live.insert(dot) }
     }
 
     /// Applies a removeTag that observed `dots`: each is recorded as removed and leaves `live`.
-    public mutating func remove(_ dots: some Sequence<OperationID>) {
+    package mutating func remove(_ dots: some Sequence<OperationID>) {
         for dot in dots {
             removed.insert(dot)
             live.remove(dot)
@@ -48,7 +48,7 @@ public struct TagState: Hashable, Sendable {
     }
 
     /// Joins another state of the same tag: both sets of dots united, minus every removed dot.
-    public mutating func merge(_ other: TagState) {
+    package mutating func merge(_ other: TagState) {
         removed.formUnion(other.removed)
         live.formUnion(other.live)
         live.subtract(removed)
@@ -57,17 +57,17 @@ public struct TagState: Hashable, Sendable {
 
 /// A set of dots (operation ids) as a sorted array without repeats: a tag holds one or two dots,
 /// and such an array is far cheaper to build, copy and compare than a hash set.
-public struct Dots: Hashable, Sendable, Sequence, ExpressibleByArrayLiteral {
+package struct Dots: Hashable, Sendable, Sequence, ExpressibleByArrayLiteral {
     /// The dots, in ascending order.
-    public private(set) var sorted: [OperationID]
+    package private(set) var sorted: [OperationID]
 
     /// No dots.
-    public init() {
+    package init() {
         sorted = []
     }
 
     /// The dots of `dots`, sorted, each once.
-    public init(_ dots: some Sequence<OperationID>) {
+    package init(_ dots: some Sequence<OperationID>) {
         if let dots = dots as? Dots {
             self = dots
             return
@@ -87,7 +87,7 @@ public struct Dots: Hashable, Sendable, Sequence, ExpressibleByArrayLiteral {
 
     /// The dots of `array`; taken as they are when already ascending without repeats, as a
     /// stored tag's are.
-    public init(_ array: [OperationID]) {
+    package init(_ array: [OperationID]) {
         var ascending = true
         for index in array.indices.dropFirst() where !(array[index - 1] < array[index]) {
             ascending = false
@@ -102,17 +102,17 @@ public struct Dots: Hashable, Sendable, Sequence, ExpressibleByArrayLiteral {
     }
 
     /// The dots listed, sorted, each once.
-    public init(arrayLiteral dots: OperationID...) {
+    package init(arrayLiteral dots: OperationID...) {
         self.init(dots)
     }
 
     /// Whether there is no dot.
-    public var isEmpty: Bool { sorted.isEmpty }
+    package var isEmpty: Bool { sorted.isEmpty }
     /// How many dots there are.
-    public var count: Int { sorted.count }
+    package var count: Int { sorted.count }
 
     /// Iterates over the dots in ascending order.
-    public func makeIterator() -> IndexingIterator<[OperationID]> {
+    package func makeIterator() -> IndexingIterator<[OperationID]> {
         sorted.makeIterator()
     }
 
@@ -128,13 +128,13 @@ public struct Dots: Hashable, Sendable, Sequence, ExpressibleByArrayLiteral {
     }
 
     /// Whether `dot` is in the set, by binary search.
-    public func contains(_ dot: OperationID) -> Bool {
+    package func contains(_ dot: OperationID) -> Bool {
         let index = position(of: dot)
         return index < sorted.count && sorted[index] == dot
     }
 
     /// Adds `dot` if it is missing; cheapest when it is greater than every dot held.
-    public mutating func insert(_ dot: OperationID) {
+    package mutating func insert(_ dot: OperationID) {
         if let last = sorted.last, last < dot {
             sorted.append(dot)
             return
@@ -144,13 +144,13 @@ public struct Dots: Hashable, Sendable, Sequence, ExpressibleByArrayLiteral {
     }
 
     /// Removes `dot` if it is there.
-    public mutating func remove(_ dot: OperationID) {
+    package mutating func remove(_ dot: OperationID) {
         let index = position(of: dot)
         if index < sorted.count, sorted[index] == dot { sorted.remove(at: index) }
     }
 
     /// Adds every dot of `other`, merging the two sorted arrays in one pass.
-    public mutating func formUnion(_ other: Dots) {
+    package mutating func formUnion(_ other: Dots) {
         guard !other.isEmpty else { return }
         guard !isEmpty else {
             self = other
@@ -179,42 +179,42 @@ public struct Dots: Hashable, Sendable, Sequence, ExpressibleByArrayLiteral {
     }
 
     /// Removes every dot of `other`.
-    public mutating func subtract(_ other: Dots) {
+    package mutating func subtract(_ other: Dots) {
         guard !isEmpty, !other.isEmpty else { return }
         sorted.removeAll { other.contains($0) }
     }
 
     /// The dots of either set.
-    public func union(_ other: Dots) -> Dots {
+    package func union(_ other: Dots) -> Dots {
         var result = self
         result.formUnion(other)
         return result
     }
 
     /// The dots of this set that are not in `other`.
-    public func subtracting(_ other: Dots) -> Dots {
+    package func subtracting(_ other: Dots) -> Dots {
         var result = self
         result.subtract(other)
         return result
     }
 
     /// Whether no dot is in both sets.
-    public func isDisjoint(with other: Dots) -> Bool {
+    package func isDisjoint(with other: Dots) -> Bool {
         !sorted.contains { other.contains($0) }
     }
 }
 
 /// An add-wins OR-set of tags.
-public struct TagSet: Hashable, Sendable {
+package struct TagSet: Hashable, Sendable {
     /// One tag the set has seen (present or not), with its state.
-    public struct Entry: Hashable, Sendable {
+    package struct Entry: Hashable, Sendable {
         /// The tag, compared by its exact UTF-8 bytes.
-        public let tag: ExactString
+        package let tag: ExactString
         /// Its adds and removes.
-        public internal(set) var state: TagState
+        package internal(set) var state: TagState
 
         /// An entry for `tag` with its state.
-        public init(tag: ExactString, state: TagState) {
+        package init(tag: ExactString, state: TagState) {
             self.tag = tag
             self.state = state
         }
@@ -223,20 +223,20 @@ public struct TagSet: Hashable, Sendable {
     /// Every tag seen, sorted by tag in UTF-8 byte order, each once. A record has a few tags,
     /// and a merge holds many records: a sorted array costs less to build, search and write
     /// out in order than a dictionary.
-    public private(set) var entries: [Entry]
+    package private(set) var entries: [Entry]
 
     /// An empty set: no tag seen.
-    public init() {
+    package init() {
         entries = []
     }
 
     /// A set with these tags and their states.
-    public init(tags: [ExactString: TagState]) {
+    package init(tags: [ExactString: TagState]) {
         entries = tags.map { Entry(tag: $0.key, state: $0.value) }.sorted { $0.tag < $1.tag }
     }
 
     /// A set of these entries; a tag listed twice has the two states merged.
-    public init(entries: some Sequence<Entry>) {
+    package init(entries: some Sequence<Entry>) {
         self.init()
         for entry in entries {
             // Entries in order (a stored set is written sorted) are appended as they are.
@@ -249,39 +249,39 @@ public struct TagSet: Hashable, Sendable {
     }
 
     /// Every tag seen with its state.
-    public var tags: [ExactString: TagState] {
+    package var tags: [ExactString: TagState] {
         Dictionary(uniqueKeysWithValues: entries.lazy.map { ($0.tag, $0.state) })
     }
 
     /// The tags present, in UTF-8 byte order.
-    public var present: [ExactString] {
+    package var present: [ExactString] {
         entries.compactMap { $0.state.isPresent ? $0.tag : nil }
     }
 
     /// Whether `tag` is present.
-    public func contains(_ tag: ExactString) -> Bool {
+    package func contains(_ tag: ExactString) -> Bool {
         let (index, found) = position(of: tag)
         return found && entries[index].state.isPresent
     }
 
     /// The dots of `tag` that a remove issued now would observe.
-    public func liveDots(of tag: ExactString) -> [OperationID] {
+    package func liveDots(of tag: ExactString) -> [OperationID] {
         let (index, found) = position(of: tag)
         return found ? entries[index].state.live.sorted : []
     }
 
     /// Applies an addTag of `tag` with dot `dot`.
-    public mutating func add(_ tag: ExactString, dot: OperationID) {
+    package mutating func add(_ tag: ExactString, dot: OperationID) {
         update(tag) { $0.add(dot) }
     }
 
     /// Applies a removeTag of `tag` that observed the dots `observed`.
-    public mutating func remove(_ tag: ExactString, observed: [OperationID]) {
+    package mutating func remove(_ tag: ExactString, observed: [OperationID]) {
         update(tag) { $0.remove(observed) }
     }
 
     /// Joins another replica's set of the same record, tag by tag (`TagState.merge(_:)`).
-    public mutating func merge(_ other: TagSet) {
+    package mutating func merge(_ other: TagSet) {
         for entry in other.entries {
             update(entry.tag) { $0.merge(entry.state) }
         }

@@ -1,18 +1,18 @@
 /// The ids of the operations that acted on one record, as spans of consecutive seqs per author:
 /// where a record's history is in the log (SPEC.md §9, the `crdt` blob), so that reading it
 /// touches that record's log rows and no others. Operations of one change travel in one span.
-public struct OperationSpans: Hashable, Sendable {
+package struct OperationSpans: Hashable, Sendable {
     /// Seqs `first...last` of one author.
-    public struct Span: Hashable, Sendable {
+    package struct Span: Hashable, Sendable {
         /// The author.
-        public var replica: ReplicaID
+        package var replica: ReplicaID
         /// The first seq.
-        public var first: UInt64
+        package var first: UInt64
         /// The last seq, at least `first`.
-        public var last: UInt64
+        package var last: UInt64
 
         /// The seqs `first...last` of `replica`.
-        public init(replica: ReplicaID, first: UInt64, last: UInt64) {
+        package init(replica: ReplicaID, first: UInt64, last: UInt64) {
             self.replica = replica
             self.first = first
             self.last = last
@@ -20,22 +20,22 @@ public struct OperationSpans: Hashable, Sendable {
     }
 
     /// Ascending by replica, then seq; no two of one replica overlap or touch.
-    public private(set) var spans: [Span] = []
+    package private(set) var spans: [Span] = []
 
     /// No operation.
-    public init() {}
+    package init() {}
 
     /// The spans of `spans`, in any order, overlapping or not.
-    public init(_ spans: some Sequence<Span>) {
+    package init(_ spans: some Sequence<Span>) {
         for span in spans { insert(span) }
     }
 
     /// How many operations the spans hold.
-    public var count: UInt64 { spans.reduce(0) { $0 + ($1.last - $1.first + 1) } }
+    package var count: UInt64 { spans.reduce(0) { $0 + ($1.last - $1.first + 1) } }
 
     /// Adds one operation's id.
     @inline(__always)
-    public mutating func insert(_ id: OperationID) {
+    package mutating func insert(_ id: OperationID) {
         // Operations of one record mostly come in seq order, one author at a time.
         if let last = spans.last, last.replica == id.replica, last.last &+ 1 == id.seq {
             spans[spans.count - 1].last = id.seq
@@ -45,7 +45,7 @@ public struct OperationSpans: Hashable, Sendable {
     }
 
     /// Adds a span, joining it with those it overlaps or touches.
-    public mutating func insert(_ span: Span) {
+    package mutating func insert(_ span: Span) {
         // The first span that does not end before `span` starts (with a gap between them).
         var low = 0
         var high = spans.count
@@ -69,7 +69,7 @@ public struct OperationSpans: Hashable, Sendable {
     }
 
     /// Joins `other` in.
-    public mutating func formUnion(_ other: OperationSpans) {
+    package mutating func formUnion(_ other: OperationSpans) {
         if spans.isEmpty {
             self = other
             return

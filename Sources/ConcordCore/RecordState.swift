@@ -3,22 +3,22 @@
 /// `apply(_:)` folds one operation in; `merge(_:)` joins two states. Both are commutative,
 /// associative and idempotent, so any replica that has applied the same set of operations, in
 /// any order and any number of times, holds an equal `RecordState`.
-public struct RecordState: Hashable, Sendable {
+package struct RecordState: Hashable, Sendable {
     /// The record whose state this is.
-    public let ref: RecordRef
+    package let ref: RecordRef
     /// The registers of the kind's known fields, in the order of `ref.kind.knownFields` (empty
     /// for kinds without known fields): a merge holds many states, so no slot is spent on a
     /// field the kind cannot have.
-    public private(set) var knownRegisters: [LWWRegister?]
+    package private(set) var knownRegisters: [LWWRegister?]
     /// Registers of fields this version does not know for the kind, kept and passed on.
-    public private(set) var unknown: [ExactString: LWWRegister]
+    package private(set) var unknown: [ExactString: LWWRegister]
     /// The record's tags.
-    public private(set) var tags: TagSet
+    package private(set) var tags: TagSet
     /// The ids of the operations applied to it: where its history lies in the log.
-    public private(set) var operations: OperationSpans
+    package private(set) var operations: OperationSpans
 
     /// The state of a record no operation has touched: no register written, no tag.
-    public init(ref: RecordRef) {
+    package init(ref: RecordRef) {
         self.ref = ref
         let count = ref.kind.knownFieldCount
         knownRegisters = count == 0 ? [] : Array(repeating: nil, count: count)
@@ -29,7 +29,7 @@ public struct RecordState: Hashable, Sendable {
 
     /// Rebuilds a state from its parts as a store keeps them: the registers of known fields in
     /// the order of `ref.kind.knownFields` (extra ones are ignored), and the unknown fields by name.
-    public init(
+    package init(
         ref: RecordRef, knownRegisters: [LWWRegister?], unknown: [ExactString: LWWRegister], tags: TagSet,
         operations: OperationSpans = OperationSpans()
     ) {
@@ -49,14 +49,14 @@ public struct RecordState: Hashable, Sendable {
     }
 
     /// Rebuilds a state from its parts (used by stores that persist states).
-    public init(ref: RecordRef, registers: [Field: LWWRegister], tags: TagSet) {
+    package init(ref: RecordRef, registers: [Field: LWWRegister], tags: TagSet) {
         self.init(ref: ref)
         for (field, register) in registers { write(field, register) }
         self.tags = tags
     }
 
     /// Folds one operation in: an assign into its field's register, a tag operation into `tags`.
-    public mutating func apply(_ operation: Op) {
+    package mutating func apply(_ operation: Op) {
         operations.insert(operation.id)
         switch operation.action {
         case let .assign(field, value):
@@ -69,7 +69,7 @@ public struct RecordState: Hashable, Sendable {
     }
 
     /// Merges `register` into the register of `field`: the greater stamp wins.
-    public mutating func write(_ field: Field, _ register: LWWRegister) {
+    package mutating func write(_ field: Field, _ register: LWWRegister) {
         // A known field spelled by name is that field (validation refuses such operations; a state
         // never holds them as unknown fields either way).
         if case .other(let name) = field, case let known = Field(name: name.string), known.code != 0 {
@@ -86,7 +86,7 @@ public struct RecordState: Hashable, Sendable {
     }
 
     /// Joins another state of the same record, register by register and tag by tag.
-    public mutating func merge(_ other: RecordState) {
+    package mutating func merge(_ other: RecordState) {
         precondition(other.ref == ref, "merging states of different records")
         for (slot, register) in other.knownRegisters.enumerated() {
             if let register { knownRegisters[slot].merge(register) }
@@ -99,28 +99,28 @@ public struct RecordState: Hashable, Sendable {
     }
 
     /// The register of `field`; nil if it was never written.
-    public func register(_ field: Field) -> LWWRegister? {
+    package func register(_ field: Field) -> LWWRegister? {
         if let slot = ref.kind.slot(of: field) { return knownRegisters[slot] }
         return unknown[ExactString(field.name)]
     }
 
     /// The current value of a field; `.null` when it was never written.
-    public func value(_ field: Field) -> Value {
+    package func value(_ field: Field) -> Value {
         register(field)?.value ?? .null
     }
 
     /// Whether a field is in conflict: the record is not deleted and some field's register has
     /// more than one head (SPEC.md §5.1, §10). A deleted record's heads are kept, and are in
     /// conflict again once it is restored.
-    public var inConflict: Bool {
+    package var inConflict: Bool {
         !isDeleted && knownRegisters.contains { $0?.inConflict ?? false } || unknown.values.contains { $0.inConflict }
     }
 
     /// Whether the `deleted` register holds `true` (SPEC.md §5.3).
-    public var isDeleted: Bool { value(.deleted).boolValue ?? false }
+    package var isDeleted: Bool { value(.deleted).boolValue ?? false }
 
     /// Every register with its field, known fields first in code order, then unknown ones by name.
-    public var registers: [(field: Field, register: LWWRegister)] {
+    package var registers: [(field: Field, register: LWWRegister)] {
         var result: [(Field, LWWRegister)] = []
         for code in 1...Field.maxKnownCode {
             if let field = Field(code: code), let slot = ref.kind.slot(of: field), let register = knownRegisters[slot] {

@@ -87,7 +87,7 @@ public struct Reminder: Hashable, Sendable, Codable, Identifiable {
     public var isCompleted: Bool { completedAt != nil }
 
     /// The reminder its record's state shows (the state must be a reminder's).
-    public init(state: RecordState) {
+    package init(state: RecordState) {
         precondition(state.ref.kind == .reminder)
         id = state.ref.id
         title = state.value(.title).stringValue ?? ""
@@ -147,7 +147,7 @@ public struct Note: Hashable, Sendable, Codable, Identifiable {
     public var isInConflict = false
 
     /// The note its record's state shows (the state must be a note's).
-    public init(state: RecordState) {
+    package init(state: RecordState) {
         precondition(state.ref.kind == .note)
         id = state.ref.id
         title = state.value(.title).stringValue ?? ""

@@ -77,18 +77,18 @@ public enum RepeatRule: Hashable, Sendable, CustomStringConvertible {
 /// A UTC calendar date and time, converted to and from milliseconds since the epoch with
 /// Howard Hinnant's days-from-civil algorithm (proleptic Gregorian calendar). No Foundation, no
 /// time zone database: the same on every platform.
-public struct CivilTime: Hashable, Sendable {
+package struct CivilTime: Hashable, Sendable {
     /// The year, proleptic Gregorian.
-    public var year: Int
+    package var year: Int
     /// The month, 1 to 12.
-    public var month: Int
+    package var month: Int
     /// The day of the month, from 1.
-    public var day: Int
+    package var day: Int
     /// Milliseconds since midnight.
-    public var millisOfDay: Int64
+    package var millisOfDay: Int64
 
     /// This date and time of day, taken as they are (nothing is checked).
-    public init(year: Int, month: Int, day: Int, millisOfDay: Int64 = 0) {
+    package init(year: Int, month: Int, day: Int, millisOfDay: Int64 = 0) {
         self.year = year
         self.month = month
         self.day = day
@@ -96,7 +96,7 @@ public struct CivilTime: Hashable, Sendable {
     }
 
     /// The UTC date and time of an instant in milliseconds since the epoch.
-    public init(millis: Int64) {
+    package init(millis: Int64) {
         let dayMillis: Int64 = 86_400_000
         var days = millis / dayMillis
         var rest = millis % dayMillis
@@ -117,7 +117,7 @@ public struct CivilTime: Hashable, Sendable {
     }
 
     /// Days from 1970-01-01 to the date; negative before it.
-    public var daysSinceEpoch: Int64 {
+    package var daysSinceEpoch: Int64 {
         let y = Int64(month <= 2 ? year - 1 : year)
         let era = (y >= 0 ? y : y - 399) / 400
         let yoe = y - era * 400
@@ -128,15 +128,15 @@ public struct CivilTime: Hashable, Sendable {
     }
 
     /// The instant in milliseconds since the epoch.
-    public var millis: Int64 { daysSinceEpoch * 86_400_000 + millisOfDay }
+    package var millis: Int64 { daysSinceEpoch * 86_400_000 + millisOfDay }
 
     /// Whether `year` is a leap year of the Gregorian calendar.
-    public static func isLeap(_ year: Int) -> Bool {
+    package static func isLeap(_ year: Int) -> Bool {
         year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
     }
 
     /// How many days `month` (1 to 12) of `year` has.
-    public static func daysIn(month: Int, year: Int) -> Int {
+    package static func daysIn(month: Int, year: Int) -> Int {
         switch month {
         case 2: isLeap(year) ? 29 : 28
         case 4, 6, 9, 11: 30
@@ -145,7 +145,7 @@ public struct CivilTime: Hashable, Sendable {
     }
 
     /// `YYYY-MM-DDTHH:MM:SS.sssZ`, the form every Concord output uses for instants.
-    public var iso8601: String {
+    package var iso8601: String {
         func pad(_ value: Int, _ width: Int) -> String {
             let digits = String(value)
             return String(repeating: "0", count: max(0, width - digits.count)) + digits

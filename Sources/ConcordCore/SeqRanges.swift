@@ -1,21 +1,21 @@
 /// A set of operation ids kept as disjoint ranges of seqs per author: compact for operations that
 /// travel in runs, as batches and bundles carry them. A peer session uses it to never send back
 /// what it received; a shared folder, to know which operations its files hold (SPEC.md §14).
-public struct SeqRanges: Hashable, Sendable {
+package struct SeqRanges: Hashable, Sendable {
     /// Per author, disjoint ranges in ascending order, none adjacent to the next.
     private var ranges: [ReplicaID: [ClosedRange<UInt64>]] = [:]
 
     /// The empty set.
-    public init() {}
+    package init() {}
 
     /// Every seq of each replica up to its entry in `vector`.
-    public init(upTo vector: VersionVector) {
+    package init(upTo vector: VersionVector) {
         for (replica, seq) in vector.entries where seq > 0 { ranges[replica] = [1...seq] }
     }
 
     /// The ranges of `runs`, given in any order: sorted and merged once, in O(*n* log *n*) (where
     /// inserting them one by one in descending order would take O(*n*²)).
-    public init(_ runs: some Sequence<(replica: ReplicaID, seqs: ClosedRange<UInt64>)>) {
+    package init(_ runs: some Sequence<(replica: ReplicaID, seqs: ClosedRange<UInt64>)>) {
         var byReplica: [ReplicaID: [ClosedRange<UInt64>]] = [:]
         for run in runs { byReplica[run.replica, default: []].append(run.seqs) }
         for (replica, var list) in byReplica {
@@ -34,37 +34,37 @@ public struct SeqRanges: Hashable, Sendable {
     }
 
     /// Every range, replica by replica in id order, ascending.
-    public var runs: [(replica: ReplicaID, seqs: ClosedRange<UInt64>)] {
+    package var runs: [(replica: ReplicaID, seqs: ClosedRange<UInt64>)] {
         replicas.flatMap { replica in ranges[replica]!.map { (replica, $0) } }
     }
 
     /// Whether the set holds no operation.
-    public var isEmpty: Bool { ranges.isEmpty }
+    package var isEmpty: Bool { ranges.isEmpty }
 
     /// The authors with at least one seq, in id order.
-    public var replicas: [ReplicaID] { ranges.keys.sorted() }
+    package var replicas: [ReplicaID] { ranges.keys.sorted() }
 
     /// The ranges of `replica`, ascending.
-    public func ranges(of replica: ReplicaID) -> [ClosedRange<UInt64>] { ranges[replica] ?? [] }
+    package func ranges(of replica: ReplicaID) -> [ClosedRange<UInt64>] { ranges[replica] ?? [] }
 
     /// - Complexity: O(1) for a seq just after the author's last range, O(log *r* + *r*) otherwise.
-    public mutating func insert(_ id: OperationID) {
+    package mutating func insert(_ id: OperationID) {
         Self.insert(id.seq...id.seq, into: &ranges[id.replica, default: []])
     }
 
     /// Adds every seq of `range` for `replica`.
-    public mutating func insert(_ range: ClosedRange<UInt64>, of replica: ReplicaID) {
+    package mutating func insert(_ range: ClosedRange<UInt64>, of replica: ReplicaID) {
         Self.insert(range, into: &ranges[replica, default: []])
     }
 
     /// Adds every operation of `other`.
-    public mutating func formUnion(_ other: SeqRanges) {
+    package mutating func formUnion(_ other: SeqRanges) {
         guard !other.isEmpty else { return }
         self = SeqRanges(runs + other.runs)
     }
 
     /// Removes every seq of `replica` from `seq` up.
-    public mutating func remove(of replica: ReplicaID, from seq: UInt64) {
+    package mutating func remove(of replica: ReplicaID, from seq: UInt64) {
         guard var list = ranges[replica] else { return }
         list = list.compactMap { range in
             range.lowerBound >= seq ? nil : range.lowerBound...min(range.upperBound, seq - 1)
@@ -73,7 +73,7 @@ public struct SeqRanges: Hashable, Sendable {
     }
 
     /// Removes every seq of `range` for `replica`.
-    public mutating func remove(_ range: ClosedRange<UInt64>, of replica: ReplicaID) {
+    package mutating func remove(_ range: ClosedRange<UInt64>, of replica: ReplicaID) {
         guard let list = ranges[replica] else { return }
         var kept: [ClosedRange<UInt64>] = []
         for held in list {
@@ -88,14 +88,14 @@ public struct SeqRanges: Hashable, Sendable {
     }
 
     /// Whether the set holds `id`, by binary search of its author's ranges.
-    public func contains(_ id: OperationID) -> Bool {
+    package func contains(_ id: OperationID) -> Bool {
         guard let list = ranges[id.replica] else { return false }
         let index = Self.firstIndex(after: id.seq, in: list)
         return index > 0 && list[index - 1].contains(id.seq)
     }
 
     /// The seqs of `replica` in 1...`last` that this set lacks, in ascending ranges.
-    public func missing(of replica: ReplicaID, through last: UInt64) -> [ClosedRange<UInt64>] {
+    package func missing(of replica: ReplicaID, through last: UInt64) -> [ClosedRange<UInt64>] {
         guard last > 0 else { return [] }
         var gaps: [ClosedRange<UInt64>] = []
         var next: UInt64 = 1
@@ -109,7 +109,7 @@ public struct SeqRanges: Hashable, Sendable {
     }
 
     /// How many seqs of `replica` in `range` this set holds.
-    public func count(of replica: ReplicaID, in range: ClosedRange<UInt64>) -> UInt64 {
+    package func count(of replica: ReplicaID, in range: ClosedRange<UInt64>) -> UInt64 {
         var total: UInt64 = 0
         for held in ranges[replica] ?? [] where held.overlaps(range) {
             total += min(held.upperBound, range.upperBound) - max(held.lowerBound, range.lowerBound) + 1
@@ -154,14 +154,14 @@ public struct SeqRanges: Hashable, Sendable {
 
 extension SeqRanges: CustomStringConvertible {
     /// `<replica>:<first>-<last>,<first>-<last> <replica>:…`, replicas in id order (SPEC.md §9).
-    public var description: String {
+    package var description: String {
         replicas.map { replica in
             replica.hex + ":" + ranges[replica]!.map { "\($0.lowerBound)-\($0.upperBound)" }.joined(separator: ",")
         }.joined(separator: " ")
     }
 
     /// Reads `description`'s form back; nil if `text` is not in it.
-    public init?(_ text: String) {
+    package init?(_ text: String) {
         self.init()
         for entry in text.split(separator: " ") {
             let parts = entry.split(separator: ":")

@@ -40,22 +40,22 @@ public struct Timestamp: Hashable, Comparable, Sendable, CustomStringConvertible
 ///
 /// The clock is a value: the caller persists `latest` and passes wall-clock readings in, so the
 /// clock itself reads no time and is deterministic under test.
-public struct HybridLogicalClock: Hashable, Sendable {
+package struct HybridLogicalClock: Hashable, Sendable {
     /// The greatest timestamp this replica has issued or observed.
-    public private(set) var latest: Timestamp
+    package private(set) var latest: Timestamp
 
     /// How far ahead of the local wall clock a remote timestamp may be before a merge warns.
-    public static let farFutureThresholdMillis: UInt64 = 24 * 60 * 60 * 1000
+    package static let farFutureThresholdMillis: UInt64 = 24 * 60 * 60 * 1000
 
     /// A clock that has issued and seen nothing after `latest`: the persisted value, or `.zero`
     /// for a new replica.
-    public init(latest: Timestamp = .zero) {
+    package init(latest: Timestamp = .zero) {
         self.latest = latest
     }
 
     /// Issues the next local timestamp: the wall clock if it is ahead of everything seen,
     /// otherwise the successor of `latest` (a logical-counter overflow carries into the milliseconds).
-    public mutating func tick(wallMillis: UInt64) throws(ClockError) -> Timestamp {
+    package mutating func tick(wallMillis: UInt64) throws(ClockError) -> Timestamp {
         let wall = Timestamp(physicalMillis: min(wallMillis, Timestamp.maxPhysicalMillis), logical: 0)
         if wall > latest {
             latest = wall
@@ -68,24 +68,24 @@ public struct HybridLogicalClock: Hashable, Sendable {
     }
 
     /// Whether `latest` is more than `farFutureThresholdMillis` ahead of a wall-clock reading.
-    public func isFarAhead(ofWallMillis wallMillis: UInt64) -> Bool {
+    package func isFarAhead(ofWallMillis wallMillis: UInt64) -> Bool {
         let (limit, overflow) = wallMillis.addingReportingOverflow(Self.farFutureThresholdMillis)
         return !overflow && latest.physicalMillis > limit
     }
 
     /// Moves the clock past a timestamp received from another replica.
-    public mutating func observe(_ remote: Timestamp) {
+    package mutating func observe(_ remote: Timestamp) {
         if remote > latest { latest = remote }
     }
 }
 
 /// Why the clock cannot issue a timestamp.
-public enum ClockError: Error, Equatable, CustomStringConvertible {
+package enum ClockError: Error, Equatable, CustomStringConvertible {
     /// The clock reached the end of the valid range (year 9999) and can issue no later timestamp.
     case exhausted
 
     /// The message.
-    public var description: String {
+    package var description: String {
         "the replica's clock has reached the largest valid timestamp (year 9999) and cannot advance"
     }
 }
