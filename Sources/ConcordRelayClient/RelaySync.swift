@@ -85,11 +85,7 @@ public struct RelaySync: Sendable {
         }
 
         // 2. The mirror is a shared folder: every rule of §14.
-        do {
-            report.folder = try await FolderSync(store: store, folder: mirror).sync()
-        } catch {
-            throw error as? ConcordError ?? ConcordError(.io, "\(error)", cause: error)
-        }
+        report.folder = try await FolderSync(store: store, folder: mirror).sync()
 
         // 3. The relay gets this replica's files the mirror holds and it lacks (new ones, and
         //    any the relay lost), and then loses those that the sync coalesced away: uploads
