@@ -72,7 +72,7 @@ struct Relay: AsyncParsableCommand {
         }
         do {
             // Until SIGINT or SIGTERM: then a graceful shutdown (RelayServer.application).
-            try await ServiceGroup(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger).run()
+            try await Stop.run(services, logger: logger)
         } catch {
             let listeners = "\(address)" + (metrics.map { " (metrics on \($0))" } ?? "")
             throw ConcordError(.local, "the relay on \(listeners) stopped: \(error)", cause: error)
