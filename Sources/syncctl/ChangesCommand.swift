@@ -29,7 +29,7 @@ struct Changes: AsyncParsableCommand {
     func run() async throws {
         // Read before the store is opened, as `export` does (SPEC.md §9).
         let vector = try since.map(VersionVector.init(argument:))
-        let store = try store.open()
+        let store = try await store.open()
         guard follow else {
             if let change = try store.change(since: vector ?? VersionVector()) { Self.print(change, json: json) }
             return

@@ -86,7 +86,7 @@ struct Sync: AsyncParsableCommand {
 
     func run() async throws {
         if let relay {
-            let sync = try RelaySync(store: try store.open(), url: relay)
+            let sync = try RelaySync(store: try await store.open(), url: relay)
             if live {
                 let store = store
                 try await RelaySyncCommand.live(sync, reopen: { try store.open() }, logger: log.logger(label: "concord.relay-live"))
@@ -97,13 +97,13 @@ struct Sync: AsyncParsableCommand {
         }
         if let peer, let address = PeerAddress(peer) {
             if live {
-                try await PeerSync.live(store: try store.open(), address: address, logger: log.logger(label: "concord.live"))
+                try await PeerSync.live(store: try await store.open(), address: address, logger: log.logger(label: "concord.live"))
             } else {
-                try await PeerSync.run(store: try store.open(), address: address)
+                try await PeerSync.run(store: try await store.open(), address: address)
             }
             return
         }
-        let sync = FolderSync(store: try store.open(), folder: folder!)
+        let sync = FolderSync(store: try await store.open(), folder: folder!)
         guard watch else {
             let report = try await sync.sync(progress: ProgressLine.shared.folderProgress)
             ProgressLine.shared.clear()

@@ -22,6 +22,12 @@ struct StoreOptions: ParsableArguments {
         try ConcordStore.open(at: resolvedPath, environment: try Self.environment())
     }
 
+    /// `open()` for the async commands, off the threads their tasks share: opening may finish a
+    /// merge a killed process left (SPEC.md §5.6), which takes as long as the merge's last batch.
+    func open() async throws -> ConcordStore {
+        try await ConcordStore.open(at: resolvedPath, environment: try Self.environment())
+    }
+
     /// The live environment, with the merge batch of `SYNCCTL_MERGE_BATCH` when it is set.
     static func environment() throws -> StoreEnvironment {
         var environment = StoreEnvironment.live

@@ -27,7 +27,7 @@ struct Serve: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let store = try self.store.open()
+        let store = try await self.store.open()
         guard let key = try store.syncKey() else { throw ConcordError.noSyncKey(at: store.path) }
         try await Stop.withStopSignals { [self] in try await serve(store, key: key) }
     }
@@ -57,7 +57,7 @@ struct Serve: AsyncParsableCommand {
             } catch let error where error.code == .forked {
                 // The new store first: if it cannot be opened now, the server goes on (refusing
                 // batches, each session saying why) and the next look tries again.
-                guard let reopened = try? self.store.open() else { continue }
+                guard let reopened = try? await self.store.open() else { continue }
                 await server.stop()
                 try? store.close()
                 store = reopened

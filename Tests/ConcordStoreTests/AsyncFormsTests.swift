@@ -116,6 +116,22 @@ import Testing
         await #expect(throws: ConcordError.self) { try await store.addReminder(ReminderDraft(title: "lost")) }
     }
 
+    /// The same once the store was moved away, and nothing is at its path: a reader connection
+    /// opened then cannot open anything, and the read goes through the writing connection.
+    @Test func aStoreReadsTheFileItOpenedAfterItIsMovedAway() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.file("app.db")
+        let store = try await ConcordStore.create(at: path)
+        let rent = try await store.addReminder(ReminderDraft(title: "rent"))
+        #expect(rename(path, directory.file("moved.db")) == 0)
+        let titles = try await withThrowingTaskGroup(of: [String].self) { group in
+            for _ in 0..<8 { group.addTask { try await store.reminders().map(\.title) } }
+            return try await group.reduce(into: Set<[String]>()) { $0.insert($1) }
+        }
+        #expect(titles == [["rent"]])
+        #expect(try await store.reminder(rent)?.title == "rent")
+    }
+
     /// The blocking form of a read, as a widget's timeline provider calls it.
     private static func notesBlocking(_ store: ConcordStore) throws -> [Note] {
         try store.notes()

@@ -24,8 +24,8 @@ extension ConcordStore {
         let job = LockedState(Optional(body))
         let result: Result<T, Failure> = await withCheckedContinuation { continuation in
             queue.async {
-                let result = Result { () throws(Failure) -> T in try job.withLock { $0.take() }!() }
-                continuation.resume(returning: result)
+                // One expression: what the call returns is handed over, not kept by this thread.
+                continuation.resume(returning: Result { () throws(Failure) -> T in try job.withLock { $0.take() }!() })
             }
         }
         return try result.get()

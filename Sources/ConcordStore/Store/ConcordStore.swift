@@ -484,7 +484,10 @@ public final class ConcordStore: Sendable {
         guard let readers else { return try connection.read(body) }
         do {
             return try readers.read(body)
-        } catch is ReaderOpenedAnotherFile {
+        } catch {
+            // A reader the pool opened now found another file at the path, or none (SQLite then
+            // fails to open it): the writing connection still has the file this object opened.
+            guard error is ReaderOpenedAnotherFile || FileNode(at: path) != openedFile else { throw error }
             return try connection.read(body)
         }
     }
