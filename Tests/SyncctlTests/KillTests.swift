@@ -460,7 +460,10 @@ import Testing
             #expect(last.succeeded && last.stderr.isEmpty, "\(context): \(last)")
             #expect(try store.dump() == other.dump(), "\(context): both sides converge")
             if kind != .importing { try other.expectSound(context) }
-            if kind == .coalescing { #expect(ownFiles().count <= 32, "\(context): \(ownFiles())") }
+            // The folder does not grow: 32 of C's files at most, or 33 when the kill fell between
+            // linking the 33rd into place and recording it, which leaves it anyone's, imported and
+            // never coalesced (SPEC.md §14, "Knowing a file"; seen in CI at 0.041 s).
+            if kind == .coalescing { #expect(ownFiles().count <= 33, "\(context): \(ownFiles())") }
         }
         print(tally)
         #expect(tally.sent == Self.syncKills)
