@@ -13,15 +13,15 @@ import NIOPosix
 ///   What arrives is handed to the worker in order; what the session returns is written in order.
 /// - **Decoding and sorting overlap logging.** The session's batches are one merge in parts
 ///   (`MergeInParts`, SPEC.md §5.6). The worker reads and sorts each `.apply`'s operations
-///   (`prepareMerge`, through a read-only store object of its own, which never waits for a
-///   writer) and hands them to a second serial queue (`applier`), which logs them as the next
+///   (`prepareMerge`, through the store's read pool, which never waits for a writer) and hands
+///   them to a second serial queue (`applier`), which logs them as the next
 ///   part. Meanwhile the worker decodes the batches that follow (`readAhead()`) and prepares the
 ///   next `.apply` (two may be out), and goes on sending. The session answers nothing after the
 ///   batches until they have committed (`batchApplied()`). Its end waits for the parts under way,
 ///   then applies what they logged to the records, each record once, before it reports.
 /// - **Operations stream with backpressure.** A reader thread walks the log
-///   (`forEachOperation(since:)`, on a read-only connection of its own, so applying the peer's
-///   batches meanwhile is never blocked by it) and hands over chunks of a few thousand operations,
+///   (`forEachOperation(since:)`, through the store's read pool, so applying the peer's batches
+///   meanwhile is never blocked by it) and hands over chunks of a few thousand operations,
 ///   at most two waiting; the worker seals them while less than `outboundBufferBytes` wait to be
 ///   written. Memory stays bounded whatever the size of the log.
 /// - **Inbound flow control.** What arrives waits in the inbox while the session waits for its
@@ -77,9 +77,6 @@ final class PeerConnection: @unchecked Sendable {
     private var mergesUnderWay = 0
     /// The final apply of what the session logged has been handed to `applier` (`finishEnding`).
     private var appliedAtEnd = false
-    /// A read-only store object of the same file, on which merges are prepared (opened at the
-    /// first): it reads what the store holds without waiting for a merge that writes.
-    private var preparer: ConcordStore?
     /// How the session ended, kept until the merges under way have finished (`finishEnding()`).
     private var ending: (failure: ConcordError?, summary: PeerSummary?, flush: Bool)?
     private var applies = 0
@@ -318,10 +315,10 @@ final class PeerConnection: @unchecked Sendable {
     /// Whether the store still holds the key this session authenticated with. Once it does not
     /// (`syncctl key generate --force` or `key import --force` by any process), the session ends:
     /// the peer holds a replaced key, and must not be served (SPEC.md §15.1).
-    private func keyStillHeld(reading reader: ConcordStore? = nil) -> Bool {
+    private func keyStillHeld() -> Bool {
         let held: Bool
         do {
-            held = try (reader ?? store).syncKeyBytes() == key?.bytes
+            held = try store.syncKeyBytes() == key?.bytes
         } catch {
             abortOnWorker(ConcordError(.local, "this side cannot read its store: \(error)", cause: error))
             return false
@@ -364,7 +361,7 @@ final class PeerConnection: @unchecked Sendable {
     /// `.apply`).
     private func startApplying(_ operations: [Op]) {
         mergesUnderWay += 1
-        let prepared = Result { () throws(ConcordError) in try preparingStore().prepareMerge(operations) }
+        let prepared = Result { () throws(ConcordError) in try store.prepareMerge(operations) }
         // The key is checked inside each part's own transaction: a key replaced by another
         // process at any moment before it stops this batch.
         let keyBytes = key?.bytes ?? []
@@ -428,18 +425,6 @@ final class PeerConnection: @unchecked Sendable {
                 finishEnding()
             }
         }
-    }
-
-    /// The store object that prepares merges: a read-only one of the same file, or the store
-    /// itself if it is in memory or the other cannot be opened (its reads then go between the
-    /// transactions of the merge before; an operation read as held, or not, before that merge
-    /// commits is still merged right, SPEC.md §5.6 "Operations held after all").
-    private func preparingStore() -> ConcordStore {
-        if let preparer { return preparer }
-        let opened = store.path == ":memory:"
-            ? nil : try? ConcordStore.open(at: store.path, readOnly: true, environment: store.environment)
-        preparer = opened ?? store
-        return preparer!
     }
 
     /// The merge of an `.apply` has finished. On the worker.
@@ -533,12 +518,12 @@ final class PeerConnection: @unchecked Sendable {
                 return true
             }
             if full { return }  // a write's completion pushes again
-            guard !inputClosed, keyStillHeld(reading: preparingStore()) else { return }
+            guard !inputClosed, keyStillHeld() else { return }
             // One push's worth at a time, so that the bounds are checked before each push.
             var operations: [Op] = []
             var bytes = 0
             do {
-                try preparingStore().forEachOperation(notIn: session.peerHolds) { operation in
+                try store.forEachOperation(notIn: session.peerHolds) { operation in
                     operations.append(operation)
                     bytes += PeerSession.sizeBound(operation)
                     return operations.count < PeerProtocol.maxBatchOperations && bytes < PeerProtocol.targetBatchBytes
@@ -676,8 +661,6 @@ final class PeerConnection: @unchecked Sendable {
         guard appliedAtEnd else { return applyAtEnd() }
         let (failure, summary, flush) = ending!
         ending = nil
-        if let preparer, preparer !== store { try? preparer.close() }
-        preparer = nil
         var record = PeerSessionRecord(
             peer: peer, summary: summary ?? session?.summary ?? PeerSummary(role: role), failure: failure, duration: Duration(clock.now() - started))
         record.newOperations = newOperations
@@ -792,21 +775,20 @@ final class OperationFeed: Sendable {
                 // Cancelled: the session has ended, and nobody takes what follows.
                 guard handoff.give(operations) else { throw CancellationError() }
             }
-            // A connection of its own, so that a long read never holds up the writes of this or
-            // any other session (SQLite's WAL mode lets it read while they write). A store in
-            // memory has no second connection: its operations are read at once.
-            let ownReader = store.path != ":memory:"
-            let reader = ownReader ? try ConcordStore.open(at: store.path, readOnly: true, environment: store.environment) : store
-            defer { if ownReader { try? reader.close() } }
+            // Read through the store's read pool, so that a long read never holds up the writes
+            // of this or any other session (SQLite's WAL mode lets it read while they write). A
+            // store in memory has one connection, which reads what writes: its operations are
+            // read at once.
+            let streams = store.path != ":memory:"
             // The store holds each (its version vector covers it), and never drops operations.
-            let shared = try lastShared.compactMap { try reader.operation($0) }
+            let shared = try lastShared.compactMap { try store.operation($0) }
             for start in stride(from: 0, to: shared.count, by: chunk) {
                 try give(Array(shared[start..<min(start + chunk, shared.count)]))
             }
-            if ownReader {
+            if streams {
                 var pending: [Op] = []
                 pending.reserveCapacity(chunk)
-                try reader.forEachOperation(since: since) { operation in
+                try store.forEachOperation(since: since) { operation in
                     pending.append(operation)
                     if pending.count >= chunk {
                         try give(pending)
@@ -816,7 +798,7 @@ final class OperationFeed: Sendable {
                 if !pending.isEmpty { try give(pending) }
             } else {
                 var all: [Op] = []
-                try reader.forEachOperation(since: since) { all.append($0) }
+                try store.forEachOperation(since: since) { all.append($0) }
                 for start in stride(from: 0, to: all.count, by: chunk) {
                     try give(Array(all[start..<min(start + chunk, all.count)]))
                 }

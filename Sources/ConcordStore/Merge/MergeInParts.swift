@@ -70,7 +70,7 @@ package struct MergeInParts {
         guard !pending.isEmpty else { return }
         let store = store
         do {
-            try store.guarded { try store.applyPending(pending, bounds: store.environment.mergeBatch, afterEachBatch: {}) }
+            _ = try store.guarded { try store.applyPending(pending, bounds: store.environment.mergeBatch, afterEachBatch: {}) }
         } catch {
             try? store.write { db in try PendingRow.forgetApplier(db) }
             throw error

@@ -126,7 +126,10 @@ extension ConcordStore {
     /// Stages 1 and 2: reads and checks every operation, keeping them all in the order read and
     /// those the store does not hold in record order too.
     func readAndSort(_ read: (_ each: (Op) throws -> Void) throws -> Void, sortRun: Int) throws -> OperationSorter.Finished {
-        let (held, aboveGaps) = try guarded { try connection.read { db in try (ReplicaDirectory(db).versionVector, Self.heldAboveGaps(db)) } }
+        // Through the read pool: a merge prepared while another is written (a peer session's next
+        // part) does not wait for it. What it reads as held may be logged, or not, before this
+        // merge logs: the log step settles it (SPEC.md §5.6, "Operations held after all").
+        let (held, aboveGaps) = try guarded { try self.read { db in try (ReplicaDirectory(db).versionVector, Self.heldAboveGaps(db)) } }
         var sorter = OperationSorter(spillPath: spillPath(), runOperations: sortRun)
         // Operations come in runs of one author: look its seq up once per run.
         var author: (id: ReplicaID, held: UInt64, aboveGaps: [ClosedRange<UInt64>])?

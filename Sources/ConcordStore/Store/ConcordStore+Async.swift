@@ -9,14 +9,18 @@ import Foundation
 /// process's turn (SPEC.md §9), and a merge may take seconds. This is the one way async code runs
 /// blocking store work (`offload`). Writes and merges run one after the other on a queue of the
 /// store's own (its writing connection serves them in turn anyway), so however many tasks write
-/// at once, one thread waits; a folder watch's syncs run there too. Reads run at once, each on a
-/// thread of Dispatch's global queue and a read-only connection of the store's pool, so a read
-/// never waits behind a merge. Cancelling the calling task does not stop a call once it has
+/// at once, one thread waits; a folder watch's syncs run there too. Reads run on queues of their
+/// own, over the read-only connections of the store's pool, so a read never waits behind a
+/// merge. Cancelling the calling task does not stop a call once it has
 /// started: a write or a merge ends as it would have, all of it committed or none.
 extension ConcordStore {
-    /// Runs `body` on `queue` and returns what it returns.
+    /// Runs `body` on `queue` and returns what it returns; by default on a serial queue of its
+    /// own. Blocking work runs on serial queues, each of which Dispatch gives a thread when it has
+    /// work, and never on Dispatch's global queue: that one has as many threads as the cores, so
+    /// that a few calls blocked there (a write waiting for another process's turn) would hold up
+    /// every other user of it, in this process, however unrelated.
     package static func offload<T: Sendable, Failure: Error>(
-        on queue: DispatchQueue = .global(), _ body: @escaping @Sendable () throws(Failure) -> T
+        on queue: DispatchQueue = DispatchQueue(label: "concord.store.call"), _ body: @escaping @Sendable () throws(Failure) -> T
     ) async throws(Failure) -> T {
         // The job lets go of `body`, and of the store it holds, before the caller resumes: a
         // program that ends right after its last call still closes the store as it releases it
@@ -39,6 +43,14 @@ extension ConcordStore {
         try await Self.offload(on: asyncCalls, body)
     }
 
+    /// Runs `body`, which only reads, on the next of this store's queues for async reads (as many
+    /// as its pool has read connections, taken in turn) and returns what it returns.
+    private func offloadRead<T: Sendable, Failure: Error>(
+        _ body: @escaping @Sendable () throws(Failure) -> T
+    ) async throws(Failure) -> T {
+        try await Self.offload(on: asyncReads.next(), body)
+    }
+
     // MARK: Opening
 
     /// Opens the existing store at `path`; the async form of `open(at:readOnly:environment:)`.
@@ -55,37 +67,37 @@ extension ConcordStore {
 
     /// The async form of `conflicts()`.
     public func conflicts() async throws(ConcordError) -> [Conflict] {
-        try await Self.offload { () throws(ConcordError) in try self.conflicts() }
+        try await offloadRead { () throws(ConcordError) in try self.conflicts() }
     }
 
     /// The async form of `history(of:)`.
     public func history(of ref: RecordRef) async throws(ConcordError) -> [HistoryEntry]? {
-        try await Self.offload { () throws(ConcordError) in try self.history(of: ref) }
+        try await offloadRead { () throws(ConcordError) in try self.history(of: ref) }
     }
 
     /// The async form of `reminders(includeCompleted:includeDeleted:)`.
     public func reminders(includeCompleted: Bool = false, includeDeleted: Bool = false) async throws(ConcordError) -> [Reminder] {
-        try await Self.offload { () throws(ConcordError) in try self.reminders(includeCompleted: includeCompleted, includeDeleted: includeDeleted) }
+        try await offloadRead { () throws(ConcordError) in try self.reminders(includeCompleted: includeCompleted, includeDeleted: includeDeleted) }
     }
 
     /// The async form of `reminder(_:)`.
     public func reminder(_ id: RecordID) async throws(ConcordError) -> Reminder? {
-        try await Self.offload { () throws(ConcordError) in try self.reminder(id) }
+        try await offloadRead { () throws(ConcordError) in try self.reminder(id) }
     }
 
     /// The async form of `dueReminders(at:)`.
     public func dueReminders(at instant: Date) async throws(ConcordError) -> [Reminder] {
-        try await Self.offload { () throws(ConcordError) in try self.dueReminders(at: instant) }
+        try await offloadRead { () throws(ConcordError) in try self.dueReminders(at: instant) }
     }
 
     /// The async form of `notes(includeDeleted:)`.
     public func notes(includeDeleted: Bool = false) async throws(ConcordError) -> [Note] {
-        try await Self.offload { () throws(ConcordError) in try self.notes(includeDeleted: includeDeleted) }
+        try await offloadRead { () throws(ConcordError) in try self.notes(includeDeleted: includeDeleted) }
     }
 
     /// The async form of `note(_:)`.
     public func note(_ id: RecordID) async throws(ConcordError) -> Note? {
-        try await Self.offload { () throws(ConcordError) in try self.note(id) }
+        try await offloadRead { () throws(ConcordError) in try self.note(id) }
     }
 
     // MARK: Writes
@@ -178,5 +190,24 @@ extension ConcordStore {
     @discardableResult
     public func merge(storesAt paths: [String]) async throws(ConcordError) -> MergeReport {
         try await offload { () throws(ConcordError) in try self.merge(storesAt: paths) }
+    }
+}
+
+/// Serial queues taken in turn: blocking work spread over a few threads, each of which Dispatch
+/// gives its queue when it has work (unlike its global queue, with as many threads as the cores).
+struct QueuesInTurn: Sendable {
+    private let queues: [DispatchQueue]
+    private let turn = LockedState(0)
+
+    init(count: Int, label: String) {
+        queues = (0..<max(1, count)).map { DispatchQueue(label: "\(label).\($0)") }
+    }
+
+    /// The queue whose turn it is.
+    func next() -> DispatchQueue {
+        queues[turn.withLock { turn in
+            defer { turn = (turn + 1) % queues.count }
+            return turn
+        }]
     }
 }

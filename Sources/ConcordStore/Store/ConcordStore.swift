@@ -28,6 +28,8 @@ public final class ConcordStore: Sendable {
     public let environment: StoreEnvironment
     /// Where the async forms run this store's writes, one after the other (`ConcordStore+Async.swift`).
     let asyncCalls = DispatchQueue(label: "concord.store")
+    /// Where they run its reads: as many serial queues as the read pool has connections.
+    let asyncReads = QueuesInTurn(count: readerCount, label: "concord.store.read")
     /// The observers of the streams of `changes()`, one each.
     let observers = LockedState<(next: Int, subscribers: [Int: StoreObserver])>((0, [:]))
     /// Where the file was when the store was last written, if that is not where it is now: the
@@ -385,12 +387,15 @@ public final class ConcordStore: Sendable {
         configuration.label = "Concord reader"
         // Enough for the reads of an app's tasks and a peer session's sends at once; each keeps
         // SQLite's default page cache.
-        configuration.maximumReaderCount = 4
+        configuration.maximumReaderCount = readerCount
         configuration.prepareDatabase { _ in
             guard let openedFile, FileNode(at: path) == openedFile else { throw ReaderOpenedAnotherFile() }
         }
         return configuration
     }
+
+    /// The read connections of a store's pool, at most.
+    static let readerCount = 4
 
     /// A reader connection found another file at the store's path than the one the object opened.
     private struct ReaderOpenedAnotherFile: Error {}
