@@ -205,4 +205,18 @@ import Testing
         let id = try silent.addReminder(ReminderDraft(title: "quietly"))
         #expect(collected.wait { $0.flatMap(\.records) == [.reminder(id)] })
     }
+
+    /// A store closed while its changes are followed: its streams end, and its writing connection,
+    /// closing last, checkpoints the WAL into the file (SPEC.md §7.1, "Closing the store").
+    @Test(.timeLimit(.minutes(1))) func closingAStoreEndsItsStreamsAndLeavesItsFileWhole() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try fileStore(directory, seed: 1)
+        let changes = store.changes()
+        let events = store.events()
+        try await store.addReminder(ReminderDraft(title: "before closing"))
+        try store.close()
+        for try await _ in changes {}
+        for try await _ in events {}
+        #expect(!FileManager.default.fileExists(atPath: store.path + "-wal"), "the writing connection closed last")
+    }
 }

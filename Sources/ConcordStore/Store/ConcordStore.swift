@@ -30,8 +30,9 @@ public final class ConcordStore: Sendable {
     let asyncCalls = DispatchQueue(label: "concord.store")
     /// Where they run its reads: as many serial queues as the read pool has connections.
     let asyncReads = QueuesInTurn(count: readerCount, label: "concord.store.read")
-    /// The observers of the streams of `changes()`, one each.
-    let observers = LockedState<(next: Int, subscribers: [Int: StoreObserver])>((0, [:]))
+    /// The observers of the streams of `changes()` and `events()`, one each, and how to end each
+    /// stream.
+    let observers = LockedState<(next: Int, subscribers: [Int: (observer: StoreObserver, end: @Sendable () -> Void)])>((0, [:]))
     /// Where the file was when the store was last written, if that is not where it is now: the
     /// store was copied, and refuses writes (SPEC.md §9.1).
     public let copiedFrom: String?
@@ -500,15 +501,30 @@ public final class ConcordStore: Sendable {
     /// The readers close first, and the writing connection last: the last connection to a store
     /// checkpoints its WAL into the file and removes it, which a read-only one cannot do, so that
     /// a store a process has let go of is one file, whole (a copy of it is a copy of everything).
+    /// The observers' connections close before them (their streams end).
     deinit {
+        closeObservers()
         try? readers?.close()
     }
 
-    /// Closes the store's connections, the readers first (as `deinit` does). Later calls fail.
+    /// Closes the store's connections, the observers' and the readers first (as `deinit` does):
+    /// the streams of `changes()` and `events()` end. Later calls fail.
     public func close() throws(ConcordError) {
+        closeObservers()
         try guarded {
             try readers?.close()
             try connection.close()
+        }
+    }
+
+    private func closeObservers() {
+        let observing = observers.withLock { state in
+            defer { state.subscribers = [:] }
+            return Array(state.subscribers.values)
+        }
+        for subscriber in observing {
+            subscriber.observer.close()
+            subscriber.end()
         }
     }
 
@@ -520,8 +536,8 @@ public final class ConcordStore: Sendable {
     /// for several commits; none is missed or reported twice. Operations that a merge has logged
     /// are reported once they are applied to their records, so a read after a change sees them.
     /// Each change carries the version vector reported up to: a program that stops can start
-    /// again from it with `since`, missing nothing. Iterate it in a task; cancelling the task, or
-    /// dropping the stream, ends it.
+    /// again from it with `since`, missing nothing. Iterate it in a task; cancelling the task,
+    /// dropping the stream, or closing the store ends it.
     ///
     /// The stream fails, with a `ConcordError`, when the store cannot be read to start observing
     /// it (the error says why), and with `replaced` once the store's path names another file than
@@ -535,7 +551,7 @@ public final class ConcordStore: Sendable {
     /// A stream of what happens to the store's file from now on (or since `since`): the changes
     /// of `changes(since:)`, another process's fork of the store, and, as its last event, the
     /// file's replacement by another (SPEC.md §7.1, §9.1). Iterate it in a task; cancelling the
-    /// task, or dropping the stream, ends it. It fails, with a `ConcordError`, when the store
+    /// task, dropping the stream, or closing the store ends it. It fails, with a `ConcordError`, when the store
     /// cannot be read to start observing it.
     public func events(since: VersionVector? = nil) -> AsyncThrowingStream<StoreEvent, any Error> {
         observe(since: since, failsWhenReplaced: false) { $0 }
@@ -564,9 +580,10 @@ public final class ConcordStore: Sendable {
             continuation.finish(throwing: ConcordError.wrap(error, path: path))
             return stream
         }
+        let end: @Sendable () -> Void = { continuation.finish() }
         let key = observers.withLock { state in
             state.next += 1
-            state.subscribers[state.next] = observer
+            state.subscribers[state.next] = (observer, end)
             return state.next
         }
         continuation.onTermination = { [weak self] _ in
@@ -579,7 +596,7 @@ public final class ConcordStore: Sendable {
     /// This store object has committed a transaction: its observers look now (rather than when
     /// the bell's notification arrives).
     func committed() {
-        for observer in observers.withLock({ Array($0.subscribers.values) }) { observer.wake() }
+        for subscriber in observers.withLock({ Array($0.subscribers.values) }) { subscriber.observer.wake() }
     }
 
     /// The change since `vector`: the records of the operations the store holds that `vector`

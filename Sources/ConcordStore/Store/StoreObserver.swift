@@ -107,8 +107,22 @@ final class StoreObserver: Sendable {
         queue.async { self.look(force: true) }
     }
 
-    /// Stops watching and polling; nothing is delivered once the queue has drained.
+    /// Stops watching and polling; nothing is delivered once the queue has drained, and the
+    /// observer's connection closes then. Never waits: it is called on the observer's own queue.
     func stop() {
+        halt()
+        queue.async { [self] in closeReader() }
+    }
+
+    /// Stops, and closes the observer's connection before it returns: its store object is
+    /// closing, and the writing connection must be the store's last to close, to checkpoint the
+    /// WAL into the file (`ConcordStore.close()`). Not on the observer's queue.
+    func close() {
+        halt()
+        queue.sync { closeReader() }
+    }
+
+    private func halt() {
         state.withLock { state in
             state.stopped = true
             state.watch?.cancel()
@@ -116,9 +130,10 @@ final class StoreObserver: Sendable {
             state.watch = nil
             state.poll = nil
         }
-        queue.async { [reader, closesReader] in
-            if closesReader, let queue = reader as? DatabaseQueue { try? queue.close() }
-        }
+    }
+
+    private func closeReader() {
+        if closesReader, let queue = reader as? DatabaseQueue { try? queue.close() }
     }
 
     /// Reports what happened since the last look: the store file replaced, or a fork and what was
