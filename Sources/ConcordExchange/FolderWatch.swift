@@ -158,7 +158,7 @@ final class FolderWakes: Sendable {
         var directory: FileWatch?
         /// The folder: its entry `concord-v1` made, moved in or out, or removed.
         var folder: FileWatch?
-        var poll: (any DispatchSourceTimer)?
+        var poll: Task<Void, Never>?
         var commits: Task<Void, Never>?
     }
 
@@ -167,12 +167,10 @@ final class FolderWakes: Sendable {
         directory = sync.directory
         folder = sync.folder
         let continuation = continuation
-        let poll = DispatchSource.makeTimerSource(queue: queue)
-        let (seconds, attoseconds) = interval.components
-        let every = DispatchTimeInterval.nanoseconds(max(1_000_000, Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)))
-        poll.schedule(deadline: .now() + every, repeating: every)
-        poll.setEventHandler { continuation.yield() }
-        poll.resume()
+        let every = max(interval, .milliseconds(1))
+        let poll = Task {
+            while (try? await Task.sleep(for: every)) != nil { continuation.yield() }
+        }
         let commits = Task {
             // The stream ends when the watch stops. It fails when the store's file was replaced,
             // which the next look finds and says at once; or when the store cannot be followed,

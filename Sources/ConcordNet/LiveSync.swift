@@ -67,7 +67,7 @@ extension PeerClient {
             // Another file at the store's path (SPEC.md §9.1) would fail every attempt: a session
             // ended because its store's commits could no longer be followed may be why.
             do {
-                try store.ensureSameFile()
+                try await store.offloadRead { () throws(ConcordError) in try store.ensureSameFile() }
             } catch {
                 return error
             }
@@ -80,7 +80,7 @@ extension PeerClient {
                         store: store, address: address, configuration: attempt, group: group,
                         progress: { report(.progress($0)) }, offersLive: true,
                         onLive: { report(.live($0)) }, connection: current
-                    ).get()
+                    )
                 } onCancel: {
                     current.stop()
                 }

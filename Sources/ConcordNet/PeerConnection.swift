@@ -661,11 +661,12 @@ final class PeerConnection: @unchecked Sendable {
         guard appliedAtEnd else { return applyAtEnd() }
         let (failure, summary, flush) = ending!
         ending = nil
-        var record = PeerSessionRecord(
+        var made = PeerSessionRecord(
             peer: peer, summary: summary ?? session?.summary ?? PeerSummary(role: role), failure: failure, duration: Duration(clock.now() - started))
-        record.newOperations = newOperations
-        record.farFutureTimestamp = farFuture
-        record.peerHeardWhileLive = session?.peerHeardWhileLive ?? false
+        made.newOperations = newOperations
+        made.farFutureTimestamp = farFuture
+        made.peerHeardWhileLive = session?.peerHeardWhileLive ?? false
+        let record = made
         let written = flush ? lastWrite : nil
         let linger = failure != nil && flush
         channel.eventLoop.execute { [self] in

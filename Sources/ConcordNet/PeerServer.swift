@@ -88,16 +88,6 @@ public final class PeerServer: @unchecked Sendable {
         }
     }
 
-    /// `start`, blocking until the server listens; call it off the event loops.
-    @discardableResult
-    public func start(host: String, port: Int) throws(ConcordError) -> PeerAddress {
-        do {
-            return try bind(host: host, port: port).wait()
-        } catch {
-            throw Self.listenError(error, host: host, port: port)
-        }
-    }
-
     /// Why the server cannot listen on HOST:PORT: a `ConcordError` of code `local`.
     private static func listenError(_ error: any Error, host: String, port: Int) -> ConcordError {
         if let error = error as? ConcordError { return error }
@@ -206,13 +196,6 @@ public final class PeerServer: @unchecked Sendable {
         if ownsGroup { try? await group.shutdownGracefully() }
     }
 
-    /// `stop`, blocking; call it off the event loops.
-    public func stop(grace: Duration = .seconds(5)) {
-        guard let ended = endSessions(grace: grace) else { return }
-        try? ended.wait()
-        if ownsGroup { try? group.syncShutdownGracefully() }
-    }
-
     /// A stop up to releasing the event loops: it stops listening, aborts the sessions under way,
     /// and, once they have ended or `grace` is over, closes the connections still open. `nil`
     /// when a stop began already: the first does it all (and a second caller returns at once).
@@ -259,32 +242,19 @@ public enum PeerClient {
         store: ConcordStore, address: PeerAddress,
         configuration: PeerTransportConfiguration = PeerTransportConfiguration(),
         progress: (@Sendable (PeerProgress) -> Void)? = nil
-    ) async throws -> PeerSessionRecord {
+    ) async throws(ConcordError) -> PeerSessionRecord {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         do {
-            var record = try await session(store: store, address: address, configuration: configuration, group: group, progress: progress).get()
+            var record = try await session(store: store, address: address, configuration: configuration, group: group, progress: progress)
             if let older = olderVersion(after: record.failure, configuration) {
-                record = try await session(store: store, address: address, configuration: older, group: group, progress: progress).get()
+                record = try await session(store: store, address: address, configuration: older, group: group, progress: progress)
             }
-            try await group.shutdownGracefully()
+            try? await group.shutdownGracefully()
             return record
         } catch {
             try? await group.shutdownGracefully()
             throw error
         }
-    }
-
-    /// `sync`, blocking until the session has ended; call it off any event loop.
-    public static func sync(
-        store: ConcordStore, address: PeerAddress,
-        configuration: PeerTransportConfiguration = PeerTransportConfiguration(),
-        progress: (@Sendable (PeerProgress) -> Void)? = nil
-    ) throws -> PeerSessionRecord {
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        defer { try? group.syncShutdownGracefully() }
-        let record = try session(store: store, address: address, configuration: configuration, group: group, progress: progress).wait()
-        guard let older = olderVersion(after: record.failure, configuration) else { return record }
-        return try session(store: store, address: address, configuration: older, group: group, progress: progress).wait()
     }
 
     /// When a server refused this side's version naming an older one it speaks (a build older
@@ -307,9 +277,9 @@ public enum PeerClient {
         store: ConcordStore, address: PeerAddress, configuration: PeerTransportConfiguration,
         group: any EventLoopGroup, progress: (@Sendable (PeerProgress) -> Void)?,
         offersLive: Bool = false, onLive: (@Sendable (PeerSummary) -> Void)? = nil, connection box: ConnectionBox = ConnectionBox()
-    ) throws -> EventLoopFuture<PeerSessionRecord> {
-        let versions = try store.versionVector()
-        guard let key = try store.syncKey() else {
+    ) async throws(ConcordError) -> PeerSessionRecord {
+        let (versions, key) = try await store.offloadRead { () throws(ConcordError) in (try store.versionVector(), try store.syncKey()) }
+        guard let key else {
             throw ConcordError.noSyncKey(at: store.path)
         }
         let bootstrap = ClientBootstrap(group: group)
@@ -326,19 +296,24 @@ public enum PeerClient {
                     })
                 }
             }
-        return bootstrap.connect(host: address.host, port: address.port)
+        let ended = bootstrap.connect(host: address.host, port: address.port)
             .flatMapErrorThrowing { error in throw ConcordError(.closed, describeConnectError(error, to: address)) }
             .flatMap { channel in
                 // `channelActive` runs on the loop right after `connect` succeeds: a task
                 // submitted now runs after it.
                 channel.eventLoop.submit { box.get() }
             }
-            .flatMap { connection in
+            .flatMap { (connection: PeerConnection?) -> EventLoopFuture<PeerSessionRecord> in
                 guard let connection else {
                     return group.next().makeFailedFuture(ConcordError(.closed, "cannot connect to \(address): the connection closed at once"))
                 }
                 return connection.result
             }
+        do {
+            return try await ended.get()
+        } catch {
+            throw error as? ConcordError ?? ConcordError(.closed, "cannot connect to \(address): \(error)", cause: error)
+        }
     }
 }
 

@@ -38,8 +38,8 @@ public struct RelaySync: Sendable {
     }
 
     /// The client of the store's space, with the key the store holds now.
-    public func client() throws(ConcordError) -> RelayClient {
-        guard let key = try store.syncKey() else {
+    public func client() async throws(ConcordError) -> RelayClient {
+        guard let key = try await store.offloadRead({ () throws(ConcordError) in try store.syncKey() }) else {
             throw ConcordError(.noSyncKey, "the store at \(store.path) has no sync key; a relay serves only stores that hold one")
         }
         return try RelayClient(url: url, key: key, nowMillis: nowMillis)
@@ -54,7 +54,7 @@ public struct RelaySync: Sendable {
     /// answered it (a live sync's) and is of the space the store's key names now, or lists the
     /// space itself.
     private func sync(listed: SpaceListing?) async throws(ConcordError) -> RelaySyncReport {
-        let client = try client()
+        let client = try await client()
         let mirror = Self.mirror(of: store.path, url: url, space: client.space)
         var report = RelaySyncReport()
         let files = mirror + "/concord-v1"
@@ -108,8 +108,9 @@ public struct RelaySync: Sendable {
     /// as its own in its mirror. One that merely carries its id stays, with a warning. Nothing is
     /// deleted here: `RelayWipe.delete()` does, once the caller knows it can do all it was asked.
     public func ownFiles() async throws(ConcordError) -> RelayWipe {
-        let client = try client()
-        let recorded = try FolderSync(store: store, folder: Self.mirror(of: store.path, url: url, space: client.space)).ownRecordedFiles()
+        let client = try await client()
+        let folder = FolderSync(store: store, folder: Self.mirror(of: store.path, url: url, space: client.space))
+        let recorded = try await store.offloadRead { () throws(ConcordError) in try folder.ownRecordedFiles() }
         var wipe = RelayWipe(client: client)
         for file in try await client.listing().files where file.name.hasPrefix(store.replicaID.hex + "-") {
             if recorded[file.name] == file.sha256 {
@@ -198,7 +199,7 @@ public struct RelaySync: Sendable {
             let seen = commits.rings(of: "")
             do throws(ConcordError) {
                 // The sync publishes at least this replica's operations up to here.
-                let published = try store.versionVector()[store.replicaID]
+                let published = try await publishedSeq()
                 let synced = try await sync(listed: listed)
                 backoff = ReconnectBackoff(jitter: jitter)
                 report(.synced(synced))
@@ -214,6 +215,11 @@ public struct RelaySync: Sendable {
         }
     }
 
+    /// The seq up to which the store holds this replica's operations: what a sync publishes.
+    private func publishedSeq() async throws(ConcordError) -> UInt64 {
+        try await store.offloadRead { () throws(ConcordError) in try store.versionVector()[store.replicaID] }
+    }
+
     /// Returns once there is something to sync: the relay lists other files than the mirror
     /// holds (a new cursor alone is not enough: this replica's own uploads move it too), or this
     /// replica has written past `published` since the bell rang `seen` times (a commit by this
@@ -222,7 +228,7 @@ public struct RelaySync: Sendable {
     private func waitForChange(
         after cursor: Int64, commits: ChangeBell, seen: UInt64, published: UInt64, ending: LockedEnding
     ) async throws(ConcordError) -> SpaceListing? {
-        let client = try client()
+        let client = try await client()
         let files = Self.mirror(of: store.path, url: url, space: client.space) + "/concord-v1"
         do {
             return try await withThrowingTaskGroup(of: SpaceListing?.self) { group in
@@ -235,12 +241,13 @@ public struct RelaySync: Sendable {
                         cursor = listing.cursor
                     }
                 }
-                group.addTask { [store] in
+                group.addTask { [self] in
                     var rings = seen
                     while !Task.isCancelled {
                         if commits.rings(of: "") != rings {
                             rings = commits.rings(of: "")
-                            if try ending.value != nil || store.versionVector()[store.replicaID] != published { return nil }
+                            if ending.value != nil { return nil }
+                            if try await publishedSeq() != published { return nil }
                         }
                         await commits.wait(for: "", after: rings, upTo: .seconds(3600))
                     }

@@ -60,7 +60,19 @@ public enum Measure {
     public static func seconds(_ body: () throws -> Void) rethrows -> Double {
         let start = ContinuousClock.now
         try body()
-        let elapsed = ContinuousClock.now - start
-        return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        return (ContinuousClock.now - start).seconds
+    }
+
+    /// The wall-clock seconds `body` took, for async work.
+    public static func seconds(_ body: () async throws -> Void) async rethrows -> Double {
+        let start = ContinuousClock.now
+        try await body()
+        return (ContinuousClock.now - start).seconds
+    }
+}
+
+extension Duration {
+    fileprivate var seconds: Double {
+        Double(components.seconds) + Double(components.attoseconds) / 1e18
     }
 }

@@ -386,7 +386,7 @@ struct FolderSyncBench: ParsableCommand {
     }
 }
 
-struct PeerBench: ParsableCommand {
+struct PeerBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "peer",
         abstract: "Sync an empty store from replica B, served over TCP on loopback.",
@@ -401,70 +401,79 @@ struct PeerBench: ParsableCommand {
             """)
     @OptionGroup var options: WorkloadOptions
 
-    func run() throws {
+    func run() async throws {
         let workload = options.workload
-        try withBenchDirectory { directory in
+        try await withBenchDirectory { directory in
             let (b, operations) = try buildReplicaB(workload, in: directory)
             let key = SyncKey.generate()
             try b.setSyncKey(key)
             let server = PeerServer(store: b)
-            let bound = try server.start(host: "127.0.0.1", port: 0)
-            defer { server.stop() }
-            let address = bound
+            let address = try await server.start(host: "127.0.0.1", port: 0)
+            do {
+                try await measure(serving: b, at: address, operations: operations, key: key, in: directory)
+            } catch {
+                await server.stop()
+                throw error
+            }
+            await server.stop()
+        }
+    }
 
-            var times: [Double] = []
-            var peak = 0
-            var record: PeerSessionRecord?
-            var last: ConcordStore?
-            for run in 1...options.runs {
-                progressNote("sync run \(run) of \(options.runs)")
-                let path = directory + "/a-\(run).db"
-                let target = try ConcordStore.create(at: path, environment: workload.environmentA)
-                try target.setSyncKey(key)
-                Measure.resetPeakMemory()
-                times.append(try Measure.seconds {
-                    record = try PeerClient.sync(store: target, address: address) { progress in
-                        ProgressLine.shared.update { "sync run \(run) of \(options.runs): \(progress.operationsReceived) operations received" }
-                    }
-                })
-                peak = max(peak, Measure.peakMemoryBytes())
-                if let failure = record?.failure { throw ValidationError("the session failed: \(Advice.line(for: failure))") }
-                guard record?.summary.operationsReceived == operations, record?.newOperations == operations else {
-                    throw ValidationError("the session brought \(record?.summary.operationsReceived ?? 0) operations, not \(operations)")
+    /// Syncs new stores from B, served at `address`, and reports.
+    private func measure(serving b: ConcordStore, at address: PeerAddress, operations: Int, key: SyncKey, in directory: String) async throws {
+        let workload = options.workload
+        var times: [Double] = []
+        var peak = 0
+        var record: PeerSessionRecord?
+        var last: ConcordStore?
+        for run in 1...options.runs {
+            progressNote("sync run \(run) of \(options.runs)")
+            let path = directory + "/a-\(run).db"
+            let target = try await ConcordStore.create(at: path, environment: workload.environmentA)
+            try target.setSyncKey(key)
+            Measure.resetPeakMemory()
+            times.append(try await Measure.seconds {
+                record = try await PeerClient.sync(store: target, address: address) { progress in
+                    ProgressLine.shared.update { "sync run \(run) of \(options.runs): \(progress.operationsReceived) operations received" }
                 }
-                if let previous = last {
-                    try previous.close()
-                    for suffix in ["", "-wal", "-shm", "-lock"] { try? FileManager.default.removeItem(atPath: previous.path + suffix) }
-                }
-                last = target
+            })
+            peak = max(peak, Measure.peakMemoryBytes())
+            if let failure = record?.failure { throw ValidationError("the session failed: \(Advice.line(for: failure))") }
+            guard record?.summary.operationsReceived == operations, record?.newOperations == operations else {
+                throw ValidationError("the session brought \(record?.summary.operationsReceived ?? 0) operations, not \(operations)")
             }
-            progressNote("verifying")
-            guard try Measure.dumpDigest(last!) == (try Measure.dumpDigest(b)) else {
-                throw ValidationError("after the sync, the store does not hold B's state")
+            if let previous = last {
+                try previous.close()
+                for suffix in ["", "-wal", "-shm", "-lock"] { try? FileManager.default.removeItem(atPath: previous.path + suffix) }
             }
-            ProgressLine.shared.clear()
-            let summary = record!.summary
-            let median = Measure.median(times)
-            let perOperation = Double(summary.bytesReceived) / Double(operations)
-            if options.json {
-                say(JSON.object([
-                    ("benchmark", .string("peer")), ("workload", .string(options.description)),
-                    ("operations", .int(Int64(operations))), ("runs", .int(Int64(times.count))),
-                    ("medianSeconds", .decimal(median, fractionDigits: 3)),
-                    ("operationsPerSecond", .int(Int64(Double(operations) / median))),
-                    ("bytesFromServer", .int(Int64(summary.bytesReceived))), ("bytesToServer", .int(Int64(summary.bytesSent))),
-                    ("bytesPerOperation", .decimal(perOperation, fractionDigits: 2)), ("batches", .int(Int64(summary.batchesReceived))),
-                    ("peakResidentBytes", .int(Int64(peak))), ("verified", .bool(true)),
-                ]).canonical)
-            } else {
-                say("workload    \(options.description)")
-                say("operations  \(operations) from B (served on loopback) into an empty store, in \(summary.batchesReceived) batches")
-                say("session     median \(formatted(median, 3)) s over \(times.count) runs (\(times.map { formatted($0, 3) }.joined(separator: ", ")))")
-                say("throughput  \(Int(Double(operations) / median)) operations/s")
-                say("wire        \(summary.bytesReceived) bytes from B (\(formatted(perOperation, 2)) bytes/operation), \(summary.bytesSent) bytes to B")
-                say("memory      \(peak / 1_000_000) MB peak resident (this process runs both sides)")
-                say("verified    the store holds B's state")
-            }
+            last = target
+        }
+        progressNote("verifying")
+        guard try Measure.dumpDigest(last!) == (try Measure.dumpDigest(b)) else {
+            throw ValidationError("after the sync, the store does not hold B's state")
+        }
+        ProgressLine.shared.clear()
+        let summary = record!.summary
+        let median = Measure.median(times)
+        let perOperation = Double(summary.bytesReceived) / Double(operations)
+        if options.json {
+            say(JSON.object([
+                ("benchmark", .string("peer")), ("workload", .string(options.description)),
+                ("operations", .int(Int64(operations))), ("runs", .int(Int64(times.count))),
+                ("medianSeconds", .decimal(median, fractionDigits: 3)),
+                ("operationsPerSecond", .int(Int64(Double(operations) / median))),
+                ("bytesFromServer", .int(Int64(summary.bytesReceived))), ("bytesToServer", .int(Int64(summary.bytesSent))),
+                ("bytesPerOperation", .decimal(perOperation, fractionDigits: 2)), ("batches", .int(Int64(summary.batchesReceived))),
+                ("peakResidentBytes", .int(Int64(peak))), ("verified", .bool(true)),
+            ]).canonical)
+        } else {
+            say("workload    \(options.description)")
+            say("operations  \(operations) from B (served on loopback) into an empty store, in \(summary.batchesReceived) batches")
+            say("session     median \(formatted(median, 3)) s over \(times.count) runs (\(times.map { formatted($0, 3) }.joined(separator: ", ")))")
+            say("throughput  \(Int(Double(operations) / median)) operations/s")
+            say("wire        \(summary.bytesReceived) bytes from B (\(formatted(perOperation, 2)) bytes/operation), \(summary.bytesSent) bytes to B")
+            say("memory      \(peak / 1_000_000) MB peak resident (this process runs both sides)")
+            say("verified    the store holds B's state")
         }
     }
 }

@@ -104,7 +104,7 @@ enum LiveLatency {
     static func measure(committingTo a: ConcordStore, following followed: String, changes: Int, rate: Int, label: String) async throws -> Latencies {
         let arrivals = Arrivals()
         // From the store as it is now: nothing committed while the follower starts is missed.
-        let now = followed == a.path ? try a.versionVector() : VersionVector()
+        let now = followed == a.path ? try await a.versionVector() : VersionVector()
         let follower = try BenchProcess.spawn(["changes", "--follow", "--json", "--since", now.json.canonical, "--store", followed], output: arrivals)
         defer {
             follower.terminate()

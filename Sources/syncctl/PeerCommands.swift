@@ -28,7 +28,7 @@ struct Serve: AsyncParsableCommand {
 
     func run() async throws {
         let store = try await self.store.open()
-        guard let key = try store.syncKey() else { throw ConcordError.noSyncKey(at: store.path) }
+        guard let key = try await store.syncKey() else { throw ConcordError.noSyncKey(at: store.path) }
         try await Stop.withStopSignals { [self] in try await serve(store, key: key) }
     }
 
@@ -39,7 +39,7 @@ struct Serve: AsyncParsableCommand {
         var address = PeerAddress(listen)!
         let progress = ServerProgress()
         let logger = log.logger(label: "concord.serve")
-        var server = try start(store, on: &address, progress: progress, logger: logger)
+        var server = try await start(store, on: &address, progress: progress, logger: logger)
         // Each session uses the key the store holds when it starts (SPEC.md §15.1): this is the
         // key now, until `key generate --force` or `key import --force` replaces it.
         logger.notice("serving \(store.path) on \(address) (sync key \(key.id)); stop with Ctrl-C", metadata: ["store": "\(store.path)", "address": "\(address)", "key": "\(key.id)"])
@@ -49,8 +49,12 @@ struct Serve: AsyncParsableCommand {
             // the store object then refuses every batch, so the server opens the store again and
             // serves on, on the same address, as the new replica. Or replace the store file.
             do {
-                try store.ensureNotCopied()
-                if let now = try store.syncKey(), now.id != key.id {
+                let looked = store
+                let now = try await looked.offloadRead { () throws(ConcordError) in
+                    try looked.ensureNotCopied()
+                    return try looked.syncKey()
+                }
+                if let now, now.id != key.id {
                     key = now
                     logger.notice("the store's sync key is now \(key.id); peers with the old key are refused", metadata: ["key": "\(key.id)"])
                 }
@@ -61,7 +65,7 @@ struct Serve: AsyncParsableCommand {
                 await server.stop()
                 try? store.close()
                 store = reopened
-                server = try start(store, on: &address, progress: progress, logger: logger)
+                server = try await start(store, on: &address, progress: progress, logger: logger)
                 logger.notice("the store is now replica \(store.replicaID.hex) ('syncctl init --fork'); serving on as that replica", metadata: ["replica": "\(store.replicaID.hex)"])
             } catch let error where error.code == .replaced {
                 // Another file at the path (SPEC.md §9.1): peers' batches would go into a file
@@ -80,7 +84,7 @@ struct Serve: AsyncParsableCommand {
 
     /// Starts a server of `store` on `address`, and sets `address` to the one it bound (its port
     /// when port 0 was asked for).
-    private func start(_ store: ConcordStore, on address: inout PeerAddress, progress: ServerProgress, logger: Logger) throws -> PeerServer {
+    private func start(_ store: ConcordStore, on address: inout PeerAddress, progress: ServerProgress, logger: Logger) async throws -> PeerServer {
         // The server logs each session's line itself, with syncctl's advice.
         let server = PeerServer(
             store: store, configuration: .syncctl, logger: logger, onProgress: progress.update,
@@ -88,7 +92,7 @@ struct Serve: AsyncParsableCommand {
                 progress.ended(record.peer)
                 if let far = record.farFutureTimestamp { logger.warning("\(farFutureMessage(far))", metadata: ["peer": "\(record.peer)"]) }
             })
-        let bound = try server.start(host: address.host, port: address.port)
+        let bound = try await server.start(host: address.host, port: address.port)
         address = bound
         return server
     }
@@ -118,7 +122,7 @@ final class ServerProgress: @unchecked Sendable {
 /// `syncctl sync --peer HOST:PORT`.
 enum PeerSync {
     static func run(store: ConcordStore, address: PeerAddress) async throws {
-        guard try store.syncKey() != nil else { throw ConcordError.noSyncKey(at: store.path) }
+        guard try await store.syncKey() != nil else { throw ConcordError.noSyncKey(at: store.path) }
         let record = try await PeerClient.sync(store: store, address: address, configuration: .syncctl) { progress in
             ProgressLine.shared.update {
                 "received \(progress.operationsReceived) operations (\(progress.bytesReceived / 1000) kB), sent \(progress.operationsSent) (\(progress.bytesSent / 1000) kB)"
@@ -144,7 +148,7 @@ extension PeerSync {
     /// or SIGTERM, connecting again after each drop. Logs each session's start and end; on a
     /// terminal, a status line shows the connection and the operations moved each way.
     static func live(store: ConcordStore, address: PeerAddress, logger: Logger) async throws {
-        guard try store.syncKey() != nil else { throw ConcordError.noSyncKey(at: store.path) }
+        guard try await store.syncKey() != nil else { throw ConcordError.noSyncKey(at: store.path) }
         let failure = try await Stop.withStopSignals {
             logger.notice("syncing live with \(address); stop with Ctrl-C", metadata: ["peer": "\(address)"])
             return await Stop.cancellingOnStop { () -> ConcordError? in

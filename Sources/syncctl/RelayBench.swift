@@ -181,7 +181,7 @@ struct RelayBench: AsyncParsableCommand {
                 try store.close()
                 let seconds = try BenchProcess.time(arguments + ["--store", path])
                 let received = try await ConcordStore.open(at: path, readOnly: true)
-                let count = try received.status().operations
+                let count = try await received.status().operations
                 try received.close()
                 guard count == operations else { throw ValidationError("\(kind) brought \(count) operations, not \(operations)") }
                 if kind == "sync" { result.syncSeconds.append(seconds) } else { result.mergeSeconds.append(seconds) }

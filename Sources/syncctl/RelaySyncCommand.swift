@@ -21,7 +21,7 @@ enum RelaySyncCommand {
     /// Syncs whenever the store or the relay's space changes, until SIGINT or SIGTERM; after
     /// another process's `init --fork`, on the store opened again (`reopen`) as the new replica.
     static func live(_ sync: RelaySync, reopen: @escaping @Sendable () throws -> ConcordStore, logger: Logger) async throws {
-        guard try sync.store.syncKey() != nil else { throw ConcordError.noSyncKey(at: sync.store.path) }
+        guard try await sync.store.syncKey() != nil else { throw ConcordError.noSyncKey(at: sync.store.path) }
         try await Stop.withStopSignals {
             logger.notice("syncing live with \(sync.url); stop with Ctrl-C", metadata: ["relay": "\(sync.url)"])
             try await syncLive(sync, reopen: reopen, logger: logger)

@@ -93,7 +93,7 @@ struct Wipe: AsyncParsableCommand {
     /// This replica's files on the relay at `url`, found before anything is removed: a store
     /// without a sync key, or a relay that cannot be reached, stops the wipe here.
     private static func ownFiles(of store: ConcordStore, on url: String) async throws -> RelayWipe {
-        guard try store.syncKey() != nil else { throw ConcordError.noSyncKey(at: store.path) }
+        guard try await store.syncKey() != nil else { throw ConcordError.noSyncKey(at: store.path) }
         let sync = try RelaySync(store: store, url: url)
         return try await cancelledByAStop { () throws(ConcordError) in try await sync.ownFiles() }
     }

@@ -200,7 +200,7 @@ import Testing
         try populate(b, clock: clockB, label: "B")
         try await a.merge(try b.allOperations())
         let all = try a.allOperations()
-        let top = try a.versionVector()
+        let top = try await a.versionVector()
         let dump = try a.dump()
         let stranger = ReplicaID(high: 1, low: 2)
         let directory = try TemporaryDirectory()

@@ -70,7 +70,7 @@ public final class Node: @unchecked Sendable {
 
     /// One peer session with the server at `address`, with the key the node's store holds.
     public func sync(with address: PeerAddress, configuration: PeerTransportConfiguration = quickConfiguration(idle: .seconds(10))) throws -> PeerSessionRecord {
-        try PeerClient.sync(store: store, address: address, configuration: configuration)
+        try runOffThePool { [store] in try await PeerClient.sync(store: store, address: address, configuration: configuration) }
     }
 }
 

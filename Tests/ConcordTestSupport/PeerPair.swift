@@ -21,7 +21,7 @@ public final class TestServer: @unchecked Sendable {
     ) throws {
         let box = RecordBox()
         server = PeerServer(store: node.store, configuration: configuration, onProgress: onProgress, onSession: { record in box.append(record) })
-        let bound = try server.start(host: "127.0.0.1", port: 0)
+        let bound = try runOffThePool { [server] in try await server.start(host: "127.0.0.1", port: 0) }
         address = bound
         recordsBox = box
     }
@@ -37,7 +37,7 @@ public final class TestServer: @unchecked Sendable {
         return recordsBox.all
     }
 
-    public func stop() { server.stop() }
+    public func stop() { try? runOffThePool { [server] in await server.stop() } }
 }
 
 /// The sessions a server has logged, from its event loops.

@@ -122,7 +122,7 @@ import Testing
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         let clashing = try Self.storeToCopy(at: directory + "/clashing.db", copy: directory + "/clashing-copy.db")
         let clashingCopy = try ConcordStore.adoptLocation(at: directory + "/clashing-copy.db")
-        let firstDifferent = try clashing.versionVector()[clashing.replicaID] + 1
+        let firstDifferent = try await clashing.versionVector()[clashing.replicaID] + 1
         try await clashing.addReminder(ReminderDraft(title: "on the original"))
         try await clashingCopy.addReminder(ReminderDraft(title: "on the copy"))
         let published = try await #require(try clashingCopy.sync(folder: folder).publishedFile)

@@ -1,4 +1,5 @@
 import ConcordCore
+import ConcordKeys
 import Foundation
 
 /// The async forms of the store's reads, writes and merges: the same names, called with `await`
@@ -45,7 +46,7 @@ extension ConcordStore {
 
     /// Runs `body`, which only reads, on the next of this store's queues for async reads (as many
     /// as its pool has read connections, taken in turn) and returns what it returns.
-    private func offloadRead<T: Sendable, Failure: Error>(
+    package func offloadRead<T: Sendable, Failure: Error>(
         _ body: @escaping @Sendable () throws(Failure) -> T
     ) async throws(Failure) -> T {
         try await Self.offload(on: asyncReads.next(), body)
@@ -98,6 +99,21 @@ extension ConcordStore {
     /// The async form of `note(_:)`.
     public func note(_ id: RecordID) async throws(ConcordError) -> Note? {
         try await offloadRead { () throws(ConcordError) in try self.note(id) }
+    }
+
+    /// The async form of `versionVector()`.
+    public func versionVector() async throws(ConcordError) -> VersionVector {
+        try await offloadRead { () throws(ConcordError) in try self.versionVector() }
+    }
+
+    /// The async form of `status()`.
+    public func status() async throws(ConcordError) -> StoreStatus {
+        try await offloadRead { () throws(ConcordError) in try self.status() }
+    }
+
+    /// The async form of `syncKey()`.
+    public func syncKey() async throws(ConcordError) -> SyncKey? {
+        try await offloadRead { () throws(ConcordError) in try self.syncKey() }
     }
 
     // MARK: Writes
