@@ -21,10 +21,7 @@ import NIOPosix
 /// …
 /// await server.stop()        // ends the sessions under way, then closes
 /// ```
-public final class PeerServer: @unchecked Sendable {
-    // @unchecked Sendable: its mutable state (`listener`, `sessions`, `live`, `mayBeLive`,
-    // `stopping`, `drained`) is read and written only with `lock` held; the rest is immutable, or
-    // Sendable (the store, the group).
+public final class PeerServer: Sendable {
     /// The store it serves.
     public let store: ConcordStore
     /// Its timeouts and limits.
@@ -35,16 +32,19 @@ public final class PeerServer: @unchecked Sendable {
     private let onProgress: (@Sendable (PeerProgress) -> Void)?
     private let logger: Logger
 
-    private let lock = NSLock()
-    private var listener: (any Channel)?
-    private var sessions: [ObjectIdentifier: PeerConnection] = [:]
-    /// The sessions in their live phase, which leave their place among `maxSessions` to others.
-    private var live: Set<ObjectIdentifier> = []
-    /// The sessions that were offered a live session when they connected, and may be live.
-    private var mayBeLive = 0
-    private var stopping = false
-    /// Completed once the server is stopping and its last session has ended (or its grace is over).
-    private var drained: EventLoopPromise<Void>?
+    private let state = LockedState(State())
+
+    private struct State {
+        var listener: (any Channel)?
+        var sessions: [ObjectIdentifier: PeerConnection] = [:]
+        /// The sessions in their live phase, which leave their place among `maxSessions` to others.
+        var live: Set<ObjectIdentifier> = []
+        /// The sessions that were offered a live session when they connected, and may be live.
+        var mayBeLive = 0
+        var stopping = false
+        /// Completed once the server is stopping and its last session has ended (or its grace is over).
+        var drained: EventLoopPromise<Void>?
+    }
 
     /// - Parameters:
     ///   - logger: where the server logs (SPEC.md §15.9): each session's end at `info` (`notice`
@@ -76,7 +76,7 @@ public final class PeerServer: @unchecked Sendable {
     }
 
     /// Sessions under way.
-    public var activeSessions: Int { lock.withLock { sessions.count } }
+    public var activeSessions: Int { state.withLock { $0.sessions.count } }
 
     /// Starts listening. Port 0 picks a free port; the address returned says which.
     @discardableResult
@@ -107,7 +107,7 @@ public final class PeerServer: @unchecked Sendable {
             }
         return bootstrap.bind(host: host, port: port)
             .map { [self] channel in
-                lock.withLock { listener = channel }
+                state.withLock { $0.listener = channel }
                 return PeerAddress(host: channel.localAddress?.ipAddress ?? host, port: channel.localAddress?.port ?? port)
             }
     }
@@ -116,9 +116,9 @@ public final class PeerServer: @unchecked Sendable {
     private func accept(_ channel: any Channel) -> PeerConnection {
         // A client that asks for a live session gets one while fewer than `maxLiveSessions` may
         // be live; beyond them it gets the one-shot version below the one it asked for (SPEC.md §15.10).
-        let offersLive = lock.withLock {
-            guard mayBeLive < configuration.maxLiveSessions else { return false }
-            mayBeLive += 1
+        let offersLive = state.withLock { state in
+            guard state.mayBeLive < configuration.maxLiveSessions else { return false }
+            state.mayBeLive += 1
             return true
         }
         let logger = logger
@@ -128,18 +128,18 @@ public final class PeerServer: @unchecked Sendable {
             configuration: configuration, progress: onProgress, offersLive: offersLive,
             onLive: { [self] summary in
                 // Live: its place among the sessions in their exchange is free for another.
-                if let connection = box.get() { lock.withLock { _ = live.insert(ObjectIdentifier(connection)) } }
+                if let connection = box.get() { state.withLock { _ = $0.live.insert(ObjectIdentifier(connection)) } }
                 logger.info(
                     "peer \(channel.remoteAddress?.shown ?? "?"): live, after receiving \(summary.operationsReceived) operations and sending \(summary.operationsSent)",
                     metadata: ["peer": "\(channel.remoteAddress?.shown ?? "?")"])
             })
         box.set(connection)
         if offersLive {
-            connection.result.whenComplete { [self] _ in lock.withLock { mayBeLive -= 1 } }
+            connection.result.whenComplete { [self] _ in state.withLock { $0.mayBeLive -= 1 } }
         }
-        let admitted = lock.withLock {
-            guard !stopping, sessions.count - live.count < configuration.maxSessions else { return false }
-            sessions[ObjectIdentifier(connection)] = connection
+        let admitted = state.withLock { state in
+            guard !state.stopping, state.sessions.count - state.live.count < configuration.maxSessions else { return false }
+            state.sessions[ObjectIdentifier(connection)] = connection
             return true
         }
         guard admitted else {
@@ -160,10 +160,10 @@ public final class PeerServer: @unchecked Sendable {
                 log(record)
                 onSession(record)
             }
-            let drained = lock.withLock {
-                sessions[ObjectIdentifier(connection)] = nil
-                live.remove(ObjectIdentifier(connection))
-                return sessions.isEmpty ? self.drained : nil
+            let drained = state.withLock { state in
+                state.sessions[ObjectIdentifier(connection)] = nil
+                state.live.remove(ObjectIdentifier(connection))
+                return state.sessions.isEmpty ? state.drained : nil
             }
             drained?.succeed()
         }
@@ -201,14 +201,14 @@ public final class PeerServer: @unchecked Sendable {
     /// when a stop began already: the first does it all (and a second caller returns at once).
     private func endSessions(grace: Duration) -> EventLoopFuture<Void>? {
         let loop = group.next()
-        let begun = lock.withLock { () -> ((any Channel)?, [PeerConnection], EventLoopPromise<Void>)? in
-            guard !stopping else { return nil }
-            stopping = true
+        let begun = state.withLock { state -> ((any Channel)?, [PeerConnection], EventLoopPromise<Void>)? in
+            guard !state.stopping else { return nil }
+            state.stopping = true
             // Published with `stopping`, under the lock: a session that ends from now on sees it.
             let drained = loop.makePromise(of: Void.self)
-            self.drained = drained
-            defer { listener = nil }
-            return (listener, Array(sessions.values), drained)
+            state.drained = drained
+            defer { state.listener = nil }
+            return (state.listener, Array(state.sessions.values), drained)
         }
         guard let (listener, running, drained) = begun else { return nil }
         let closed = listener?.close() ?? loop.makeSucceededVoidFuture()
@@ -216,15 +216,15 @@ public final class PeerServer: @unchecked Sendable {
             for connection in running { connection.abort(ConcordError(.local, "the server is shutting down")) }
             // Drained when the last session ends, or at once if there is none; at the latest
             // when the grace is over (a promise completed twice keeps its first result).
-            if lock.withLock({ sessions.isEmpty }) { drained.succeed() }
+            if state.withLock({ $0.sessions.isEmpty }) { drained.succeed() }
             let graceOver = loop.scheduleTask(in: TimeAmount(grace)) { drained.succeed() }
             return drained.futureResult.map { [self] in
                 graceOver.cancel()
                 // Sessions that end after this (their connections closed below) leave it alone:
                 // the loops may be shut down by then.
-                let open = lock.withLock {
-                    self.drained = nil
-                    return Array(sessions.values)
+                let open = state.withLock { state in
+                    state.drained = nil
+                    return Array(state.sessions.values)
                 }
                 for connection in open { connection.channel.close(promise: nil) }
             }
@@ -319,27 +319,24 @@ public enum PeerClient {
 
 /// The client's connection, made on the event loop and read by the caller; and whether the
 /// caller has stopped it, so that a connection made after the stop is stopped as it is made.
-final class ConnectionBox: @unchecked Sendable {
-    // @unchecked Sendable: `connection` and `stopped` are read and written only with `lock` held.
-    private let lock = NSLock()
-    private var connection: PeerConnection?
-    private var stopped = false
+final class ConnectionBox: Sendable {
+    private let state = LockedState<(connection: PeerConnection?, stopped: Bool)>((nil, false))
 
     func set(_ connection: PeerConnection) {
-        let stopNow = lock.withLock {
-            self.connection = connection
-            return stopped
+        let stopNow = state.withLock { state in
+            state.connection = connection
+            return state.stopped
         }
         if stopNow { connection.stop() }
     }
 
-    func get() -> PeerConnection? { lock.withLock { connection } }
+    func get() -> PeerConnection? { state.withLock { $0.connection } }
 
     /// Stops the connection there is, and any made from now on.
     func stop() {
-        lock.withLock {
-            stopped = true
-            return connection
+        state.withLock { state in
+            state.stopped = true
+            return state.connection
         }?.stop()
     }
 }

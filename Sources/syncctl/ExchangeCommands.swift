@@ -175,36 +175,33 @@ struct Sync: AsyncParsableCommand {
 
 /// A one-line progress display on standard error, shown only when it is a terminal. Safe to use
 /// from several threads (a server's sessions).
-final class ProgressLine: @unchecked Sendable {
-    // @unchecked Sendable: `shown` and `lastShown` are read and written only with `lock` held, and
-    // the line is written to stderr with it held too; `enabled` is set once.
+final class ProgressLine: Sendable {
     static let shared = ProgressLine()
     private let enabled = isatty(STDERR_FILENO) == 1
-    private let lock = NSLock()
-    private var shown = false
-    private var lastShown = ContinuousClock.now - .seconds(1)
+    /// Whether a line is shown, and when it was; the line is written to stderr with the lock
+    /// held too, so that lines from several threads never interleave.
+    private let state = LockedState<(shown: Bool, lastShown: ContinuousClock.Instant)>((false, .now - .seconds(1)))
 
     func show(_ text: String) {
         guard enabled else { return }
-        lock.withLock {
+        state.withLock { state in
             FileHandle.standardError.write(Data("\r\u{1B}[K\(text)".utf8))
-            shown = true
-            lastShown = .now
+            state = (true, .now)
         }
     }
 
     /// Shows `text()` unless a line was shown less than 0.1 s ago (for frequent updates).
     func update(_ text: () -> String) {
-        guard enabled, lock.withLock({ ContinuousClock.now - lastShown >= .milliseconds(100) }) else { return }
+        guard enabled, state.withLock({ ContinuousClock.now - $0.lastShown >= .milliseconds(100) }) else { return }
         show(text())
     }
 
     func clear() {
         guard enabled else { return }
-        lock.withLock {
-            guard shown else { return }
+        state.withLock { state in
+            guard state.shown else { return }
             FileHandle.standardError.write(Data("\r\u{1B}[K".utf8))
-            shown = false
+            state.shown = false
         }
     }
 

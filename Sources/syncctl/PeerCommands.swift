@@ -99,13 +99,11 @@ struct Serve: AsyncParsableCommand {
 }
 
 /// The progress line of a server: its sessions under way and what they moved.
-final class ServerProgress: @unchecked Sendable {
-    // @unchecked Sendable: `sessions` is read and written only with `lock` held.
-    private let lock = NSLock()
-    private var sessions: [String: PeerProgress] = [:]
+final class ServerProgress: Sendable {
+    private let state = LockedState<[String: PeerProgress]>([:])
 
     func update(_ progress: PeerProgress) {
-        let line = lock.withLock { () -> String in
+        let line = state.withLock { sessions -> String in
             sessions[progress.peer] = progress
             let received = sessions.values.reduce(0) { $0 + $1.operationsReceived }
             let sent = sessions.values.reduce(0) { $0 + $1.operationsSent }
@@ -115,7 +113,7 @@ final class ServerProgress: @unchecked Sendable {
     }
 
     func ended(_ peer: String) {
-        lock.withLock { _ = sessions.removeValue(forKey: peer) }
+        state.withLock { _ = $0.removeValue(forKey: peer) }
     }
 }
 
