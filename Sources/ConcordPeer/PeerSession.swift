@@ -170,101 +170,143 @@ package struct PeerSession: Sendable {
     private let random: RandomBytes
     /// How this side words a failure for its peer, when it tells the peer why it ends.
     private let describeError: @Sendable (ConcordError) -> String
-
-    private var phase: Phase = .notStarted
-    private var decoder = FrameDecoder(maxPayloadBytes: PeerProtocol.maxHandshakeFrameBytes)
-    private var sealer: FrameCipher?
-    private var opener: FrameCipher?
-    private var receiving: Receiving = .versions
-    private var sending: Sending = .waitingForPeerVersions
-    private var ackReceived = false
     /// Whether this side asks for (a client) or accepts (a server) a live session.
     private let offersLive: Bool
     /// The highest version this side speaks: a client proposes no higher (lower once a server
     /// refused those above it, SPEC.md §15.10), and a server accepts no higher (tests make a side
     /// of an older build with it).
     private let highestVersion: UInt16
-    /// The session's protocol version: what a client proposes until the server answers, then
-    /// what the handshake settled (SPEC.md §15.10, "Negotiation").
-    package private(set) var version: UInt16 = PeerProtocol.version
-    /// Whether the session is in its live phase (SPEC.md §15.10).
-    package private(set) var isLive = false
-    /// Whether a message of the live phase (`push`, `pushAck`, `ping`, `pong`) has arrived from the
-    /// peer: it keeps the session, not only answers a handshake and an exchange, which is what a
-    /// live client counts as a success before it connects again (SPEC.md §15.10, "A live client").
-    package private(set) var peerHeardWhileLive = false
-    /// What the peer holds as far as this side knows (SPEC.md §15.10 rule 1): what its `versions`
-    /// covers, every operation received from it, and every operation written to it.
-    package private(set) var peerHolds = SeqRanges()
-    /// Push operations written, and the `n` of the last `pushAck` received.
-    private var pushOperationsWritten = 0
-    private var pushOperationsAcknowledged = 0
-    /// The pushes written and not wholly acknowledged: the count of push operations written up to
-    /// the end of each, and its raw bytes; and the raw bytes of all of them.
-    private var pushesUnacknowledged: [(end: Int, rawBytes: Int)] = []
-    private var pushBytesUnacknowledged = 0
-    /// Push operations received in the parts handed out (`.apply`, in order; 0 for a part of
-    /// batches or a `.finishMerge`), and those logged so far (what `pushAck` counts).
-    private var pushesInFlight: [Int] = []
-    private var pushOperationsLogged = 0
-    /// Push operations in the part being collected.
-    private var collectedPushOperations = 0
-    private var nextPingNonce: UInt64 = 0
-    /// The peer's `done` has arrived: the `ack` goes out once the `.finishMerge` has committed.
-    private var ackOwed = false
-    /// The connection has closed: once nothing is left to apply, the session ends.
-    private var inputEnded = false
-    /// How many `.apply` (or `.finishMerge`) have been handed out and not yet confirmed by
-    /// `batchApplied()`, and how many may be. While any are, the batches that follow are collected for the next one, and
-    /// anything else waits in `heldMessage`.
-    private var appliesInFlight = 0
+    /// How many `.apply` (or `.finishMerge`) may be out, not yet confirmed by `batchApplied()`.
     private let maxAppliesInFlight: Int
     /// How many batches received one after the other one `.apply` may carry.
     private let batchesPerApply: Int
-    /// The operations of the batches received for the next `.apply`, how many batches, and the
-    /// raw bytes they declare: at most those of one batch of the largest size (4 MiB), so that no
-    /// `.apply` is more work than the largest single batch may be. The summary counts them once
-    /// they are handed out, and so does `collectedLastShared`, the last shared operations among
-    /// them.
-    private var collected: [Op] = []
-    private var collectedBatches = 0
-    private var collectedRawBytes = 0
-    private var collectedLastShared = 0
-    /// A message opened after batches that are still to be applied: one of another kind, handled
-    /// once they have committed, or a batch that would take the collected ones past the raw-size
-    /// bound, the first of the next group. Handled as if it were still in the decoder.
-    private var heldMessage: [UInt8]?
-    /// A `.needOperations` to return at the end of the current `receive`.
-    private var pendingNeed: (since: VersionVector, lastShared: [OperationID])?
-    /// The last shared operations (SPEC.md §15.6): this side's not yet sent, and the peer's not yet
-    /// received. Both sides compute the same set from the two version vectors.
-    private var lastSharedToSend: Set<OperationID> = []
-    private var lastSharedToReceive: Set<OperationID> = []
-    /// The last shared operations in the open batch.
-    private var batchLastShared = 0
-    /// Every operation in batches, each way, as the peer's ack counts them.
-    private var operationsInBatchesSent = 0
-    private var operationsInBatchesReceived = 0
-    /// What the peer sent in this session: never sent back.
-    private var received = SeqRanges()
-    private var batch = OperationsBlock.Encoder()
-    private var batchFirst: OperationID?
 
+    /// Where the session is, and what it keeps there: each phase carries its own data.
+    private var phase: Phase = .notStarted
+    /// The bytes received and not yet cut into frames, in every phase (its size limit grows
+    /// once the handshake is done).
+    private var decoder = FrameDecoder(maxPayloadBytes: PeerProtocol.maxHandshakeFrameBytes)
+
+    /// The session's protocol version: what a client proposes until the server answers, then
+    /// what the handshake settled (SPEC.md §15.10, "Negotiation").
+    package private(set) var version: UInt16 = PeerProtocol.version
     /// What the session has done so far.
     package private(set) var summary: PeerSummary
+    /// Whether a message of the live phase (`push`, `pushAck`, `ping`, `pong`) has arrived from the
+    /// peer: it keeps the session, not only answers a handshake and an exchange, which is what a
+    /// live client counts as a success before it connects again (SPEC.md §15.10, "A live client").
+    /// Like `summary`, it outlasts the session's end.
+    package private(set) var peerHeardWhileLive = false
 
     private enum Phase: Sendable {
         case notStarted
         case clientAwaitingServerHello(clientHello: [UInt8], clientNonce: [UInt8])
         case serverAwaitingClientHello
         case serverAwaitingProof(keys: Handshake.Keys, transcript: [UInt8])
-        case established
+        /// The handshake is done: every frame is sealed, through the exchange and, in a live
+        /// session, the live phase after it.
+        case sealed(Sealed)
         case finished
         case failed(ConcordError)
+        /// Never seen from outside: the phase while a method changes `.sealed`'s data in place
+        /// (`sealed`, `withSealed`), so that the data is not copied.
+        case modifying
     }
 
-    private enum Receiving: Sendable { case versions, batches, done }
-    private enum Sending: Sendable { case waitingForPeerVersions, operations, done }
+    /// What the sealed phase carries.
+    fileprivate struct Sealed: Sendable {
+        var sealer: FrameCipher
+        var opener: FrameCipher
+        /// What the peer holds as far as this side knows (SPEC.md §15.10 rule 1): what its
+        /// `versions` covers, every operation received from it, and every operation written to it.
+        var peerHolds = SeqRanges()
+        /// What the peer sent in this session: never sent back.
+        var received = SeqRanges()
+        /// The batch (or push) being filled, and its first operation.
+        var batch = OperationsBlock.Encoder()
+        var batchFirst: OperationID?
+        var inbound = Inbound()
+        var exchange = Exchange()
+        /// The live phase, once the exchange of a live session is done (SPEC.md §15.10).
+        var live: Live?
+    }
+
+    /// What arrived and is on its way to the store.
+    fileprivate struct Inbound: Sendable {
+        /// The batches received for the next `.apply`.
+        var group = Group()
+        /// A message opened after batches that are still to be applied: one of another kind,
+        /// handled once they have committed, or a batch that would take the group past the
+        /// raw-size bound, the first of the next group. Handled as if it were still in the decoder.
+        var heldMessage: [UInt8]?
+        /// One entry per `.apply` (or `.finishMerge`) handed out and not yet confirmed by
+        /// `batchApplied()`, in order: the push operations it carries (0 for batches). While any
+        /// are out, the batches that follow are collected for the next one, and anything else
+        /// waits in `heldMessage`.
+        var appliesOut: [Int] = []
+        /// The connection has closed: once nothing is left to apply, the session ends.
+        var inputEnded = false
+    }
+
+    /// The operations of the batches (or pushes) received for the next `.apply`, how many
+    /// batches, and the raw bytes they declare: at most those of one batch of the largest size
+    /// (4 MiB), so that no `.apply` is more work than the largest single batch may be. The
+    /// summary counts them once they are handed out, and so does `lastShared`, the last shared
+    /// operations among them.
+    fileprivate struct Group: Sendable {
+        var operations: [Op] = []
+        var batches = 0
+        var rawBytes = 0
+        var lastShared = 0
+        var pushOperations = 0
+
+        var isEmpty: Bool { operations.isEmpty }
+    }
+
+    /// The exchange (SPEC.md §15.6): version vectors, then batches each way, `done`, and the
+    /// `ack`s. A live session keeps it as it ended (everything received and acknowledged).
+    fileprivate struct Exchange: Sendable {
+        var receiving: Receiving = .versions
+        var sending: Sending = .waitingForPeerVersions
+        var ackReceived = false
+        /// The peer's `done` has arrived: the `ack` goes out once the `.finishMerge` has committed.
+        var ackOwed = false
+        /// A `.needOperations` to return at the end of the current `receive`.
+        var pendingNeed: (since: VersionVector, lastShared: [OperationID])?
+        /// The last shared operations (SPEC.md §15.6): this side's not yet sent, and the peer's
+        /// not yet received. Both sides compute the same set from the two version vectors.
+        var lastSharedToSend: Set<OperationID> = []
+        var lastSharedToReceive: Set<OperationID> = []
+        /// The last shared operations in the open batch.
+        var batchLastShared = 0
+        /// Every operation in batches, each way, as the peer's ack counts them.
+        var operationsInBatchesSent = 0
+        var operationsInBatchesReceived = 0
+    }
+
+    fileprivate enum Receiving: Sendable { case versions, batches, done }
+    fileprivate enum Sending: Sendable { case waitingForPeerVersions, operations, done }
+
+    /// The live phase (SPEC.md §15.10): the pushes each way and their acknowledgements.
+    fileprivate struct Live: Sendable {
+        /// Push operations written, and the `n` of the last `pushAck` received.
+        var pushOperationsWritten = 0
+        var pushOperationsAcknowledged = 0
+        /// The pushes written and not wholly acknowledged: the count of push operations written
+        /// up to the end of each, and its raw bytes; and the raw bytes of all of them.
+        var pushesUnacknowledged: [(end: Int, rawBytes: Int)] = []
+        var pushBytesUnacknowledged = 0
+        /// Push operations received and logged so far (what this side's `pushAck` counts).
+        var pushOperationsLogged = 0
+        var nextPingNonce: UInt64 = 0
+    }
+
+    /// A failure met in the sealed phase's own work, which ends the session (`fail`), and what
+    /// the peer is told.
+    fileprivate struct Ending: Error {
+        var failure: ConcordError
+        var tellingPeer: String?
+    }
 
     /// - Parameters:
     ///   - role: `.client` on the side that opened the connection.
@@ -312,9 +354,22 @@ package struct PeerSession: Sendable {
     /// Whether the handshake is complete (a transport stops its handshake timer then).
     package var isHandshakeComplete: Bool {
         switch phase {
-        case .established, .finished: true
+        case .sealed, .finished, .modifying: true
         case .failed, .notStarted, .clientAwaitingServerHello, .serverAwaitingClientHello, .serverAwaitingProof: false
         }
+    }
+
+    /// Whether the session is in its live phase (SPEC.md §15.10).
+    package var isLive: Bool {
+        guard case .sealed(let sealed) = phase else { return false }
+        return sealed.live != nil
+    }
+
+    /// What the peer holds as far as this side knows (SPEC.md §15.10 rule 1): what its
+    /// `versions` covers, every operation received from it, and every operation written to it.
+    package var peerHolds: SeqRanges {
+        guard case .sealed(let sealed) = phase else { return SeqRanges() }
+        return sealed.peerHolds
     }
 
     /// Whether the session reads nothing more until a merge out is confirmed (`batchApplied()`):
@@ -322,14 +377,17 @@ package struct PeerSession: Sendable {
     /// many merges as allowed are out. A transport leaves what arrives unread meanwhile, so that
     /// its inbound flow control bounds what waits.
     package var waitsForMerges: Bool {
-        appliesInFlight > 0 && (heldMessage != nil || collectedBatches >= batchesPerApply)
+        guard case .sealed(let sealed) = phase else { return false }
+        let inbound = sealed.inbound
+        return !inbound.appliesOut.isEmpty && (inbound.heldMessage != nil || inbound.group.batches >= batchesPerApply)
     }
 
     /// Whether, in the live phase, a push may be written: the operations pushed and not yet
     /// acknowledged are under the bounds of SPEC.md §15.10 rule 4.
     package var mayPush: Bool {
-        isLive && isActive && pushOperationsWritten - pushOperationsAcknowledged < PeerProtocol.maxUnacknowledgedPushOperations
-            && pushBytesUnacknowledged < PeerProtocol.maxUnacknowledgedPushBytes
+        guard case .sealed(let sealed) = phase, let live = sealed.live else { return false }
+        return live.pushOperationsWritten - live.pushOperationsAcknowledged < PeerProtocol.maxUnacknowledgedPushOperations
+            && live.pushBytesUnacknowledged < PeerProtocol.maxUnacknowledgedPushBytes
     }
 
     /// Whether the session has ended, finished or failed.
@@ -358,6 +416,41 @@ package struct PeerSession: Sendable {
         case .notStarted, .finished, .failed: false
         default: true
         }
+    }
+
+    private var isSealed: Bool {
+        if case .sealed = phase { return true }
+        return false
+    }
+
+    /// The sealed phase's data, read and changed in place. Only in that phase: every use is
+    /// behind `isSealed`, or on a path only that phase takes.
+    private var sealed: Sealed {
+        get {
+            guard case .sealed(let sealed) = phase else { preconditionFailure("PeerSession: not in the sealed phase") }
+            return sealed
+        }
+        _modify {
+            guard case .sealed(var sealed) = phase else { preconditionFailure("PeerSession: not in the sealed phase") }
+            phase = .modifying
+            defer { phase = .sealed(sealed) }
+            yield &sealed
+        }
+    }
+
+    /// Runs `body` on the sealed phase's data, the summary and `actions`, in place: the work done
+    /// an operation at a time. A failure it throws ends the session (`fail`); false then.
+    @discardableResult
+    private mutating func withSealed(
+        into actions: inout [PeerAction], _ body: (inout Sealed, inout PeerSummary, inout [PeerAction]) throws(Ending) -> Void
+    ) -> Bool {
+        guard case .sealed(var sealed) = phase else { preconditionFailure("PeerSession: not in the sealed phase") }
+        phase = .modifying
+        let outcome = Result { () throws(Ending) in try body(&sealed, &summary, &actions) }
+        phase = .sealed(sealed)
+        guard case .failure(let ending) = outcome else { return true }
+        fail(ending.failure, tellingPeer: ending.tellingPeer, into: &actions)
+        return false
     }
 
     // MARK: Driving the session
@@ -394,13 +487,13 @@ package struct PeerSession: Sendable {
     /// tells the peer it holds what it sent).
     package mutating func batchApplied() -> [PeerAction] {
         guard isActive else { return [] }
-        precondition(appliesInFlight > 0, "PeerSession.batchApplied() without an .apply")
-        appliesInFlight -= 1
-        let pushed = pushesInFlight.removeFirst()
+        precondition(isSealed && !sealed.inbound.appliesOut.isEmpty, "PeerSession.batchApplied() without an .apply")
+        let pushed = sealed.inbound.appliesOut.removeFirst()
         guard pushed > 0 else { return handleReceived() }
-        pushOperationsLogged += pushed
+        // Pushes arrive only in the live phase.
+        sealed.live!.pushOperationsLogged += pushed
         var actions: [PeerAction] = []
-        guard sendMessage(PeerMessage.encodeCount(.pushAck, UInt64(pushOperationsLogged)), into: &actions) else { return actions }
+        guard sendMessage(PeerMessage.encodeCount(.pushAck, UInt64(sealed.live!.pushOperationsLogged)), into: &actions) else { return actions }
         return actions + handleReceived()
     }
 
@@ -415,46 +508,55 @@ package struct PeerSession: Sendable {
         return handleReceived()
     }
 
-    /// Handles the frames waiting in the decoder. Batches are collected into a group that one
-    /// `.apply` hands out: it ends at `batchesPerApply` batches, before a batch that would take it
-    /// past the raw-size bound, at a message of another kind, or where the decoder holds no
-    /// further whole frame. While `.apply` actions are out, a complete group goes out too if
-    /// `maxAppliesInFlight` allows, and otherwise (or while it is still growing) waits; a message of
-    /// another kind waits until every batch before it has committed. The loop stops at each
-    /// `.apply`, so that a transport starts merging it at once (and calls `readAhead()`).
+    /// Handles the frames waiting in the decoder: the handshake's, then the sealed ones.
     private mutating func handleReceived() -> [PeerAction] {
         var actions: [PeerAction] = []
+        while isActive, !isSealed, let frame = nextFrame(into: &actions) {
+            handleHandshake(frame, into: &actions)
+        }
+        if isSealed { handleSealed(into: &actions) }
+        return actions
+    }
+
+    /// Handles the sealed frames waiting in the decoder. Batches are collected into a group that
+    /// one `.apply` hands out: it ends at `batchesPerApply` batches, before a batch that would
+    /// take it past the raw-size bound, at a message of another kind, or where the decoder holds
+    /// no further whole frame. While `.apply` actions are out, a complete group goes out too if
+    /// `maxAppliesInFlight` allows, and otherwise (or while it is still growing) waits; a message
+    /// of another kind waits until every batch before it has committed. The loop stops at each
+    /// `.apply`, so that a transport starts merging it at once (and calls `readAhead()`).
+    private mutating func handleSealed(into actions: inout [PeerAction]) {
         // Before anything held (the peer's ack may wait there): the peer hears first that its
         // operations are held.
-        if isActive, ackOwed, appliesInFlight == 0 {
-            ackOwed = false
+        if sealed.exchange.ackOwed, sealed.inbound.appliesOut.isEmpty {
+            sealed.exchange.ackOwed = false
             sendAck(into: &actions)
         }
-        while isActive {
-            if let message = heldMessage, collected.isEmpty, appliesInFlight == 0 || PeerMessage.isBatch(message) {
-                heldMessage = nil
+        while isSealed {
+            let inbound = sealed.inbound
+            if let message = inbound.heldMessage, inbound.group.isEmpty, inbound.appliesOut.isEmpty || PeerMessage.isBatch(message) {
+                sealed.inbound.heldMessage = nil
                 handleOpened(message, into: &actions)
                 continue
             }
             // The group is complete, or a message waits for it to commit.
-            if heldMessage != nil || collectedBatches >= batchesPerApply {
-                if appliesInFlight < maxAppliesInFlight { applyCollected(into: &actions) }
+            if inbound.heldMessage != nil || inbound.group.batches >= batchesPerApply {
+                if inbound.appliesOut.count < maxAppliesInFlight { applyCollected(into: &actions) }
                 break
             }
             guard let frame = nextFrame(into: &actions) else { break }
-            handle(frame, into: &actions)
+            handleMessage(frame, into: &actions)
         }
         // A group that is not complete goes out only to a store with nothing else to merge: it
         // may still grow while one is merging.
-        if isActive, appliesInFlight == 0 { applyCollected(into: &actions) }
-        if isActive, inputEnded, appliesInFlight == 0 { endClosed(into: &actions) }
+        if isSealed, sealed.inbound.appliesOut.isEmpty { applyCollected(into: &actions) }
+        if isSealed, sealed.inbound.inputEnded, sealed.inbound.appliesOut.isEmpty { endClosed(into: &actions) }
         // Last, so that a driver that streams operations while carrying out this action writes
         // their frames after every frame sealed in this call (an ack among them).
-        if let need = pendingNeed {
-            pendingNeed = nil
-            if isActive { actions.append(.needOperations(since: need.since, lastShared: need.lastShared)) }
+        if isSealed, let need = sealed.exchange.pendingNeed {
+            sealed.exchange.pendingNeed = nil
+            actions.append(.needOperations(since: need.since, lastShared: need.lastShared))
         }
-        return actions
     }
 
     /// The next whole frame in the decoder, if there is one. A frame over the size limit ends the
@@ -467,7 +569,7 @@ package struct PeerSession: Sendable {
             switch phase {
             case .serverAwaitingClientHello, .clientAwaitingServerHello:
                 fail(ConcordError(.notAPeer, "the peer does not speak the Concord peer protocol"), into: &actions)
-            case .established:
+            case .sealed:
                 fail(ConcordError(.frameTooLarge, "the peer sent a frame of \(length) bytes, over the \(PeerProtocol.maxFrameBytes)-byte limit"),
                      tellingPeer: "it received a frame over the \(PeerProtocol.maxFrameBytes)-byte limit", into: &actions)
             default:
@@ -483,7 +585,13 @@ package struct PeerSession: Sendable {
     /// are applied, and the peer's `error`, if it sent one, says why it closed.
     package mutating func connectionClosed() -> [PeerAction] {
         guard isActive else { return [] }
-        inputEnded = true
+        guard isSealed else {
+            // In the handshake, every whole frame received has been handled already.
+            var actions: [PeerAction] = []
+            endClosed(into: &actions)
+            return actions
+        }
+        sealed.inbound.inputEnded = true
         return handleReceived()
     }
 
@@ -522,10 +630,13 @@ package struct PeerSession: Sendable {
     /// so a store that applied them meanwhile may pass them too.
     package mutating func send(operations: some Sequence<Op>) -> [PeerAction] {
         guard isActive else { return [] }
-        precondition(sending == .operations, "PeerSession.send(operations:) before .needOperations or after finishSending()")
+        precondition(isSealed && sealed.exchange.sending == .operations, "PeerSession.send(operations:) before .needOperations or after finishSending()")
         var actions: [PeerAction] = []
-        for operation in operations where !received.contains(operation.id) {
-            guard append(operation, kind: .batch, into: &actions) else { break }
+        let version = version
+        withSealed(into: &actions) { sealed, summary, actions throws(Ending) in
+            for operation in operations where !sealed.received.contains(operation.id) {
+                try sealed.append(operation, kind: .batch, version: version, summary: &summary, into: &actions)
+            }
         }
         return actions
     }
@@ -538,10 +649,13 @@ package struct PeerSession: Sendable {
         guard isActive else { return [] }
         precondition(isLive, "PeerSession.push(operations:) before the live phase")
         var actions: [PeerAction] = []
-        for operation in operations where !peerHolds.contains(operation.id) {
-            guard append(operation, kind: .push, into: &actions) else { return actions }
+        let version = version
+        withSealed(into: &actions) { sealed, summary, actions throws(Ending) in
+            for operation in operations where !sealed.peerHolds.contains(operation.id) {
+                try sealed.append(operation, kind: .push, version: version, summary: &summary, into: &actions)
+            }
+            try sealed.flushBatch(kind: .push, summary: &summary, into: &actions)
         }
-        _ = flushBatch(kind: .push, into: &actions)
         return actions
     }
 
@@ -550,49 +664,28 @@ package struct PeerSession: Sendable {
     package mutating func ping() -> [PeerAction] {
         guard isActive, isLive else { return [] }
         var actions: [PeerAction] = []
-        nextPingNonce += 1
-        _ = sendMessage(PeerMessage.encodeCount(.ping, nextPingNonce), into: &actions)
+        sealed.live!.nextPingNonce += 1
+        _ = sendMessage(PeerMessage.encodeCount(.ping, sealed.live!.nextPingNonce), into: &actions)
         return actions
-    }
-
-    /// Adds an operation to the open batch (or push), which goes out once full, or before an
-    /// operation that would take it well past its target size. `false` once the session has failed.
-    private mutating func append(_ operation: Op, kind: PeerMessage.Kind, into actions: inout [PeerAction]) -> Bool {
-        if !batch.isEmpty, batch.estimatedBytes + Self.sizeBound(operation) > PeerProtocol.targetBatchBytes {
-            guard flushBatch(kind: kind, into: &actions) else { return false }
-        }
-        if batch.isEmpty { batchFirst = operation.id }
-        if PeerProtocol.carriesPredecessors(version) {
-            batch.append(operation)
-        } else {
-            // Versions 1 and 2 of the protocol carry no predecessors (SPEC.md §15.5): a peer of a
-            // build older than them would refuse the bit that flags them.
-            var sent = operation
-            sent.predecessors = nil
-            batch.append(sent)
-        }
-        peerHolds.insert(operation.id)
-        if !lastSharedToSend.isEmpty, lastSharedToSend.remove(operation.id) != nil { batchLastShared += 1 }
-        if batch.operationCount >= PeerProtocol.maxBatchOperations || batch.estimatedBytes >= PeerProtocol.targetBatchBytes {
-            guard flushBatch(kind: kind, into: &actions) else { return false }
-        }
-        return true
     }
 
     /// Sends the last batch and `done`: everything the peer lacked has been sent. The session
     /// finishes once the peer's `done`, and its `ack` of everything this side sent, have arrived.
     package mutating func finishSending() -> [PeerAction] {
         guard isActive else { return [] }
-        precondition(sending == .operations, "PeerSession.finishSending() before .needOperations, or twice")
+        precondition(isSealed && sealed.exchange.sending == .operations, "PeerSession.finishSending() before .needOperations, or twice")
         var actions: [PeerAction] = []
-        guard flushBatch(kind: .batch, into: &actions), sendMessage(PeerMessage.doneMessage, into: &actions) else { return actions }
-        sending = .done
+        let sent = withSealed(into: &actions) { sealed, summary, actions throws(Ending) in
+            try sealed.flushBatch(kind: .batch, summary: &summary, into: &actions)
+            try sealed.seal(PeerMessage.doneMessage, summary: &summary, into: &actions)
+        }
+        if sent { sealed.exchange.sending = .done }
         return actions
     }
 
     // MARK: Handshake
 
-    private mutating func handle(_ frame: [UInt8], into actions: inout [PeerAction]) {
+    private mutating func handleHandshake(_ frame: [UInt8], into actions: inout [PeerAction]) {
         switch phase {
         case .serverAwaitingClientHello:
             handleClientHello(frame, into: &actions)
@@ -600,9 +693,7 @@ package struct PeerSession: Sendable {
             handleServerHello(frame, clientHello: clientHello, clientNonce: clientNonce, into: &actions)
         case let .serverAwaitingProof(keys, transcript):
             handleClientProof(frame, keys: keys, transcript: transcript, into: &actions)
-        case .established:
-            handleMessage(frame, into: &actions)
-        case .notStarted, .finished, .failed:
+        case .notStarted, .sealed, .finished, .failed, .modifying:
             break
         }
     }
@@ -727,17 +818,15 @@ package struct PeerSession: Sendable {
     private mutating func establish(
         sealing: SymmetricKey, opening: SymmetricKey, into actions: inout [PeerAction]
     ) {
-        sealer = FrameCipher(key: sealing)
-        opener = FrameCipher(key: opening)
         decoder.maxPayloadBytes = PeerProtocol.maxFrameBytes
-        phase = .established
+        phase = .sealed(Sealed(sealer: FrameCipher(key: sealing), opener: FrameCipher(key: opening)))
         _ = sendMessage(PeerMessage.encodeVersions(replica: localReplica, versions: localVersions), into: &actions)
     }
 
-    // MARK: The encrypted phase
+    // MARK: The sealed phase
 
     private mutating func handleMessage(_ frame: [UInt8], into actions: inout [PeerAction]) {
-        guard var opener else { return }
+        var opener = sealed.opener
         let message: [UInt8]
         do {
             message = try opener.open(frame)
@@ -749,18 +838,19 @@ package struct PeerSession: Sendable {
             fail(ConcordError(.counterExhausted, "the session has used all its frame counters"), into: &actions)
             return
         }
-        self.opener = opener
+        sealed.opener = opener
+        let inbound = sealed.inbound
         let waits =
             if let rawBytes = PeerMessage.declaredRawLength(of: message) {
                 // A batch that would make the group more than the largest batch starts the next.
                 // (Compared so that a declared length near the largest integer cannot overflow.)
-                !collected.isEmpty && rawBytes > PeerProtocol.maxBatchBytes - collectedRawBytes
+                !inbound.group.isEmpty && rawBytes > PeerProtocol.maxBatchBytes - inbound.group.rawBytes
             } else {
                 // Whatever follows batches waits until they have committed (an ack among them).
-                !collected.isEmpty || appliesInFlight > 0
+                !inbound.group.isEmpty || !inbound.appliesOut.isEmpty
             }
         if waits {
-            heldMessage = message
+            sealed.inbound.heldMessage = message
         } else {
             handleOpened(message, into: &actions)
         }
@@ -768,31 +858,28 @@ package struct PeerSession: Sendable {
 
     /// Hands out the batches collected as one `.apply`, if there are any.
     private mutating func applyCollected(into actions: inout [PeerAction]) {
-        guard !collected.isEmpty else { return }
-        actions.append(.apply(collected))
-        pushesInFlight.append(collectedPushOperations)
-        collectedPushOperations = 0
-        summary.batchesReceived += isLive ? 0 : collectedBatches
-        summary.operationsReceived += collected.count - collectedLastShared
-        summary.lastSharedReceived += collectedLastShared
-        collected = []
-        collectedBatches = 0
-        collectedRawBytes = 0
-        collectedLastShared = 0
-        appliesInFlight += 1
+        let group = sealed.inbound.group
+        guard !group.isEmpty else { return }
+        sealed.inbound.group = Group()
+        sealed.inbound.appliesOut.append(group.pushOperations)
+        actions.append(.apply(group.operations))
+        summary.batchesReceived += isLive ? 0 : group.batches
+        summary.operationsReceived += group.operations.count - group.lastShared
+        summary.lastSharedReceived += group.lastShared
     }
 
-    /// Handles an opened message of the encrypted phase.
+    /// Handles an opened message of the sealed phase.
     private mutating func handleOpened(_ message: [UInt8], into actions: inout [PeerAction]) {
         // The order is checked before the body is decoded.
         let type = PeerMessage.kind(of: message).flatMap(PeerMessage.Kind.init(rawValue:))
+        let exchange = sealed.exchange
         let outOfOrder: String? =
-            switch (type, receiving) {
+            switch (type, exchange.receiving) {
             case (.error?, _), (nil, _): nil  // an error ends the session anywhere; decode reports an unknown type
             case (let type?, _) where type.isLive: isLive ? nil : "\(type.phrase) before the live phase"
             case (.ack?, .versions): "an ack message before versions"
-            case (.ack?, _) where ackReceived: "a second ack message"
-            case (.ack?, _) where sending != .done: "an ack message before this side's done"
+            case (.ack?, _) where exchange.ackReceived: "a second ack message"
+            case (.ack?, _) where exchange.sending != .done: "an ack message before this side's done"
             case (.ack?, _): nil
             case (.versions?, .versions), (.batch?, .batches), (.done?, .batches): nil
             case (.versions?, _): "a second versions message"
@@ -822,66 +909,47 @@ package struct PeerSession: Sendable {
             }
             summary.peerReplica = replica
             summary.peerVersions = versions
-            peerHolds = SeqRanges(upTo: versions)
-            receiving = .batches
-            sending = .operations
             let lastShared = Self.lastShared(localVersions, versions)
-            lastSharedToSend = Set(lastShared)
-            lastSharedToReceive = lastSharedToSend
-            pendingNeed = (versions, lastShared)
+            sealed.peerHolds = SeqRanges(upTo: versions)
+            sealed.exchange.receiving = .batches
+            sealed.exchange.sending = .operations
+            sealed.exchange.lastSharedToSend = Set(lastShared)
+            sealed.exchange.lastSharedToReceive = Set(lastShared)
+            sealed.exchange.pendingNeed = (versions, lastShared)
         case let .batch(operations):
-            for operation in operations {
-                received.insert(operation.id)
-                if !lastSharedToReceive.isEmpty, lastSharedToReceive.remove(operation.id) != nil { collectedLastShared += 1 }
-            }
-            operationsInBatchesReceived += operations.count
-            collected += operations
-            collectedBatches += 1
-            collectedRawBytes += PeerMessage.declaredRawLength(of: message) ?? 0
-            for operation in operations { peerHolds.insert(operation.id) }
+            sealed.collect(batch: operations, rawBytes: PeerMessage.declaredRawLength(of: message) ?? 0)
         case let .push(operations):
-            for operation in operations {
-                received.insert(operation.id)
-                peerHolds.insert(operation.id)
-            }
-            collected += operations
-            collectedBatches += 1
-            collectedRawBytes += PeerMessage.declaredRawLength(of: message) ?? 0
-            collectedPushOperations += operations.count
+            sealed.collect(push: operations, rawBytes: PeerMessage.declaredRawLength(of: message) ?? 0)
         case let .pushAck(count):
-            guard count <= UInt64(pushOperationsWritten), count >= UInt64(pushOperationsAcknowledged) else {
-                let what = "a pushAck message for \(count) operations; this side pushed \(pushOperationsWritten), and \(pushOperationsAcknowledged) were acknowledged"
+            let live = sealed.live!  // a live kind: the live phase
+            guard count <= UInt64(live.pushOperationsWritten), count >= UInt64(live.pushOperationsAcknowledged) else {
+                let what = "a pushAck message for \(count) operations; this side pushed \(live.pushOperationsWritten), and \(live.pushOperationsAcknowledged) were acknowledged"
                 fail(.violation(what), tellingPeer: "it received something the protocol does not allow: \(what)", into: &actions)
                 return
             }
-            pushOperationsAcknowledged = Int(count)
-            while let first = pushesUnacknowledged.first, first.end <= pushOperationsAcknowledged {
-                pushesUnacknowledged.removeFirst()
-                pushBytesUnacknowledged -= first.rawBytes
-            }
+            sealed.live!.acknowledge(through: Int(count))
         case let .ping(nonce):
             _ = sendMessage(PeerMessage.encodeCount(.pong, nonce), into: &actions)
         case .pong:
             break  // what it answers does not matter: bytes arrived
         case .done:
-            receiving = .done
+            sealed.exchange.receiving = .done
             // Every batch before it has been logged (a message waits for them). The records show
             // them before the ack goes out.
             if summary.batchesReceived > 0 {
                 actions.append(.finishMerge)
-                appliesInFlight += 1
-                pushesInFlight.append(0)
-                ackOwed = true
+                sealed.inbound.appliesOut.append(0)
+                sealed.exchange.ackOwed = true
             } else {
                 sendAck(into: &actions)
             }
         case let .ack(count):
-            guard count == UInt64(operationsInBatchesSent) else {
-                let what = "an ack message for \(count) operations; this side sent \(operationsInBatchesSent)"
+            guard count == UInt64(exchange.operationsInBatchesSent) else {
+                let what = "an ack message for \(count) operations; this side sent \(exchange.operationsInBatchesSent)"
                 fail(.violation(what), tellingPeer: "it received something the protocol does not allow: \(what)", into: &actions)
                 return
             }
-            ackReceived = true
+            sealed.exchange.ackReceived = true
             checkFinished(into: &actions)
         case let .error(reason):
             fail(ConcordError(.peerError, "the peer ended the session: \(PeerMessage.sanitized(reason))"), into: &actions)
@@ -891,7 +959,7 @@ package struct PeerSession: Sendable {
     /// Tells the peer that this side holds every operation of its batches (and that its records
     /// show them).
     private mutating func sendAck(into actions: inout [PeerAction]) {
-        guard sendMessage(PeerMessage.encodeAck(operationsInBatchesReceived), into: &actions) else { return }
+        guard sendMessage(PeerMessage.encodeAck(sealed.exchange.operationsInBatchesReceived), into: &actions) else { return }
         checkFinished(into: &actions)
     }
 
@@ -899,9 +967,9 @@ package struct PeerSession: Sendable {
     /// have arrived (the ack comes only after this side's `done`); a live session enters its live
     /// phase then.
     private mutating func checkFinished(into actions: inout [PeerAction]) {
-        guard receiving == .done, ackReceived else { return }
+        guard sealed.exchange.receiving == .done, sealed.exchange.ackReceived else { return }
         if PeerProtocol.isLive(version) {
-            isLive = true
+            sealed.live = Live()
             actions.append(.live(summary))
             return
         }
@@ -909,58 +977,22 @@ package struct PeerSession: Sendable {
         actions.append(.finished(summary))
     }
 
-    /// Seals and sends the open batch (or push), if there is one. `false` once the session has
-    /// failed.
-    private mutating func flushBatch(kind: PeerMessage.Kind, into actions: inout [PeerAction]) -> Bool {
-        guard !batch.isEmpty, let first = batchFirst else { return true }
-        let count = batch.operationCount
-        let raw = batch.finish()
-        batchFirst = nil
-        let message = raw.count <= PeerProtocol.maxBatchBytes ? PeerMessage.encodeBatch(raw: raw, kind: kind) : nil
-        guard let message, message.count + FrameCipher.tagBytes <= PeerProtocol.maxFrameBytes else {
-            let what = count == 1
-                ? "operation \(first) is too large to send to a peer (\(raw.count) bytes)"
-                : "a batch of \(count) operations from \(first) is too large to send to a peer (\(raw.count) bytes)"
-            fail(ConcordError(.operationTooLarge, what), tellingPeer: what, into: &actions)
-            return false
-        }
-        guard sendMessage(message, into: &actions) else { return false }
-        if kind == .push {
-            summary.operationsSent += count
-            pushOperationsWritten += count
-            pushesUnacknowledged.append((pushOperationsWritten, raw.count))
-            pushBytesUnacknowledged += raw.count
-            return true
-        }
-        summary.batchesSent += 1
-        summary.operationsSent += count - batchLastShared
-        summary.lastSharedSent += batchLastShared
-        operationsInBatchesSent += count
-        batchLastShared = 0
-        return true
-    }
-
     /// Seals a message into a frame and sends it. `false` once the session has failed.
     private mutating func sendMessage(_ message: [UInt8], into actions: inout [PeerAction]) -> Bool {
-        guard var sealer, let sealed = sealer.seal(message) else {
-            fail(ConcordError(.counterExhausted, "the session has used all its frame counters"), into: &actions)
-            return false
+        withSealed(into: &actions) { sealed, summary, actions throws(Ending) in
+            try sealed.seal(message, summary: &summary, into: &actions)
         }
-        self.sealer = sealer
-        emit(Frame.encode(sealed), into: &actions)
-        return true
     }
 
     /// Ends the session. Past the handshake, and with `tellingPeer`, the peer is sent an `error`
     /// with that reason first, sealed with the next counter (nothing sealed is ever held back, so
     /// the peer can open it). The paths that tell the peer: a frame over the limit
-    /// (`handleReceived`); a frame that fails authentication, a message out of order or that does
+    /// (`nextFrame`); a frame that fails authentication, a message out of order or that does
     /// not decode, a `versions` with this side's replica id, an `ack` of another count
-    /// (`handleMessage`); an operation too large to send (`flushBatch`); and `abort(_:tellingPeer:)`.
-    /// `ErrorDeliveryTests` has a test of each, from either side.
+    /// (`handleMessage`, `handleOpened`); an operation too large to send (`flushBatch`); and
+    /// `abort(_:tellingPeer:)`. `ErrorDeliveryTests` has a test of each, from either side.
     private mutating func fail(_ failure: ConcordError, tellingPeer reason: String? = nil, into actions: inout [PeerAction]) {
-        if let reason, case .established = phase, var sealer, let sealed = sealer.seal(PeerMessage.encodeError(reason)) {
-            self.sealer = sealer
+        if let reason, isSealed, let sealed = sealed.sealer.seal(PeerMessage.encodeError(reason)) {
             emit(Frame.encode(sealed), into: &actions)
         }
         phase = .failed(failure)
@@ -969,6 +1001,10 @@ package struct PeerSession: Sendable {
 
     /// Adds bytes to send, to the last `.send` action when it is the last action.
     private mutating func emit(_ bytes: [UInt8], into actions: inout [PeerAction]) {
+        Self.emit(bytes, summary: &summary, into: &actions)
+    }
+
+    fileprivate static func emit(_ bytes: [UInt8], summary: inout PeerSummary, into actions: inout [PeerAction]) {
         summary.bytesSent += bytes.count
         if case .send(var pending)? = actions.last {
             actions.removeLast()
@@ -1018,13 +1054,119 @@ package struct PeerSession: Sendable {
 
     /// Moves this side's sealing counter (for tests of counter exhaustion).
     mutating func setSendCounter(_ counter: UInt64) {
-        guard let sealer else { return }
-        self.sealer = FrameCipher(key: sealer.key, counter: counter)
+        guard isSealed else { return }
+        sealed.sealer = FrameCipher(key: sealed.sealer.key, counter: counter)
     }
 
     /// Moves this side's opening counter (for tests of counter exhaustion).
     mutating func setReceiveCounter(_ counter: UInt64) {
-        guard let opener else { return }
-        self.opener = FrameCipher(key: opener.key, counter: counter)
+        guard isSealed else { return }
+        sealed.opener = FrameCipher(key: sealed.opener.key, counter: counter)
+    }
+}
+
+// MARK: The sealed phase's own work
+
+extension PeerSession.Sealed {
+    /// Takes a batch's operations into the group for the next `.apply`.
+    mutating func collect(batch operations: [Op], rawBytes: Int) {
+        for operation in operations {
+            received.insert(operation.id)
+            peerHolds.insert(operation.id)
+            if !exchange.lastSharedToReceive.isEmpty, exchange.lastSharedToReceive.remove(operation.id) != nil { inbound.group.lastShared += 1 }
+        }
+        exchange.operationsInBatchesReceived += operations.count
+        inbound.group.operations += operations
+        inbound.group.batches += 1
+        inbound.group.rawBytes += rawBytes
+    }
+
+    /// Takes a push's operations into the group for the next `.apply`.
+    mutating func collect(push operations: [Op], rawBytes: Int) {
+        for operation in operations {
+            received.insert(operation.id)
+            peerHolds.insert(operation.id)
+        }
+        inbound.group.operations += operations
+        inbound.group.batches += 1
+        inbound.group.rawBytes += rawBytes
+        inbound.group.pushOperations += operations.count
+    }
+
+    /// Adds an operation to the open batch (or push), which goes out once full, or before an
+    /// operation that would take it well past its target size.
+    mutating func append(
+        _ operation: Op, kind: PeerMessage.Kind, version: UInt16, summary: inout PeerSummary, into actions: inout [PeerAction]
+    ) throws(PeerSession.Ending) {
+        if !batch.isEmpty, batch.estimatedBytes + PeerSession.sizeBound(operation) > PeerProtocol.targetBatchBytes {
+            try flushBatch(kind: kind, summary: &summary, into: &actions)
+        }
+        if batch.isEmpty { batchFirst = operation.id }
+        if PeerProtocol.carriesPredecessors(version) {
+            batch.append(operation)
+        } else {
+            // Versions 1 and 2 of the protocol carry no predecessors (SPEC.md §15.5): a peer of a
+            // build older than them would refuse the bit that flags them.
+            var sent = operation
+            sent.predecessors = nil
+            batch.append(sent)
+        }
+        peerHolds.insert(operation.id)
+        if !exchange.lastSharedToSend.isEmpty, exchange.lastSharedToSend.remove(operation.id) != nil { exchange.batchLastShared += 1 }
+        if batch.operationCount >= PeerProtocol.maxBatchOperations || batch.estimatedBytes >= PeerProtocol.targetBatchBytes {
+            try flushBatch(kind: kind, summary: &summary, into: &actions)
+        }
+    }
+
+    /// Seals and sends the open batch (or push), if there is one.
+    mutating func flushBatch(kind: PeerMessage.Kind, summary: inout PeerSummary, into actions: inout [PeerAction]) throws(PeerSession.Ending) {
+        guard !batch.isEmpty, let first = batchFirst else { return }
+        let count = batch.operationCount
+        let raw = batch.finish()
+        batchFirst = nil
+        let message = raw.count <= PeerProtocol.maxBatchBytes ? PeerMessage.encodeBatch(raw: raw, kind: kind) : nil
+        guard let message, message.count + FrameCipher.tagBytes <= PeerProtocol.maxFrameBytes else {
+            let what = count == 1
+                ? "operation \(first) is too large to send to a peer (\(raw.count) bytes)"
+                : "a batch of \(count) operations from \(first) is too large to send to a peer (\(raw.count) bytes)"
+            throw PeerSession.Ending(failure: ConcordError(.operationTooLarge, what), tellingPeer: what)
+        }
+        try seal(message, summary: &summary, into: &actions)
+        if kind == .push {
+            summary.operationsSent += count
+            live!.pushed(count, rawBytes: raw.count)
+            return
+        }
+        summary.batchesSent += 1
+        summary.operationsSent += count - exchange.batchLastShared
+        summary.lastSharedSent += exchange.batchLastShared
+        exchange.operationsInBatchesSent += count
+        exchange.batchLastShared = 0
+    }
+
+    /// Seals a message into a frame and sends it.
+    mutating func seal(_ message: [UInt8], summary: inout PeerSummary, into actions: inout [PeerAction]) throws(PeerSession.Ending) {
+        guard let sealed = sealer.seal(message) else {
+            throw PeerSession.Ending(failure: ConcordError(.counterExhausted, "the session has used all its frame counters"))
+        }
+        PeerSession.emit(Frame.encode(sealed), summary: &summary, into: &actions)
+    }
+}
+
+extension PeerSession.Live {
+    /// A push of `count` operations and `rawBytes` raw bytes was written.
+    mutating func pushed(_ count: Int, rawBytes: Int) {
+        pushOperationsWritten += count
+        pushesUnacknowledged.append((pushOperationsWritten, rawBytes))
+        pushBytesUnacknowledged += rawBytes
+    }
+
+    /// The peer's `pushAck` of the first `count` push operations.
+    mutating func acknowledge(through count: Int) {
+        pushOperationsAcknowledged = count
+        while let first = pushesUnacknowledged.first, first.end <= pushOperationsAcknowledged {
+            pushesUnacknowledged.removeFirst()
+            pushBytesUnacknowledged -= first.rawBytes
+        }
     }
 }
