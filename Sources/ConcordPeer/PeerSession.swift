@@ -208,8 +208,8 @@ package struct PeerSession: Sendable {
         case sealed(Sealed)
         case finished
         case failed(ConcordError)
-        /// Never seen from outside: the phase while a method changes `.sealed`'s data in place
-        /// (`sealed`, `withSealed`), so that the data is not copied.
+        /// The phase only while `sealed` or `withSealed` changes `.sealed`'s data in place (so
+        /// that it is not copied): nothing else can run then, so no query ever sees it.
         case modifying
     }
 
@@ -227,7 +227,10 @@ package struct PeerSession: Sendable {
         var batchFirst: OperationID?
         var inbound = Inbound()
         var exchange = Exchange()
-        /// The live phase, once the exchange of a live session is done (SPEC.md §15.10).
+        /// The live phase, once the exchange of a live session is done (SPEC.md §15.10). It
+        /// follows the exchange within the sealed phase, on the same ciphers and with the same
+        /// view of what the peer holds; the exchange stays as it ended, since what may arrive
+        /// then is checked against it (a second `versions`, `ack` or `done` is refused).
         var live: Live?
     }
 
@@ -354,8 +357,9 @@ package struct PeerSession: Sendable {
     /// Whether the handshake is complete (a transport stops its handshake timer then).
     package var isHandshakeComplete: Bool {
         switch phase {
-        case .sealed, .finished, .modifying: true
+        case .sealed, .finished: true
         case .failed, .notStarted, .clientAwaitingServerHello, .serverAwaitingClientHello, .serverAwaitingProof: false
+        case .modifying: preconditionFailure("PeerSession: queried while its data changes")
         }
     }
 
@@ -414,7 +418,8 @@ package struct PeerSession: Sendable {
     private var isActive: Bool {
         switch phase {
         case .notStarted, .finished, .failed: false
-        default: true
+        case .clientAwaitingServerHello, .serverAwaitingClientHello, .serverAwaitingProof, .sealed: true
+        case .modifying: preconditionFailure("PeerSession: queried while its data changes")
         }
     }
 
@@ -423,12 +428,14 @@ package struct PeerSession: Sendable {
         return false
     }
 
-    /// The sealed phase's data, read and changed in place. Only in that phase: every use is
-    /// behind `isSealed`, or on a path only that phase takes.
+    /// The sealed phase's data, read and changed in place: a field at a time. Work that also
+    /// counts in the summary or may end the session (sealing frames, filling batches) goes
+    /// through `withSealed`. Only in the sealed phase: every use is behind `isSealed`, or on a
+    /// path only that phase takes (a live kind of message, a push).
     private var sealed: Sealed {
-        get {
+        _read {
             guard case .sealed(let sealed) = phase else { preconditionFailure("PeerSession: not in the sealed phase") }
-            return sealed
+            yield sealed
         }
         _modify {
             guard case .sealed(var sealed) = phase else { preconditionFailure("PeerSession: not in the sealed phase") }
@@ -826,10 +833,10 @@ package struct PeerSession: Sendable {
     // MARK: The sealed phase
 
     private mutating func handleMessage(_ frame: [UInt8], into actions: inout [PeerAction]) {
-        var opener = sealed.opener
         let message: [UInt8]
         do {
-            message = try opener.open(frame)
+            // The counter moves only when the frame opens.
+            message = try sealed.opener.open(frame)
         } catch .authentication {
             fail(ConcordError(.authenticationFailed, "a frame failed authentication"),
                  tellingPeer: "it received a frame that failed authentication", into: &actions)
@@ -838,7 +845,6 @@ package struct PeerSession: Sendable {
             fail(ConcordError(.counterExhausted, "the session has used all its frame counters"), into: &actions)
             return
         }
-        sealed.opener = opener
         let inbound = sealed.inbound
         let waits =
             if let rawBytes = PeerMessage.declaredRawLength(of: message) {
@@ -992,8 +998,8 @@ package struct PeerSession: Sendable {
     /// (`handleMessage`, `handleOpened`); an operation too large to send (`flushBatch`); and
     /// `abort(_:tellingPeer:)`. `ErrorDeliveryTests` has a test of each, from either side.
     private mutating func fail(_ failure: ConcordError, tellingPeer reason: String? = nil, into actions: inout [PeerAction]) {
-        if let reason, isSealed, let sealed = sealed.sealer.seal(PeerMessage.encodeError(reason)) {
-            emit(Frame.encode(sealed), into: &actions)
+        if let reason, isSealed, let frame = sealed.sealer.seal(PeerMessage.encodeError(reason)) {
+            emit(Frame.encode(frame), into: &actions)
         }
         phase = .failed(failure)
         actions.append(.failed(failure))

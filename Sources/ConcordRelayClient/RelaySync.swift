@@ -5,7 +5,6 @@ import ConcordRelayProtocol
 import ConcordStore
 import Crypto
 import Foundation
-import NIOConcurrencyHelpers
 
 /// Two-way sync of a store through a relay (SPEC.md §16.5). A relay is a shared folder that can
 /// push: the store keeps a **mirror** of its space, a folder beside it, brings the mirror in step
@@ -345,9 +344,9 @@ private final class LockedEnding: Sendable {
     /// Another process forked the store; or live sync cannot go on: the store's file replaced, or
     /// the store cannot be followed.
     enum Ending { case forked(replica: ReplicaID), ended(ConcordError) }
-    private let state = NIOLockedValueBox<Ending?>(nil)
-    var value: Ending? { state.withLockedValue { $0 } }
-    func set(_ ending: Ending) { state.withLockedValue { $0 = ending } }
+    private let state = LockedState<Ending?>(nil)
+    var value: Ending? { state.withLock { $0 } }
+    func set(_ ending: Ending) { state.withLock { $0 = ending } }
 }
 
 /// What a sync through a relay did (§16.5).

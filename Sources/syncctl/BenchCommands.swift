@@ -443,7 +443,7 @@ struct PeerBench: AsyncParsableCommand {
                 throw ValidationError("the session brought \(record?.summary.operationsReceived ?? 0) operations, not \(operations)")
             }
             if let previous = last {
-                try previous.close()
+                try await previous.close()
                 for suffix in ["", "-wal", "-shm", "-lock"] { try? FileManager.default.removeItem(atPath: previous.path + suffix) }
             }
             last = target

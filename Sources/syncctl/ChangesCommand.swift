@@ -56,10 +56,10 @@ struct Changes: AsyncParsableCommand {
             }
         }
         if let replaced {
-            try? store.close()
+            try? await store.close()
             throw replaced
         }
-        try store.close()
+        try await store.close()
     }
 
     /// One line for `change`, written at once (a script reads it as it comes).

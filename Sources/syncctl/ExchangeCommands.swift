@@ -146,7 +146,7 @@ struct Sync: AsyncParsableCommand {
                 return .stopped
             }
             if case .replaced(let error) = ended {
-                try? sync.store.close()
+                try? await sync.store.close()
                 throw error
             }
             guard case .forked = ended else { break }
@@ -155,7 +155,7 @@ struct Sync: AsyncParsableCommand {
                 if await Stop.pause(for: every) { break }
                 continue
             }
-            try? sync.store.close()
+            try? await sync.store.close()
             sync = FolderSync(store: store, folder: sync.folder)
             logger.notice("the store is now replica \(store.replicaID.hex) ('syncctl init --fork'); watching on as that replica", metadata: ["replica": "\(store.replicaID.hex)"])
         }

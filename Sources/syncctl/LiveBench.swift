@@ -73,7 +73,7 @@ struct LiveBench: AsyncParsableCommand {
         }
         if path == .folder {
             let b = try await ConcordStore.create(at: directory + "/b.db", name: "b")
-            try b.close()
+            try await b.close()
             followed = b.path
             let folder = directory + "/shared"
             try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
@@ -85,7 +85,7 @@ struct LiveBench: AsyncParsableCommand {
             try a.setSyncKey(key)
             let b = try await ConcordStore.create(at: directory + "/b.db", name: "b")
             try b.setSyncKey(key)
-            try b.close()
+            try await b.close()
             followed = b.path
             let address = "127.0.0.1:\(try BenchProcess.freePort())"
             helpers.append(try BenchProcess.spawn(["serve", "--listen", address, "--store", a.path], output: nil))

@@ -50,7 +50,8 @@ struct Serve: AsyncParsableCommand {
             // serves on, on the same address, as the new replica. Or replace the store file.
             do {
                 let looked = store
-                let now = try await looked.offloadRead { () throws(ConcordError) in
+                // Through the writing connection (`ensureNotCopied` reads the store's own file).
+                let now = try await looked.offload { () throws(ConcordError) in
                     try looked.ensureNotCopied()
                     return try looked.syncKey()
                 }
@@ -63,7 +64,7 @@ struct Serve: AsyncParsableCommand {
                 // batches, each session saying why) and the next look tries again.
                 guard let reopened = try? await self.store.open() else { continue }
                 await server.stop()
-                try? store.close()
+                try? await store.close()
                 store = reopened
                 server = try await start(store, on: &address, progress: progress, logger: logger)
                 logger.notice("the store is now replica \(store.replicaID.hex) ('syncctl init --fork'); serving on as that replica", metadata: ["replica": "\(store.replicaID.hex)"])
@@ -72,7 +73,7 @@ struct Serve: AsyncParsableCommand {
                 // no other process finds there, and whatever is there now was not asked to be
                 // served. The sessions under way end as at a stop, and so does the server.
                 await server.stop()
-                try? store.close()
+                try? await store.close()
                 throw error
             } catch {
                 // A copy, or a store that cannot be read now: each session says why.

@@ -113,7 +113,7 @@ struct RelayBench: AsyncParsableCommand {
         try a.setSyncKey(key)
         let b = try await ConcordStore.create(at: directory + "/b.db", name: "b")
         try b.setSyncKey(key)
-        try b.close()
+        try await b.close()
         var devices: [Process] = []
         defer { BenchProcess.stop(devices) }
         devices.append(try BenchProcess.spawn(["sync", "--relay", nodes.urls[0], "--live", "--store", a.path], output: nil))
@@ -162,7 +162,7 @@ struct RelayBench: AsyncParsableCommand {
         let url = nodes.urls[0]
         let (b, operations) = try buildReplicaB(ReminderWorkload(records: records, seed: seed), in: directory)
         try b.setSyncKey(key)
-        try b.close()
+        try await b.close()
         progressNote("first sync: B uploads \(operations) operations")
         let uploadSeconds = try BenchProcess.time(["sync", "--relay", url, "--store", b.path])
         let client = try RelayClient(url: url, key: key)
@@ -178,11 +178,11 @@ struct RelayBench: AsyncParsableCommand {
                 let path = directory + "/\(kind)-\(run).db"
                 let store = try await ConcordStore.create(at: path, name: kind)
                 try store.setSyncKey(key)
-                try store.close()
+                try await store.close()
                 let seconds = try BenchProcess.time(arguments + ["--store", path])
                 let received = try await ConcordStore.open(at: path, readOnly: true)
                 let count = try await received.status().operations
-                try received.close()
+                try await received.close()
                 guard count == operations else { throw ValidationError("\(kind) brought \(count) operations, not \(operations)") }
                 if kind == "sync" { result.syncSeconds.append(seconds) } else { result.mergeSeconds.append(seconds) }
                 try? FileManager.default.removeItem(atPath: path)

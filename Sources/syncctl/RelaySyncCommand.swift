@@ -69,13 +69,13 @@ enum RelaySyncCommand {
             ProgressLine.shared.clear()
             switch ended {
             case .failure(let error):
-                try? sync.store.close()
+                try? await sync.store.close()
                 throw PeerCommandError(message: "live sync with \(url) failed: \(Advice.line(for: error))")
             case .success(nil):
                 break
             case .success(.some(let replica)):
                 let store = try reopen()
-                try? sync.store.close()
+                try? await sync.store.close()
                 sync = try RelaySync(store: store, url: url)
                 logger.notice("the store is now replica \(replica.hex) ('syncctl init --fork'); syncing on as that replica", metadata: ["replica": "\(replica.hex)"])
                 continue

@@ -61,7 +61,7 @@ struct Wipe: AsyncParsableCommand {
         let inFolder = try folder.map { folder in try FolderSync(store: opened, folder: folder).ownFiles() } ?? FolderWipe()
         var onRelay: RelayWipe?
         if let relay { onRelay = try await Self.ownFiles(of: opened, on: relay) }
-        try opened.close()
+        try await opened.close()
         let resolved = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
         for directory in Set([resolved, path].map { ($0 as NSString).deletingLastPathComponent }) where access(directory.isEmpty ? "." : directory, W_OK) != 0 {
             throw ConcordError(.io, "cannot remove \(path): \(String(cString: strerror(errno)))")

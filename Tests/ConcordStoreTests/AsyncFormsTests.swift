@@ -35,7 +35,7 @@ import Testing
         let report = try await other.merge(storeAt: path)
         #expect(report.newOperationCount == (try await store.versionVector()[store.replicaID]))
         #expect(try other.dump() == (try store.dump()))
-        try store.close()
+        try await store.close()
         let reopened = try await ConcordStore.open(at: path, readOnly: true)
         #expect(try reopened.dump() == (try other.dump()))
     }
@@ -104,7 +104,7 @@ import Testing
         _ = try await DatabaseQueue(path: path).writeWithoutTransaction { db in try db.checkpoint(.truncate) }
         let other = try await ConcordStore.create(at: directory.file("other.db"))
         _ = try await other.addReminder(ReminderDraft(title: "another store's"))
-        try other.close()
+        try await other.close()
         #expect(rename(directory.file("other.db"), path) == 0)
         // As many reads at once as the pool has connections and more: some are new.
         let titles = try await withThrowingTaskGroup(of: [String].self) { group in

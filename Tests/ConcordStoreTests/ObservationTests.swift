@@ -214,7 +214,7 @@ import Testing
         let changes = store.changes()
         let events = store.events()
         try await store.addReminder(ReminderDraft(title: "before closing"))
-        try store.close()
+        try await store.close()
         for try await _ in changes {}
         for try await _ in events {}
         #expect(!FileManager.default.fileExists(atPath: store.path + "-wal"), "the writing connection closed last")

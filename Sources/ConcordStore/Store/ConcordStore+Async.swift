@@ -64,6 +64,12 @@ extension ConcordStore {
         try await offload { () throws(ConcordError) in try create(at: path, name: name, environment: environment) }
     }
 
+    /// The async form of `close()`: the store's writing connection checkpoints the WAL into the
+    /// file as it closes.
+    public func close() async throws(ConcordError) {
+        try await offload { () throws(ConcordError) in try self.close() }
+    }
+
     // MARK: Reads
 
     /// The async form of `conflicts()`.
