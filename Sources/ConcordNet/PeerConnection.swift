@@ -33,8 +33,8 @@ import NIOPosix
 ///   moment, and closes.
 final class PeerConnection: @unchecked Sendable {
     // @unchecked Sendable: every mutable field is confined as marked below, to the connection's
-    // serial `worker` queue, to its serial `applier` queue, to the channel's event loop, or to
-    // `lock`; code on one side reaches the other's fields only by hopping to it (`worker.async`,
+    // serial `worker` queue, to its serial `applier` queue, or to the channel's event loop, or
+    // kept in `shared`; code on one side reaches the other's fields only by hopping to it (`worker.async`,
     // `applier.async`, `eventLoop.execute`). The rest is immutable.
     let channel: any Channel
     let store: ConcordStore
@@ -95,21 +95,24 @@ final class PeerConnection: @unchecked Sendable {
     /// after it, and the session has failed in any case).
     private var aMergeFailed = false
 
-    // Guarded by `lock`: touched by the event loop and the worker.
-    private let lock = NSLock()
-    private var outboundPending = 0
-    private var inboundPending = 0
-    /// Bytes received and not yet handed to the session, and whether the worker will take them.
-    /// The worker takes all that came at once, so that the session may merge the batches among
-    /// them together (`batchesPerApply`), and leaves them here while the session waits for its
-    /// merges (`waitsForMerges`), so that they count in `inboundPending`.
-    private var inbox: [UInt8] = []
-    private var inboxTaken = true
-    private var pumpWaitsForWrites = false
-    /// Whether the channel has stopped reading (set on the event loop, read by the worker).
-    private var readingPausedShared = false
-    /// Whether the channel has closed: nothing more is sent to its event loop.
-    private var channelGone = false
+    /// Touched by the event loop and the worker.
+    private let shared = LockedState(Shared())
+
+    private struct Shared {
+        var outboundPending = 0
+        var inboundPending = 0
+        /// Bytes received and not yet handed to the session, and whether the worker will take
+        /// them. The worker takes all that came at once, so that the session may merge the
+        /// batches among them together (`batchesPerApply`), and leaves them here while the
+        /// session waits for its merges (`waitsForMerges`), so that they count in `inboundPending`.
+        var inbox: [UInt8] = []
+        var inboxTaken = true
+        var pumpWaitsForWrites = false
+        /// Whether the channel has stopped reading (set on the event loop, read by the worker).
+        var readingPaused = false
+        /// Whether the channel has closed: nothing more is sent to its event loop.
+        var channelGone = false
+    }
 
     // Confined to the channel's event loop.
     private var readingPaused = false
@@ -205,11 +208,11 @@ final class PeerConnection: @unchecked Sendable {
     func received(_ buffer: ByteBuffer) {
         lastActivity = clock.now()
         lastReceived = lastActivity
-        let wakeWorker = lock.withLock {
-            inbox.append(contentsOf: buffer.readableBytesView)
-            inboundPending += buffer.readableBytes
-            let wake = inboxTaken
-            inboxTaken = false
+        let wakeWorker = shared.withLock { shared in
+            shared.inbox.append(contentsOf: buffer.readableBytesView)
+            shared.inboundPending += buffer.readableBytes
+            let wake = shared.inboxTaken
+            shared.inboxTaken = false
             return wake
         }
         if wakeWorker { worker.async { self.takeInbox() } }
@@ -219,13 +222,13 @@ final class PeerConnection: @unchecked Sendable {
     /// that finishes takes the inbox then, `applied`). On the worker.
     private func takeInbox() {
         if !ended, session?.waitsForMerges == true {
-            lock.withLock { inboxTaken = true }
+            shared.withLock { $0.inboxTaken = true }
             return
         }
-        let bytes = lock.withLock {
-            inboxTaken = true
-            let bytes = inbox
-            inbox = []
+        let bytes = shared.withLock { shared in
+            shared.inboxTaken = true
+            let bytes = shared.inbox
+            shared.inbox = []
             return bytes
         }
         if !ended, !bytes.isEmpty {
@@ -233,9 +236,12 @@ final class PeerConnection: @unchecked Sendable {
             // A pushAck may have opened the window for what waits to be pushed.
             if session?.isLive == true { pushWhatIsNew() }
         }
-        let (resume, drained) = lock.withLock {
-            inboundPending -= bytes.count
-            return (readingPausedShared && !channelGone && inboundPending <= configuration.inboundBufferBytes / 2, inbox.isEmpty)
+        let (resume, drained) = shared.withLock { shared in
+            shared.inboundPending -= bytes.count
+            return (
+                shared.readingPaused && !shared.channelGone && shared.inboundPending <= configuration.inboundBufferBytes / 2,
+                shared.inbox.isEmpty
+            )
         }
         if resume { channel.eventLoop.execute { self.updateReading() } }
         if inputClosed, drained, !ended { perform(session?.connectionClosed() ?? []) }
@@ -244,21 +250,21 @@ final class PeerConnection: @unchecked Sendable {
     /// Stops reading while too much waits for the worker; reads again once it has caught up.
     /// On the event loop.
     func updateReading() {
-        let pending = lock.withLock { inboundPending }
+        let pending = shared.withLock { $0.inboundPending }
         if !readingPaused, pending > configuration.inboundBufferBytes {
             readingPaused = true
-            lock.withLock { readingPausedShared = true }
+            shared.withLock { $0.readingPaused = true }
             channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in }
         } else if readingPaused, pending <= configuration.inboundBufferBytes / 2 {
             readingPaused = false
-            lock.withLock { readingPausedShared = false }
+            shared.withLock { $0.readingPaused = false }
             channel.setOption(ChannelOptions.autoRead, value: true).whenFailure { _ in }
         }
     }
 
     /// The connection has closed. On the event loop.
     func inactive() {
-        lock.withLock { channelGone = true }
+        shared.withLock { $0.channelGone = true }
         handshakeTimer?.cancel()
         idleTimer?.cancel()
         idleTimer = nil
@@ -512,9 +518,9 @@ final class PeerConnection: @unchecked Sendable {
     /// the log once it has taken them, SPEC.md §15.10 "A server's live peers"). On the worker.
     private func pushWhatIsNew() {
         while !ended, let session, session.isLive, session.mayPush {
-            let full = lock.withLock {
-                guard outboundPending >= configuration.outboundBufferBytes else { return false }
-                pumpWaitsForWrites = true
+            let full = shared.withLock { shared in
+                guard shared.outboundPending >= configuration.outboundBufferBytes else { return false }
+                shared.pumpWaitsForWrites = true
                 return true
             }
             if full { return }  // a write's completion pushes again
@@ -548,7 +554,7 @@ final class PeerConnection: @unchecked Sendable {
             let now = clock.now()
             // The silence clock stops while this side does not read.
             if readingPaused { lastReceived = now }
-            let waiting = lock.withLock { outboundPending }
+            let waiting = shared.withLock { $0.outboundPending }
             let silence = TimeAmount(PeerProtocol.liveSilenceTimeout)
             if now - lastReceived >= silence {
                 timeOut(ConcordError(.timedOut, "the peer went silent for \(PeerProtocol.liveSilenceTimeout.shown)"), handshakeOnly: false)
@@ -572,7 +578,7 @@ final class PeerConnection: @unchecked Sendable {
     private func write(_ bytes: [UInt8]) {
         guard !bytes.isEmpty else { return }
         let count = bytes.count
-        lock.withLock { outboundPending += count }
+        shared.withLock { $0.outboundPending += count }
         // The callback is attached before the write is handed over, so that it runs as the write
         // completes, in the same turn of the event loop: the idle timer sees the activity at its
         // time, not whenever this thread would have got round to attaching it.
@@ -582,10 +588,10 @@ final class PeerConnection: @unchecked Sendable {
             // On the event loop.
             lastActivity = clock.now()
             lastWritten = lastActivity
-            let resume = lock.withLock {
-                outboundPending -= count
-                guard pumpWaitsForWrites, outboundPending <= configuration.outboundBufferBytes / 2 else { return false }
-                pumpWaitsForWrites = false
+            let resume = shared.withLock { shared in
+                shared.outboundPending -= count
+                guard shared.pumpWaitsForWrites, shared.outboundPending <= configuration.outboundBufferBytes / 2 else { return false }
+                shared.pumpWaitsForWrites = false
                 return true
             }
             if resume { worker.async { self.pump() } }
@@ -606,9 +612,9 @@ final class PeerConnection: @unchecked Sendable {
         if session?.isLive == true { return pushWhatIsNew() }
         guard streaming, !ended, let feed else { return }
         while true {
-            let full = lock.withLock {
-                guard outboundPending >= configuration.outboundBufferBytes else { return false }
-                pumpWaitsForWrites = true
+            let full = shared.withLock { shared in
+                guard shared.outboundPending >= configuration.outboundBufferBytes else { return false }
+                shared.pumpWaitsForWrites = true
                 return true
             }
             if full { return }  // a write's completion pumps again
@@ -708,7 +714,7 @@ final class PeerConnection: @unchecked Sendable {
         }
         // Keep reading (what arrives is dropped: the session has ended) until the peer closes.
         readingPaused = false
-        lock.withLock { readingPausedShared = false }
+        shared.withLock { $0.readingPaused = false }
         channel.setOption(ChannelOptions.autoRead, value: true).whenFailure { _ in }
         channel.close(mode: .output).whenFailure { [self] _ in channel.close(promise: nil) }
         channel.eventLoop.scheduleTask(in: TimeAmount(configuration.lingerTimeout)) { [self] in

@@ -1,6 +1,5 @@
 import ConcordCore
 import Foundation
-import NIOConcurrencyHelpers
 
 /// Runs `operation` in a task of its own and returns what it returns, or throws `ConcordError(.io)`
 /// once `limit` has passed, whichever comes first, without waiting for the operation to end.
@@ -14,20 +13,20 @@ func withDeadline<Value: Sendable>(
     _ limit: Duration, _ what: @autoclosure () -> String, _ operation: @escaping @Sendable () async throws -> Value
 ) async throws -> Value {
     let what = what()
-    let waiter = NIOLockedValueBox<CheckedContinuation<Value, any Error>?>(nil)
+    let waiter = LockedState<CheckedContinuation<Value, any Error>?>(nil)
     /// Resumes the waiter once: the first of the operation, the deadline and a cancellation wins.
     @Sendable func finish(_ result: Result<Value, any Error>) {
-        waiter.withLockedValue { continuation in
+        waiter.withLock { continuation in
             defer { continuation = nil }
             return continuation
         }?.resume(with: result)
     }
-    let tasks = NIOLockedValueBox<[Task<Void, Never>]>([])
+    let tasks = LockedState<[Task<Void, Never>]>([])
     // Whoever wins, the other tasks stop: the timer at once, the operation if it hears it.
-    defer { for task in tasks.withLockedValue({ $0 }) { task.cancel() } }
+    defer { for task in tasks.withLock({ $0 }) { task.cancel() } }
     return try await withTaskCancellationHandler {
         try await withCheckedThrowingContinuation { continuation in
-            waiter.withLockedValue { $0 = continuation }
+            waiter.withLock { $0 = continuation }
             guard !Task.isCancelled else { return finish(.failure(CancellationError())) }
             let work = Task {
                 do { finish(.success(try await operation())) } catch { finish(.failure(error)) }
@@ -37,7 +36,7 @@ func withDeadline<Value: Sendable>(
                 let seconds = Double(limit.components.seconds) + Double(limit.components.attoseconds) / 1e18
                 finish(.failure(ConcordError(.io, "\(what) did not end within \(String(format: "%g", seconds)) s")))
             }
-            tasks.withLockedValue { $0 = [work, timer] }
+            tasks.withLock { $0 = [work, timer] }
         }
     } onCancel: {
         finish(.failure(CancellationError()))

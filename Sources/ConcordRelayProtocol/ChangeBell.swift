@@ -1,5 +1,5 @@
 import Foundation
-import NIOConcurrencyHelpers
+import ConcordCore
 
 /// Wakes the tasks that wait for something named to change: on a relay, the listings that wait
 /// for a space to change (SPEC.md §16.3, `wait`) when this process stores or deletes one of its
@@ -30,17 +30,17 @@ package final class ChangeBell: Sendable {
         Int(UInt(bitPattern: space.hashValue) % UInt(buckets))
     }
 
-    private let waiters = NIOLockedValueBox(Waiters())
+    private let waiters = LockedState(Waiters())
 
     package init() {}
 
     /// How many rings of `space` there have been (and of others that share its bucket): read it
     /// before looking at the space, and give it to `wait`.
-    package func rings(of space: String) -> UInt64 { waiters.withLockedValue { $0.rings(of: space) } }
+    package func rings(of space: String) -> UInt64 { waiters.withLock { $0.rings(of: space) } }
 
     /// Wakes every waiter of `space`.
     package func ring(_ space: String) {
-        let woken = waiters.withLockedValue { waiters in
+        let woken = waiters.withLock { waiters in
             waiters.rings[Self.bucket(of: space)] &+= 1
             return waiters.bySpace.removeValue(forKey: space) ?? [:]
         }
@@ -49,7 +49,7 @@ package final class ChangeBell: Sendable {
 
     /// Wakes every waiter, of any space: whatever changed while changes could not be heard.
     package func ringAll() {
-        let woken = waiters.withLockedValue { waiters in
+        let woken = waiters.withLock { waiters in
             waiters.allRings &+= 1
             defer { waiters.bySpace = [:] }
             return waiters.bySpace.values.flatMap(\.values)
@@ -70,7 +70,7 @@ package final class ChangeBell: Sendable {
             group.addTask {
                 await withTaskCancellationHandler {
                     await withCheckedContinuation { continuation in
-                        let registered = self.waiters.withLockedValue { waiters -> Bool in
+                        let registered = self.waiters.withLock { waiters -> Bool in
                             guard waiters.cancelled.remove(id) == nil, waiters.rings(of: space) == rings else { return false }
                             waiters.bySpace[space, default: [:]][id] = continuation
                             return true
@@ -78,7 +78,7 @@ package final class ChangeBell: Sendable {
                         if !registered { continuation.resume() }
                     }
                 } onCancel: {
-                    let continuation = self.waiters.withLockedValue { waiters -> CheckedContinuation<Void, Never>? in
+                    let continuation = self.waiters.withLock { waiters -> CheckedContinuation<Void, Never>? in
                         if let continuation = waiters.bySpace[space]?.removeValue(forKey: id) { return continuation }
                         waiters.cancelled.insert(id)
                         return nil
@@ -93,7 +93,7 @@ package final class ChangeBell: Sendable {
             return first
         }
         // A cancellation that came after a ring resumed the waiter left its mark: drop it.
-        _ = waiters.withLockedValue { $0.cancelled.remove(id) }
+        _ = waiters.withLock { $0.cancelled.remove(id) }
         return rung
     }
 }

@@ -12,19 +12,22 @@ import Foundation
 /// `give` returns false, and chunks waiting are dropped.
 ///
 /// Two counting semaphores do the waiting: `places` counts the free places (the giver waits on
-/// it), `ready` counts what the taker may take (a chunk, or the end, which stays). The lock guards
-/// the queue itself, and is never held while waiting.
+/// it), `ready` counts what the taker may take (a chunk, or the end, which stays). A
+/// `LockedState` guards the queue itself, and is never held while waiting.
 package final class Handoff<Element>: @unchecked Sendable {
-    // @unchecked Sendable: the mutable state (`waiting`, `ending`, `cancelled`) is read and written
-    // only with `lock` held, and the semaphores are thread-safe; the chunks handed over are moved
+    // @unchecked Sendable: the mutable state is read and written only inside `state.withLock`,
+    // and the semaphores are thread-safe; the chunks handed over are moved
     // from one thread to the other, never used by both.
-    private let lock = NSLock()
     private let places: DispatchSemaphore
     private let ready = DispatchSemaphore(value: 0)
     private let closed = DispatchSemaphore(value: 0)
-    private var waiting: [[Element]] = []
-    private var ending: Result<Void, any Error>?
-    private var cancelled = false
+    private let state = LockedState(Queue())
+
+    private struct Queue {
+        var waiting: [[Element]] = []
+        var ending: Result<Void, any Error>?
+        var cancelled = false
+    }
     /// Called after each chunk given, and once closed: for a taker that `poll`s rather than waits.
     private let onReady: (@Sendable () -> Void)?
 
@@ -55,9 +58,9 @@ package final class Handoff<Element>: @unchecked Sendable {
     /// cancelled.
     package func give(_ chunk: [Element]) -> Bool {
         places.wait()
-        let queued = lock.withLock {
-            guard !cancelled else { return false }
-            waiting.append(chunk)
+        let queued = state.withLock { queue in
+            guard !queue.cancelled else { return false }
+            queue.waiting.append(chunk)
             return true
         }
         guard queued else {
@@ -72,7 +75,7 @@ package final class Handoff<Element>: @unchecked Sendable {
 
     /// Ends the queue: the taker gets what was given, then `nil`, or `error` thrown.
     package func close(throwing error: (any Error)? = nil) {
-        lock.withLock { ending = error.map { .failure($0) } ?? .success(()) }
+        state.withLock { $0.ending = error.map { .failure($0) } ?? .success(()) }
         ready.signal()
         closed.signal()
         onReady?()
@@ -104,9 +107,9 @@ package final class Handoff<Element>: @unchecked Sendable {
 
     /// Takes what `ready` counted.
     private func next() throws -> Taken {
-        let (chunk, end) = lock.withLock { () -> ([Element]?, Result<Void, any Error>?) in
-            if !waiting.isEmpty { return (waiting.removeFirst(), nil) }
-            return (nil, ending ?? (cancelled ? .success(()) : nil))
+        let (chunk, end) = state.withLock { queue -> ([Element]?, Result<Void, any Error>?) in
+            if !queue.waiting.isEmpty { return (queue.waiting.removeFirst(), nil) }
+            return (nil, queue.ending ?? (queue.cancelled ? .success(()) : nil))
         }
         if let chunk {
             places.signal()
@@ -120,10 +123,10 @@ package final class Handoff<Element>: @unchecked Sendable {
 
     /// Stops the giver (its next `give` returns false) and drops what waits.
     package func cancel() {
-        let dropped = lock.withLock {
-            cancelled = true
-            defer { waiting.removeAll() }
-            return waiting.count
+        let dropped = state.withLock { queue in
+            queue.cancelled = true
+            defer { queue.waiting.removeAll() }
+            return queue.waiting.count
         }
         // The places the dropped chunks held, and one to wake a giver that waits for a place.
         for _ in 0...dropped { places.signal() }

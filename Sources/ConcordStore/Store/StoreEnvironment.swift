@@ -53,23 +53,6 @@ public struct StoreEnvironment: Sendable {
     }
 }
 
-/// A value behind a lock, for the little shared state a store (or `syncctl`) keeps.
-package final class LockedState<Value>: @unchecked Sendable {
-    // @unchecked Sendable: `value` is read and written only inside `withLock`, with `lock` held.
-    private var value: Value
-    private let lock = NSLock()
-
-    package init(_ value: Value) {
-        self.value = value
-    }
-
-    package func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body(&value)
-    }
-}
-
 enum FileAccess {
     static func isReadOnly(_ path: String) -> Bool {
         FileManager.default.fileExists(atPath: path) && !FileManager.default.isWritableFile(atPath: path)
