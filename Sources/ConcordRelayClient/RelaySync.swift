@@ -57,9 +57,14 @@ public struct RelaySync: Sendable {
         let mirror = Self.mirror(of: store.path, url: url, space: client.space)
         var report = RelaySyncReport()
         let files = mirror + "/concord-v1"
-        try Self.makeDirectory(mirror)
-        try Self.makeDirectory(files)
         let own = store.replicaID.hex + "-"
+        // The mirror's files are read and written off the tasks' shared threads, as the store is
+        // (`offload`): a slow disk holds up this sync only.
+        let mirrored = try await ConcordStore.offload { () throws(ConcordError) in
+            try Self.makeDirectory(mirror)
+            try Self.makeDirectory(files)
+            return try Self.bundleNames(in: files)
+        }
 
         // 1. The mirror gets what the relay holds, and loses what the relay no longer holds
         //    (coalesced away by its publisher), but for this replica's own files, which step 3
@@ -67,20 +72,23 @@ public struct RelaySync: Sendable {
         let before: RelayListing
         if let listed, listed.space == client.space { before = listed.listing } else { before = try await client.listing() }
         let relayNames = Set(before.files.map(\.name))
-        let mirrored = try Self.bundleNames(in: files)
         for file in before.files where !mirrored.contains(file.name) {
             // A file whose bytes are not those listed is skipped; a relay that cannot be reached
             // fails the sync, which is tried again.
             do {
                 guard let bytes = try await client.download(file) else { continue }
-                try Self.place(bytes, as: file.name, in: files, staging: mirror, random: store.environment.random)
+                let random = store.environment.random
+                try await ConcordStore.offload { () throws(ConcordError) in
+                    try Self.place(bytes, as: file.name, in: files, staging: mirror, random: random)
+                }
                 report.downloadedFiles += 1
             } catch where error.code == .corrupt {
                 report.warnings.append(ConcordError(error.code, "skipping \(file.name): \(error.message)"))
             }
         }
-        for name in mirrored.subtracting(relayNames) where !name.hasPrefix(own) {
-            unlink(files + "/" + name)
+        let gone = mirrored.subtracting(relayNames).filter { !$0.hasPrefix(own) }
+        await ConcordStore.offload {
+            for name in gone { unlink(files + "/" + name) }
         }
 
         // 2. The mirror is a shared folder: every rule of §14.
@@ -89,9 +97,9 @@ public struct RelaySync: Sendable {
         // 3. The relay gets this replica's files the mirror holds and it lacks (new ones, and
         //    any the relay lost), and then loses those that the sync coalesced away: uploads
         //    first, so that the relay never holds less than the mirror.
-        let after = try Self.bundleNames(in: files)
+        let after = try await ConcordStore.offload { () throws(ConcordError) in try Self.bundleNames(in: files) }
         for name in after.sorted() where name.hasPrefix(own) && !relayNames.contains(name) {
-            guard let bytes = FileManager.default.contents(atPath: files + "/" + name) else { continue }
+            guard let bytes = await ConcordStore.offload({ FileManager.default.contents(atPath: files + "/" + name) }) else { continue }
             try await client.upload(Array(bytes), as: name)
             report.uploadedFiles += 1
         }
@@ -236,7 +244,8 @@ public struct RelaySync: Sendable {
                     while true {
                         let listing = try await client.listing(waitingFrom: cursor, wait: .seconds(25))
                         if listing.cursor == cursor { continue }
-                        if Set(listing.files.map(\.name)) != (try Self.bundleNames(in: files)) { return SpaceListing(space: client.space, listing: listing) }
+                        let mirrored = try await ConcordStore.offload { () throws(ConcordError) in try Self.bundleNames(in: files) }
+                        if Set(listing.files.map(\.name)) != mirrored { return SpaceListing(space: client.space, listing: listing) }
                         cursor = listing.cursor
                     }
                 }
