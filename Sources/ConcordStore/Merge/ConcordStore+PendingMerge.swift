@@ -106,6 +106,18 @@ extension ConcordStore {
         if pending, stopped.count == appliers.count { try finishPendingMerge() }
     }
 
+    /// Runs a merge's stages in `body`. If they fail, what they logged stays pending, and this
+    /// process no longer claims to apply it (SPEC.md §9): the next merge, or the next process to
+    /// open the store, applies it.
+    func releasingPendingOnFailure<T, Failure: Error>(_ body: () throws(Failure) -> T) throws(Failure) -> T {
+        do {
+            return try body()
+        } catch {
+            try? write { db in try PendingRow.forgetApplier(db) }
+            throw error
+        }
+    }
+
     /// `finishPendingMerge`, running `afterEachBatch` after each batch has committed (tests write
     /// there, or stop the merge by throwing).
     @discardableResult

@@ -69,11 +69,8 @@ package struct MergeInParts {
     package mutating func apply() throws(ConcordError) {
         guard !pending.isEmpty else { return }
         let store = store
-        do {
+        try store.releasingPendingOnFailure { () throws(ConcordError) in
             _ = try store.guarded { try store.applyPending(pending, bounds: store.environment.mergeBatch, afterEachBatch: {}) }
-        } catch {
-            try? store.write { db in try PendingRow.forgetApplier(db) }
-            throw error
         }
         pending = []
         waiting = 0

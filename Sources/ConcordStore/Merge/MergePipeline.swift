@@ -53,11 +53,8 @@ extension ConcordStore {
         _ input: OperationSorter.Finished, bounds: MergeBatch, checking check: (Database) throws -> Void,
         afterEachBatch: () throws -> Void, applying: Bool = true
     ) throws -> (report: MergeReport, pending: [PendingRow]) {
-        do {
-            return try logThenApply(input, bounds: bounds, checking: check, afterEachBatch: afterEachBatch, applying: applying)
-        } catch {
-            try? write { db in try PendingRow.forgetApplier(db) }
-            throw error
+        try releasingPendingOnFailure {
+            try logThenApply(input, bounds: bounds, checking: check, afterEachBatch: afterEachBatch, applying: applying)
         }
     }
 
