@@ -36,13 +36,16 @@ package final class Handoff<Element>: @unchecked Sendable {
         self.onReady = onReady
     }
 
-    /// Runs `produce` on a thread of its own, named `name`, and closes the queue when it returns
-    /// (with its error, if it throws). `produce` gives its chunks with `give`.
+    /// Runs `produce` on a serial queue of its own, named `name`, as the store runs blocking work
+    /// (`ConcordStore.offload`): Dispatch gives it a thread while it runs, and never one of the
+    /// threads the process's tasks share, which a producer waiting for its taker would hold.
+    /// Closes the queue when `produce` returns (with its error, if it throws). `produce` gives its
+    /// chunks with `give`.
     package func startProducer(named name: String, _ produce: @escaping (Handoff) throws -> Void) {
-        // Safe: `produce`, and what it holds, moves to the new thread; this thread never
+        // Safe: `produce`, and what it holds, moves to the producer's queue; this thread never
         // touches it again.
         nonisolated(unsafe) let produce = produce
-        let thread = Thread { [self] in
+        DispatchQueue(label: name).async { [self] in
             do {
                 try produce(self)
                 close()
@@ -50,8 +53,6 @@ package final class Handoff<Element>: @unchecked Sendable {
                 close(throwing: error)
             }
         }
-        thread.name = name
-        thread.start()
     }
 
     /// Queues `chunk`, waiting while the queue is full. Returns false, dropping it, if the taker
@@ -141,7 +142,7 @@ package final class Handoff<Element>: @unchecked Sendable {
     }
 }
 
-/// Runs `produce` on a thread of its own, ahead of the thread that calls `next`, handing its
+/// Runs `produce` on a queue of its own, ahead of the thread that calls `next`, handing its
 /// values over in chunks (`Handoff`): while the caller merges one chunk, the thread makes the
 /// next ones. `produce` is called on that thread only, until it returns nil or throws (its error
 /// comes out of `next` after the values produced before it), or until `stop`.
