@@ -14,7 +14,7 @@ import NIOPosix
 /// - **Decoding and sorting overlap logging.** The session's batches are one merge in parts
 ///   (`MergeInParts`, SPEC.md §5.6). The worker reads and sorts each `.apply`'s operations
 ///   (`prepareMerge`, through the store's read pool, which never waits for a writer) and hands
-///   them to a second serial queue (`applier`), which logs them as the next
+///   them to the store's queue for writes (`enqueueWrite`, in order), which logs them as the next
 ///   part. Meanwhile the worker decodes the batches that follow (`readAhead()`) and prepares the
 ///   next `.apply` (two may be out), and goes on sending. The session answers nothing after the
 ///   batches until they have committed (`batchApplied()`). Its end waits for the parts under way,
@@ -33,17 +33,15 @@ import NIOPosix
 ///   moment, and closes.
 final class PeerConnection: @unchecked Sendable {
     // @unchecked Sendable: every mutable field is confined as marked below, to the connection's
-    // serial `worker` queue, to its serial `applier` queue, or to the channel's event loop, or
-    // kept in `shared`; code on one side reaches the other's fields only by hopping to it (`worker.async`,
-    // `applier.async`, `eventLoop.execute`). The rest is immutable.
+    // serial `worker` queue, to its jobs on the store's serial queue for writes, or to the
+    // channel's event loop, or kept in `shared`; code on one side reaches the other's fields only
+    // by hopping to it (`worker.async`, `store.enqueueWrite`, `eventLoop.execute`). The rest is
+    // immutable.
     let channel: any Channel
     let store: ConcordStore
     let configuration: PeerTransportConfiguration
     let peer: String
     private let worker: DispatchQueue
-    /// Where the `.apply` parts are logged and applied, so that the worker decodes and sorts the
-    /// next ones meanwhile.
-    private let applier: DispatchQueue
     /// How many `.apply` may be out at once: one being logged, the next one prepared and waiting.
     private static let maxAppliesInFlight = 2
     private let clock: any PeerClock
@@ -73,9 +71,10 @@ final class PeerConnection: @unchecked Sendable {
     private var ended = false
     /// The channel has closed: the session hears of it once the inbox is empty (`takeInbox`).
     private var inputClosed = false
-    /// Parts handed to `applier` and not yet logged, and the final apply while it runs.
+    /// Parts handed to the store's write queue and not yet logged, and the final apply while it runs.
     private var mergesUnderWay = 0
-    /// The final apply of what the session logged has been handed to `applier` (`finishEnding`).
+    /// The final apply of what the session logged has been handed to the store's write queue
+    /// (`finishEnding`).
     private var appliedAtEnd = false
     /// How the session ended, kept until the merges under way have finished (`finishEnding()`).
     private var ending: (failure: ConcordError?, summary: PeerSummary?, flush: Bool)?
@@ -87,7 +86,8 @@ final class PeerConnection: @unchecked Sendable {
     /// may bring something to push.
     private var following: Task<Void, Never>?
 
-    // Confined to `applier`.
+    // Confined to this connection's jobs on the store's write queue (`store.enqueueWrite`), which
+    // runs one job at a time.
     /// The peer's batches, one merge logged part by part and applied at the session's end
     /// (SPEC.md §15.6): created with the first part, once the session's key is known.
     private var merge: MergeInParts?
@@ -147,7 +147,6 @@ final class PeerConnection: @unchecked Sendable {
         lastWritten = started
         peer = channel.remoteAddress?.shown ?? "?"
         worker = DispatchQueue(label: "concord.peer \(peer)")
-        applier = DispatchQueue(label: "concord.peer.apply \(peer)")
         outcome = channel.eventLoop.makePromise(of: PeerSessionRecord.self)
         self.role = role
         initialKey = key
@@ -362,7 +361,7 @@ final class PeerConnection: @unchecked Sendable {
         }
     }
 
-    /// Prepares an `.apply` here and hands it to the applier, which logs it as the next part of
+    /// Prepares an `.apply` here and hands it to the store's write queue, which logs it as the next part of
     /// the session's merge, then decodes what follows while it is logged (and may prepare the next
     /// `.apply`).
     private func startApplying(_ operations: [Op]) {
@@ -373,7 +372,7 @@ final class PeerConnection: @unchecked Sendable {
         let keyBytes = key?.bytes ?? []
         // A push shows in the records as soon as it is held (SPEC.md §15.10 rule 3).
         let applyNow = session?.isLive == true
-        applier.async { [self] in
+        store.enqueueWrite { [self] in
             let result =
                 aMergeFailed
                 ? .failure(ConcordError(.local, "not merged: a merge before it failed"))
@@ -398,7 +397,7 @@ final class PeerConnection: @unchecked Sendable {
     /// and committed; the `ack` follows.
     private func finishMerge() {
         mergesUnderWay += 1
-        applier.async { [self] in
+        store.enqueueWrite { [self] in
             let result = Result { () throws(ConcordError) in try merge?.apply() }
             worker.async { [self] in
                 mergesUnderWay -= 1
@@ -417,7 +416,7 @@ final class PeerConnection: @unchecked Sendable {
     private func applyAtEnd() {
         appliedAtEnd = true
         mergesUnderWay += 1
-        applier.async { [self] in
+        store.enqueueWrite { [self] in
             let result = Result { () throws(ConcordError) in try merge?.apply() }
             worker.async { [self] in
                 mergesUnderWay -= 1

@@ -44,6 +44,13 @@ extension ConcordStore {
         try await Self.offload(on: asyncCalls, body)
     }
 
+    /// Runs `job` on this store's queue for async writes, after the jobs handed to it before, and
+    /// returns at once: for a caller that keeps its own order of writes (a peer session's parts)
+    /// and hears of each one's end from the job itself.
+    package func enqueueWrite(_ job: @escaping @Sendable () -> Void) {
+        asyncCalls.async(execute: job)
+    }
+
     /// Runs `body`, which only reads, on the next of this store's queues for async reads (as many
     /// as its pool has read connections, taken in turn) and returns what it returns.
     package func offloadRead<T: Sendable, Failure: Error>(
