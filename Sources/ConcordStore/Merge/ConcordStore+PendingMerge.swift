@@ -142,10 +142,9 @@ extension ConcordStore {
             }
         }
         let operations = try guarded { try sorter.finish() }
-        let states = FoldedRecords(operations, bounds, encodingWith: directory)
-        defer { states.stop() }
-        let first = try guarded { try states.next() }
-        try applyInRecordOrder(states, from: first, rows: rows, bounds: bounds, checking: check, afterEachBatch: afterEachBatch)
+        var applier = try guarded { try RecordApplier(operations, bounds, encodingWith: directory) }
+        defer { applier.stop() }
+        try applyInRecordOrder(&applier, rows: rows, checking: check, afterEachBatch: afterEachBatch)
         return operations.sortedCount
     }
 

@@ -14,11 +14,12 @@ import GRDB
 ///    temporary file beside the store).
 /// 3. **Log**: the operations are appended to the log in the order they came, in transactions of
 ///    at most `MergeBatch.operations` operations, each listing the log rows it writes as pending.
-/// 4. **Apply**: the sorted operations, folded into one state per record (`FoldedRecords`), are
-///    joined with their records' rows in record order, in transactions of at most
-///    `MergeBatch.records` records. A merge that fits in one logging batch applies its first
-///    records in that batch's transaction (unless an operation turned out held after all), so a
-///    small merge is one transaction; the last one deletes the pending rows.
+/// 4. **Apply** (`RecordApplier`, its one applier): the operations folded into one state per
+///    record (`FoldedRecords`), from the sorted input, or from the pending rows read back from
+///    the log when an operation turned out held after all, are joined with their records' rows
+///    in record order, in transactions of at most `MergeBatch.records` records; the last one
+///    deletes the pending rows. A merge that fits in one logging batch applies its first records
+///    in that batch's transaction, so a small merge is one transaction.
 ///
 /// A merge in one transaction is the same pipeline with `MergeBatch.unbounded`.
 extension ConcordStore {
@@ -34,7 +35,9 @@ extension ConcordStore {
     ) throws -> MergeReport {
         try finishPendingMerge()
         let input = try readAndSort(read, sortRun: bounds.sortRun)
-        return try logAndApply(input, bounds: bounds, checking: check, afterEachBatch: afterEachBatch).report
+        return try releasingPendingOnFailure {
+            try logThenApply(input, bounds: bounds, checking: check, afterEachBatch: afterEachBatch)
+        }
     }
 
     /// Stage 3 alone, for operations read and sorted ahead of time (by this store object, or by
@@ -44,30 +47,54 @@ extension ConcordStore {
     func log(
         sorted input: OperationSorter.Finished, bounds: MergeBatch, checking check: (Database) throws -> Void
     ) throws -> (report: MergeReport, pending: [PendingRow]) {
-        try logAndApply(input, bounds: bounds, checking: check, afterEachBatch: {}, applying: false)
-    }
-
-    /// Stages 3 and 4 (or 3 alone, unless `applying`). What a merge that fails had committed stays
-    /// pending, for whoever opens or merges next.
-    private func logAndApply(
-        _ input: OperationSorter.Finished, bounds: MergeBatch, checking check: (Database) throws -> Void,
-        afterEachBatch: () throws -> Void, applying: Bool = true
-    ) throws -> (report: MergeReport, pending: [PendingRow]) {
         try releasingPendingOnFailure {
-            try logThenApply(input, bounds: bounds, checking: check, afterEachBatch: afterEachBatch, applying: applying)
+            let logged = try logInBatches(input, bounds: bounds, checking: check, afterEachBatch: {})
+            return (logged.report, logged.rows)
         }
     }
 
+    /// Stages 3 and 4. The records are applied from the merge's sorted input, folded; or, when an
+    /// operation turned out held after all, from the pending rows read back from the log, so as to
+    /// leave to the other process what it logged (its records must not show operations still
+    /// listed as pending). A merge that fits in one logging batch applies its first records in
+    /// that batch's transaction (often all of them: the merge is one transaction).
     private func logThenApply(
         _ input: OperationSorter.Finished, bounds: MergeBatch, checking check: (Database) throws -> Void,
-        afterEachBatch: () throws -> Void, applying: Bool
-    ) throws -> (report: MergeReport, pending: [PendingRow]) {
-        guard input.count > 0 else { return (MergeReport(), []) }
-        // Folded once the operations are logged, on a thread of its own for a large merge, with
-        // the replicas the log then names.
-        var states: FoldedRecords?
-        defer { states?.stop() }
+        afterEachBatch: () throws -> Void
+    ) throws -> MergeReport {
+        // Folded once the operations are logged (with the replicas the log then names), on a
+        // thread of its own for a large merge.
+        var applier: RecordApplier?
+        defer { applier?.stop() }
+        let logged = try logInBatches(
+            input, bounds: bounds, checking: check, afterEachBatch: afterEachBatch,
+            inLastBatch: input.count <= bounds.operations ? { context, rows in
+                applier = try RecordApplier(input, bounds, encodingWith: context.directory)
+                try applier!.applyBatch(into: &context, rows: rows)
+            } : nil)
+        guard !logged.rows.isEmpty else { return logged.report }
+        if logged.heldAfterAll {
+            try applyPending(logged.rows, bounds: bounds, checking: check, afterEachBatch: afterEachBatch)
+            return logged.report
+        }
+        if applier == nil {
+            let directory = try connection.read { db in try ReplicaDirectory(db) }
+            applier = try RecordApplier(input, bounds, encodingWith: directory)
+        }
+        try applyInRecordOrder(&applier!, rows: logged.rows, checking: check, afterEachBatch: afterEachBatch)
+        return logged.report
+    }
 
+    /// Stage 3: logs the operations in the order they came, in transactions of at most
+    /// `bounds.operations`, each listing the log rows it writes as pending. `inLastBatch` runs in
+    /// the last one's transaction, after its logging, unless an operation turned out held after
+    /// all.
+    private func logInBatches(
+        _ input: OperationSorter.Finished, bounds: MergeBatch, checking check: (Database) throws -> Void,
+        afterEachBatch: () throws -> Void,
+        inLastBatch: ((inout WriteContext, [PendingRow]) throws -> Void)? = nil
+    ) throws -> (report: MergeReport, rows: [PendingRow], heldAfterAll: Bool) {
+        guard input.count > 0 else { return (MergeReport(), [], false) }
         var added = input.addedOrder()
         var waiting = input.count
         var report = MergeReport()
@@ -77,8 +104,6 @@ extension ConcordStore {
         // may not have applied it yet, or the input holds it twice), or one read as held that is
         // not (read against another store object, whose file was replaced since).
         var heldAfterAll = false
-        let fitsInOneBatch = input.count <= bounds.operations
-        var next: FoldedRecord?
         repeat {
             report.formUnion(try mergeTransaction(check) { context, report in
                 let batch = min(waiting, bounds.operations)
@@ -89,35 +114,11 @@ extension ConcordStore {
                 waiting -= batch
                 try context.flush()
                 rows += try Self.listPending(context.writtenChunks, context.db)
-                // A merge that fits in one logging batch applies its first records in the same
-                // transaction (often all of them: the merge is one transaction). A larger one
-                // applies them in transactions of their own, so that other writers get the store
-                // between its logging and its applying too.
-                guard applying, fitsInOneBatch, !heldAfterAll, !rows.isEmpty else { return }
-                let folded = FoldedRecords(input, bounds, encodingWith: context.directory)
-                states = folded
-                next = try folded.next()
-                let last = try join(folded, from: &next, into: &context, bounds: bounds)
-                try Self.settle(rows, through: last, finished: next == nil, context.db)
+                if waiting == 0, !heldAfterAll, !rows.isEmpty { try inLastBatch?(&context, rows) }
             })
             try afterEachBatch()
         } while waiting > 0
-        guard applying else { return (report, rows) }
-        if heldAfterAll {
-            // Leave what the other process logged to it (its records must not show operations
-            // still listed as pending), and apply what this merge logged, read back from the log.
-            try applyPending(rows, bounds: bounds, checking: check, afterEachBatch: afterEachBatch)
-            return (report, [])
-        }
-        if !fitsInOneBatch, !rows.isEmpty {
-            let directory = try connection.read { db in try ReplicaDirectory(db) }
-            states = FoldedRecords(input, bounds, encodingWith: directory)
-            next = try states?.next()
-        }
-        if let states, next != nil {
-            try applyInRecordOrder(states, from: next, rows: rows, bounds: bounds, checking: check, afterEachBatch: afterEachBatch)
-        }
-        return (report, [])
+        return (report, rows, heldAfterAll)
     }
 
     /// Stages 1 and 2: reads and checks every operation, keeping them all in the order read and
@@ -184,50 +185,21 @@ extension ConcordStore {
         return rows
     }
 
-    /// Stage 4: joins `next` and the states after it with their records' rows, a batch of records
-    /// (`bounds.records`) per transaction, recording the progress in the pending `rows` (SPEC.md
-    /// §5.6); the last batch deletes them.
+    /// Stage 4, to its end: a batch of records per transaction, recording the progress in the
+    /// pending `rows` (SPEC.md §5.6); the last batch deletes them.
     func applyInRecordOrder(
-        _ states: FoldedRecords, from first: FoldedRecord?, rows: [PendingRow], bounds: MergeBatch,
+        _ applier: inout RecordApplier, rows: [PendingRow],
         checking check: (Database) throws -> Void = { _ in }, afterEachBatch: () throws -> Void = {}
     ) throws {
-        var next = first
-        while next != nil {
-            _ = try mergeTransaction(check) { context, _ in
-                let last = try join(states, from: &next, into: &context, bounds: bounds)
-                try Self.settle(rows, through: last, finished: next == nil, context.db)
-            }
+        while !applier.isDone {
+            _ = try mergeTransaction(check) { context, _ in try applier.applyBatch(into: &context, rows: rows) }
             try afterEachBatch()
         }
     }
 
-    /// Joins `next` and the states after it with their records' rows, until a batch's records
-    /// are joined or the states end; `next` is left at the first state not joined. Returns the
-    /// last record joined.
-    private func join(
-        _ states: FoldedRecords, from next: inout FoldedRecord?, into context: inout WriteContext, bounds: MergeBatch
-    ) throws -> RecordRef? {
-        context.reserveRecords(bounds.flushRecords)
-        var last: RecordRef?
-        var joined = 0
-        // Taken out of `next`, so that the record moves into the context rather than being copied;
-        // only once the batch has room for it (the count is tested first), so `next` keeps the
-        // first record of the next batch.
-        while joined < bounds.records, let record = next.take() {
-            last = record.state.ref
-            context.join(unread: record)
-            joined += 1
-            // The states come in record order: written out a few at a time, rows are still
-            // written in order, and the folding thread folds the next states meanwhile.
-            if context.cachedRecordCount >= bounds.flushRecords { try context.flush() }
-            next = try states.next()
-        }
-        return last
-    }
-
     /// Records in the pending `rows` that a batch applied their operations of the records up to
     /// `last`, or, when the merge is `finished`, deletes them.
-    private static func settle(_ rows: [PendingRow], through last: RecordRef?, finished: Bool, _ db: Database) throws {
+    static func settle(_ rows: [PendingRow], through last: RecordRef?, finished: Bool, _ db: Database) throws {
         if finished {
             let delete = try db.cachedStatement(sql: "DELETE FROM pending_merge WHERE replica = ? AND first_seq = ?")
             for row in rows { try delete.execute(arguments: [row.replica, row.firstSeq]) }
@@ -272,6 +244,51 @@ extension ConcordStore {
             .clash,
             "replica \(id.replica) has two different operations with seq \(id.seq), here and in what is being merged: one of the two stores is a copy of the other (nothing of this batch was merged)",
             cause: OperationClash(id: id))
+    }
+}
+
+/// Stage 4 of a merge (SPEC.md §5.6), its one applier: the records' folded states
+/// (`FoldedRecords`), from the merge's sorted input or from pending rows read back from the log,
+/// joined with their rows in record order, at most `MergeBatch.records` records per
+/// transaction. Call `stop` when done.
+struct RecordApplier {
+    private let states: FoldedRecords
+    private let bounds: MergeBatch
+    /// The first state not yet joined.
+    private var next: FoldedRecord?
+
+    init(_ operations: OperationSorter.Finished, _ bounds: MergeBatch, encodingWith directory: ReplicaDirectory) throws {
+        states = FoldedRecords(operations, bounds, encodingWith: directory)
+        self.bounds = bounds
+        next = try states.next()
+    }
+
+    /// Whether every record has been applied.
+    var isDone: Bool { next == nil }
+
+    /// Joins the next batch of records with their rows in `context`'s transaction, and records in
+    /// the pending `rows` how far it got (the last batch deletes them).
+    mutating func applyBatch(into context: inout WriteContext, rows: [PendingRow]) throws {
+        context.reserveRecords(bounds.flushRecords)
+        var last: RecordRef?
+        var joined = 0
+        // Taken out of `next`, so that the record moves into the context rather than being copied;
+        // only once the batch has room for it (the count is tested first), so `next` keeps the
+        // first record of the next batch.
+        while joined < bounds.records, let record = next.take() {
+            last = record.state.ref
+            context.join(unread: record)
+            joined += 1
+            // The states come in record order: written out a few at a time, rows are still
+            // written in order, and the folding thread folds the next states meanwhile.
+            if context.cachedRecordCount >= bounds.flushRecords { try context.flush() }
+            next = try states.next()
+        }
+        try ConcordStore.settle(rows, through: last, finished: next == nil, context.db)
+    }
+
+    func stop() {
+        states.stop()
     }
 }
 
