@@ -158,7 +158,7 @@ final class FolderWakes: Sendable {
         var directory: FileWatch?
         /// The folder: its entry `concord-v1` made, moved in or out, or removed.
         var folder: FileWatch?
-        var poll: Task<Void, Never>?
+        var poll: (any DispatchSourceTimer)?
         var commits: Task<Void, Never>?
     }
 
@@ -167,10 +167,15 @@ final class FolderWakes: Sendable {
         directory = sync.directory
         folder = sync.folder
         let continuation = continuation
-        let every = max(interval, .milliseconds(1))
-        let poll = Task {
-            while (try? await Task.sleep(for: every)) != nil { continuation.yield() }
-        }
+        // A timer on the watch's own queue, not a sleeping task: the poll is what retries a
+        // folder that is not there yet, and it must come even while the process's tasks are all
+        // busy (a full test run starved a sleeping task for minutes).
+        let poll = DispatchSource.makeTimerSource(queue: queue)
+        let (seconds, attoseconds) = interval.components
+        let every = DispatchTimeInterval.nanoseconds(max(1_000_000, Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)))
+        poll.schedule(deadline: .now() + every, repeating: every)
+        poll.setEventHandler { continuation.yield() }
+        poll.resume()
         let commits = Task {
             // The stream ends when the watch stops. It fails when the store's file was replaced,
             // which the next look finds and says at once; or when the store cannot be followed,
