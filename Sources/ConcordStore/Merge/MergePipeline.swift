@@ -63,7 +63,9 @@ extension ConcordStore {
         afterEachBatch: () throws -> Void
     ) throws -> MergeReport {
         // Folded once the operations are logged (with the replicas the log then names), on a
-        // thread of its own for a large merge.
+        // queue of its own for a large merge. A merge larger than one logging batch applies its
+        // records in transactions of their own, so that other writers get the store between its
+        // logging and its applying too.
         var applier: RecordApplier?
         defer { applier?.stop() }
         let logged = try logInBatches(
