@@ -37,19 +37,16 @@ extension PeerClient {
         configuration: PeerTransportConfiguration = PeerTransportConfiguration()
     ) -> AsyncThrowingStream<LiveSyncEvent, any Error> {
         let (stream, continuation) = AsyncThrowingStream<LiveSyncEvent, any Error>.makeStream()
-        let current = ConnectionBox()
         let task = Task {
             let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-            let ending = await keepLive(store: store, address: address, configuration: configuration, group: group, current: current) {
+            let ending = await keepLive(store: store, address: address, configuration: configuration, group: group) {
                 continuation.yield($0)
             }
             try? await group.shutdownGracefully()
             continuation.finish(throwing: ending)
         }
-        continuation.onTermination = { _ in
-            task.cancel()
-            current.stop()
-        }
+        // Cancelling the task ends the session under way normally (`PeerClient.session`).
+        continuation.onTermination = { _ in task.cancel() }
         return stream
     }
 
@@ -57,7 +54,7 @@ extension PeerClient {
     /// session fails in a way that would recur (that failure).
     private static func keepLive(
         store: ConcordStore, address: PeerAddress, configuration: PeerTransportConfiguration, group: any EventLoopGroup,
-        current: ConnectionBox, report: @escaping @Sendable (LiveSyncEvent) -> Void
+        report: @escaping @Sendable (LiveSyncEvent) -> Void
     ) async -> ConcordError? {
         var backoff = ReconnectBackoff(jitter: configuration.reconnectJitter)
         // A server refused this side's version naming an older one: this attempt proposes at most
@@ -75,19 +72,13 @@ extension PeerClient {
             var failure: ConcordError?
             var succeeded = false
             do {
-                let record = try await withTaskCancellationHandler {
-                    try await session(
-                        store: store, address: address, configuration: attempt, group: group,
-                        progress: { report(.progress($0)) }, offersLive: true,
-                        onLive: { report(.live($0)) }, connection: current
-                    )
-                } onCancel: {
-                    current.stop()
-                }
+                let record = try await session(
+                    store: store, address: address, configuration: attempt, group: group,
+                    progress: { report(.progress($0)) }, offersLive: true, onLive: { report(.live($0)) })
                 failure = record.failure
                 succeeded = record.peerHeardWhileLive
             } catch {
-                failure = error as? ConcordError ?? ConcordError(.closed, "\(error)")
+                failure = error
             }
             if Task.isCancelled { break }
             if fallback == nil, let older = PeerClient.olderVersion(after: failure, configuration) {

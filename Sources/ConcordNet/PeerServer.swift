@@ -36,14 +36,14 @@ public final class PeerServer: Sendable {
 
     private struct State {
         var listener: (any Channel)?
+        /// The task that accepts connections, and runs each one's session as a child task.
+        var accepting: Task<Void, Never>?
         var sessions: [ObjectIdentifier: PeerConnection] = [:]
         /// The sessions in their live phase, which leave their place among `maxSessions` to others.
         var live: Set<ObjectIdentifier> = []
         /// The sessions that were offered a live session when they connected, and may be live.
         var mayBeLive = 0
         var stopping = false
-        /// Completed once the server is stopping and its last session has ended (or its grace is over).
-        var drained: EventLoopPromise<Void>?
     }
 
     /// - Parameters:
@@ -81,11 +81,25 @@ public final class PeerServer: Sendable {
     /// Starts listening. Port 0 picks a free port; the address returned says which.
     @discardableResult
     public func start(host: String, port: Int) async throws(ConcordError) -> PeerAddress {
+        let listener: NIOAsyncChannel<NIOAsyncChannel<ByteBuffer, ByteBuffer>, Never>
         do {
-            return try await bind(host: host, port: port).get()
+            listener = try await ServerBootstrap(group: group)
+                .serverChannelOption(ChannelOptions.backlog, value: 256)
+                .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
+                .childChannelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+                .bind(host: host, port: port) { channel in PeerConnection.wrap(channel) }
         } catch {
             throw Self.listenError(error, host: host, port: port)
         }
+        // On a queue of its own, as each session is: it accepts whatever the process's shared
+        // threads are doing.
+        let accepting = Task(executorPreference: SerialTaskExecutor(label: "concord.peer.server")) { await self.accept(from: listener) }
+        state.withLock { state in
+            state.listener = listener.channel
+            state.accepting = accepting
+        }
+        let bound = listener.channel.localAddress
+        return PeerAddress(host: bound?.ipAddress ?? host, port: bound?.port ?? port)
     }
 
     /// Why the server cannot listen on HOST:PORT: a `ConcordError` of code `local`.
@@ -95,25 +109,28 @@ public final class PeerServer: Sendable {
         return ConcordError(.local, "cannot listen on \(PeerAddress(host: host, port: port)): \(reason)")
     }
 
-    private func bind(host: String, port: Int) -> EventLoopFuture<PeerAddress> {
-        let bootstrap = ServerBootstrap(group: group)
-            .serverChannelOption(ChannelOptions.backlog, value: 256)
-            .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
-            .childChannelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
-            .childChannelInitializer { [self] channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(PeerChannelHandler { [self] channel in accept(channel) })
+    /// Accepts connections until the listener closes, each one's session a child task on a queue
+    /// of its own; returns once every session has ended.
+    private func accept(from listener: NIOAsyncChannel<NIOAsyncChannel<ByteBuffer, ByteBuffer>, Never>) async {
+        try? await listener.executeThenClose { connections in
+            await withDiscardingTaskGroup { group in
+                do {
+                    for try await channel in connections {
+                        let peer = channel.channel.remoteAddress?.shown ?? "?"
+                        group.addTask(executorPreference: SerialTaskExecutor(label: "concord.peer \(peer)")) {
+                            await self.serve(channel, peer: peer)
+                        }
+                    }
+                } catch {
+                    // The listener failed: no more connections come.
                 }
             }
-        return bootstrap.bind(host: host, port: port)
-            .map { [self] channel in
-                state.withLock { $0.listener = channel }
-                return PeerAddress(host: channel.localAddress?.ipAddress ?? host, port: channel.localAddress?.port ?? port)
-            }
+        }
     }
 
-    /// A new connection: a session of its own, or closed at once when the server is full or stopping.
-    private func accept(_ channel: any Channel) -> PeerConnection {
+    /// Runs a new connection's session, or closes it at once when the server is full or stopping.
+    private func serve(_ channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>, peer: String) async {
+        let started = configuration.clock.now()
         // A client that asks for a live session gets one while fewer than `maxLiveSessions` may
         // be live; beyond them it gets the one-shot version below the one it asked for (SPEC.md §15.10).
         let offersLive = state.withLock { state in
@@ -121,53 +138,46 @@ public final class PeerServer: Sendable {
             state.mayBeLive += 1
             return true
         }
-        let logger = logger
-        let box = ConnectionBox()
-        let connection = PeerConnection(
-            channel: channel, role: .server, store: store, key: nil, localVersions: nil,
-            configuration: configuration, progress: onProgress, offersLive: offersLive,
-            onLive: { [self] summary in
-                // Live: its place among the sessions in their exchange is free for another.
-                if let connection = box.get() { state.withLock { _ = $0.live.insert(ObjectIdentifier(connection)) } }
-                logger.info(
-                    "peer \(channel.remoteAddress?.shown ?? "?"): live, after receiving \(summary.operationsReceived) operations and sending \(summary.operationsSent)",
-                    metadata: ["peer": "\(channel.remoteAddress?.shown ?? "?")"])
-            })
-        box.set(connection)
-        if offersLive {
-            connection.result.whenComplete { [self] _ in state.withLock { $0.mayBeLive -= 1 } }
-        }
+        let connection = PeerConnection()
+        let id = ObjectIdentifier(connection)
         let admitted = state.withLock { state in
             guard !state.stopping, state.sessions.count - state.live.count < configuration.maxSessions else { return false }
-            state.sessions[ObjectIdentifier(connection)] = connection
+            state.sessions[id] = connection
             return true
         }
+        // Once a session has ended (and a peer that failed may still be drained for a moment),
+        // it is logged and its place is free.
+        let ended: @Sendable (PeerSessionRecord) -> Void = { [self] record in
+            log(record)
+            onSession(record)
+            state.withLock { state in
+                state.sessions[id] = nil
+                state.live.remove(id)
+                if offersLive { state.mayBeLive -= 1 }
+            }
+        }
         guard admitted else {
-            // Too many at once (or shutting down): this one is refused before its handshake.
-            connection.abort(ConcordError(.local, "the server is busy with \(configuration.maxSessions) sessions"))
-            connection.result.whenComplete { [self] result in
-                if case .success(var record) = result {
-                    record.failure = ConcordError(.local, "refused: \(configuration.maxSessions) sessions are under way")
-                    log(record)
-                    onSession(record)
-                }
-            }
-            return connection
+            // Too many at once (or shutting down): this one is closed before its handshake.
+            try? await channel.executeThenClose { _, _ in }
+            return ended(PeerSessionRecord(
+                peer: peer, summary: PeerSummary(role: .server),
+                failure: ConcordError(.local, "refused: \(configuration.maxSessions) sessions are under way"),
+                duration: Duration(configuration.clock.now() - started)))
         }
-        logger.debug("peer \(connection.peer): connected", metadata: ["peer": "\(connection.peer)"])
-        connection.result.whenComplete { [self] result in
-            if case .success(let record) = result {
-                log(record)
-                onSession(record)
-            }
-            let drained = state.withLock { state in
-                state.sessions[ObjectIdentifier(connection)] = nil
-                state.live.remove(ObjectIdentifier(connection))
-                return state.sessions.isEmpty ? state.drained : nil
-            }
-            drained?.succeed()
-        }
-        return connection
+        logger.debug("peer \(peer): connected", metadata: ["peer": "\(peer)"])
+        let logger = logger
+        _ = await connection.run(
+            over: channel,
+            PeerConnection.Settings(
+                role: .server, store: store, configuration: configuration, started: started, offersLive: offersLive,
+                onLive: { [state] summary in
+                    // Live: its place among the sessions in their exchange is free for another.
+                    state.withLock { _ = $0.live.insert(id) }
+                    logger.info(
+                        "peer \(peer): live, after receiving \(summary.operationsReceived) operations and sending \(summary.operationsSent)",
+                        metadata: ["peer": "\(peer)"])
+                },
+                progress: onProgress, onEnd: ended))
     }
 
     /// One line per session, with what it moved as metadata for log collectors.
@@ -189,46 +199,28 @@ public final class PeerServer: Sendable {
     }
 
     /// Stops listening, ends the sessions under way (each peer is told why), waits up to `grace`
-    /// for them to close, and releases the event loops.
+    /// for them to close, closes those still open, and releases the event loops. A second call
+    /// returns at once.
     public func stop(grace: Duration = .seconds(5)) async {
-        guard let ended = endSessions(grace: grace) else { return }
-        try? await ended.get()
-        if ownsGroup { try? await group.shutdownGracefully() }
-    }
-
-    /// A stop up to releasing the event loops: it stops listening, aborts the sessions under way,
-    /// and, once they have ended or `grace` is over, closes the connections still open. `nil`
-    /// when a stop began already: the first does it all (and a second caller returns at once).
-    private func endSessions(grace: Duration) -> EventLoopFuture<Void>? {
-        let loop = group.next()
-        let begun = state.withLock { state -> ((any Channel)?, [PeerConnection], EventLoopPromise<Void>)? in
+        let begun = state.withLock { state -> ((any Channel)?, Task<Void, Never>?, [PeerConnection])? in
             guard !state.stopping else { return nil }
+            // Published under the lock: a session that connects from now on is refused.
             state.stopping = true
-            // Published with `stopping`, under the lock: a session that ends from now on sees it.
-            let drained = loop.makePromise(of: Void.self)
-            state.drained = drained
             defer { state.listener = nil }
-            return (state.listener, Array(state.sessions.values), drained)
+            return (state.listener, state.accepting, Array(state.sessions.values))
         }
-        guard let (listener, running, drained) = begun else { return nil }
-        let closed = listener?.close() ?? loop.makeSucceededVoidFuture()
-        return closed.recover { _ in }.hop(to: loop).flatMap { [self] in
-            for connection in running { connection.abort(ConcordError(.local, "the server is shutting down")) }
-            // Drained when the last session ends, or at once if there is none; at the latest
-            // when the grace is over (a promise completed twice keeps its first result).
-            if state.withLock({ $0.sessions.isEmpty }) { drained.succeed() }
-            let graceOver = loop.scheduleTask(in: TimeAmount(grace)) { drained.succeed() }
-            return drained.futureResult.map { [self] in
-                graceOver.cancel()
-                // Sessions that end after this (their connections closed below) leave it alone:
-                // the loops may be shut down by then.
-                let open = state.withLock { state in
-                    state.drained = nil
-                    return Array(state.sessions.values)
-                }
-                for connection in open { connection.channel.close(promise: nil) }
-            }
+        guard let (listener, accepting, running) = begun else { return }
+        try? await listener?.close()
+        for connection in running { connection.abort(ConcordError(.local, "the server is shutting down")) }
+        let graceOver = Task { [state] in
+            try? await Task.sleep(for: grace)
+            guard !Task.isCancelled else { return }
+            for connection in state.withLock({ Array($0.sessions.values) }) { connection.closeNow() }
         }
+        // Returns once the last session has ended.
+        await accepting?.value
+        graceOver.cancel()
+        if ownsGroup { try? await group.shutdownGracefully() }
     }
 }
 
@@ -271,72 +263,42 @@ public enum PeerClient {
     }
 
     /// Connects, and runs the session on `group`: its record once it has ended. A live session
-    /// (`offersLive`) calls `onLive` once it is live, and is reachable through `connection` to be
-    /// stopped.
+    /// (`offersLive`) calls `onLive` once it is live; cancelling the calling task ends it as the
+    /// user's stop (SPEC.md §15.10 rule 6).
     static func session(
         store: ConcordStore, address: PeerAddress, configuration: PeerTransportConfiguration,
         group: any EventLoopGroup, progress: (@Sendable (PeerProgress) -> Void)?,
-        offersLive: Bool = false, onLive: (@Sendable (PeerSummary) -> Void)? = nil, connection box: ConnectionBox = ConnectionBox()
+        offersLive: Bool = false, onLive: (@Sendable (PeerSummary) -> Void)? = nil
     ) async throws(ConcordError) -> PeerSessionRecord {
         let (versions, key) = try await store.offloadRead { () throws(ConcordError) in (try store.versionVector(), try store.syncKey()) }
         guard let key else {
             throw ConcordError.noSyncKey(at: store.path)
         }
-        let bootstrap = ClientBootstrap(group: group)
-            .connectTimeout(TimeAmount(configuration.connectTimeout))
-            .channelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(PeerChannelHandler { channel in
-                        let connection = PeerConnection(
-                            channel: channel, role: .client, store: store, key: key, localVersions: versions,
-                            configuration: configuration, progress: progress, offersLive: offersLive, onLive: onLive)
-                        box.set(connection)
-                        return connection
-                    })
-                }
+        // Connected and run in a task of its own, on a queue of its own, as a server runs each
+        // session: from the moment the connection is made, the session runs whatever the caller's
+        // threads are doing (a peer's handshake timeout runs from then). Not in the calling task:
+        // a session that is stopped still has events to handle (`PeerConnection.run`).
+        let connection = PeerConnection()
+        let running = Task(executorPreference: SerialTaskExecutor(label: "concord.peer \(address)")) {
+            () async -> Result<PeerSessionRecord, ConcordError> in
+            let channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>
+            do {
+                channel = try await ClientBootstrap(group: group)
+                    .connectTimeout(TimeAmount(configuration.connectTimeout))
+                    .channelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+                    .connect(host: address.host, port: address.port) { channel in PeerConnection.wrap(channel) }
+            } catch {
+                return .failure(ConcordError(.closed, describeConnectError(error, to: address)))
             }
-        let ended = bootstrap.connect(host: address.host, port: address.port)
-            .flatMapErrorThrowing { error in throw ConcordError(.closed, describeConnectError(error, to: address)) }
-            .flatMap { channel in
-                // `channelActive` runs on the loop right after `connect` succeeds: a task
-                // submitted now runs after it.
-                channel.eventLoop.submit { box.get() }
-            }
-            .flatMap { (connection: PeerConnection?) -> EventLoopFuture<PeerSessionRecord> in
-                guard let connection else {
-                    return group.next().makeFailedFuture(ConcordError(.closed, "cannot connect to \(address): the connection closed at once"))
-                }
-                return connection.result
-            }
-        do {
-            return try await ended.get()
-        } catch {
-            throw error as? ConcordError ?? ConcordError(.closed, "cannot connect to \(address): \(error)", cause: error)
+            let settings = PeerConnection.Settings(
+                role: .client, store: store, configuration: configuration, started: configuration.clock.now(), key: key,
+                versions: versions, offersLive: offersLive, onLive: onLive, progress: progress)
+            return .success(await connection.run(over: channel, settings))
         }
-    }
-}
-
-/// The client's connection, made on the event loop and read by the caller; and whether the
-/// caller has stopped it, so that a connection made after the stop is stopped as it is made.
-final class ConnectionBox: Sendable {
-    private let state = LockedState<(connection: PeerConnection?, stopped: Bool)>((nil, false))
-
-    func set(_ connection: PeerConnection) {
-        let stopNow = state.withLock { state in
-            state.connection = connection
-            return state.stopped
-        }
-        if stopNow { connection.stop() }
-    }
-
-    func get() -> PeerConnection? { state.withLock { $0.connection } }
-
-    /// Stops the connection there is, and any made from now on.
-    func stop() {
-        state.withLock { state in
-            state.stopped = true
-            return state.connection
-        }?.stop()
+        return try await withTaskCancellationHandler {
+            await running.value
+        } onCancel: {
+            connection.stop()
+        }.get()
     }
 }

@@ -38,8 +38,8 @@ public struct PeerTransportConfiguration: Sendable {
     /// keeps reading (and dropping) what the peer still sends, so that its last words (an `error`)
     /// reach the peer rather than a reset.
     public var lingerTimeout: Duration = .seconds(2)
-    /// Where the handshake and idle timeouts take the time from and how they wait: the system's
-    /// monotonic clock and the event loop's timers, unless a test passes a clock it moves by hand.
+    /// Where the timeouts take the time from and how they wait: the system's monotonic clock,
+    /// unless a test passes a clock it moves by hand.
     package var clock: any PeerClock = LivePeerClock()
     /// How this side words a failure: in what it tells its peer when it ends a session itself
     /// (SPEC.md §15.8) and in a server's log. By default the failure's `message`; an app may add
@@ -68,37 +68,26 @@ public struct PeerTransportConfiguration: Sendable {
     }
 }
 
-/// The time source of a transport's timeouts (SPEC.md §15.7): the time now, and a wake-up at a
+/// The time source of a transport's timeouts (SPEC.md §15.7): the time now, and a wait until a
 /// given time. `LivePeerClock` is the system's; a test injects one that it moves by hand, so that
 /// a 60-second timeout is tested to the millisecond without waiting 60 seconds.
 package protocol PeerClock: Sendable {
     /// The time now.
     func now() -> NIODeadline
-    /// Runs `task` on `loop` once `now()` has reached `deadline` (at once if it has already).
-    /// Cancelling the returned timer before then keeps `task` from running.
-    func schedule(at deadline: NIODeadline, on loop: any EventLoop, _ task: @escaping @Sendable () -> Void) -> PeerTimer
+    /// Returns once `now()` has reached `deadline` (at once if it has already); throws
+    /// `CancellationError` if the calling task is cancelled first.
+    func sleep(until deadline: NIODeadline) async throws
 }
 
-/// A wake-up scheduled on a `PeerClock`, which may be cancelled.
-package struct PeerTimer: Sendable {
-    private let cancelling: @Sendable () -> Void
-
-    package init(cancel: @escaping @Sendable () -> Void) {
-        cancelling = cancel
-    }
-
-    package func cancel() { cancelling() }
-}
-
-/// The system's monotonic clock and the event loop's own timers.
+/// The system's monotonic clock.
 package struct LivePeerClock: PeerClock {
     package init() {}
 
     package func now() -> NIODeadline { .now() }
 
-    package func schedule(at deadline: NIODeadline, on loop: any EventLoop, _ task: @escaping @Sendable () -> Void) -> PeerTimer {
-        let scheduled = loop.scheduleTask(deadline: deadline) { task() }
-        return PeerTimer { scheduled.cancel() }
+    package func sleep(until deadline: NIODeadline) async throws {
+        let remaining = deadline - .now()
+        if remaining > .zero { try await Task.sleep(nanoseconds: UInt64(remaining.nanoseconds)) }
     }
 }
 

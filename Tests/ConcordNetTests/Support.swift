@@ -30,62 +30,62 @@ extension PeerSession {
     }
 }
 
-/// A `PeerClock` that a test moves by hand: timers fire when `advance` passes their deadline, on
-/// their event loops, and never otherwise.
-final class ManualPeerClock: PeerClock, @unchecked Sendable {
-    private struct Timer {
+/// A `PeerClock` that a test moves by hand: a task waiting on it (a timeout) wakes when `advance`
+/// passes its deadline, and never otherwise.
+final class ManualPeerClock: PeerClock, Sendable {
+    private struct Sleeper {
         var deadline: NIODeadline
-        var loop: any EventLoop
-        var task: @Sendable () -> Void
+        var continuation: CheckedContinuation<Void, any Error>
     }
 
-    private let lock = NSLock()
-    private var current = NIODeadline.uptimeNanoseconds(1_000_000_000_000)
-    private var timers: [Int: Timer] = [:]
-    private var nextID = 0
-
-    func now() -> NIODeadline { lock.withLock { current } }
-
-    func schedule(at deadline: NIODeadline, on loop: any EventLoop, _ task: @escaping @Sendable () -> Void) -> PeerTimer {
-        let id: Int? = lock.withLock {
-            guard deadline > current else { return nil }
-            nextID += 1
-            timers[nextID] = Timer(deadline: deadline, loop: loop, task: task)
-            return nextID
-        }
-        guard let id else {
-            loop.execute(task)
-            return PeerTimer {}
-        }
-        return PeerTimer { [self] in lock.withLock { _ = timers.removeValue(forKey: id) } }
+    private struct State {
+        var current = NIODeadline.uptimeNanoseconds(1_000_000_000_000)
+        var sleepers: [Int: Sleeper] = [:]
+        /// Sleepers cancelled before they began to wait.
+        var cancelled: Set<Int> = []
+        var nextID = 0
     }
 
-    /// Moves the time on by `amount`, and runs the timers due by then in the order of their
-    /// deadlines; waits until their event loops have run them (and what they scheduled at once).
-    /// First it lets those loops finish what they are doing, so that activity that has happened
-    /// (a write the peer has read, whose completion the loop is still handling) is stamped with
-    /// the time before the move.
+    private let state = LockedState(State())
+
+    func now() -> NIODeadline { state.withLock { $0.current } }
+
+    func sleep(until deadline: NIODeadline) async throws {
+        let id = state.withLock { state in
+            state.nextID += 1
+            return state.nextID
+        }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let now: Result<Void, any Error>? = state.withLock { state in
+                    if state.cancelled.remove(id) != nil { return .failure(CancellationError()) }
+                    if deadline <= state.current { return .success(()) }
+                    state.sleepers[id] = Sleeper(deadline: deadline, continuation: continuation)
+                    return nil
+                }
+                if let now { continuation.resume(with: now) }
+            }
+        } onCancel: {
+            state.withLock { state -> CheckedContinuation<Void, any Error>? in
+                guard let sleeper = state.sleepers.removeValue(forKey: id) else {
+                    state.cancelled.insert(id)
+                    return nil
+                }
+                return sleeper.continuation
+            }?.resume(throwing: CancellationError())
+        }
+    }
+
+    /// Moves the time on by `amount`, and wakes the tasks whose deadlines that passes, in the
+    /// order of their deadlines.
     func advance(_ amount: Duration) {
-        for loop in lock.withLock({ timers.values.map(\.loop) }) { Self.settle(loop) }
-        let due: [Timer] = lock.withLock {
-            current = current + TimeAmount(amount)
-            let due = timers.filter { $0.value.deadline <= current }.sorted { $0.value.deadline < $1.value.deadline }
-            for (id, _) in due { timers[id] = nil }
-            return due.map(\.value)
+        let due = state.withLock { state in
+            state.current = state.current + TimeAmount(amount)
+            let due = state.sleepers.filter { $0.value.deadline <= state.current }.sorted { $0.value.deadline < $1.value.deadline }
+            for (id, _) in due { state.sleepers[id] = nil }
+            return due.map(\.value.continuation)
         }
-        for timer in due {
-            timer.loop.execute(timer.task)
-            Self.settle(timer.loop)
-        }
-    }
-
-    /// Waits until `loop` has run what it was given before now. Not on a future: a timer can end
-    /// the session whose group then shuts its loop down, and a loop shut down drops what it is
-    /// given, leaving a future never completed (a hang in CI); here the wait ends after 5 s.
-    private static func settle(_ loop: any EventLoop) {
-        let ran = DispatchSemaphore(value: 0)
-        loop.execute { ran.signal() }
-        _ = ran.wait(timeout: .now() + 5)
+        for continuation in due { continuation.resume() }
     }
 }
 

@@ -2,10 +2,10 @@ import Foundation
 
 /// Chunks of values passed from a thread that makes them to one that uses them, through a bounded
 /// queue: the giver waits while `depth` chunks wait, the taker while none does. It is the one
-/// hand-off between threads in Concord: a large merge folds its sorted operations into record
-/// states on one thread while another writes them (`Prefetch`, Benchmarks/README.md), and a peer session
-/// reads the operations to send on one thread while its connection seals and sends them
-/// (`ConcordNet`'s `OperationFeed`). Memory stays bounded by a few chunks.
+/// hand-off between threads in Concord, below the store, where everything is synchronous: a large
+/// merge folds its sorted operations into record states on one thread while another writes them
+/// (`Prefetch`, Benchmarks/README.md). Memory stays bounded by a few chunks. (Above the store,
+/// async code hands values over as events: a peer connection's log reader, say.)
 ///
 /// The giver ends the queue with `close`, passing its error if it failed: the taker gets every
 /// chunk given before, then the error. The taker ends it early with `cancel`: the giver's next
@@ -14,7 +14,7 @@ import Foundation
 /// Two counting semaphores do the waiting: `places` counts the free places (the giver waits on
 /// it), `ready` counts what the taker may take (a chunk, or the end, which stays). A
 /// `LockedState` guards the queue itself, and is never held while waiting.
-package final class Handoff<Element>: @unchecked Sendable {
+final class Handoff<Element>: @unchecked Sendable {
     // @unchecked Sendable: the mutable state is read and written only inside `state.withLock`,
     // and the semaphores are thread-safe; the chunks handed over are moved
     // from one thread to the other, never used by both.
@@ -28,12 +28,9 @@ package final class Handoff<Element>: @unchecked Sendable {
         var ending: Result<Void, any Error>?
         var cancelled = false
     }
-    /// Called after each chunk given, and once closed: for a taker that `poll`s rather than waits.
-    private let onReady: (@Sendable () -> Void)?
 
-    package init(depth: Int = 4, onReady: (@Sendable () -> Void)? = nil) {
+    init(depth: Int = 4) {
         places = DispatchSemaphore(value: max(1, depth))
-        self.onReady = onReady
     }
 
     /// Runs `produce` on a serial queue of its own, named `name`, as the store runs blocking work
@@ -41,7 +38,7 @@ package final class Handoff<Element>: @unchecked Sendable {
     /// threads the process's tasks share, which a producer waiting for its taker would hold.
     /// Closes the queue when `produce` returns (with its error, if it throws). `produce` gives its
     /// chunks with `give`.
-    package func startProducer(named name: String, _ produce: @escaping (Handoff) throws -> Void) {
+    func startProducer(named name: String, _ produce: @escaping (Handoff) throws -> Void) {
         // Safe: `produce`, and what it holds, moves to the producer's queue; this thread never
         // touches it again.
         nonisolated(unsafe) let produce = produce
@@ -57,7 +54,7 @@ package final class Handoff<Element>: @unchecked Sendable {
 
     /// Queues `chunk`, waiting while the queue is full. Returns false, dropping it, if the taker
     /// cancelled.
-    package func give(_ chunk: [Element]) -> Bool {
+    func give(_ chunk: [Element]) -> Bool {
         places.wait()
         let queued = state.withLock { queue in
             guard !queue.cancelled else { return false }
@@ -70,60 +67,36 @@ package final class Handoff<Element>: @unchecked Sendable {
             return false
         }
         ready.signal()
-        onReady?()
         return true
     }
 
     /// Ends the queue: the taker gets what was given, then `nil`, or `error` thrown.
-    package func close(throwing error: (any Error)? = nil) {
+    func close(throwing error: (any Error)? = nil) {
         state.withLock { $0.ending = error.map { .failure($0) } ?? .success(()) }
         ready.signal()
         closed.signal()
-        onReady?()
-    }
-
-    /// What the taker finds: a chunk, the end (nil, or the giver's error thrown), or, when it
-    /// does not wait, nothing yet.
-    package enum Taken {
-        case chunk([Element])
-        case end
-        case notYet
     }
 
     /// The next chunk, waiting for it; `nil` once the giver closed the queue and every chunk was
     /// taken. Throws the giver's error then, if it closed with one.
-    package func take() throws -> [Element]? {
+    func take() throws -> [Element]? {
         ready.wait()
-        switch try next() {
-        case .chunk(let chunk): return chunk
-        case .end, .notYet: return nil
-        }
-    }
-
-    /// `take` without waiting: `.notYet` when nothing is ready.
-    package func poll() throws -> Taken {
-        guard ready.wait(timeout: .now()) == .success else { return .notYet }
-        return try next()
-    }
-
-    /// Takes what `ready` counted.
-    private func next() throws -> Taken {
         let (chunk, end) = state.withLock { queue -> ([Element]?, Result<Void, any Error>?) in
             if !queue.waiting.isEmpty { return (queue.waiting.removeFirst(), nil) }
             return (nil, queue.ending ?? (queue.cancelled ? .success(()) : nil))
         }
         if let chunk {
             places.signal()
-            return .chunk(chunk)
+            return chunk
         }
         // The end stays: every later take finds it too.
         ready.signal()
         try end?.get()
-        return .end
+        return nil
     }
 
     /// Stops the giver (its next `give` returns false) and drops what waits.
-    package func cancel() {
+    func cancel() {
         let dropped = state.withLock { queue in
             queue.cancelled = true
             defer { queue.waiting.removeAll() }
@@ -136,7 +109,7 @@ package final class Handoff<Element>: @unchecked Sendable {
 
     /// Waits until the giver closed the queue (after `cancel`, for a thread that must not outlive
     /// its taker).
-    package func waitUntilClosed() {
+    func waitUntilClosed() {
         closed.wait()
         closed.signal()
     }

@@ -10,25 +10,58 @@ extension ConcordStore {
     package func forEachOperation(since: VersionVector = VersionVector(), _ body: (Op) throws -> Void) throws(ConcordError) {
         try guarded {
             try read { db in
-                // A row with a negative seq (a damaged store: the columns have no CHECK that
-                // binds a file made by hand) is read too, for `decodeChunk` to refuse.
-                let rows = try db.cachedStatement(sql: """
-                    SELECT first_seq, last_seq, ops FROM log WHERE replica = ? AND (last_seq > ? OR last_seq < 0 OR first_seq < 0)
-                    ORDER BY first_seq
-                    """)
-                for (author, index) in try ReplicaDirectory(db).indexByID.sorted(by: { $0.key < $1.key }) {
-                    // A seq past Int64.max is never held: no row reaches past it.
-                    guard since[author] < UInt64(Int64.max) else { continue }
-                    let cursor = try Row.fetchCursor(rows, arguments: [index, Int64(since[author])])
-                    while let row = try cursor.next() {
-                        // A damaged row's negative seq reads as a huge one, which `decodeChunk` refuses.
-                        let first = UInt64(bitPattern: try row.column(0) as Int64)
-                        let last = UInt64(bitPattern: try row.column(1) as Int64)
-                        for operation in try Self.decodeChunk(try row.column(2), author: author, first: first, last: last)
-                        where !since.covers(operation.id) {
-                            try body(operation)
-                        }
-                    }
+                try Self.forEachOperation(in: db, since: since, after: nil) { operation in
+                    try body(operation)
+                    return true
+                }
+            }
+        }
+    }
+
+    /// Up to `limit` operations of the log that `since` does not cover, in the order of
+    /// `forEachOperation(since:)`, from just after `position` (from the start when it is nil): a
+    /// page of a long read, each page a read transaction of its own, so that no page waits for a
+    /// writer or holds one up. The log only grows, so the pages read one after the other hold
+    /// every operation it held when the first was read (and may hold some that arrived since).
+    package func operations(since: VersionVector, after position: OperationID?, limit: Int) throws(ConcordError) -> [Op] {
+        try guarded {
+            try read { db in
+                var page: [Op] = []
+                page.reserveCapacity(min(limit, 4096))
+                try Self.forEachOperation(in: db, since: since, after: position) { operation in
+                    page.append(operation)
+                    return page.count < limit
+                }
+                return page
+            }
+        }
+    }
+
+    /// The walk of `forEachOperation(since:)`, from just after `position`, until `body` returns
+    /// `false`.
+    private static func forEachOperation(
+        in db: Database, since: VersionVector, after position: OperationID?, _ body: (Op) throws -> Bool
+    ) throws {
+        // A row with a negative seq (a damaged store: the columns have no CHECK that binds a file
+        // made by hand) is read too, for `decodeChunk` to refuse.
+        let rows = try db.cachedStatement(sql: """
+            SELECT first_seq, last_seq, ops FROM log WHERE replica = ? AND (last_seq > ? OR last_seq < 0 OR first_seq < 0)
+            ORDER BY first_seq
+            """)
+        for (author, index) in try ReplicaDirectory(db).indexByID.sorted(by: { $0.key < $1.key }) {
+            if let position, author < position.replica { continue }
+            // What this walk skips of the author: what `since` covers, and up to the position.
+            let floor = position?.replica == author ? max(since[author], position!.seq) : since[author]
+            // A seq past Int64.max is never held: no row reaches past it.
+            guard floor < UInt64(Int64.max) else { continue }
+            let cursor = try Row.fetchCursor(rows, arguments: [index, Int64(floor)])
+            while let row = try cursor.next() {
+                // A damaged row's negative seq reads as a huge one, which `decodeChunk` refuses.
+                let first = UInt64(bitPattern: try row.column(0) as Int64)
+                let last = UInt64(bitPattern: try row.column(1) as Int64)
+                for operation in try decodeChunk(try row.column(2), author: author, first: first, last: last)
+                where operation.id.seq > floor {
+                    guard try body(operation) else { return }
                 }
             }
         }
