@@ -49,10 +49,15 @@ struct LogReader {
 
     private let requests: AsyncStream<Request>.Continuation
 
-    init(store: ConcordStore, chunk: Int, events: AsyncStream<PeerConnection.Event>.Continuation, in group: inout TaskGroup<Void>) {
+    /// Reads on `executor`: beside the session's work, so that the next page is read while the
+    /// session seals one.
+    init(
+        store: ConcordStore, chunk: Int, events: AsyncStream<PeerConnection.Event>.Continuation, in group: inout TaskGroup<Void>,
+        on executor: any TaskExecutor
+    ) {
         let (stream, requests) = AsyncStream<Request>.makeStream()
         self.requests = requests
-        group.addTask {
+        group.addTask(executorPreference: executor) {
             var since = VersionVector()
             var lastShared: [OperationID] = []
             var position: OperationID?

@@ -244,7 +244,11 @@ private final class SessionDriver {
         outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>, channel: any Channel
     ) {
         let (events, credit, clock, outgoing) = (events, credit, clock, outgoingStream)
-        group.addTask {
+        // The reader and the writer on a queue of their own, beside the session's: bytes keep
+        // coming and going while the session opens or seals a batch (a few milliseconds a
+        // megabyte), as they would on the event loop.
+        let io = SerialTaskExecutor(label: "concord.peer \(peer) I/O")
+        group.addTask(executorPreference: io) {
             do {
                 for try await buffer in inbound {
                     events.yield(.received(buffer))
@@ -255,7 +259,7 @@ private final class SessionDriver {
             }
             events.yield(.inputClosed)
         }
-        group.addTask {
+        group.addTask(executorPreference: io) {
             for await item in outgoing {
                 switch item {
                 case .bytes(let buffer):
@@ -281,7 +285,7 @@ private final class SessionDriver {
         for kind in Alarm.Kind.allCases {
             alarms[kind] = Alarm(kind, clock: kind == .linger ? lingerClock : clock, events: events, in: &group)
         }
-        logReader = LogReader(store: store, chunk: max(1, configuration.readChunkOperations), events: events, in: &group)
+        logReader = LogReader(store: store, chunk: max(1, configuration.readChunkOperations), events: events, in: &group, on: io)
         follower = Follower(events: events, in: &group)
     }
 

@@ -10,26 +10,28 @@ extension ConcordStore {
     package func forEachOperation(since: VersionVector = VersionVector(), _ body: (Op) throws -> Void) throws(ConcordError) {
         try guarded {
             try read { db in
-                try Self.forEachOperation(in: db, since: since, after: nil) { operation in
-                    try body(operation)
+                try Self.forEachRow(in: db, since: since, after: nil) { operations in
+                    for operation in operations { try body(operation) }
                     return true
                 }
             }
         }
     }
 
-    /// Up to `limit` operations of the log that `since` does not cover, in the order of
-    /// `forEachOperation(since:)`, from just after `position` (from the start when it is nil): a
-    /// page of a long read, each page a read transaction of its own, so that no page waits for a
-    /// writer or holds one up. The log only grows, so the pages read one after the other hold
-    /// every operation it held when the first was read (and may hold some that arrived since).
+    /// The operations of the log that `since` does not cover, in the order of
+    /// `forEachOperation(since:)`, from just after `position` (from the start when it is nil), as
+    /// many log rows' worth as reach `limit` (so a page holds up to a row more: each row is read
+    /// and decoded once): a page of a long read, each page a read transaction of its own, so that
+    /// no page waits for a writer or holds one up. The log only grows, so the pages read one after
+    /// the other hold every operation it held when the first was read (and may hold some that
+    /// arrived since). Empty at the end of the log.
     package func operations(since: VersionVector, after position: OperationID?, limit: Int) throws(ConcordError) -> [Op] {
         try guarded {
             try read { db in
                 var page: [Op] = []
                 page.reserveCapacity(min(limit, 4096))
-                try Self.forEachOperation(in: db, since: since, after: position) { operation in
-                    page.append(operation)
+                try Self.forEachRow(in: db, since: since, after: position) { operations in
+                    page += operations
                     return page.count < limit
                 }
                 return page
@@ -37,10 +39,10 @@ extension ConcordStore {
         }
     }
 
-    /// The walk of `forEachOperation(since:)`, from just after `position`, until `body` returns
-    /// `false`.
-    private static func forEachOperation(
-        in db: Database, since: VersionVector, after position: OperationID?, _ body: (Op) throws -> Bool
+    /// The walk of `forEachOperation(since:)`, from just after `position`, a log row's operations
+    /// at a time (those past `since` and `position`), until `body` returns `false`.
+    private static func forEachRow(
+        in db: Database, since: VersionVector, after position: OperationID?, _ body: (ArraySlice<Op>) throws -> Bool
     ) throws {
         // A row with a negative seq (a damaged store: the columns have no CHECK that binds a file
         // made by hand) is read too, for `decodeChunk` to refuse.
@@ -54,15 +56,26 @@ extension ConcordStore {
             let floor = position?.replica == author ? max(since[author], position!.seq) : since[author]
             // A seq past Int64.max is never held: no row reaches past it.
             guard floor < UInt64(Int64.max) else { continue }
-            let cursor = try Row.fetchCursor(rows, arguments: [index, Int64(floor)])
+            let cursor: RowCursor
+            if position?.replica == author {
+                // Mid-author, a page seeks to the row that holds the seq after the position: a row
+                // spans at most `maxChunkOperations` seqs, and an author's rows never overlap. (Its
+                // rows before the position, a damaged one among them, were walked already.)
+                let from = try db.cachedStatement(sql: """
+                    SELECT first_seq, last_seq, ops FROM log WHERE replica = ? AND first_seq > ? AND last_seq > ? ORDER BY first_seq
+                    """)
+                cursor = try Row.fetchCursor(from, arguments: [index, Int64(floor) - Int64(WriteContext.maxChunkOperations), Int64(floor)])
+            } else {
+                cursor = try Row.fetchCursor(rows, arguments: [index, Int64(floor)])
+            }
             while let row = try cursor.next() {
                 // A damaged row's negative seq reads as a huge one, which `decodeChunk` refuses.
                 let first = UInt64(bitPattern: try row.column(0) as Int64)
                 let last = UInt64(bitPattern: try row.column(1) as Int64)
-                for operation in try decodeChunk(try row.column(2), author: author, first: first, last: last)
-                where operation.id.seq > floor {
-                    guard try body(operation) else { return }
-                }
+                let operations = try decodeChunk(try row.column(2), author: author, first: first, last: last)
+                // Seqs are consecutive within a row.
+                let skipped = first > floor ? 0 : Int(min(floor - first + 1, UInt64(operations.count)))
+                guard try body(operations[skipped...]) else { return }
             }
         }
     }
