@@ -253,19 +253,26 @@ final class SessionMerge: @unchecked Sendable {
 }
 
 /// Runs the tasks that prefer it (`Task(executorPreference:)`, `addTask(executorPreference:)`,
-/// and the child tasks of those) one at a time, on a serial queue of its own: a peer connection's
-/// task and its helpers, which then never wait for Swift's shared threads, however many of them
-/// an app or a test blocks, and never run at once.
+/// and the child tasks of those) one job at a time, in order, on a serial queue of its own or on an
+/// event loop: a peer connection's tasks, which then never wait for Swift's shared threads,
+/// however many of them an app or a test blocks.
 final class SerialTaskExecutor: TaskExecutor {
-    private let queue: DispatchQueue
+    private let run: @Sendable (@escaping @Sendable () -> Void) -> Void
 
+    /// On a serial queue of its own, named `label`.
     init(label: String) {
-        queue = DispatchQueue(label: label)
+        let queue = DispatchQueue(label: label)
+        run = { queue.async(execute: $0) }
+    }
+
+    /// On `loop`'s thread.
+    init(loop: any EventLoop) {
+        run = { loop.execute($0) }
     }
 
     func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
-        queue.async { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
+        run { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
     }
 }
 

@@ -244,10 +244,11 @@ private final class SessionDriver {
         outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>, channel: any Channel
     ) {
         let (events, credit, clock, outgoing) = (events, credit, clock, outgoingStream)
-        // The reader and the writer on a queue of their own, beside the session's: bytes keep
-        // coming and going while the session opens or seals a batch (a few milliseconds a
-        // megabyte), as they would on the event loop.
-        let io = SerialTaskExecutor(label: "concord.peer \(peer) I/O")
+        // The reader, the writer and the log reader on the connection's event loop, beside the
+        // session's queue: bytes keep coming and going, and the next page is read, while the
+        // session opens or seals a batch (a few milliseconds a megabyte). They only hand things
+        // over, and never block the loop.
+        let io = SerialTaskExecutor(loop: channel.eventLoop)
         group.addTask(executorPreference: io) {
             do {
                 for try await buffer in inbound {
