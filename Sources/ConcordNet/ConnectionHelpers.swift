@@ -17,22 +17,23 @@ struct Alarm {
 
     private let requests: AsyncStream<NIODeadline>.Continuation
 
-    init(_ kind: Kind, clock: any PeerClock, events: AsyncStream<PeerConnection.Event>.Continuation, in group: inout TaskGroup<Void>) {
+    /// An alarm woken by `loop`'s timers (`PeerClock`).
+    init(
+        _ kind: Kind, clock: any PeerClock, loop: any EventLoop, events: AsyncStream<PeerConnection.Event>.Continuation,
+        in group: inout TaskGroup<Void>
+    ) {
         let (deadlines, requests) = AsyncStream<NIODeadline>.makeStream()
         self.requests = requests
         group.addTask {
             for await deadline in deadlines {
-                do {
-                    try await clock.sleep(until: deadline)
-                } catch {
-                    return  // cancelled: the connection has closed
-                }
+                // A sleep fails only when the task is cancelled: the connection has closed.
+                guard (try? await clock.sleep(until: deadline, on: loop)) != nil else { return }
                 events.yield(.alarm(kind))
             }
         }
     }
 
-    /// Rings at `deadline`, once the times set before have rung.
+    /// Rings at `deadline`, after the times set before it have rung (it replaces none).
     func set(_ deadline: NIODeadline) { requests.yield(deadline) }
 }
 
@@ -62,14 +63,7 @@ struct LogReader {
             var lastShared: [OperationID] = []
             var position: OperationID?
             var atEnd = true
-            for await request in stream {
-                if case .start(let from, let shared) = request {
-                    (since, lastShared, position, atEnd) = (from, shared, nil, false)
-                }
-                guard !atEnd else {
-                    events.yield(.page(.success([])))
-                    continue
-                }
+            func read() async -> Result<[Op], ConcordError> {
                 let page: Result<[Op], ConcordError>
                 if !lastShared.isEmpty {
                     let ids = lastShared.prefix(chunk)
@@ -92,6 +86,18 @@ struct LogReader {
                     }
                 }
                 if case .failure = page { atEnd = true }
+                return page
+            }
+            for await request in stream {
+                if case .start(let from, let shared) = request {
+                    (since, lastShared, position, atEnd) = (from, shared, nil, false)
+                }
+                var page: Result<[Op], ConcordError> = .success([])
+                // Empty only at the end: last shared operations the store no longer finds (it
+                // never drops one) leave the page to the log's.
+                while !atEnd, case .success(let operations) = page, operations.isEmpty {
+                    page = await read()
+                }
                 events.yield(.page(page))
             }
         }

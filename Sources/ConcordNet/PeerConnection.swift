@@ -12,8 +12,9 @@ import NIOCore
 /// events: the reader (bytes received), the writer (bytes written), the log reader (the next page
 /// of operations the peer lacks), an alarm per timeout, and, in the live phase, the follower of
 /// the store's commits. Store work runs off the task, as all async code runs it (`offloadRead`,
-/// and `enqueueWrite` for the peer's batches, in order), and comes back as an event too. All of
-/// them run on a serial queue of the connection's own (`SerialTaskExecutor`), so that a process
+/// and `enqueueWrite` for the peer's batches, in order), and comes back as an event too. The task
+/// runs on a serial queue of the connection's own, and the reader, the writer and the log reader
+/// on its event loop (`SerialTaskExecutor`); the alarms ring by the loop's timers. So a process
 /// whose shared threads are all busy (an app's, or a test's that block) never stalls a session.
 ///
 /// - **Decoding and sorting overlap logging.** The peer's batches are one merge in parts
@@ -46,14 +47,11 @@ final class PeerConnection: Sendable {
     func run(over channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>, _ settings: Settings) async -> PeerSessionRecord {
         let peer = channel.channel.remoteAddress?.shown ?? "?"
         let driver = SessionDriver(peer: peer, settings: settings, events: control)
-        do {
-            return try await channel.executeThenClose { inbound, outbound in
-                await driver.run(inbound: inbound, outbound: outbound, channel: channel.channel, events: events)
-            }
-        } catch {
-            // Only a failure to close fails `executeThenClose`, after the body returned.
-            return driver.record ?? driver.makeRecord(failure: ConcordError(.closed, "\(error)"), summary: nil)
+        // `executeThenClose` fails only as the body's own error would, and the body never throws.
+        _ = try? await channel.executeThenClose { inbound, outbound in
+            await driver.run(inbound: inbound, outbound: outbound, channel: channel.channel, events: events)
         }
+        return driver.finalRecord()
     }
 
     /// Wraps a new connection's channel, on its event loop, for a connection to run over.
@@ -234,8 +232,7 @@ private final class SessionDriver {
             // Whatever is still under way on the connection is cut off.
             channel.close(promise: nil)
             group.cancelAll()
-            if record == nil { report(makeRecord(failure: ConcordError(.closed, "the connection closed"), summary: nil)) }
-            return record!
+            return finalRecord()
         }
     }
 
@@ -284,7 +281,7 @@ private final class SessionDriver {
             }
         }
         for kind in Alarm.Kind.allCases {
-            alarms[kind] = Alarm(kind, clock: kind == .linger ? lingerClock : clock, events: events, in: &group)
+            alarms[kind] = Alarm(kind, clock: kind == .linger ? lingerClock : clock, loop: channel.eventLoop, events: events, in: &group)
         }
         logReader = LogReader(store: store, chunk: max(1, configuration.readChunkOperations), events: events, in: &group, on: io)
         follower = Follower(events: events, in: &group)
@@ -679,6 +676,9 @@ private final class SessionDriver {
         ended = true
         sending = false
         pages = []
+        // What waited for the session is moot: the reader reads on.
+        credit.release(inbox.count)
+        inbox = []
         ending = (failure, summary, flush)
         finishEnding()
     }
@@ -710,6 +710,13 @@ private final class SessionDriver {
         closingDeadline = lingerClock.now() + TimeAmount(configuration.lingerTimeout)
         alarms[.linger]!.set(closingDeadline!)
         outgoing.yield(.closeOutput)
+    }
+
+    /// The session's record, once `run` has returned (a session cut off before it ended reports
+    /// the connection closed).
+    func finalRecord() -> PeerSessionRecord {
+        if record == nil { report(makeRecord(failure: ConcordError(.closed, "the connection closed"), summary: nil)) }
+        return record!
     }
 
     /// Keeps the session's record, and hands it to `onEnd`.

@@ -74,20 +74,28 @@ public struct PeerTransportConfiguration: Sendable {
 package protocol PeerClock: Sendable {
     /// The time now.
     func now() -> NIODeadline
-    /// Returns once `now()` has reached `deadline` (at once if it has already); throws
-    /// `CancellationError` if the calling task is cancelled first.
-    func sleep(until deadline: NIODeadline) async throws
+    /// Returns once `now()` has reached `deadline` (at once if it has already), woken by a timer
+    /// of `loop`; throws `CancellationError` if the calling task is cancelled first.
+    func sleep(until deadline: NIODeadline, on loop: any EventLoop) async throws
 }
 
-/// The system's monotonic clock.
+/// The system's monotonic clock, and the event loop's timers.
 package struct LivePeerClock: PeerClock {
     package init() {}
 
     package func now() -> NIODeadline { .now() }
 
-    package func sleep(until deadline: NIODeadline) async throws {
-        let remaining = deadline - .now()
-        if remaining > .zero { try await Task.sleep(nanoseconds: UInt64(remaining.nanoseconds)) }
+    /// Not `Task.sleep`, whose wake-up waits for one of the threads that the process's tasks
+    /// share: an app or a test may block them all, and a session's timeouts must ring whatever
+    /// they do. The event loop's thread is NIO's own.
+    package func sleep(until deadline: NIODeadline, on loop: any EventLoop) async throws {
+        guard deadline > .now() else { return }
+        let (wakes, wake) = AsyncStream<Void>.makeStream()
+        let timer = loop.scheduleTask(deadline: deadline) { wake.finish() }
+        // Cancelling the task ends the stream without the timer.
+        for await _ in wakes {}
+        timer.cancel()
+        try Task.checkCancellation()
     }
 }
 

@@ -354,7 +354,7 @@ package struct PeerSession: Sendable {
 
     // MARK: State
 
-    /// Whether the handshake is complete (a transport stops its handshake timer then).
+    /// Whether the handshake is complete (a transport's handshake timeout no longer applies then).
     package var isHandshakeComplete: Bool {
         switch phase {
         case .sealed, .finished: true

@@ -31,7 +31,7 @@ extension PeerSession {
 }
 
 /// A `PeerClock` that a test moves by hand: a task waiting on it (a timeout) wakes when `advance`
-/// passes its deadline, and never otherwise.
+/// passes its deadline, and never otherwise (whatever loop it names).
 final class ManualPeerClock: PeerClock, Sendable {
     private struct Sleeper {
         var deadline: NIODeadline
@@ -50,7 +50,7 @@ final class ManualPeerClock: PeerClock, Sendable {
 
     func now() -> NIODeadline { state.withLock { $0.current } }
 
-    func sleep(until deadline: NIODeadline) async throws {
+    func sleep(until deadline: NIODeadline, on loop: any EventLoop) async throws {
         let id = state.withLock { state in
             state.nextID += 1
             return state.nextID
