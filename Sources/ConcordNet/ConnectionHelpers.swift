@@ -1,7 +1,6 @@
 import ConcordCore
 import ConcordPeer
 import ConcordStore
-import Dispatch
 import NIOCore
 
 // The child tasks of a peer connection's task (`PeerConnection`): each does one thing, takes its
@@ -50,15 +49,10 @@ struct LogReader {
 
     private let requests: AsyncStream<Request>.Continuation
 
-    /// Reads on `executor`: beside the session's work, so that the next page is read while the
-    /// session seals one.
-    init(
-        store: ConcordStore, chunk: Int, events: AsyncStream<PeerConnection.Event>.Continuation, in group: inout TaskGroup<Void>,
-        on executor: any TaskExecutor
-    ) {
+    init(store: ConcordStore, chunk: Int, events: AsyncStream<PeerConnection.Event>.Continuation, in group: inout TaskGroup<Void>) {
         let (stream, requests) = AsyncStream<Request>.makeStream()
         self.requests = requests
-        group.addTask(executorPreference: executor) {
+        group.addTask {
             var since = VersionVector()
             var lastShared: [OperationID] = []
             var position: OperationID?
@@ -259,26 +253,20 @@ final class SessionMerge: @unchecked Sendable {
 }
 
 /// Runs the tasks that prefer it (`Task(executorPreference:)`, `addTask(executorPreference:)`,
-/// and the child tasks of those) one job at a time, in order, on a serial queue of its own or on an
-/// event loop: a peer connection's tasks, which then never wait for Swift's shared threads,
-/// however many of them an app or a test blocks.
-final class SerialTaskExecutor: TaskExecutor {
-    private let run: @Sendable (@escaping @Sendable () -> Void) -> Void
+/// and the child tasks of those) on an event loop's thread, one job at a time, in order: a peer
+/// connection's tasks, on their channel's loop, as NIO runs a channel's handlers. They then never
+/// wait for the threads that the process's tasks share, however many of them an app or a test
+/// blocks; and they never block the loop, since store work runs on the store's queues.
+final class EventLoopTaskExecutor: TaskExecutor {
+    private let loop: any EventLoop
 
-    /// On a serial queue of its own, named `label`.
-    init(label: String) {
-        let queue = DispatchQueue(label: label)
-        run = { queue.async(execute: $0) }
-    }
-
-    /// On `loop`'s thread.
-    init(loop: any EventLoop) {
-        run = { loop.execute($0) }
+    init(_ loop: any EventLoop) {
+        self.loop = loop
     }
 
     func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
-        run { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
+        loop.execute { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
     }
 }
 

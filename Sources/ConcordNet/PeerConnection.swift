@@ -12,10 +12,10 @@ import NIOCore
 /// events: the reader (bytes received), the writer (bytes written), the log reader (the next page
 /// of operations the peer lacks), an alarm per timeout, and, in the live phase, the follower of
 /// the store's commits. Store work runs off the task, as all async code runs it (`offloadRead`,
-/// and `enqueueWrite` for the peer's batches, in order), and comes back as an event too. The task
-/// runs on a serial queue of the connection's own, and the reader, the writer and the log reader
-/// on its event loop (`SerialTaskExecutor`); the alarms ring by the loop's timers. So a process
-/// whose shared threads are all busy (an app's, or a test's that block) never stalls a session.
+/// and `enqueueWrite` for the peer's batches, in order), and comes back as an event too. All of
+/// them run on the connection's event loop (`EventLoopTaskExecutor`), as NIO runs a channel's
+/// handlers, and the alarms ring by the loop's timers: a process whose shared threads are all
+/// busy (an app's, or a test's that block) never stalls a session.
 ///
 /// - **Decoding and sorting overlap logging.** The peer's batches are one merge in parts
 ///   (`MergeInParts`, SPEC.md §5.6). Each `.apply` is sorted through the store's read pool
@@ -241,12 +241,7 @@ private final class SessionDriver {
         outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>, channel: any Channel
     ) {
         let (events, credit, clock, outgoing) = (events, credit, clock, outgoingStream)
-        // The reader, the writer and the log reader on the connection's event loop, beside the
-        // session's queue: bytes keep coming and going, and the next page is read, while the
-        // session opens or seals a batch (a few milliseconds a megabyte). They only hand things
-        // over, and never block the loop.
-        let io = SerialTaskExecutor(loop: channel.eventLoop)
-        group.addTask(executorPreference: io) {
+        group.addTask {
             do {
                 for try await buffer in inbound {
                     events.yield(.received(buffer))
@@ -257,7 +252,7 @@ private final class SessionDriver {
             }
             events.yield(.inputClosed)
         }
-        group.addTask(executorPreference: io) {
+        group.addTask {
             for await item in outgoing {
                 switch item {
                 case .bytes(let buffer):
@@ -283,7 +278,7 @@ private final class SessionDriver {
         for kind in Alarm.Kind.allCases {
             alarms[kind] = Alarm(kind, clock: kind == .linger ? lingerClock : clock, loop: channel.eventLoop, events: events, in: &group)
         }
-        logReader = LogReader(store: store, chunk: max(1, configuration.readChunkOperations), events: events, in: &group, on: io)
+        logReader = LogReader(store: store, chunk: max(1, configuration.readChunkOperations), events: events, in: &group)
         follower = Follower(events: events, in: &group)
     }
 

@@ -91,9 +91,9 @@ public final class PeerServer: Sendable {
         } catch {
             throw Self.listenError(error, host: host, port: port)
         }
-        // On a queue of its own, as each session is: it accepts whatever the process's shared
-        // threads are doing.
-        let accepting = Task(executorPreference: SerialTaskExecutor(label: "concord.peer.server")) { await self.accept(from: listener) }
+        // On the listener's event loop, as each session runs on its connection's: it accepts
+        // whatever the process's shared threads are doing.
+        let accepting = Task(executorPreference: EventLoopTaskExecutor(listener.channel.eventLoop)) { await self.accept(from: listener) }
         state.withLock { state in
             state.listener = listener.channel
             state.accepting = accepting
@@ -109,15 +109,15 @@ public final class PeerServer: Sendable {
         return ConcordError(.local, "cannot listen on \(PeerAddress(host: host, port: port)): \(reason)")
     }
 
-    /// Accepts connections until the listener closes, each one's session a child task on a queue
-    /// of its own; returns once every session has ended.
+    /// Accepts connections until the listener closes, each one's session a child task on its
+    /// connection's event loop; returns once every session has ended.
     private func accept(from listener: NIOAsyncChannel<NIOAsyncChannel<ByteBuffer, ByteBuffer>, Never>) async {
         try? await listener.executeThenClose { connections in
             await withDiscardingTaskGroup { group in
                 do {
                     for try await channel in connections {
                         let peer = channel.channel.remoteAddress?.shown ?? "?"
-                        group.addTask(executorPreference: SerialTaskExecutor(label: "concord.peer \(peer)")) {
+                        group.addTask(executorPreference: EventLoopTaskExecutor(channel.channel.eventLoop)) {
                             await self.serve(channel, peer: peer)
                         }
                     }
@@ -274,16 +274,17 @@ public enum PeerClient {
         guard let key else {
             throw ConcordError.noSyncKey(at: store.path)
         }
-        // Connected and run in a task of its own, on a queue of its own, as a server runs each
-        // session: from the moment the connection is made, the session runs whatever the caller's
-        // threads are doing (a peer's handshake timeout runs from then). Not in the calling task:
-        // a session that is stopped still has events to handle (`PeerConnection.run`).
+        // Connected and run in a task of its own, on the connection's event loop, as a server runs
+        // each session: from the moment the connection is made, the session runs whatever the
+        // caller's threads are doing (a peer's handshake timeout runs from then). Not in the
+        // calling task: a session that is stopped still has events to handle (`PeerConnection.run`).
         let connection = PeerConnection()
-        let running = Task(executorPreference: SerialTaskExecutor(label: "concord.peer \(address)")) {
+        let loop = group.next()
+        let running = Task(executorPreference: EventLoopTaskExecutor(loop)) {
             () async -> Result<PeerSessionRecord, ConcordError> in
             let channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>
             do {
-                channel = try await ClientBootstrap(group: group)
+                channel = try await ClientBootstrap(group: loop)
                     .connectTimeout(TimeAmount(configuration.connectTimeout))
                     .channelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
                     .connect(host: address.host, port: address.port) { channel in PeerConnection.wrap(channel) }
