@@ -17,6 +17,9 @@ import GRDB
 /// applied to their records (`pending_merge`) are left for later, and reported once the merge has
 /// applied them.
 final class StoreObserver: Sendable {
+    /// Where the observer reads, and where its bell and its poll wake it: one at a time, in order,
+    /// on a queue of its own, since a read may wait for the disk and must not hold one of the
+    /// threads that the process's tasks share.
     private let queue = DispatchQueue(label: "concord.observe")
     /// The store's path, and the file the store object opened there (nil in memory): once the
     /// path names another, or none, the observer reports it and stops.
