@@ -48,7 +48,7 @@ final class PeerConnection: Sendable {
         let peer = channel.channel.remoteAddress?.shown ?? "?"
         let driver = SessionDriver(peer: peer, settings: settings, events: control)
         // `executeThenClose` fails only as the body's own error would, and the body never throws.
-        _ = try? await channel.executeThenClose { inbound, outbound in
+        try? await channel.executeThenClose { inbound, outbound in
             await driver.run(inbound: inbound, outbound: outbound, channel: channel.channel, events: events)
         }
         return driver.finalRecord()
@@ -86,6 +86,8 @@ final class PeerConnection: Sendable {
         /// Whether this side asks for (a client) or accepts (a server) a live session (SPEC.md §15.10).
         var offersLive = false
         /// Called once a live session has entered its live phase, with what its exchange moved.
+        /// Like `progress` and `onEnd`, on the connection's event loop, which the loop's other
+        /// sessions share: it must return quickly.
         var onLive: (@Sendable (PeerSummary) -> Void)? = nil
         var progress: (@Sendable (PeerProgress) -> Void)? = nil
         /// Called once with the session's record, as soon as it has ended and what it wrote is
@@ -215,12 +217,14 @@ private final class SessionDriver {
 
     // MARK: The loop
 
+    /// Runs the session until it has ended and the connection is closed (`finalRecord()` then says
+    /// how it went): handles the events of `stream` one at a time.
     func run(
         inbound: NIOAsyncChannelInboundStream<ByteBuffer>, outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>,
         channel: any Channel, events stream: AsyncStream<PeerConnection.Event>
-    ) async -> PeerSessionRecord {
+    ) async {
         self.channel = channel
-        return await withTaskGroup(of: Void.self) { group in
+        await withTaskGroup(of: Void.self) { group in
             startHelpers(&group, inbound: inbound, outbound: outbound, channel: channel)
             alarms[.handshake]!.set(settings.started + TimeAmount(configuration.handshakeTimeout))
             alarms[.idle]!.set(lastActivity + TimeAmount(configuration.idleTimeout))
@@ -232,7 +236,6 @@ private final class SessionDriver {
             // Whatever is still under way on the connection is cut off.
             channel.close(promise: nil)
             group.cancelAll()
-            return finalRecord()
         }
     }
 

@@ -50,8 +50,9 @@ public final class PeerServer: Sendable {
     ///   - logger: where the server logs (SPEC.md §15.9): each session's end at `info` (`notice`
     ///     when it failed, the failure worded by the configuration's `describeError`), each
     ///     connection accepted at `debug`. By default it logs nothing.
-    ///   - onSession: called once per session when it ends (finished or failed), from any thread.
-    ///   - onProgress: called as sessions move operations, from any thread.
+    ///   - onSession: called once per session when it ends (finished or failed), on the session's
+    ///     event loop, which other sessions share: it must return quickly.
+    ///   - onProgress: called as sessions move operations, on their event loops, likewise.
     public convenience init(
         store: ConcordStore, configuration: PeerTransportConfiguration = PeerTransportConfiguration(),
         logger: Logger = .silent, onProgress: (@Sendable (PeerProgress) -> Void)? = nil,
