@@ -51,12 +51,12 @@ extension ConcordStore {
         asyncCalls.async(execute: job)
     }
 
-    /// Runs `body`, which only reads, on the next of this store's queues for async reads (as many
-    /// as its pool has read connections, taken in turn) and returns what it returns.
+    /// Runs `body`, which only reads, on one of this store's queues for async reads (as many as its
+    /// pool has read connections; the least busy) and returns what it returns.
     package func offloadRead<T: Sendable, Failure: Error>(
         _ body: @escaping @Sendable () throws(Failure) -> T
     ) async throws(Failure) -> T {
-        try await Self.offload(on: asyncReads.next(), body)
+        try await asyncReads.offload(body)
     }
 
     // MARK: Opening
@@ -222,21 +222,28 @@ extension ConcordStore {
     }
 }
 
-/// Serial queues taken in turn: blocking work spread over a few threads, each of which Dispatch
-/// gives its queue when it has work (unlike its global queue, with as many threads as the cores).
-struct QueuesInTurn: Sendable {
+/// A few serial queues for blocking work, each of which Dispatch gives a thread when it has work
+/// (unlike its global queue, with as many threads as the cores). Each job goes to the queue with
+/// the fewest jobs waiting or running, so that a short read never waits behind a long one while
+/// another queue is idle.
+struct LeastBusyQueues: Sendable {
     private let queues: [DispatchQueue]
-    private let turn = LockedState(0)
+    /// Jobs handed to each queue and not yet finished.
+    private let busy: LockedState<[Int]>
 
     init(count: Int, label: String) {
         queues = (0..<max(1, count)).map { DispatchQueue(label: "\(label).\($0)") }
+        busy = LockedState(Array(repeating: 0, count: queues.count))
     }
 
-    /// The queue whose turn it is.
-    func next() -> DispatchQueue {
-        queues[turn.withLock { turn in
-            defer { turn = (turn + 1) % queues.count }
-            return turn
-        }]
+    /// Runs `body` on the least busy queue (`ConcordStore.offload`).
+    func offload<T: Sendable, Failure: Error>(_ body: @escaping @Sendable () throws(Failure) -> T) async throws(Failure) -> T {
+        let index = busy.withLock { busy in
+            let index = busy.indices.min { busy[$0] < busy[$1] }!
+            busy[index] += 1
+            return index
+        }
+        defer { busy.withLock { $0[index] -= 1 } }
+        return try await ConcordStore.offload(on: queues[index], body)
     }
 }

@@ -29,7 +29,7 @@ public final class ConcordStore: Sendable {
     /// Where the async forms run this store's writes, one after the other (`ConcordStore+Async.swift`).
     let asyncCalls = DispatchQueue(label: "concord.store")
     /// Where they run its reads: as many serial queues as the read pool has connections.
-    let asyncReads = QueuesInTurn(count: readerCount, label: "concord.store.read")
+    let asyncReads = LeastBusyQueues(count: readerCount, label: "concord.store.read")
     /// The observers of the streams of `changes()` and `events()`, one each, and how to end each
     /// stream.
     let observers = LockedState<(next: Int, subscribers: [Int: (observer: StoreObserver, end: @Sendable () -> Void)])>((0, [:]))
