@@ -79,7 +79,7 @@ func progressNote(_ text: String) {
     ProgressLine.shared.show(text)
 }
 
-struct MergeBench: ParsableCommand {
+struct MergeBench: OneShotCommand {
     static let configuration = CommandConfiguration(
         commandName: "merge",
         abstract: "Merge replica B's operations into A from a bundle file, through a durable commit.",
@@ -98,7 +98,7 @@ struct MergeBench: ParsableCommand {
         valueName: "directory"))
     var keep: String?
 
-    func run() throws {
+    func work() throws {
         let workload = options.workload
         try withBenchDirectory { directory in
             let (b, operations) = try buildReplicaB(workload, in: directory)
@@ -198,7 +198,7 @@ struct MergeBench: ParsableCommand {
 
 /// One timed merge of `bench merge`, in a process of its own: merges the bundle into a copy of A
 /// and prints one JSON object with the time, the new operations and the process's peak memory.
-struct MergeRun: ParsableCommand {
+struct MergeRun: OneShotCommand {
     static let configuration = CommandConfiguration(
         commandName: "merge-run", abstract: "One timed merge of 'bench merge' (run by it).", shouldDisplay: false)
     @OptionGroup var options: WorkloadOptions
@@ -212,7 +212,7 @@ struct MergeRun: ParsableCommand {
         var peakResidentBytes: Int
     }
 
-    func run() throws {
+    func work() throws {
         var environment = options.workload.environmentA
         if let batch = try StoreOptions.mergeBatch() { environment.mergeBatch = batch }
         // The template is never used again: the copy takes its place (SPEC.md §9.1).
@@ -252,12 +252,12 @@ struct MergeRun: ParsableCommand {
     }
 }
 
-struct WritesBench: ParsableCommand {
+struct WritesBench: OneShotCommand {
     static let configuration = CommandConfiguration(
         commandName: "writes", abstract: "Add N reminders through the library, 1000 per transaction, into a fresh store.")
     @OptionGroup var options: WorkloadOptions
 
-    func run() throws {
+    func work() throws {
         var workload = options.workload
         workload.updatesPerRecord = 0
         var rates: [Double] = []
@@ -287,11 +287,11 @@ struct WritesBench: ParsableCommand {
     }
 }
 
-struct ExportBench: ParsableCommand {
+struct ExportBench: OneShotCommand {
     static let configuration = CommandConfiguration(commandName: "export", abstract: "Export replica B's history as a bundle.")
     @OptionGroup var options: WorkloadOptions
 
-    func run() throws {
+    func work() throws {
         let workload = options.workload
         try withBenchDirectory { directory in
             let (store, _) = try buildReplicaB(workload, in: directory)
@@ -318,7 +318,7 @@ struct ExportBench: ParsableCommand {
     }
 }
 
-struct FolderSyncBench: ParsableCommand {
+struct FolderSyncBench: OneShotCommand {
     static let configuration = CommandConfiguration(
         commandName: "folder-sync", abstract: "A sync with nothing new, against a shared folder holding many bundle files.")
     @Option(help: "Bundle files in the folder.") var files = 1000
@@ -330,7 +330,7 @@ struct FolderSyncBench: ParsableCommand {
         guard (1...100).contains(runs) else { throw ValidationError("--runs must be from 1 to 100") }
     }
 
-    func run() throws {
+    func work() throws {
         try withBenchDirectory { directory in
             progressNote("writing \(files) bundle files")
             let folder = directory + "/shared"

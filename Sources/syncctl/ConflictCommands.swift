@@ -4,7 +4,7 @@ import ConcordStore
 import Foundation
 
 /// `syncctl history ID [--json]`: every write to one record (SPEC.md §10 "History", §11).
-struct History: ParsableCommand {
+struct History: OneShotCommand {
     static let configuration = CommandConfiguration(
         abstract: "List every write to one record's fields and tags, and whether it holds now.",
         discussion: """
@@ -15,7 +15,7 @@ struct History: ParsableCommand {
     @Argument(help: "The record's id or a unique prefix.") var id: String
     @OptionGroup var output: JSONFlag
 
-    func run() throws {
+    func work() throws {
         let store = try store.open()
         let ref = try store.resolve(id)
         guard let entries = try store.history(of: ref) else { throw ConcordError(.notFound, "no record with id \(id)") }
@@ -34,7 +34,7 @@ struct History: ParsableCommand {
 }
 
 /// `syncctl conflicts [--json]`: the fields written concurrently (SPEC.md §5.1, §11).
-struct Conflicts: ParsableCommand {
+struct Conflicts: OneShotCommand {
     static let configuration = CommandConfiguration(
         abstract: "List the fields that were written on two replicas that had not seen each other's write.",
         discussion: """
@@ -44,7 +44,7 @@ struct Conflicts: ParsableCommand {
     @OptionGroup var store: StoreOptions
     @OptionGroup var output: JSONFlag
 
-    func run() throws {
+    func work() throws {
         let store = try store.open()
         let conflicts = try store.conflicts()
         if output.json {
@@ -81,7 +81,7 @@ struct Conflicts: ParsableCommand {
 }
 
 /// `syncctl resolve ID --field NAME (--value V | --keep REPLICA)` (SPEC.md §11).
-struct Resolve: ParsableCommand {
+struct Resolve: OneShotCommand {
     static let configuration = CommandConfiguration(
         abstract: "Settle a field in conflict: write one value that has seen every competing one.",
         discussion: """
@@ -100,7 +100,7 @@ struct Resolve: ParsableCommand {
         guard (value == nil) != (keep == nil) else { throw ValidationError("give one of --value V and --keep REPLICA") }
     }
 
-    func run() throws {
+    func work() throws {
         let store = try store.open()
         let ref = try store.resolve(id)
         let named = Field(name: field)

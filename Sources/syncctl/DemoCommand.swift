@@ -4,7 +4,7 @@ import ConcordExchange
 import ConcordStore
 import Foundation
 
-struct Demo: ParsableCommand {
+struct Demo: OneShotCommand {
     static let configuration = CommandConfiguration(
         abstract: "Two laptops edit offline, conflict, sync, and converge.",
         discussion: """
@@ -17,7 +17,7 @@ struct Demo: ParsableCommand {
     @Option(help: "Where to put the two stores (created if missing; must not hold them already).")
     var dir: String?
 
-    func run() throws {
+    func work() throws {
         let directory = try dir ?? Self.temporaryDirectory()
         // Refuse before creating anything, so a failed demo leaves the directory as it was.
         for name in ["laptop-a.db", "laptop-b.db"] where FileManager.default.fileExists(atPath: directory + "/" + name) {

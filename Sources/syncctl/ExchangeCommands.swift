@@ -8,7 +8,7 @@ import ConcordStore
 import Foundation
 import Logging
 
-struct Export: ParsableCommand {
+struct Export: OneShotCommand {
     static let configuration = CommandConfiguration(
         abstract: "Write a bundle of operations to a file.",
         discussion: """
@@ -22,7 +22,7 @@ struct Export: ParsableCommand {
     var since: String?
     @Flag(help: "Encrypt the bundle with the store's sync key (SPEC.md §13.1).") var encrypt = false
 
-    func run() throws {
+    func work() throws {
         // `--since` is read before the store is opened: a file read outside SQLite must not be the
         // store's, or its side files, while this process has it open (SPEC.md §9).
         let vector = try since.map(VersionVector.init(argument:)) ?? VersionVector()

@@ -7,7 +7,7 @@ import Foundation
 /// `syncctl bench history`: the time to read the history of a reminder with many writes, when its
 /// writes lie between other records' writes in the log and when they lie together. `bench merge`
 /// times histories of a few operations each; this is the case of one span per write.
-struct HistoryBench: ParsableCommand {
+struct HistoryBench: OneShotCommand {
     static let configuration = CommandConfiguration(
         commandName: "history",
         abstract: "Read the history of a reminder written many times, among others' writes and alone.",
@@ -32,7 +32,7 @@ struct HistoryBench: ParsableCommand {
         guard (0...1000).contains(others) else { throw ValidationError("--others must be from 0 to 1000") }
     }
 
-    func run() throws {
+    func work() throws {
         let workload = HistoryWorkload(base: options.workload, writes: writes, others: others)
         try withBenchDirectory { directory in
             progressNote("building replica B")

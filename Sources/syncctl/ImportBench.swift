@@ -6,7 +6,7 @@ import Foundation
 
 /// `syncctl bench import`: `syncctl import` of the list of N reminders, into an empty store and
 /// again into the store that then holds them all, each run in a process of its own.
-struct ImportBench: ParsableCommand {
+struct ImportBench: OneShotCommand {
     static let configuration = CommandConfiguration(
         commandName: "import",
         abstract: "Import the JSON list of N reminders into an empty store, and again once it holds them.",
@@ -21,7 +21,7 @@ struct ImportBench: ParsableCommand {
             """)
     @OptionGroup var options: WorkloadOptions
 
-    func run() throws {
+    func work() throws {
         // Creates only: a list shows each record's values, however many updates made them.
         var options = self.options
         options.updatesPerRecord = 0
@@ -94,7 +94,7 @@ struct ImportBench: ParsableCommand {
 /// One timed import of `bench import`, in a process of its own: imports the file into the store
 /// as `syncctl import` does and prints one JSON object with the time, what it created and the
 /// process's peak memory.
-struct ImportRun: ParsableCommand {
+struct ImportRun: OneShotCommand {
     static let configuration = CommandConfiguration(
         commandName: "import-run", abstract: "One timed import of 'bench import' (run by it).", shouldDisplay: false)
     @Option(help: "The store to import into.") var store: String
@@ -110,7 +110,7 @@ struct ImportRun: ParsableCommand {
         var seconds: Double { Double(microseconds) / 1e6 }
     }
 
-    func run() throws {
+    func work() throws {
         Measure.resetPeakMemory()
         var summary = Import.Summary()
         let seconds = try Measure.seconds {

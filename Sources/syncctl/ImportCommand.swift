@@ -11,7 +11,7 @@ import Darwin
 
 /// `syncctl import FILE [--json]`: reminders and notes from the JSON form `reminder list --json`
 /// and `note list --json` print, created as local writes (SPEC.md §10, "Import form"; §11).
-struct Import: ParsableCommand {
+struct Import: OneShotCommand {
     static let configuration = CommandConfiguration(
         abstract: "Create the reminders and notes of a JSON file (as 'reminder list --json' prints them).",
         discussion: """
@@ -26,7 +26,7 @@ struct Import: ParsableCommand {
     @Argument(help: "The file to import; - for standard input.") var file: String
     @OptionGroup var output: JSONFlag
 
-    func run() throws {
+    func work() throws {
         // The file is opened before the store and closed after it: FILE might name one of the
         // store's own files, and a descriptor of it closed while this process holds a connection
         // would drop SQLite's locks on it.

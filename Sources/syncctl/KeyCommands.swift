@@ -15,14 +15,14 @@ struct KeyCommand: ParsableCommand {
             """,
         subcommands: [Generate.self, Import.self, Show.self])
 
-    struct Generate: ParsableCommand {
+    struct Generate: OneShotCommand {
         static let configuration = CommandConfiguration(
             abstract: "Make a new random sync key for this store and print it.",
             discussion: "Prints the key, to import on your other stores, and its id. Refuses to replace a key the store holds unless --force.")
         @OptionGroup var store: StoreOptions
         @Flag(help: "Replace the store's key (its peers then need the new one).") var force = false
 
-        func run() throws {
+        func work() throws {
             let store = try store.open()
             if !force, let old = try store.syncKey() { throw KeyCommandError.exists(store.path, old, "generate") }
             let key = SyncKey.generate()
@@ -32,7 +32,7 @@ struct KeyCommand: ParsableCommand {
         }
     }
 
-    struct Import: ParsableCommand {
+    struct Import: OneShotCommand {
         static let configuration = CommandConfiguration(
             commandName: "import",
             abstract: "Set the store's sync key to one made on another store.",
@@ -45,7 +45,7 @@ struct KeyCommand: ParsableCommand {
         @Argument(help: ArgumentHelp("The key, concord-key-1-…", valueName: "key")) var key: [String] = []
         @Flag(help: "Replace another key the store holds.") var force = false
 
-        func run() throws {
+        func work() throws {
             var text = key.joined()
             if key.isEmpty || text == "-" {
                 text = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
@@ -65,14 +65,14 @@ struct KeyCommand: ParsableCommand {
         }
     }
 
-    struct Show: ParsableCommand {
+    struct Show: OneShotCommand {
         static let configuration = CommandConfiguration(
             abstract: "Print the store's sync key and its id.",
             discussion: "With --id, only the id: it names the key, and can be shown without revealing it.")
         @OptionGroup var store: StoreOptions
         @Flag(help: "Print only the key id.") var id = false
 
-        func run() throws {
+        func work() throws {
             let store = try store.open()
             guard let key = try store.syncKey() else { throw ConcordError.noSyncKey(at: store.path) }
             if !id { say(key.text) }

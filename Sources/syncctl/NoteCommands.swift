@@ -11,7 +11,7 @@ struct NoteCommand: ParsableCommand {
             List.self,
         ])
 
-    struct Add: ParsableCommand {
+    struct Add: OneShotCommand {
         static let configuration = CommandConfiguration(abstract: "Add a note and print its id.")
         @OptionGroup var store: StoreOptions
         @Argument(help: "The title.") var title: String
@@ -19,13 +19,13 @@ struct NoteCommand: ParsableCommand {
         @Option(name: .customLong("tag"), help: "A tag (repeatable).") var tags: [String] = []
         @Flag(help: "Pin the note.") var pinned = false
 
-        func run() throws {
+        func work() throws {
             let id = try store.open().addNote(NoteDraft(title: title, body: body, tags: tags, isPinned: pinned))
             say(id.hex)
         }
     }
 
-    struct Edit: ParsableCommand {
+    struct Edit: OneShotCommand {
         static let configuration = CommandConfiguration(abstract: "Change a note.")
         @OptionGroup var store: StoreOptions
         @Argument(help: "The note's id or a unique prefix.") var id: String
@@ -41,20 +41,20 @@ struct NoteCommand: ParsableCommand {
             }
         }
 
-        func run() throws {
+        func work() throws {
             let store = try store.open()
             let ref = try store.resolve(id, kind: .note)
             try store.editNote(ref.id, NotePatch(title: title, body: body, isPinned: pin ? true : unpin ? false : nil))
         }
     }
 
-    struct List: ParsableCommand {
+    struct List: OneShotCommand {
         static let configuration = CommandConfiguration(abstract: "List notes (--all: deleted too).")
         @OptionGroup var store: StoreOptions
         @Flag(help: "Include deleted notes.") var all = false
         @OptionGroup var output: JSONFlag
 
-        func run() throws {
+        func work() throws {
             Output.printNotes(try store.open().notes(includeDeleted: all), json: output.json)
         }
     }

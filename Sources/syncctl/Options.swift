@@ -18,12 +18,14 @@ struct StoreOptions: ParsableArguments {
         return (dataHome as NSString).appendingPathComponent("concord/store.db")
     }
 
+    /// Opens the store, for a one-shot command's `work()` (which runs off the tasks' threads).
     func open() throws -> ConcordStore {
         try ConcordStore.open(at: resolvedPath, environment: try Self.environment())
     }
 
-    /// `open()` for the async commands, off the threads their tasks share: opening may finish a
-    /// merge a killed process left (SPEC.md §5.6), which takes as long as the merge's last batch.
+    /// `open()` for the commands that sync, serve, follow or wait, off the threads their tasks
+    /// share: opening may finish a merge a killed process left (SPEC.md §5.6), which takes as long
+    /// as the merge's last batch.
     func open() async throws -> ConcordStore {
         try await ConcordStore.open(at: resolvedPath, environment: try Self.environment())
     }

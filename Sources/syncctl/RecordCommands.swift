@@ -16,7 +16,7 @@ enum NoteKind: CommandKind {
 }
 
 /// `reminder tag` and `note tag`.
-struct TagCommand<Kind: CommandKind>: ParsableCommand {
+struct TagCommand<Kind: CommandKind>: OneShotCommand {
     static var configuration: CommandConfiguration {
         CommandConfiguration(commandName: "tag", abstract: "Add or remove a \(Kind.kind.name)'s tags.")
     }
@@ -32,14 +32,14 @@ struct TagCommand<Kind: CommandKind>: ParsableCommand {
         if add.isEmpty, remove.isEmpty { throw ValidationError("give at least one --add or --remove") }
     }
 
-    func run() throws {
+    func work() throws {
         let store = try store.open()
         try store.tag(try store.resolve(id, kind: Kind.kind), add: add, remove: remove)
     }
 }
 
 /// `reminder delete` and `note delete`.
-struct DeleteCommand<Kind: CommandKind>: ParsableCommand {
+struct DeleteCommand<Kind: CommandKind>: OneShotCommand {
     static var configuration: CommandConfiguration {
         CommandConfiguration(
             commandName: "delete", abstract: "Delete a \(Kind.kind.name), or every one with --all (they can be restored).")
@@ -55,7 +55,7 @@ struct DeleteCommand<Kind: CommandKind>: ParsableCommand {
         guard (id == nil) == all else { throw ValidationError("give either an id or --all") }
     }
 
-    func run() throws {
+    func work() throws {
         let store = try store.open()
         guard let id else {
             let count = try store.deleteAll(Kind.kind)
@@ -67,7 +67,7 @@ struct DeleteCommand<Kind: CommandKind>: ParsableCommand {
 }
 
 /// `reminder restore` and `note restore`.
-struct RestoreCommand<Kind: CommandKind>: ParsableCommand {
+struct RestoreCommand<Kind: CommandKind>: OneShotCommand {
     static var configuration: CommandConfiguration {
         CommandConfiguration(commandName: "restore", abstract: "Restore a deleted \(Kind.kind.name).")
     }
@@ -77,7 +77,7 @@ struct RestoreCommand<Kind: CommandKind>: ParsableCommand {
 
     init() {}
 
-    func run() throws {
+    func work() throws {
         let store = try store.open()
         try store.restore(try store.resolve(id, kind: Kind.kind))
     }

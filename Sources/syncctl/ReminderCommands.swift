@@ -12,7 +12,7 @@ struct ReminderCommand: ParsableCommand {
             DeleteCommand<ReminderKind>.self, RestoreCommand<ReminderKind>.self, List.self, Due.self,
         ])
 
-    struct Add: ParsableCommand {
+    struct Add: OneShotCommand {
         static let configuration = CommandConfiguration(abstract: "Add a reminder and print its id.")
         @OptionGroup var store: StoreOptions
         @Argument(help: "The title.") var title: String
@@ -22,14 +22,14 @@ struct ReminderCommand: ParsableCommand {
         @Option(name: .customLong("tag"), help: "A tag (repeatable).") var tags: [String] = []
         @Option(name: .customLong("repeat"), help: "hourly, daily, weekly or monthly.") var repeatRule: RepeatArgument?
 
-        func run() throws {
+        func work() throws {
             let id = try store.open().addReminder(ReminderDraft(
                 title: title, notes: notes, due: due?.date, priority: priority, tags: tags, repeatRule: repeatRule?.name))
             say(id.hex)
         }
     }
 
-    struct Edit: ParsableCommand {
+    struct Edit: OneShotCommand {
         static let configuration = CommandConfiguration(abstract: "Change a reminder's fields.")
         @OptionGroup var store: StoreOptions
         @Argument(help: "The reminder's id or a unique prefix.") var id: String
@@ -49,7 +49,7 @@ struct ReminderCommand: ParsableCommand {
             }
         }
 
-        func run() throws {
+        func work() throws {
             let store = try store.open()
             let ref = try store.resolve(id, kind: .reminder)
             var patch = ReminderPatch(title: title, priority: priority)
@@ -60,30 +60,30 @@ struct ReminderCommand: ParsableCommand {
         }
     }
 
-    struct Complete: ParsableCommand {
+    struct Complete: OneShotCommand {
         static let configuration = CommandConfiguration(
             abstract: "Complete (dismiss) a reminder; a repeating one moves to its next occurrence.")
         @OptionGroup var store: StoreOptions
         @Argument(help: "The reminder's id or a unique prefix.") var id: String
 
-        func run() throws {
+        func work() throws {
             let store = try store.open()
             try store.completeReminder(try store.resolve(id, kind: .reminder).id)
         }
     }
 
-    struct Reopen: ParsableCommand {
+    struct Reopen: OneShotCommand {
         static let configuration = CommandConfiguration(abstract: "Reopen a completed reminder.")
         @OptionGroup var store: StoreOptions
         @Argument(help: "The reminder's id or a unique prefix.") var id: String
 
-        func run() throws {
+        func work() throws {
             let store = try store.open()
             try store.reopenReminder(try store.resolve(id, kind: .reminder).id)
         }
     }
 
-    struct Snooze: ParsableCommand {
+    struct Snooze: OneShotCommand {
         static let configuration = CommandConfiguration(abstract: "Snooze a reminder (1 minute to 366 days).")
         @OptionGroup var store: StoreOptions
         @Argument(help: "The reminder's id or a unique prefix.") var id: String
@@ -97,7 +97,7 @@ struct ReminderCommand: ParsableCommand {
             }
         }
 
-        func run() throws {
+        func work() throws {
             let store = try store.open()
             let ref = try store.resolve(id, kind: .reminder)
             let end = until?.date ?? Date().addingTimeInterval(TimeInterval(minutes! * 60))
@@ -105,26 +105,26 @@ struct ReminderCommand: ParsableCommand {
         }
     }
 
-    struct List: ParsableCommand {
+    struct List: OneShotCommand {
         static let configuration = CommandConfiguration(abstract: "List open reminders (--all: completed and deleted too).")
         @OptionGroup var store: StoreOptions
         @Flag(help: "Include completed and deleted reminders.") var all = false
         @OptionGroup var output: JSONFlag
 
-        func run() throws {
+        func work() throws {
             let reminders = try store.open().reminders(includeCompleted: all, includeDeleted: all)
             Output.printReminders(reminders, json: output.json)
         }
     }
 
-    struct Due: ParsableCommand {
+    struct Due: OneShotCommand {
         static let configuration = CommandConfiguration(
             abstract: "List the reminders that should alert at a time: due by then, open, not snoozed past it.")
         @OptionGroup var store: StoreOptions
         @Option(help: "The time (ISO 8601); default now.") var at: DateArgument?
         @OptionGroup var output: JSONFlag
 
-        func run() throws {
+        func work() throws {
             let reminders = try store.open().dueReminders(at: at?.date ?? Date())
             Output.printReminders(reminders, json: output.json)
         }

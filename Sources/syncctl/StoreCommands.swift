@@ -5,7 +5,7 @@ import ConcordKeys
 import ConcordStore
 import Foundation
 
-struct Init: ParsableCommand {
+struct Init: OneShotCommand {
     static let configuration = CommandConfiguration(
         abstract: "Create the store and print its replica id.",
         discussion: """
@@ -24,7 +24,7 @@ struct Init: ParsableCommand {
         guard !(fork || moved) || name == nil else { throw ValidationError("--name is for a new store") }
     }
 
-    func run() throws {
+    func work() throws {
         if fork {
             let (forked, former) = try ConcordStore.fork(at: store.resolvedPath)
             say("\(forked.replicaID.hex) (a new replica; the store was \(former.hex), whose operations it keeps)")
@@ -38,13 +38,13 @@ struct Init: ParsableCommand {
     }
 }
 
-struct Show: ParsableCommand {
+struct Show: OneShotCommand {
     static let configuration = CommandConfiguration(abstract: "Show one reminder or note.")
     @OptionGroup var store: StoreOptions
     @Argument(help: "The record's id or a unique prefix.") var id: String
     @OptionGroup var output: JSONFlag
 
-    func run() throws {
+    func work() throws {
         let store = try store.open()
         let ref = try store.resolve(id)
         switch ref.kind {
@@ -61,29 +61,29 @@ struct Show: ParsableCommand {
     }
 }
 
-struct Dump: ParsableCommand {
+struct Dump: OneShotCommand {
     static let configuration = CommandConfiguration(
         abstract: "Print the whole replicated state as canonical JSON.",
         discussion: "Replicas that hold the same operations print byte-identical dumps.")
     @OptionGroup var store: StoreOptions
 
-    func run() throws {
+    func work() throws {
         say(try store.open().dump())
     }
 }
 
-struct Status: ParsableCommand {
+struct Status: OneShotCommand {
     static let configuration = CommandConfiguration(abstract: "Show the replica, its counts and its version vector.")
     @OptionGroup var store: StoreOptions
     @OptionGroup var output: JSONFlag
 
-    func run() throws {
+    func work() throws {
         let status = try store.open().status()
         say(output.json ? Output.json(of: status).canonical : Output.text(of: status))
     }
 }
 
-struct Log: ParsableCommand {
+struct Log: OneShotCommand {
     static let configuration = CommandConfiguration(abstract: "Show the newest operations.")
     @OptionGroup var store: StoreOptions
     @Option(help: "How many (default 20).") var limit = 20
@@ -93,7 +93,7 @@ struct Log: ParsableCommand {
         guard limit >= 1 else { throw ValidationError("--limit must be at least 1") }
     }
 
-    func run() throws {
+    func work() throws {
         let operations = try store.open().recentOperations(limit: limit)
         if output.json {
             say(JSON.array(operations.map(\.json)).canonical)
@@ -103,7 +103,7 @@ struct Log: ParsableCommand {
     }
 }
 
-struct Merge: ParsableCommand {
+struct Merge: OneShotCommand {
     static let configuration = CommandConfiguration(
         abstract: "Merge other stores and bundles into this one.",
         discussion: """
@@ -119,7 +119,7 @@ struct Merge: ParsableCommand {
         if paths.isEmpty { throw ValidationError("give at least one store or bundle to merge") }
     }
 
-    func run() throws {
+    func work() throws {
         let target = try store.open()
         var stores: [ConcordStore] = []
         var bundles: [String] = []
@@ -171,7 +171,7 @@ func farFutureMessage(_ timestamp: Timestamp) -> String {
     "merged a timestamp from \(CivilTime(millis: Int64(timestamp.physicalMillis)).iso8601), more than a day ahead of this machine's clock; this replica's clock now follows it (SPEC.md, \"Clock\")"
 }
 
-struct Verify: ParsableCommand {
+struct Verify: OneShotCommand {
     static let configuration = CommandConfiguration(
         abstract: "Check the store: SQLite's integrity and Concord's invariants. Changes nothing.",
         discussion: """
@@ -185,7 +185,7 @@ struct Verify: ParsableCommand {
     @OptionGroup var store: StoreOptions
     @OptionGroup var output: JSONFlag
 
-    func run() throws {
+    func work() throws {
         let path = store.resolvedPath
         let report = try ConcordStore.open(at: path, readOnly: true).verify()
         if output.json {

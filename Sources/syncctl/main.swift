@@ -23,8 +23,9 @@ var arguments = Array(CommandLine.arguments.dropFirst())
 StoreOptions.hoistLeadingStoreOption(&arguments)
 
 do {
-    // The commands that sync, serve, follow or wait are async; the others run on this thread,
-    // blocking it.
+    // Every command is async; the one-shot ones run their blocking work off the tasks' threads
+    // (OneShotCommand). A group of commands given no subcommand (`syncctl reminder`) has only the
+    // synchronous `run()`, which prints its help.
     var command = try await Syncctl.asyncParseAsRoot(arguments)
     if var command = command as? any AsyncParsableCommand {
         try await command.runAsynchronously()

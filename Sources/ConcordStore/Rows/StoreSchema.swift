@@ -67,6 +67,12 @@ enum StoreSchema {
                 PRAGMA user_version = 1;
                 """)
         }
+        // v2 and v4 make the shared-folder sync's tables, which ConcordExchange alone reads and
+        // writes (FolderRecords). They are made here, with the store's own, because one
+        // user_version numbers every table of the file (SPEC.md §9): a store holds them from its
+        // creation, whichever module opened it first, and a build that knows schema N knows all
+        // of its tables. A sequence of Exchange's own, run when it first syncs a store, would
+        // let a store of schema 5 lack them: a new format, not a move.
         migrator.registerMigration("v2 shared folders") { db in
             try db.execute(sql: """
                 CREATE TABLE folder_files (
