@@ -93,6 +93,8 @@ extension PeerClient {
             let delay = oneShot ? ReconnectBackoff.longest : backoff.wait(after: succeeded ? .succeeded : .failed)
             fallback = nil
             report(.disconnected(failure: failure, reconnectingIn: delay))
+            // `Task.sleep`: between sessions, a wait that ends late only connects later; the
+            // timeouts of a session under way ring by its event loop's timers (LivePeerClock).
             try? await Task.sleep(for: delay)
         }
         return nil

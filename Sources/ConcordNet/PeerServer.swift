@@ -213,6 +213,9 @@ public final class PeerServer: Sendable {
         guard let (listener, accepting, running) = begun else { return }
         try? await listener?.close()
         for connection in running { connection.abort(ConcordError(.local, "the server is shutting down")) }
+        // `Task.sleep`, not the loops' timers that sessions' timeouts use: this wait only bounds
+        // a stop, and one that rings late (the tasks' shared threads held up) ends the stop later,
+        // cutting off no session early.
         let graceOver = Task { [state] in
             try? await Task.sleep(for: grace)
             guard !Task.isCancelled else { return }

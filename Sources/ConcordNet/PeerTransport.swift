@@ -224,11 +224,6 @@ extension SocketAddress {
 }
 
 extension Duration {
-    var seconds: Double {
-        let (seconds, attoseconds) = components
-        return Double(seconds) + Double(attoseconds) / 1e18
-    }
-
     /// `10 s`, `0.2 s`, `150 ms`: for a timeout's message.
     var shown: String {
         let value = seconds

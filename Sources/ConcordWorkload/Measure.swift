@@ -70,9 +70,3 @@ public enum Measure {
         return (ContinuousClock.now - start).seconds
     }
 }
-
-extension Duration {
-    fileprivate var seconds: Double {
-        Double(components.seconds) + Double(components.attoseconds) / 1e18
-    }
-}

@@ -31,7 +31,8 @@ struct Changes: AsyncParsableCommand {
         let vector = try since.map(VersionVector.init(argument:))
         let store = try await store.open()
         guard follow else {
-            if let change = try store.change(since: vector ?? VersionVector()) { Self.print(change, json: json) }
+            let change = try await store.offloadRead { try store.change(since: vector ?? VersionVector()) }
+            if let change { Self.print(change, json: json) }
             return
         }
         let json = json
@@ -64,15 +65,9 @@ struct Changes: AsyncParsableCommand {
 
     /// One line for `change`, written at once (a script reads it as it comes).
     static func print(_ change: StoreChange, json: Bool) {
-        let origin = switch change.origin {
-        case .local: "local"
-        case .merge: "merge"
-        case .mixed: "mixed"
-        }
-        let records = change.records.sorted().map { "\($0.kind.name):\($0.id.hex)" }
         let line = json
-            ? JSON.object([("origin", .string(origin)), ("records", .array(records.map(JSON.string))), ("versions", change.versions.json)]).canonical
-            : ([origin] + records).joined(separator: " ")
+            ? change.json.canonical
+            : ([change.origin.name] + change.records.sorted().map { "\($0.kind.name):\($0.id.hex)" }).joined(separator: " ")
         FileHandle.standardOutput.write(Data((line + "\n").utf8))
     }
 }

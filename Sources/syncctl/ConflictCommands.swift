@@ -20,16 +20,10 @@ struct History: OneShotCommand {
         let ref = try store.resolve(id)
         guard let entries = try store.history(of: ref) else { throw ConcordError(.notFound, "no record with id \(id)") }
         if output.json {
-            say(JSON.array(entries.map(Self.json)).canonical)
+            say(JSON.array(entries.map(\.json)).canonical)
         } else {
             for entry in entries { say("\(Output.text(of: entry.operation))  \(entry.standing.rawValue)") }
         }
-    }
-
-    /// The operation's object of `log --json`, with its `standing` (SPEC.md §10, "History").
-    static func json(_ entry: HistoryEntry) -> JSON {
-        guard case .object(let members) = entry.operation.json else { return entry.operation.json }
-        return .object(members + [("standing", .string(entry.standing.rawValue))])
     }
 }
 
@@ -48,7 +42,7 @@ struct Conflicts: OneShotCommand {
         let store = try store.open()
         let conflicts = try store.conflicts()
         if output.json {
-            say(JSON.array(conflicts.map(Self.json)).canonical)
+            say(JSON.array(conflicts.map(\.json)).canonical)
             return
         }
         guard !conflicts.isEmpty else {
@@ -63,20 +57,6 @@ struct Conflicts: OneShotCommand {
                 say("  \(index == 0 ? "shown" : "other")  \(JSON(head.value).canonical)  by \(head.stamp.replica.hex)\(mine) at \(time)")
             }
         }
-    }
-
-    static func json(_ conflict: Conflict) -> JSON {
-        .object([
-            ("kind", .string(conflict.record.kind.name)), ("id", .string(conflict.record.id.hex)),
-            ("field", .string(conflict.field.name)),
-            ("heads", .array(conflict.heads.map { head in
-                .object([
-                    ("value", JSON(head.value)), ("replica", .string(head.stamp.replica.hex)), ("seq", .int(Int64(head.stamp.seq))),
-                    ("time", .string(CivilTime(millis: Int64(head.stamp.timestamp.physicalMillis)).iso8601)),
-                    ("timestamp", .int(Int64(bitPattern: head.stamp.timestamp.rawValue))),
-                ])
-            })),
-        ])
     }
 }
 

@@ -89,7 +89,7 @@ struct Sync: AsyncParsableCommand {
             let sync = try RelaySync(store: try await store.open(), url: relay)
             if live {
                 let store = store
-                try await RelaySyncCommand.live(sync, reopen: { try store.open() }, logger: log.logger(label: "concord.relay-live"))
+                try await RelaySyncCommand.live(sync, reopen: { try await store.open() }, logger: log.logger(label: "concord.relay-live"))
             } else {
                 try await RelaySyncCommand.once(sync)
             }
@@ -115,14 +115,14 @@ struct Sync: AsyncParsableCommand {
         try await Stop.withStopSignals { [sync] in
             // Said once a stop is taken: whoever stops it on seeing this line gets `stopped`.
             logger.notice("watching \(sync.folder) every \(interval) s; stop with Ctrl-C", metadata: ["folder": "\(sync.folder)"])
-            try await Self.watch(sync, every: .milliseconds(Int64(interval * 1000)), reopen: { try options.open() }, logger: logger)
+            try await Self.watch(sync, every: .milliseconds(Int64(interval * 1000)), reopen: { try await options.open() }, logger: logger)
         }
         logger.notice("stopped")
     }
 
     /// Keeps `sync`'s folder in step until SIGINT or SIGTERM; after another process's `init
     /// --fork`, on the store opened again (`reopen`) as the new replica.
-    private static func watch(_ sync: FolderSync, every: Duration, reopen: @escaping @Sendable () throws -> ConcordStore, logger: Logger) async throws {
+    private static func watch(_ sync: FolderSync, every: Duration, reopen: @escaping @Sendable () async throws -> ConcordStore, logger: Logger) async throws {
         var sync = sync
         while !Stop.isStopping {
             // Another process may make the store another replica (`init --fork`, SPEC.md §9.1):
@@ -150,7 +150,7 @@ struct Sync: AsyncParsableCommand {
                 throw error
             }
             guard case .forked = ended else { break }
-            guard let store = try? reopen() else {
+            guard let store = try? await reopen() else {
                 // Tried again at the next look.
                 if await Stop.pause(for: every) { break }
                 continue

@@ -161,7 +161,7 @@ struct ImportReader {
         }
         func instant(_ value: String?, _ field: String) throws -> Value {
             guard let value else { return .null }
-            guard value.hasSuffix("Z"), let millis = DateArgument.parse(value)?.millisecondsSince1970, Field.instantRange.contains(millis) else {
+            guard let millis = CivilTime.instant(parsing: value) else {
                 throw fail(field, "must be an instant within the years 1 to 9999, such as 2026-11-25T09:30:00.000Z")
             }
             return .int(millis)

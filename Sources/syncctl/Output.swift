@@ -65,24 +65,6 @@ enum Output {
         ].joined(separator: "\n") + conflictLine(note.isInConflict) + "\n\n" + note.body
     }
 
-    static func json(of status: StoreStatus) -> JSON {
-        .object([
-            ("replica", .string(status.replicaID.hex)),
-            ("name", .string(status.name)),
-            ("store", .string(status.path)),
-            ("schemaVersion", .int(Int64(status.schemaVersion))),
-            ("reminders", .object([
-                ("open", .int(Int64(status.openReminders))),
-                ("completed", .int(Int64(status.completedReminders))),
-                ("deleted", .int(Int64(status.deletedReminders))),
-            ])),
-            ("notes", .object([("live", .int(Int64(status.notes))), ("deleted", .int(Int64(status.deletedNotes)))])),
-            ("otherRecords", .int(Int64(status.otherRecords))),
-            ("operations", .int(Int64(status.operations))),
-            ("versionVector", status.versionVector.json),
-        ])
-    }
-
     static func text(of status: StoreStatus) -> String {
         var lines = [
             "replica   \(status.replicaID.hex)\(status.name.isEmpty ? "" : " (\(status.name))")",

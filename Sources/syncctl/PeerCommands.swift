@@ -203,10 +203,3 @@ struct PeerCommandError: Error, CustomStringConvertible {
     var message: String
     var description: String { message }
 }
-
-extension Duration {
-    var seconds: Double {
-        let (seconds, attoseconds) = components
-        return Double(seconds) + Double(attoseconds) / 1e18
-    }
-}

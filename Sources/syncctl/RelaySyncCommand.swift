@@ -20,7 +20,7 @@ enum RelaySyncCommand {
 
     /// Syncs whenever the store or the relay's space changes, until SIGINT or SIGTERM; after
     /// another process's `init --fork`, on the store opened again (`reopen`) as the new replica.
-    static func live(_ sync: RelaySync, reopen: @escaping @Sendable () throws -> ConcordStore, logger: Logger) async throws {
+    static func live(_ sync: RelaySync, reopen: @escaping @Sendable () async throws -> ConcordStore, logger: Logger) async throws {
         guard try await sync.store.syncKey() != nil else { throw ConcordError.noSyncKey(at: sync.store.path) }
         try await Stop.withStopSignals {
             logger.notice("syncing live with \(sync.url); stop with Ctrl-C", metadata: ["relay": "\(sync.url)"])
@@ -30,7 +30,7 @@ enum RelaySyncCommand {
     }
 
     /// `live` until SIGINT or SIGTERM.
-    private static func syncLive(_ sync: RelaySync, reopen: @escaping @Sendable () throws -> ConcordStore, logger: Logger) async throws {
+    private static func syncLive(_ sync: RelaySync, reopen: @escaping @Sendable () async throws -> ConcordStore, logger: Logger) async throws {
         var sync = sync
         let url = sync.url
         while !Stop.isStopping {
@@ -74,7 +74,7 @@ enum RelaySyncCommand {
             case .success(nil):
                 break
             case .success(.some(let replica)):
-                let store = try reopen()
+                let store = try await reopen()
                 try? await sync.store.close()
                 sync = try RelaySync(store: store, url: url)
                 logger.notice("the store is now replica \(replica.hex) ('syncctl init --fork'); syncing on as that replica", metadata: ["replica": "\(replica.hex)"])

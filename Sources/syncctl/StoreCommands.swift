@@ -79,7 +79,7 @@ struct Status: OneShotCommand {
 
     func work() throws {
         let status = try store.open().status()
-        say(output.json ? Output.json(of: status).canonical : Output.text(of: status))
+        say(output.json ? status.json.canonical : Output.text(of: status))
     }
 }
 

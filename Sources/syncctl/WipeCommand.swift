@@ -58,7 +58,7 @@ struct Wipe: AsyncParsableCommand {
         let path = opened.path
         // Everything that would stop the wipe part way is found before anything is removed: a
         // missing folder, a copy's folder files, a directory that cannot be written.
-        let inFolder = try folder.map { folder in try FolderSync(store: opened, folder: folder).ownFiles() } ?? FolderWipe()
+        let inFolder = try await opened.offloadRead { try folder.map { folder in try FolderSync(store: opened, folder: folder).ownFiles() } ?? FolderWipe() }
         var onRelay: RelayWipe?
         if let relay { onRelay = try await Self.ownFiles(of: opened, on: relay) }
         try await opened.close()

@@ -195,25 +195,25 @@ extension RecordOrderMergeTests {
                 try db.execute(sql: "INSERT INTO meta (key, value) VALUES (?, ?)", arguments: [process.key, process.start])
             }
         }
-        func appliers() throws -> [String] {
+        func mergingProcesses() throws -> [String] {
             try DatabaseQueue(path: path).read { db in try String.fetchAll(db, sql: "SELECT key FROM meta WHERE key LIKE 'merging %'") }
         }
         // The merge that failed forgot itself: nobody applies its rows.
-        #expect(try appliers() == [])
+        #expect(try mergingProcesses() == [])
 
         // A running process (the one that started this test) applies them: they are left to it.
         let running = ProcessIdentity(running: getppid())
         try record(running)
         _ = try ConcordStore.open(at: path, environment: settings)
         #expect(try store.pendingOperationCount() == 4)
-        #expect(try appliers() == [running.key])
+        #expect(try mergingProcesses() == [running.key])
 
         // The same process id, started at another time: another process, which has ended.
         try DatabaseQueue(path: path).write { db in try db.execute(sql: "DELETE FROM meta WHERE key = ?", arguments: [running.key]) }
         try record(ProcessIdentity(pid: running.pid, start: "another start"))
         let opened = try ConcordStore.open(at: path, environment: settings)
         #expect(try opened.pendingOperationCount() == 0)
-        #expect(try appliers() == [])
+        #expect(try mergingProcesses() == [])
         #expect(try opened.verify().problems == [])
         try opened.merge(operations)
         #expect(try opened.dump() == source.dump())

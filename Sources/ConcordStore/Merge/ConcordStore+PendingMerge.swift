@@ -22,18 +22,18 @@ struct PendingRow {
 
     /// Records in the store that this process applies pending rows (SPEC.md §9): a store opened
     /// meanwhile leaves them to it.
-    static func recordApplier(_ db: Database) throws {
+    static func markThisProcessMerging(_ db: Database) throws {
         let process = ProcessIdentity.current
         try db.execute(sql: "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", arguments: [process.key, process.start])
     }
 
     /// Forgets that this process applies pending rows.
-    static func forgetApplier(_ db: Database) throws {
+    static func unmarkThisProcessMerging(_ db: Database) throws {
         try db.execute(sql: "DELETE FROM meta WHERE key = ?", arguments: [ProcessIdentity.current.key])
     }
 
-    /// The processes recorded as applying pending rows (`recordApplier`).
-    static func appliers(_ db: Database) throws -> [ProcessIdentity] {
+    /// The processes recorded as applying pending rows (`markThisProcessMerging`).
+    static func mergingProcesses(_ db: Database) throws -> [ProcessIdentity] {
         try Row.fetchAll(db, sql: "SELECT key, value FROM meta WHERE key LIKE 'merging %'").compactMap { row in
             ProcessIdentity(key: try row.column(0), value: try row.column(1))
         }
@@ -93,7 +93,7 @@ extension ConcordStore {
     /// pending rows that no longer run.
     func finishAbandonedMerge() throws(ConcordError) {
         let (pending, appliers) = try guarded {
-            try connection.read { db in (try !PendingRow.fetchAll(db).isEmpty, try PendingRow.appliers(db)) }
+            try connection.read { db in (try !PendingRow.fetchAll(db).isEmpty, try PendingRow.mergingProcesses(db)) }
         }
         let stopped = appliers.filter { !$0.isRunning }
         if !stopped.isEmpty {
@@ -113,7 +113,7 @@ extension ConcordStore {
         do {
             return try body()
         } catch {
-            try? write { db in try PendingRow.forgetApplier(db) }
+            try? write { db in try PendingRow.unmarkThisProcessMerging(db) }
             throw error
         }
     }

@@ -183,7 +183,7 @@ extension ConcordStore {
         guard !rows.isEmpty else { return [] }
         let insert = try db.cachedStatement(sql: "INSERT INTO pending_merge (replica, first_seq) VALUES (?, ?)")
         for row in rows { try insert.execute(arguments: [row.replica, row.firstSeq]) }
-        try PendingRow.recordApplier(db)
+        try PendingRow.markThisProcessMerging(db)
         return rows
     }
 
@@ -205,7 +205,7 @@ extension ConcordStore {
         if finished {
             let delete = try db.cachedStatement(sql: "DELETE FROM pending_merge WHERE replica = ? AND first_seq = ?")
             for row in rows { try delete.execute(arguments: [row.replica, row.firstSeq]) }
-            try PendingRow.forgetApplier(db)
+            try PendingRow.unmarkThisProcessMerging(db)
         } else if let last {
             // Never backwards: another process may be finishing the same rows, further on.
             let update = try db.cachedStatement(sql: """
