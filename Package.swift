@@ -19,6 +19,8 @@ let package = Package(
         .library(name: "ConcordRelay", targets: ["ConcordRelay"]),
         .library(name: "ConcordRelayClient", targets: ["ConcordRelayClient"]),
         .executable(name: "syncctl", targets: ["syncctl"]),
+        // The C interface (Sources/ConcordC/include/concord.h), for other languages: the JVM binding.
+        .library(name: "ConcordC", type: .dynamic, targets: ["ConcordC"]),
     ],
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
@@ -171,6 +173,12 @@ let package = Package(
             ]
         ),
         // The seeded workloads that `syncctl bench` and Benchmarks/ measure.
+        .target(
+            name: "ConcordC",
+            dependencies: ["ConcordCore", "ConcordStore", "ConcordExchange"],
+            // The header is the interface's reference, for C callers; Swift does not read it.
+            exclude: ["include"]
+        ),
         .target(
             name: "ConcordWorkload",
             dependencies: ["ConcordCore", "ConcordStore", "ConcordExchange"]

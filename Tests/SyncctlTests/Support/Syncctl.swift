@@ -145,7 +145,8 @@ final class Sandbox {
     let root: URL
     let home: URL
     let dataHome: URL
-    private let scratch: URL
+    /// Where the output of the processes it runs is kept while they run.
+    let scratch: URL
     /// Variables every run of this sandbox gets besides the fixed ones (before `overrides`).
     var variables: [String: String] = [:]
 

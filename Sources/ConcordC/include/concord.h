@@ -1,0 +1,205 @@
+/*
+ * concord.h: the C interface of Concord, an offline-first store of reminders and notes that
+ * replicas keep in sync (SPEC.md §17 specifies it; this header is its reference).
+ *
+ * Conventions, for every function below:
+ * - Text, in and out, is UTF-8 ending in NUL. Text that is not valid UTF-8 is refused with
+ *   CONCORD_INVALID_INPUT.
+ * - A function that can fail returns a status: CONCORD_OK (0), or the code of the error. When it
+ *   fails and `error` is not NULL, *error is set to a new concord_error, which the caller frees
+ *   with concord_error_free; on success *error is left as it was. Out parameters are written only
+ *   on success.
+ * - Text returned through a `char **` is the caller's: free it with concord_free.
+ * - Nothing here aborts the process for bad input: a NULL where a value is required, a closed
+ *   handle, a wrong JSON shape, each fail with their status.
+ * - A concord_store may be used from any number of threads at once; each call blocks its thread
+ *   until done (a write may wait for another process's turn, up to 30 s; SPEC.md §9).
+ *
+ * JSON given and returned is in the forms of SPEC.md §10: reminder and note objects, instants as
+ * "YYYY-MM-DDTHH:MM:SS.sssZ" (UTC), ids as 32 lower-case hex digits.
+ */
+#ifndef CONCORD_H
+#define CONCORD_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The version of this interface. A later version only adds functions and codes. */
+#define CONCORD_ABI_VERSION 1
+
+/* The version of the interface the library implements (CONCORD_ABI_VERSION when it was built). */
+int32_t concord_abi_version(void);
+
+/* MARK: Status codes
+ *
+ * The codes of SPEC.md §12.1, numbered once and for all (new codes are added at the end), and
+ * CONCORD_MISUSE for a call that breaks this header's rules. */
+#define CONCORD_OK 0
+#define CONCORD_MISSING 1
+#define CONCORD_EXISTS 2
+#define CONCORD_NOT_A_STORE 3
+#define CONCORD_NEWER_SCHEMA 4
+#define CONCORD_CORRUPT 5
+#define CONCORD_READ_ONLY 6
+#define CONCORD_INVALID_CHANGE 7
+#define CONCORD_INVALID_INPUT 8
+#define CONCORD_NOT_FOUND 9
+#define CONCORD_AMBIGUOUS 10
+#define CONCORD_IO 11
+#define CONCORD_COPIED 12
+#define CONCORD_FORKED 13
+#define CONCORD_REPLACED 14
+#define CONCORD_CLASH 15
+#define CONCORD_KEY_REPLACED 16
+#define CONCORD_FOLDER 17
+#define CONCORD_ENCRYPTED_BUNDLE 18
+#define CONCORD_NO_SYNC_KEY 19
+#define CONCORD_NOT_A_VERSION_VECTOR 20
+#define CONCORD_WRONG_PREFIX 21
+#define CONCORD_UNSUPPORTED_FORMAT 22
+#define CONCORD_BAD_CHARACTER 23
+#define CONCORD_WRONG_LENGTH 24
+#define CONCORD_CHECKSUM_MISMATCH 25
+#define CONCORD_NOT_A_PEER 26
+#define CONCORD_VERSION_MISMATCH 27
+#define CONCORD_WRONG_KEY 28
+#define CONCORD_FRAME_TOO_LARGE 29
+#define CONCORD_AUTHENTICATION_FAILED 30
+#define CONCORD_PROTOCOL_VIOLATION 31
+#define CONCORD_SAME_REPLICA 32
+#define CONCORD_PEER_ERROR 33
+#define CONCORD_TRUNCATED 34
+#define CONCORD_CLOSED 35
+#define CONCORD_OPERATION_TOO_LARGE 36
+#define CONCORD_COUNTER_EXHAUSTED 37
+#define CONCORD_TIMED_OUT 38
+#define CONCORD_LOCAL 39
+#define CONCORD_RELAY 40
+/* A NULL where a value is required, a handle that is closed or was never one. */
+#define CONCORD_MISUSE 100
+
+/* MARK: Errors */
+
+typedef struct concord_error concord_error;
+
+/* The error's status code (never CONCORD_OK). */
+int32_t concord_error_code(const concord_error *error);
+/* The code's stable name, as SPEC.md §12.1 gives it ("notFound"; "misuse" for CONCORD_MISUSE). */
+const char *concord_error_name(const concord_error *error);
+/* One line: what went wrong. Both texts live as long as the error. */
+const char *concord_error_message(const concord_error *error);
+void concord_error_free(concord_error *error);
+
+/* Frees text that a function returned. NULL is ignored. */
+void concord_free(char *text);
+
+/* MARK: Stores
+ *
+ * A store is named by a handle: a number that is never reused in the process, so that a handle
+ * used after concord_store_close fails with CONCORD_MISUSE. 0 is never a handle. */
+typedef uint64_t concord_store;
+
+/* Opens the store at `path` read-only: reads work, writes fail with CONCORD_READ_ONLY. */
+#define CONCORD_OPEN_READ_ONLY 1u
+
+/* Opens the existing store at `path` (flags: 0 or CONCORD_OPEN_READ_ONLY). */
+int32_t concord_store_open(const char *path, uint32_t flags, concord_store *store, concord_error **error);
+/* Creates a store at `path` with a new replica id; `name` (may be NULL) is shown by status. */
+int32_t concord_store_create(const char *path, const char *name, concord_store *store, concord_error **error);
+/* Closes the store: the handle is no longer one, and calls under way on other threads end with
+ * an error. Its observers are cancelled first. */
+int32_t concord_store_close(concord_store store, concord_error **error);
+/* This replica's id (32 hex digits). */
+int32_t concord_store_replica_id(concord_store store, char **id, concord_error **error);
+
+/* MARK: Local writes
+ *
+ * `id` is a record's id, or a unique prefix or suffix of at least 4 of its digits. Every write is
+ * one transaction, durable when the call returns. */
+
+/* Adds a reminder. `draft` is a JSON object: "title" (required), and optionally "notes",
+ * "due" (an instant), "priority" ("none", "low", "medium", "high"), "tags" (an array of
+ * strings), "repeat" ("hourly", "daily", "weekly", "monthly"). Returns its new id. */
+int32_t concord_reminder_add(concord_store store, const char *draft, char **id, concord_error **error);
+/* Changes a reminder's fields. `patch` is a JSON object of the fields to change, from "title",
+ * "notes", "due", "priority" and "repeat"; null removes "notes", "due" or "repeat". */
+int32_t concord_reminder_edit(concord_store store, const char *id, const char *patch, concord_error **error);
+/* Completes a reminder; a repeating one moves to its next occurrence instead. */
+int32_t concord_reminder_complete(concord_store store, const char *id, concord_error **error);
+int32_t concord_reminder_reopen(concord_store store, const char *id, concord_error **error);
+/* Snoozes a reminder until `until`, an instant after now and at most 366 days ahead. */
+int32_t concord_reminder_snooze(concord_store store, const char *id, const char *until, concord_error **error);
+/* Adds a note. `draft` is a JSON object: "title" (required), and optionally "body", "pinned"
+ * (a boolean), "tags". Returns its new id. */
+int32_t concord_note_add(concord_store store, const char *draft, char **id, concord_error **error);
+/* Changes a note's fields: `patch` holds any of "title", "body" and "pinned". */
+int32_t concord_note_edit(concord_store store, const char *id, const char *patch, concord_error **error);
+/* Adds and removes tags: `add` and `remove` are JSON arrays of strings, or NULL for none. */
+int32_t concord_record_tag(concord_store store, const char *id, const char *add, const char *remove, concord_error **error);
+/* Deletes a record (a tombstone: concord_record_restore brings it back). */
+int32_t concord_record_delete(concord_store store, const char *id, concord_error **error);
+int32_t concord_record_restore(concord_store store, const char *id, concord_error **error);
+
+#define CONCORD_REMINDERS 0
+#define CONCORD_NOTES 1
+/* Deletes every record of `kind` (CONCORD_REMINDERS or CONCORD_NOTES) the store holds; the
+ * deletes reach every replica. Sets *count to how many were deleted, when count is not NULL. */
+int32_t concord_delete_all(concord_store store, int32_t kind, int64_t *count, concord_error **error);
+
+/* MARK: Reads
+ *
+ * Each returns JSON text, as `syncctl ... --json` prints it (SPEC.md §10, §11). Reads never wait
+ * behind a write or a merge. */
+
+/* Include completed reminders (concord_reminders), deleted records (both lists). */
+#define CONCORD_INCLUDE_COMPLETED 1u
+#define CONCORD_INCLUDE_DELETED 2u
+
+/* An array of reminder objects, in the order of `reminder list`. */
+int32_t concord_reminders(concord_store store, uint32_t flags, char **json, concord_error **error);
+/* The reminders that should alert at `at` (an instant; NULL: now), as `reminder due`. */
+int32_t concord_due_reminders(concord_store store, const char *at, char **json, concord_error **error);
+/* An array of note objects, as `note list`. */
+int32_t concord_notes(concord_store store, uint32_t flags, char **json, concord_error **error);
+/* One record's object, as `show --json`. */
+int32_t concord_show(concord_store store, const char *id, char **json, concord_error **error);
+/* The fields in conflict, as `conflicts --json`. */
+int32_t concord_conflicts(concord_store store, char **json, concord_error **error);
+/* Every write to one record, as `history --json`. */
+int32_t concord_history(concord_store store, const char *id, char **json, concord_error **error);
+/* The replica, its counts and its version vector, as `status --json`. */
+int32_t concord_status(concord_store store, char **json, concord_error **error);
+/* The whole replicated state, as `dump` (SPEC.md §10): equal on replicas that hold the same
+ * operations. */
+int32_t concord_dump(concord_store store, char **json, concord_error **error);
+
+/* MARK: Observing
+ *
+ * An observer hears of every commit to the store, by this process or any other, as one JSON
+ * object a call, as `changes --json` prints a line: {"origin","records","versions"} (SPEC.md
+ * §7.1). */
+
+typedef uint64_t concord_observer;
+
+/* Called on a thread of the library's, never the caller's, one call at a time per observer.
+ * `change` lives until the callback returns. When observing ends by itself (the store's file
+ * was replaced, or the store closed), it is called once with `change` NULL and `end` set to the
+ * error that ended it, or NULL when the store was closed; `end` lives until the callback
+ * returns. It must not call concord_observer_cancel on its own observer. */
+typedef void (*concord_change_callback)(void *context, const char *change, const concord_error *end);
+
+/* Starts observing: changes committed after the versions `since` (a JSON version vector, as
+ * status's "versionVector"; NULL: from now) are delivered to `callback` with `context`. */
+int32_t concord_observe(concord_store store, const char *since, concord_change_callback callback, void *context,
+                        concord_observer *observer, concord_error **error);
+/* Stops an observer. Returns once no call of its callback is under way, and none will come. */
+int32_t concord_observer_cancel(concord_observer observer, concord_error **error);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CONCORD_H */
