@@ -66,16 +66,20 @@ final class Observer: Sendable {
     }
 }
 
-/// Blocks the calling thread until `body` is done: the one place the C interface waits for async
-/// work, since a C function returns only once its work is done. Never called on the threads Swift's
-/// tasks share (a C caller's thread, or an observer's queue).
-func waitFor(_ body: @escaping @Sendable () async -> Void) {
+/// Blocks the calling thread until `body` is done and returns what it returned: the one place the
+/// C interface waits for async work (a peer session, an observer's end), since a C function
+/// returns only once its work is done. Called on a C caller's thread, never on the threads Swift's
+/// tasks share, which `body` needs.
+func waitFor<T: Sendable>(_ body: @escaping @Sendable () async -> T) -> T {
     let done = DispatchSemaphore(value: 0)
+    let result = LockedState<T?>(nil)
     Task {
-        await body()
+        let value = await body()
+        result.withLock { $0 = value }
         done.signal()
     }
     done.wait()
+    return result.withLock { $0 }!
 }
 
 /// Starts observing a store's changes.

@@ -120,46 +120,10 @@ struct Merge: OneShotCommand {
     }
 
     func work() throws {
-        let target = try store.open()
-        var stores: [ConcordStore] = []
-        var bundles: [String] = []
-        var key: SyncKey?
-        for path in paths {
-            switch try FileKind.input(at: path) {
-            case .store: stores.append(try ConcordStore.open(at: path, readOnly: true))
-            case .bundle: bundles.append(path)
-            // Read with this store's key: a bundle it cannot authenticate is refused before anything is merged.
-            case .encryptedBundle:
-                key = try target.syncKey()
-                _ = try ConcordStore.bundleReader(at: path, key: key)
-                bundles.append(path)
-            case .other: throw ConcordError(.invalidInput, "\(path) is not a Concord store or bundle")
-            }
-        }
-        // Everything is read and checked whole first, so a damaged file merges nothing, and kept
-        // sorted by record; then it is logged and applied in bounded batches, each its own
-        // transaction, so a long merge never keeps other writers out for more than a batch
-        // (SPEC.md §5.6).
-        let report = try target.merge { each in
-            for other in stores { try other.forEachOperation(lackedBy: target, each) }
-            for path in bundles { try Self.read(path, key: key, each) }
-        }
+        let report = try store.open().merge(filesAt: paths)
         let replicas = report.newOperations.count
         say("merged \(report.newOperationCount) new operation\(report.newOperationCount == 1 ? "" : "s") from \(replicas) replica\(replicas == 1 ? "" : "s")")
         if let far = report.farFutureTimestamp { warnFarFuture(far) }
-    }
-}
-
-extension Merge {
-    /// Reads a bundle, plain or (with `key`) encrypted, whole, calling `body` with its operations.
-    @discardableResult
-    static func read(_ path: String, key: SyncKey?, _ body: (Op) throws -> Void) throws -> BundleSummary {
-        var reader = try ConcordStore.bundleReader(at: path, key: key)
-        do {
-            return try reader.forEachOperation(body)
-        } catch let error as BundleError {
-            throw FileInputError(path: path, reason: error.description)
-        }
     }
 }
 

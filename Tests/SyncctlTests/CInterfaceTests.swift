@@ -7,7 +7,7 @@ import Testing
 @Suite(.waitsForProcesses) struct CInterfaceTests {
     @Test func aCProgramWritesReadsAndObservesAStoreThatSyncctlReadsAlike() throws {
         let sandbox = try Sandbox()
-        let program = try CInterfaceProgram.build(in: sandbox)
+        let program = try CInterfaceProgram.build("interface_test", in: sandbox)
         let result = try runProcess(program, [sandbox.root.path], environment: sandbox.environment(), scratch: sandbox.scratch, timeout: 120)
         // The program checks every call's results and refusals, and prints the store's dump last.
         #expect(result.succeeded && result.stderr.isEmpty, "\(result)")
@@ -19,12 +19,50 @@ import Testing
         // Two reminders, 25 from each of four threads writing at once, and one more.
         #expect(try store.reminders(all: true).count == 103)
     }
+
+    /// The exchanges: a bundle syncctl exported, a peer that syncctl serves, a shared folder that
+    /// another syncctl store syncs from. All three stores end with the C program's state.
+    @Test func aCProgramMergesSyncsWithAPeerAndAFolderAndExports() throws {
+        let sandbox = try Sandbox()
+        let program = try CInterfaceProgram.build("exchange_test", in: sandbox)
+        let served = try sandbox.makeStore("a.db")
+        let key = String(try served.ok("key", "generate").split(separator: "\n")[0])
+        try served.addReminder("from a", "--tag", "served")
+        try served.addNote("note from a")
+        let other = try sandbox.makeStore("d.db")
+        try other.addReminder("from d")
+        try other.ok("export", sandbox.path("d.cbundle"))
+        let folder = sandbox.path("shared")
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
+        let (server, port) = try PeerCommandTests().serve(sandbox, served)
+
+        let result = try runProcess(
+            program, [sandbox.root.path, "127.0.0.1:\(port)", key, folder, sandbox.path("d.cbundle")],
+            environment: sandbox.environment(), scratch: sandbox.scratch, timeout: 120)
+        #expect(result.succeeded && result.stderr.isEmpty, "\(result)")
+        server.send(SIGTERM)
+        #expect(server.wait(timeout: 20).succeeded)
+
+        // The served store got everything over TCP, and a new store everything from the folder.
+        #expect(try served.dump() + "\n" == result.stdout)
+        let reader = try sandbox.makeStore("e.db")
+        try reader.ok("key", "import", key)
+        try reader.ok("sync", "--folder", folder)
+        #expect(try reader.dump() + "\n" == result.stdout)
+        // Its own bundle, encrypted with the key, merges into a store that holds the key.
+        let merged = try sandbox.makeStore("f.db")
+        try merged.ok("key", "import", key)
+        try merged.ok("merge", sandbox.path("c.cbundle"))
+        #expect(try merged.dump() + "\n" == result.stdout)
+        try Store(sandbox: sandbox, path: sandbox.path("c.db")).expectSound("after the C program")
+    }
 }
 
-/// The C test program, compiled with the toolchain's clang against the libConcordC built beside
+/// A C test program, compiled with the toolchain's clang against the libConcordC built beside
 /// syncctl.
 enum CInterfaceProgram {
-    static func build(in sandbox: Sandbox, sourceLocation: SourceLocation = #_sourceLocation) throws -> URL {
+    /// Compiles Tests/CInterface/NAME.c into the sandbox.
+    static func build(_ name: String, in sandbox: Sandbox, sourceLocation: SourceLocation = #_sourceLocation) throws -> URL {
         let products = try SyncctlBinary.require(sourceLocation: sourceLocation).deletingLastPathComponent()
         #if canImport(Darwin)
         let library = "libConcordC.dylib"
@@ -35,12 +73,12 @@ enum CInterfaceProgram {
             FileManager.default.fileExists(atPath: products.appendingPathComponent(library).path),
             "\(library) is not beside syncctl in \(products.path); swift build builds it", sourceLocation: sourceLocation)
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let output = sandbox.path("interface_test")
+        let output = sandbox.path(name)
         let compile = try runProcess(
             URL(fileURLWithPath: "/usr/bin/env"),
             [
                 "clang", "-std=c11", "-Wall", "-Wextra", "-Werror", "-I", root.appendingPathComponent("Sources/ConcordC/include").path,
-                root.appendingPathComponent("Tests/CInterface/interface_test.c").path,
+                root.appendingPathComponent("Tests/CInterface/\(name).c").path,
                 "-L", products.path, "-lConcordC", "-Wl,-rpath,\(products.path)", "-lpthread", "-o", output,
             ],
             environment: sandbox.environment(), scratch: sandbox.scratch, timeout: 120)

@@ -176,6 +176,51 @@ int32_t concord_status(concord_store store, char **json, concord_error **error);
  * operations. */
 int32_t concord_dump(concord_store store, char **json, concord_error **error);
 
+/* MARK: Exchange
+ *
+ * Each returns a report as a JSON object (SPEC.md §17, "Exchange"). "farFuture" is the instant of
+ * a timestamp more than a day ahead of this machine's clock that was taken in (SPEC.md §3), or
+ * null. */
+
+/* Merges the stores and bundles of `paths`, a JSON array of paths, as `syncctl merge`: each told
+ * apart by its content, every one read and checked whole before anything is merged. Returns
+ * {"farFuture","newOperations","replicas"}. */
+int32_t concord_merge(concord_store store, const char *paths, char **report, concord_error **error);
+
+/* Encrypt the bundle with the store's sync key. */
+#define CONCORD_EXPORT_ENCRYPTED 1u
+
+/* Writes a bundle at `path` (replaced if it exists) of the operations a replica that holds
+ * `since` (a JSON version vector; NULL: nothing) lacks, as `syncctl export`. Returns
+ * {"bytes","operations","sha256"}. */
+int32_t concord_export(concord_store store, const char *path, const char *since, uint32_t flags, char **summary,
+                       concord_error **error);
+
+/* One sync with the shared folder `folder`, as `syncctl sync --folder`: imports what the store
+ * lacks, publishes what the folder lacks. A bad file in the folder is skipped with a warning in
+ * the report, not an error. Returns {"coalescedFiles","farFuture","importedFiles",
+ * "importedOperations","publishedFile","publishedOperations","republishedOperations",
+ * "warnings":[{"code","message"}]}. */
+int32_t concord_sync_folder(concord_store store, const char *folder, char **report, concord_error **error);
+
+/* One two-way session with a peer that `syncctl serve` serves at `address` ("HOST:PORT"; port
+ * 7420 when left out), as `syncctl sync --peer`; both stores hold the same sync key. Returns
+ * {"bytesReceived","bytesSent","farFuture","milliseconds","newOperations","operationsReceived",
+ * "operationsSent"}. A session that fails keeps the operations it received before the failure. */
+int32_t concord_sync_peer(concord_store store, const char *address, char **report, concord_error **error);
+
+/* MARK: Keys (SPEC.md §15.1) */
+
+/* Replace another key the store holds (its peers then need the new one). */
+#define CONCORD_KEY_REPLACE 1u
+
+/* Makes a new random sync key for the store and returns its text, to set on the other stores. */
+int32_t concord_key_generate(concord_store store, uint32_t flags, char **key, concord_error **error);
+/* Sets the store's sync key to `key`, the text of one made on another store. */
+int32_t concord_key_set(concord_store store, const char *key, uint32_t flags, concord_error **error);
+/* The id of the store's sync key (16 hex digits): it names the key without revealing it. */
+int32_t concord_key_id(concord_store store, char **id, concord_error **error);
+
 /* MARK: Observing
  *
  * An observer hears of every commit to the store, by this process or any other, as one JSON
