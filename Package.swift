@@ -175,7 +175,7 @@ let package = Package(
         // The seeded workloads that `syncctl bench` and Benchmarks/ measure.
         .target(
             name: "ConcordC",
-            dependencies: ["ConcordCore", "ConcordKeys", "ConcordStore", "ConcordWire", "ConcordExchange", "ConcordNet"],
+            dependencies: ["ConcordCore", "ConcordKeys", "ConcordStore", "ConcordWire", "ConcordExchange", "ConcordNet", "ConcordRelayClient"],
             // The header is the interface's reference, for C callers; Swift does not read it.
             exclude: ["include"]
         ),

@@ -2,6 +2,7 @@ import ConcordCore
 import ConcordExchange
 import ConcordKeys
 import ConcordNet
+import ConcordRelayClient
 import ConcordStore
 import ConcordWire
 
@@ -70,8 +71,7 @@ public func concord_sync_peer(
     perform(error) {
         let report = try output(report)
         let store = try stores.get(handle)
-        let text = try text(address, "the address")
-        guard let peer = PeerAddress(text) else { throw JSONInput.invalid("'\(escapingControlCharacters(text))' is not HOST:PORT") }
+        let peer = try peerAddress(try text(address, "the address"))
         let result = waitFor { () async -> Result<PeerSessionRecord, ConcordError> in
             do throws(ConcordError) {
                 return .success(try await PeerClient.sync(store: store, address: peer))
@@ -113,9 +113,7 @@ enum Reports {
             ("publishedFile", report.publishedFile.map(JSON.string) ?? .null),
             ("publishedOperations", .int(Int64(report.publishedOperations))),
             ("republishedOperations", .int(Int64(report.republishedOperations))),
-            ("warnings", .array(report.warnings.map { warning in
-                .object([("code", .string(warning.code.description)), ("message", .string(escapingControlCharacters(warning.message)))])
-            })),
+            ("warnings", warnings(report.warnings)),
         ])
     }
 
@@ -129,6 +127,55 @@ enum Reports {
             ("operationsReceived", .int(Int64(record.summary.operationsReceived))),
             ("operationsSent", .int(Int64(record.summary.operationsSent))),
         ])
+    }
+
+    static func json(of report: RelaySyncReport) -> JSON {
+        .object([
+            ("deletedFiles", .int(Int64(report.deletedFiles))),
+            ("downloadedFiles", .int(Int64(report.downloadedFiles))),
+            ("folder", json(of: report.folder)),
+            ("uploadedFiles", .int(Int64(report.uploadedFiles))),
+            ("warnings", warnings(report.warnings)),
+        ])
+    }
+
+    static func json(of event: LiveSyncEvent) -> JSON {
+        switch event {
+        case .live(let summary): .object([("event", .string("live"))] + counts(summary.operationsReceived, summary.operationsSent, summary.bytesReceived, summary.bytesSent))
+        case .progress(let progress):
+            .object([("event", .string("progress"))] + counts(progress.operationsReceived, progress.operationsSent, progress.bytesReceived, progress.bytesSent))
+        case .disconnected(let failure, let delay):
+            .object([
+                ("event", .string("disconnected")),
+                ("failure", failure.map(Self.json(of:)) ?? .null),
+                ("reconnectingInMilliseconds", .int(Int64(delay.seconds * 1000))),
+            ])
+        }
+    }
+
+    static func json(of event: RelayLiveEvent) -> JSON {
+        switch event {
+        case .synced(let report): .object([("event", .string("synced")), ("report", json(of: report))])
+        case .failed(let failure, let delay):
+            .object([("event", .string("failed")), ("failure", json(of: failure)), ("retryingInMilliseconds", .int(Int64(delay.seconds * 1000)))])
+        case .forked(let replica): .object([("event", .string("forked")), ("replica", .string(replica.hex))])
+        }
+    }
+
+    /// An error as a report holds one: its code's name and its message.
+    static func json(of error: ConcordError) -> JSON {
+        .object([("code", .string(error.code.description)), ("message", .string(escapingControlCharacters(error.message)))])
+    }
+
+    private static func warnings(_ warnings: [ConcordError]) -> JSON {
+        .array(warnings.map(json(of:)))
+    }
+
+    private static func counts(_ received: Int, _ sent: Int, _ bytesReceived: Int, _ bytesSent: Int) -> [(String, JSON)] {
+        [
+            ("bytesReceived", .int(Int64(bytesReceived))), ("bytesSent", .int(Int64(bytesSent))),
+            ("operationsReceived", .int(Int64(received))), ("operationsSent", .int(Int64(sent))),
+        ]
     }
 
     /// A timestamp more than a day ahead of this machine's clock that a merge took in (SPEC.md §3),

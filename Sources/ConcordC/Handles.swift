@@ -1,7 +1,7 @@
 import ConcordCore
 import ConcordStore
 
-/// The stores and observers the C interface has handed out, by handle: a number never reused in
+/// The stores and subscriptions the C interface has handed out, by handle: a number never reused in
 /// the process, so that a handle used after it was closed is refused (`misuse`) rather than
 /// followed to freed memory.
 final class Handles<Object: Sendable>: Sendable {
@@ -53,6 +53,6 @@ final class Handles<Object: Sendable>: Sendable {
     }
 }
 
-/// The open stores, and the observers of each (`Observer.store`).
+/// The open stores, and the subscriptions to each (`Subscription.store`).
 let stores = Handles<ConcordStore>(what: "store")
-let observers = Handles<Observer>(what: "observer")
+let subscriptions = Handles<Subscription>(what: "subscription")

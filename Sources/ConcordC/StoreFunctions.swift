@@ -33,12 +33,12 @@ public func concord_store_create(
     }
 }
 
-/// Closes a store: its observers first, then its connections.
+/// Closes a store: its subscriptions first, then its connections.
 @_cdecl("concord_store_close")
 public func concord_store_close(_ handle: UInt64, _ error: UnsafeMutablePointer<OpaquePointer?>?) -> Int32 {
     perform(error) {
         let store = try stores.remove(handle)
-        for observer in observers.removeAll(where: { $0.store === store }) { observer.stop() }
+        for subscription in subscriptions.removeAll(where: { $0.store === store }) { subscription.stop() }
         try store.close()
     }
 }

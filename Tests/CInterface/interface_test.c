@@ -88,7 +88,7 @@ int main(int argc, char **argv) {
     CHECK(replica != NULL && strlen(replica) == 32, "replica id '%s'", replica ? replica : "(null)");
 
     /* Observing, from before the first write. */
-    concord_observer observer = 0;
+    concord_subscription observer = 0;
     OK(concord_observe(store, NULL, on_change, &changes_heard, &observer, error));
 
     /* Writes. */
@@ -186,7 +186,7 @@ int main(int argc, char **argv) {
     json = NULL;
 
     /* Cancelling: no call of the callback after it returns. */
-    OK(concord_observer_cancel(observer, error));
+    OK(concord_cancel(observer, error));
     int heard = atomic_load(&changes_heard);
     CHECK(heard >= 2, "the observer heard %d changes", heard);
     OK(concord_reminder_add(store, "{\"title\":\"unheard\"}", &json, error));
@@ -194,7 +194,7 @@ int main(int argc, char **argv) {
     json = NULL;
     usleep(300 * 1000);
     CHECK(atomic_load(&changes_heard) == heard, "a change was heard after the observer was cancelled");
-    FAILS(concord_observer_cancel(observer, error), CONCORD_MISUSE, "misuse", "is closed");
+    FAILS(concord_cancel(observer, error), CONCORD_MISUSE, "misuse", "is closed");
 
     int64_t count = -1;
     OK(concord_delete_all(store, CONCORD_NOTES, &count, error));
@@ -208,7 +208,7 @@ int main(int argc, char **argv) {
     OK(concord_store_close(store, error));
     FAILS(concord_reminders(store, 0, &json, error), CONCORD_MISUSE, "misuse", "is closed");
     FAILS(concord_store_close(store, error), CONCORD_MISUSE, "misuse", "is closed");
-    FAILS(concord_observer_cancel(observer, error), CONCORD_MISUSE, "misuse", "is closed");
+    FAILS(concord_cancel(observer, error), CONCORD_MISUSE, "misuse", "is closed");
     FAILS(concord_status(0, &json, error), CONCORD_MISUSE, "misuse", "0 is not a store handle");
 
     /* Read-only: reads work, writes are refused. */

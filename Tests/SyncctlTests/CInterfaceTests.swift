@@ -27,10 +27,10 @@ import Testing
         let program = try CInterfaceProgram.build("exchange_test", in: sandbox)
         let served = try sandbox.makeStore("a.db")
         let key = String(try served.ok("key", "generate").split(separator: "\n")[0])
-        try served.addReminder("from a", "--tag", "served")
-        try served.addNote("note from a")
+        _ = try served.addReminder("from a", "--tag", "served")
+        _ = try served.addNote("note from a")
         let other = try sandbox.makeStore("d.db")
-        try other.addReminder("from d")
+        _ = try other.addReminder("from d")
         try other.ok("export", sandbox.path("d.cbundle"))
         let folder = sandbox.path("shared")
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
@@ -55,6 +55,34 @@ import Testing
         try merged.ok("merge", sandbox.path("c.cbundle"))
         #expect(try merged.dump() + "\n" == result.stdout)
         try Store(sandbox: sandbox, path: sandbox.path("c.db")).expectSound("after the C program")
+    }
+
+    /// Live syncs: a live session with `syncctl serve` whose writes the C program sees reach the
+    /// served store (which it reads beside serve), then a relay once and live; a new store that
+    /// syncs through the relay ends with the C program's state.
+    @Test func aCProgramSyncsLiveWithAPeerAndThroughARelay() throws {
+        let sandbox = try Sandbox()
+        let program = try CInterfaceProgram.build("live_test", in: sandbox)
+        let served = try sandbox.makeStore("a.db")
+        let key = String(try served.ok("key", "generate").split(separator: "\n")[0])
+        _ = try served.addReminder("from a")
+        let (server, port) = try PeerCommandTests().serve(sandbox, served)
+        let relay = try RelayProcess(sandbox, data: sandbox.path("relay"))
+
+        let result = try runProcess(
+            program, [sandbox.root.path, "127.0.0.1:\(port)", key, served.path, relay.url],
+            environment: sandbox.environment(), scratch: sandbox.scratch, timeout: 120)
+        #expect(result.succeeded && result.stderr.isEmpty, "\(result)")
+        server.send(SIGTERM)
+        #expect(server.wait(timeout: 20).succeeded)
+
+        let titles = try served.reminders().compactMap { $0["title"] as? String }
+        #expect(titles.contains("live from l"), "\(titles)")
+        let reader = try sandbox.makeStore("g.db")
+        try reader.ok("key", "import", key)
+        try reader.ok("sync", "--relay", relay.url)
+        #expect(try reader.dump() + "\n" == result.stdout)
+        try Store(sandbox: sandbox, path: sandbox.path("l.db")).expectSound("after the C program")
     }
 }
 

@@ -110,7 +110,7 @@ int32_t concord_store_open(const char *path, uint32_t flags, concord_store *stor
 /* Creates a store at `path` with a new replica id; `name` (may be NULL) is shown by status. */
 int32_t concord_store_create(const char *path, const char *name, concord_store *store, concord_error **error);
 /* Closes the store: the handle is no longer one, and calls under way on other threads end with
- * an error. Its observers are cancelled first. */
+ * an error. Its subscriptions are cancelled first. */
 int32_t concord_store_close(concord_store store, concord_error **error);
 /* This replica's id (32 hex digits). */
 int32_t concord_store_replica_id(concord_store store, char **id, concord_error **error);
@@ -221,27 +221,52 @@ int32_t concord_key_set(concord_store store, const char *key, uint32_t flags, co
 /* The id of the store's sync key (16 hex digits): it names the key without revealing it. */
 int32_t concord_key_id(concord_store store, char **id, concord_error **error);
 
-/* MARK: Observing
+/* MARK: Subscriptions
  *
- * An observer hears of every commit to the store, by this process or any other, as one JSON
- * object a call, as `changes --json` prints a line: {"origin","records","versions"} (SPEC.md
- * §7.1). */
+ * A subscription delivers a stream of events to a callback: a store's changes (concord_observe),
+ * a live sync's events (concord_sync_peer_live, concord_sync_relay_live). Each event is a JSON
+ * object, given as `event`, which lives until the callback returns. */
 
-typedef uint64_t concord_observer;
+typedef uint64_t concord_subscription;
 
-/* Called on a thread of the library's, never the caller's, one call at a time per observer.
- * `change` lives until the callback returns. When observing ends by itself (the store's file
- * was replaced, or the store closed), it is called once with `change` NULL and `end` set to the
- * error that ended it, or NULL when the store was closed; `end` lives until the callback
- * returns. It must not call concord_observer_cancel on its own observer. */
-typedef void (*concord_change_callback)(void *context, const char *change, const concord_error *end);
+/* Called on a thread of the library's, never the caller's, one call at a time per subscription,
+ * in the order of the events; `context` is handed back as it was given. When the stream ends by
+ * itself, the callback is called once more with `event` NULL and `end` the error that ended it,
+ * or NULL when it ended without one (the store was closed, the store was forked); `end` lives
+ * until the callback returns. A callback must not cancel its own subscription. */
+typedef void (*concord_event_callback)(void *context, const char *event, const concord_error *end);
 
-/* Starts observing: changes committed after the versions `since` (a JSON version vector, as
- * status's "versionVector"; NULL: from now) are delivered to `callback` with `context`. */
-int32_t concord_observe(concord_store store, const char *since, concord_change_callback callback, void *context,
-                        concord_observer *observer, concord_error **error);
-/* Stops an observer. Returns once no call of its callback is under way, and none will come. */
-int32_t concord_observer_cancel(concord_observer observer, concord_error **error);
+/* Follows the store's commits, by this process or any other: each change is an event
+ * {"origin","records","versions"}, as `changes --json` prints a line (SPEC.md §7.1), from the
+ * versions `since` (a JSON version vector, as status's "versionVector"; NULL: from now). It ends
+ * by itself with CONCORD_REPLACED when the store's path names another file. */
+int32_t concord_observe(concord_store store, const char *since, concord_event_callback callback, void *context,
+                        concord_subscription *subscription, concord_error **error);
+/* Stops a subscription. Returns once no call of its callback is under way, and none will come. */
+int32_t concord_cancel(concord_subscription subscription, concord_error **error);
+
+/* MARK: Live sync */
+
+/* Keeps a live session with the peer at `address`, as `syncctl sync --peer --live`: it connects
+ * again by itself after a drop. Events: {"event":"live",…} once a session is live, and
+ * {"event":"progress",…}, both with "bytesReceived","bytesSent","operationsReceived",
+ * "operationsSent"; {"event":"disconnected","failure","reconnectingInMilliseconds"}, "failure"
+ * null or {"code","message"}. It ends by itself with a failure that would recur (no sync key, a
+ * clash, a newer peer). */
+int32_t concord_sync_peer_live(concord_store store, const char *address, concord_event_callback callback, void *context,
+                               concord_subscription *subscription, concord_error **error);
+
+/* One sync through the relay at `url` (http://HOST:PORT or https://), as `syncctl sync --relay`.
+ * Returns {"deletedFiles","downloadedFiles","folder","uploadedFiles","warnings"}, "folder" a
+ * report of concord_sync_folder. */
+int32_t concord_sync_relay(concord_store store, const char *url, char **report, concord_error **error);
+
+/* Keeps the store and the relay at `url` in step, as `syncctl sync --relay URL --live`. Events:
+ * {"event":"synced","report"} (the report of concord_sync_relay), {"event":"failed","failure",
+ * "retryingInMilliseconds"}, and {"event":"forked","replica"} (another process forked the store:
+ * the stream then ends; open the store again to go on as that replica). */
+int32_t concord_sync_relay_live(concord_store store, const char *url, concord_event_callback callback, void *context,
+                                concord_subscription *subscription, concord_error **error);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,122 @@
+import ConcordCore
+import ConcordStore
+import Foundation
+
+/// `concord_event_callback`.
+public typealias EventCallback = @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<CChar>?, OpaquePointer?) -> Void
+
+/// A stream of events delivered to an app's callback (concord.h, "Subscriptions"): a store's
+/// changes, a live sync's events. A task reads the stream and calls the callback with each event's
+/// JSON on a queue of the subscription's own: the callback is the app's code and may block (a
+/// JVM attaching its thread, a lock of the app's), so it never runs on the threads Swift's tasks
+/// share.
+final class Subscription: Sendable {
+    let store: ConcordStore
+    private let task: LockedState<Task<Void, Never>?> = LockedState(nil)
+    /// The thread that runs the callback now, so that a callback that cancels its own
+    /// subscription is refused rather than left waiting for itself.
+    private let caller: LockedState<pthread_t?> = LockedState(nil)
+
+    /// Starts delivering what `events` hands to its `deliver` function: each a JSON text. When it
+    /// returns or throws by itself (not cancelled), the callback hears the end.
+    init(
+        store: ConcordStore, callback: EventCallback, context: UnsafeMutableRawPointer?,
+        events: @escaping @Sendable (_ deliver: @Sendable (String) async -> Void) async throws -> Void
+    ) {
+        self.store = store
+        let queue = DispatchQueue(label: "concord.c.subscription")
+        // The pointer is the app's: it is handed back as it is, never read here.
+        let context = UInt(bitPattern: context)
+        let call: @Sendable (String?, InterfaceError?) -> Void = { [caller] event, end in
+            caller.withLock { $0 = pthread_self() }
+            defer { caller.withLock { $0 = nil } }
+            let pointer = UnsafeMutableRawPointer(bitPattern: context)
+            if let event {
+                event.withCString { callback(pointer, $0, nil) }
+            } else {
+                let box = end.map { Unmanaged.passRetained(ErrorBox($0)) }
+                defer { box?.release() }
+                callback(pointer, nil, box.map { OpaquePointer($0.toOpaque()) })
+            }
+        }
+        task.withLock {
+            $0 = Task {
+                let end: InterfaceError?
+                do {
+                    try await events { event in await ConcordStore.offload(on: queue) { call(event, nil) } }
+                    end = nil
+                } catch {
+                    end = InterfaceError(error)
+                }
+                if !Task.isCancelled { await ConcordStore.offload(on: queue) { call(nil, end) } }
+            }
+        }
+    }
+
+    /// Whether the calling thread is running this subscription's callback.
+    var isCallingBack: Bool {
+        caller.withLock { $0.map { pthread_equal($0, pthread_self()) != 0 } ?? false }
+    }
+
+    /// Stops the stream, and returns once no call of the callback is under way and none will come.
+    func stop() {
+        guard let task = task.withLock({ $0 }) else { return }
+        task.cancel()
+        waitFor { await task.value }
+    }
+}
+
+/// Blocks the calling thread until `body` is done and returns what it returned: the one place the
+/// C interface waits for async work (a peer session, a subscription's end), since a C function
+/// returns only once its work is done. Called on a C caller's thread, never on the threads Swift's
+/// tasks share, which `body` needs.
+func waitFor<T: Sendable>(_ body: @escaping @Sendable () async -> T) -> T {
+    let done = DispatchSemaphore(value: 0)
+    let result = LockedState<T?>(nil)
+    Task {
+        let value = await body()
+        result.withLock { $0 = value }
+        done.signal()
+    }
+    done.wait()
+    return result.withLock { $0 }!
+}
+
+/// Checks a subscription's arguments and hands out its handle.
+func subscribe(
+    _ callback: EventCallback?, _ handle: UnsafeMutablePointer<UInt64>?, _ make: (EventCallback) throws -> Subscription
+) throws {
+    guard let callback else { throw InterfaceError.misuse("the callback is NULL") }
+    guard let handle else { throw InterfaceError.misuse("the pointer to return the subscription through is NULL") }
+    handle.pointee = subscriptions.add(try make(callback))
+}
+
+/// Follows a store's changes.
+@_cdecl("concord_observe")
+public func concord_observe(
+    _ handle: UInt64, _ since: UnsafePointer<CChar>?, _ callback: EventCallback?, _ context: UnsafeMutableRawPointer?,
+    _ subscription: UnsafeMutablePointer<UInt64>?, _ error: UnsafeMutablePointer<OpaquePointer?>?
+) -> Int32 {
+    perform(error) {
+        let store = try stores.get(handle)
+        let since = try optionalText(since, "the version vector").map { text throws(ConcordError) in try VersionVector(json: text) }
+        try subscribe(callback, subscription) { callback in
+            // Made now, not in the task: a change committed right after this call returns is heard.
+            let changes = store.changes(since: since)
+            return Subscription(store: store, callback: callback, context: context) { deliver in
+                for try await change in changes { await deliver(change.json.canonical) }
+            }
+        }
+    }
+}
+
+/// Stops a subscription.
+@_cdecl("concord_cancel")
+public func concord_cancel(_ handle: UInt64, _ error: UnsafeMutablePointer<OpaquePointer?>?) -> Int32 {
+    perform(error) {
+        let subscription = try subscriptions.get(handle)
+        guard !subscription.isCallingBack else { throw InterfaceError.misuse("a subscription's callback cannot cancel its own subscription") }
+        _ = try subscriptions.remove(handle)
+        subscription.stop()
+    }
+}
