@@ -72,14 +72,7 @@ public func concord_sync_peer(
         let report = try output(report)
         let store = try stores.get(handle)
         let peer = try peerAddress(try text(address, "the address"))
-        let result = waitFor { () async -> Result<PeerSessionRecord, ConcordError> in
-            do throws(ConcordError) {
-                return .success(try await PeerClient.sync(store: store, address: peer))
-            } catch {
-                return .failure(error)
-            }
-        }
-        let record = try result.get()
+        let record = try waitFor { () async throws(ConcordError) in try await PeerClient.sync(store: store, address: peer) }
         // The operations received before a failure are kept; the failure is what the call says.
         if let failure = record.failure { throw failure }
         give(Reports.json(of: record).canonical, to: report)

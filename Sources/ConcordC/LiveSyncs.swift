@@ -31,14 +31,7 @@ public func concord_sync_relay(
     perform(error) {
         let report = try output(report)
         let sync = try RelaySync(store: try stores.get(handle), url: try text(url, "the URL"))
-        let result = waitFor { () async -> Result<RelaySyncReport, ConcordError> in
-            do throws(ConcordError) {
-                return .success(try await sync.sync())
-            } catch {
-                return .failure(error)
-            }
-        }
-        give(Reports.json(of: try result.get()).canonical, to: report)
+        give(Reports.json(of: try waitFor { () async throws(ConcordError) in try await sync.sync() }).canonical, to: report)
     }
 }
 

@@ -82,6 +82,18 @@ func waitFor<T: Sendable>(_ body: @escaping @Sendable () async -> T) -> T {
     return result.withLock { $0 }!
 }
 
+/// `waitFor` of work that can fail: returns what it returned, or throws what it threw.
+func waitFor<T: Sendable>(_ body: @escaping @Sendable () async throws(ConcordError) -> T) throws(ConcordError) -> T {
+    let result = waitFor { () async -> Result<T, ConcordError> in
+        do throws(ConcordError) {
+            return .success(try await body())
+        } catch {
+            return .failure(error)
+        }
+    }
+    return try result.get()
+}
+
 /// Checks a subscription's arguments and hands out its handle.
 func subscribe(
     _ callback: EventCallback?, _ handle: UnsafeMutablePointer<UInt64>?, _ make: (EventCallback) throws -> Subscription
