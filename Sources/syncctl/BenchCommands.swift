@@ -12,7 +12,7 @@ struct Bench: ParsableCommand {
         abstract: "Measure merge throughput, local writes, export, folder sync, peer sync, live latency, the relay, history reads and import.",
         discussion: "Each benchmark builds its seeded workload in a temporary directory (not timed) and prints medians.",
         subcommands: [
-            MergeBench.self, MergeRun.self, WritesBench.self, ExportBench.self, FolderSyncBench.self, PeerBench.self, LiveBench.self,
+            MergeBench.self, MergeRun.self, WritesBench.self, CallsBench.self, ExportBench.self, FolderSyncBench.self, PeerBench.self, LiveBench.self,
             RelayBench.self, HistoryBench.self, ImportBench.self, ImportRun.self,
         ])
 }

@@ -68,6 +68,20 @@ import Testing
 
     /// `bench history` on a small workload: the interleaved reminder's history has a span per
     /// write, the contiguous one's few, both checked against the log, and nothing is left behind.
+    @Test func callsBenchTimesWritesOneAtATimeAndAWholeList() throws {
+        let sandbox = try Sandbox()
+        let temporary = try sandbox.makeDirectory("tmp")
+        let result = try sandbox.run(
+            ["bench", "calls", "--writes", "50", "--records", "300", "--runs", "2", "--json"], environment: ["TMPDIR": temporary])
+        let report = try members(result)
+        #expect(report["benchmark"] == .string("calls"))
+        #expect(report["writes"] == .number("50") && report["records"] == .number("300") && report["runs"] == .number("2"))
+        #expect(try #require(number(report["writesPerSecond"])) > 0)
+        #expect(try #require(number(report["listMedianSeconds"])) >= 0)
+        // The bench's stores are gone with its directory.
+        #expect(try FileManager.default.contentsOfDirectory(atPath: temporary).isEmpty)
+    }
+
     @Test func historyBenchReadsBothHistoriesAndChecksThem() throws {
         let sandbox = try Sandbox()
         let temporary = try sandbox.makeDirectory("tmp")
