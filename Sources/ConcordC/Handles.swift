@@ -39,6 +39,11 @@ final class Handles<Object: Sendable>: Sendable {
         return object
     }
 
+    /// Every object `isIncluded` picks, left in.
+    func all(where isIncluded: (Object) -> Bool) -> [Object] {
+        state.withLock { state in state.objects.values.filter(isIncluded) }
+    }
+
     /// Takes out every object `isIncluded` picks.
     func removeAll(where isIncluded: (Object) -> Bool) -> [Object] {
         state.withLock { state in

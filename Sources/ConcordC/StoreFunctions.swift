@@ -37,7 +37,13 @@ public func concord_store_create(
 @_cdecl("concord_store_close")
 public func concord_store_close(_ handle: UInt64, _ error: UnsafeMutablePointer<OpaquePointer?>?) -> Int32 {
     perform(error) {
-        let store = try stores.remove(handle)
+        // Closing waits for the store's subscriptions to end, and a callback's own cannot end
+        // while it runs.
+        let store = try stores.get(handle)
+        if subscriptions.all(where: { $0.store === store }).contains(where: \.isCallingBack) {
+            throw InterfaceError.misuse("a subscription's callback cannot close the store it follows")
+        }
+        _ = try stores.remove(handle)
         for subscription in subscriptions.removeAll(where: { $0.store === store }) { subscription.stop() }
         try store.close()
     }

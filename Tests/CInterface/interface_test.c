@@ -44,6 +44,28 @@ static int wait_for_changes(int count) {
     return 0;
 }
 
+/* A callback that tries what a callback must not: cancel its own subscription, close its store. */
+struct misbehaving {
+    concord_store store;
+    _Atomic concord_subscription subscription;
+    atomic_int calls;
+    atomic_int cancel_status;
+    atomic_int close_status;
+};
+
+static void on_change_misbehaving(void *context, const char *change, const concord_error *end) {
+    (void)end;
+    struct misbehaving *m = context;
+    if (change == NULL || atomic_load(&m->calls) > 0) return;
+    concord_error *err = NULL;
+    atomic_store(&m->cancel_status, concord_cancel(atomic_load(&m->subscription), &err));
+    concord_error_free(err);
+    err = NULL;
+    atomic_store(&m->close_status, concord_store_close(m->store, &err));
+    concord_error_free(err);
+    atomic_fetch_add(&m->calls, 1);
+}
+
 struct writer { concord_store store; int number; int failed; };
 
 static void *write_reminders(void *argument) {
@@ -184,6 +206,20 @@ int main(int argc, char **argv) {
     CHECK(listed == 102, "%d reminders listed, expected 102", listed);
     concord_free(json);
     json = NULL;
+
+    /* A callback cannot cancel its own subscription or close its store: it would wait for itself. */
+    struct misbehaving misbehaving = { .store = store };
+    concord_subscription misbehaving_subscription = 0;
+    OK(concord_observe(store, NULL, on_change_misbehaving, &misbehaving, &misbehaving_subscription, error));
+    atomic_store(&misbehaving.subscription, misbehaving_subscription);
+    OK(concord_reminder_add(store, "{\"title\":\"heard by a misbehaving callback\"}", &json, error));
+    concord_free(json);
+    json = NULL;
+    for (int i = 0; i < 500 && atomic_load(&misbehaving.calls) == 0; i++) usleep(10 * 1000);
+    CHECK(atomic_load(&misbehaving.calls) == 1, "the misbehaving callback was not called");
+    CHECK(atomic_load(&misbehaving.cancel_status) == CONCORD_MISUSE, "cancel from its callback: %d", atomic_load(&misbehaving.cancel_status));
+    CHECK(atomic_load(&misbehaving.close_status) == CONCORD_MISUSE, "close from a callback: %d", atomic_load(&misbehaving.close_status));
+    OK(concord_cancel(misbehaving_subscription, error));
 
     /* Cancelling: no call of the callback after it returns. */
     OK(concord_cancel(observer, error));
