@@ -2,6 +2,7 @@ import ArgumentParser
 import ConcordCore
 import ConcordStore
 import ConcordWorkload
+import Foundation
 
 /// `syncctl bench calls`: what an app's calls cost one at a time through the Swift API: a local
 /// write (one reminder added, in a transaction of its own) and a list of all N reminders. The JVM
@@ -13,6 +14,8 @@ struct CallsBench: OneShotCommand {
     @Option(help: "Reminders added one at a time, each its own transaction.") var writes = 2000
     @Option(help: "Reminders in the store that is listed (N).") var records = 100_000
     @Option(help: "Timed runs; the median is reported.") var runs = 3
+    @Option(help: ArgumentHelp("Also leave the listed store at DIR/list.db, for a binding's benchmark to list.", valueName: "dir"))
+    var keep: String?
     @Flag(help: "Print one JSON object.") var json = false
 
     func validate() throws {
@@ -40,6 +43,16 @@ struct CallsBench: OneShotCommand {
                 var listed = 0
                 listSeconds.append(try Measure.seconds { listed = try store.reminders(includeCompleted: true, includeDeleted: true).count })
                 guard listed == records else { throw ConcordError(.corrupt, "listed \(listed) reminders of \(records)") }
+            }
+            try store.close()
+            if let keep {
+                try FileManager.default.createDirectory(atPath: keep, withIntermediateDirectories: true)
+                let kept = (keep as NSString).appendingPathComponent("list.db")
+                try? FileManager.default.removeItem(atPath: kept)
+                try FileManager.default.copyItem(atPath: directory + "/list.db", toPath: kept)
+                // As `bench history --keep` leaves its store (SPEC.md §9.1): no copy of it is refused as one.
+                try ConcordStore.forgetLocation(at: kept)
+                try? FileManager.default.removeItem(atPath: kept + "-lock")
             }
         }
         ProgressLine.shared.clear()

@@ -72,14 +72,18 @@ import Testing
         let sandbox = try Sandbox()
         let temporary = try sandbox.makeDirectory("tmp")
         let result = try sandbox.run(
-            ["bench", "calls", "--writes", "50", "--records", "300", "--runs", "2", "--json"], environment: ["TMPDIR": temporary])
+            ["bench", "calls", "--writes", "50", "--records", "300", "--runs", "2", "--keep", sandbox.path("kept"), "--json"],
+            environment: ["TMPDIR": temporary])
         let report = try members(result)
         #expect(report["benchmark"] == .string("calls"))
         #expect(report["writes"] == .number("50") && report["records"] == .number("300") && report["runs"] == .number("2"))
         #expect(try #require(number(report["writesPerSecond"])) > 0)
         #expect(try #require(number(report["listMedianSeconds"])) >= 0)
-        // The bench's stores are gone with its directory.
+        // The bench's stores are gone with its directory, but the one it kept, which takes writes.
         #expect(try FileManager.default.contentsOfDirectory(atPath: temporary).isEmpty)
+        let kept = Store(sandbox: sandbox, path: sandbox.path("kept/list.db"))
+        #expect(try kept.reminders(all: true).count == 300)
+        _ = try kept.addReminder("after the bench")
     }
 
     @Test func historyBenchReadsBothHistoriesAndChecksThem() throws {
