@@ -39,6 +39,11 @@ final class Handles<Object: Sendable>: Sendable {
         return object
     }
 
+    /// Whether `object` has a handle.
+    func holds(_ object: Object) -> Bool where Object: AnyObject {
+        state.withLock { state in state.objects.values.contains { $0 === object } }
+    }
+
     /// Every object `isIncluded` picks, left in.
     func all(where isIncluded: (Object) -> Bool) -> [Object] {
         state.withLock { state in state.objects.values.filter(isIncluded) }

@@ -100,7 +100,17 @@ func subscribe(
 ) throws {
     guard let callback else { throw InterfaceError.misuse("the callback is NULL") }
     guard let handle else { throw InterfaceError.misuse("the pointer to return the subscription through is NULL") }
-    handle.pointee = subscriptions.add(try make(callback))
+    let subscription = try make(callback)
+    let number = subscriptions.add(subscription)
+    // A close of its store under way may have swept the store's subscriptions before this one was
+    // added: then its store is no longer open, and this one must not outlive it. (The close takes
+    // the store's handle out before it sweeps, so one of the two always sees the other.)
+    guard stores.holds(subscription.store) else {
+        _ = try? subscriptions.remove(number)
+        subscription.stop()
+        throw InterfaceError.misuse("the store was closed as the subscription began")
+    }
+    handle.pointee = number
 }
 
 /// Follows a store's changes.

@@ -232,7 +232,7 @@ typedef uint64_t concord_subscription;
 /* Called on a thread of the library's, never the caller's, one call at a time per subscription,
  * in the order of the events; `context` is handed back as it was given. When the stream ends by
  * itself, the callback is called once more with `event` NULL and `end` the error that ended it,
- * or NULL when it ended without one (the store was closed, the store was forked); `end` lives
+ * or NULL when it ended without one (a relay's live sync after the store was forked); `end` lives
  * until the callback returns. A callback cannot cancel its own subscription, nor close the store
  * it follows (CONCORD_MISUSE): either would wait for the callback itself. */
 typedef void (*concord_event_callback)(void *context, const char *event, const concord_error *end);
@@ -240,7 +240,8 @@ typedef void (*concord_event_callback)(void *context, const char *event, const c
 /* Follows the store's commits, by this process or any other: each change is an event
  * {"origin","records","versions"}, as `changes --json` prints a line (SPEC.md §7.1), from the
  * versions `since` (a JSON version vector, as status's "versionVector"; NULL: from now). It ends
- * by itself with CONCORD_REPLACED when the store's path names another file. */
+ * by itself with CONCORD_REPLACED when the store's path names another file. Closing the store
+ * cancels its subscriptions: their callbacks hear no end. */
 int32_t concord_observe(concord_store store, const char *since, concord_event_callback callback, void *context,
                         concord_subscription *subscription, concord_error **error);
 /* Stops a subscription. Returns once no call of its callback is under way, and none will come. */
