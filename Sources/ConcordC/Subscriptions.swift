@@ -12,13 +12,22 @@ public typealias EventCallback = @convention(c) (UnsafeMutableRawPointer?, Unsaf
 /// share.
 final class Subscription: Sendable {
     let store: ConcordStore
-    private let task: LockedState<Task<Void, Never>?> = LockedState(nil)
+    /// Made, delivering, or over. A subscription starts delivering only once it has its handle,
+    /// so that one refused as it begins (its store closing) never calls back.
+    private enum State {
+        case made(@Sendable () async -> Void)
+        case delivering(Task<Void, Never>)
+        case stopped
+    }
+
+    private let state: LockedState<State>
     /// The thread that runs the callback now, so that a callback that cancels its own
     /// subscription is refused rather than left waiting for itself.
     private let caller: LockedState<pthread_t?> = LockedState(nil)
 
-    /// Starts delivering what `events` hands to its `deliver` function: each a JSON text. When it
-    /// returns or throws by itself (not cancelled), the callback hears the end.
+    /// A subscription that, once started, delivers what `events` hands to its `deliver`
+    /// function: each a JSON text. When `events` returns or throws by itself (not stopped), the
+    /// callback hears the end.
     init(
         store: ConcordStore, callback: EventCallback, context: UnsafeMutableRawPointer?,
         events: @escaping @Sendable (_ deliver: @Sendable (String) async -> Void) async throws -> Void
@@ -39,17 +48,23 @@ final class Subscription: Sendable {
                 callback(pointer, nil, box.map { OpaquePointer($0.toOpaque()) })
             }
         }
-        task.withLock {
-            $0 = Task {
-                let end: InterfaceError?
-                do {
-                    try await events { event in await ConcordStore.offload(on: queue) { call(event, nil) } }
-                    end = nil
-                } catch {
-                    end = InterfaceError(error)
-                }
-                if !Task.isCancelled { await ConcordStore.offload(on: queue) { call(nil, end) } }
+        state = LockedState(.made {
+            let end: InterfaceError?
+            do {
+                try await events { event in await ConcordStore.offload(on: queue) { call(event, nil) } }
+                end = nil
+            } catch {
+                end = InterfaceError(error)
             }
+            if !Task.isCancelled { await ConcordStore.offload(on: queue) { call(nil, end) } }
+        })
+    }
+
+    /// Starts delivering, unless it was stopped first.
+    func start() {
+        state.withLock { state in
+            guard case .made(let deliver) = state else { return }
+            state = .delivering(Task { await deliver() })
         }
     }
 
@@ -60,7 +75,12 @@ final class Subscription: Sendable {
 
     /// Stops the stream, and returns once no call of the callback is under way and none will come.
     func stop() {
-        guard let task = task.withLock({ $0 }) else { return }
+        let task = state.withLock { state -> Task<Void, Never>? in
+            defer { state = .stopped }
+            guard case .delivering(let task) = state else { return nil }
+            return task
+        }
+        guard let task else { return }
         task.cancel()
         waitFor { await task.value }
     }
@@ -104,12 +124,14 @@ func subscribe(
     let number = subscriptions.add(subscription)
     // A close of its store under way may have swept the store's subscriptions before this one was
     // added: then its store is no longer open, and this one must not outlive it. (The close takes
-    // the store's handle out before it sweeps, so one of the two always sees the other.)
+    // the store's handle out before it sweeps, so one of the two always sees the other; and a
+    // subscription the close stopped first never starts.)
     guard stores.holds(subscription.store) else {
         _ = try? subscriptions.remove(number)
         subscription.stop()
         throw InterfaceError.misuse("the store was closed as the subscription began")
     }
+    subscription.start()
     handle.pointee = number
 }
 
