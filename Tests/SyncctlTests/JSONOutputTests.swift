@@ -65,6 +65,7 @@ import Testing
             "verify": ["verify", "--json"],
             "bench merge": ["bench", "merge"] + bench,
             "bench writes": ["bench", "writes"] + bench,
+            "bench calls": ["bench", "calls", "--writes", "20", "--records", "200", "--runs", "1", "--json"],
             "bench export": ["bench", "export"] + bench,
             "bench folder-sync": ["bench", "folder-sync", "--files", "50", "--runs", "1", "--json"],
             "bench peer": ["bench", "peer"] + bench,
