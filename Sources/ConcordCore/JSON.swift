@@ -26,9 +26,9 @@ package indirect enum JSON: Hashable, Sendable {
 
     package func write(into out: inout [UInt8]) {
         switch self {
-        case .null: out += Array("null".utf8)
-        case .bool(let b): out += Array((b ? "true" : "false").utf8)
-        case .int(let i): out += Array(String(i).utf8)
+        case .null: out.append(contentsOf: "null".utf8)
+        case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
+        case .int(let i): out.append(contentsOf: String(i).utf8)
         case let .decimal(value, digits):
             // JSON has no NaN or infinity: a measurement that is not a number is null.
             out += Array((value.isFinite ? String(format: "%.\(max(0, digits))f", value) : "null").utf8)
@@ -42,7 +42,9 @@ package indirect enum JSON: Hashable, Sendable {
             out.append(UInt8(ascii: "]"))
         case .object(let members):
             out.append(UInt8(ascii: "{"))
-            let sorted = members.sorted { $0.0.utf8.lexicographicallyPrecedes($1.0.utf8) }
+            let inOrder: (String, String) -> Bool = { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+            // Objects are mostly built in order already (the records' are): then no sort is needed.
+            let sorted = zip(members, members.dropFirst()).allSatisfy { inOrder($0.0, $1.0) } ? members : members.sorted { inOrder($0.0, $1.0) }
             for (index, member) in sorted.enumerated() {
                 if index > 0 { out.append(UInt8(ascii: ",")) }
                 JSON.writeString(member.0, into: &out)
@@ -119,20 +121,21 @@ package indirect enum JSON: Hashable, Sendable {
 extension Reminder {
     /// The reminder's JSON object (SPEC.md, "JSON output").
     package var json: JSON {
+        // In the canonical order of the keys, which then need no sort.
         .object([
-            ("id", .string(id.hex)),
-            ("kind", .string("reminder")),
-            ("title", .string(title)),
-            ("notes", notes.map(JSON.string) ?? .null),
-            ("due", .instant(due?.millisecondsSince1970)),
-            ("priority", (0...3).contains(priority.rawValue) ? .string(priority.name) : .int(priority.rawValue)),
             ("completed", .bool(isCompleted)),
             ("completedAt", .instant(completedAt?.millisecondsSince1970)),
-            ("snoozedUntil", .instant(snoozedUntil?.millisecondsSince1970)),
-            ("repeat", repeatRule.map { .string($0.rawValue) } ?? .null),
-            ("tags", .array(tags.map(JSON.string))),
-            ("deleted", .bool(isDeleted)),
             ("conflict", .bool(isInConflict)),
+            ("deleted", .bool(isDeleted)),
+            ("due", .instant(due?.millisecondsSince1970)),
+            ("id", .string(id.hex)),
+            ("kind", .string("reminder")),
+            ("notes", notes.map(JSON.string) ?? .null),
+            ("priority", (0...3).contains(priority.rawValue) ? .string(priority.name) : .int(priority.rawValue)),
+            ("repeat", repeatRule.map { .string($0.rawValue) } ?? .null),
+            ("snoozedUntil", .instant(snoozedUntil?.millisecondsSince1970)),
+            ("tags", .array(tags.map(JSON.string))),
+            ("title", .string(title)),
         ])
     }
 }
@@ -140,15 +143,16 @@ extension Reminder {
 extension Note {
     /// The note's JSON object (SPEC.md, "JSON output").
     package var json: JSON {
+        // In the canonical order of the keys, which then need no sort.
         .object([
+            ("body", .string(body)),
+            ("conflict", .bool(isInConflict)),
+            ("deleted", .bool(isDeleted)),
             ("id", .string(id.hex)),
             ("kind", .string("note")),
-            ("title", .string(title)),
-            ("body", .string(body)),
             ("pinned", .bool(isPinned)),
             ("tags", .array(tags.map(JSON.string))),
-            ("deleted", .bool(isDeleted)),
-            ("conflict", .bool(isInConflict)),
+            ("title", .string(title)),
         ])
     }
 }
