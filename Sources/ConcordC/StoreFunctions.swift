@@ -40,8 +40,10 @@ public func concord_store_close(_ handle: UInt64, _ error: UnsafeMutablePointer<
         // Closing waits for the store's subscriptions to end, and a callback's own cannot end
         // while it runs.
         let store = try stores.get(handle)
-        if subscriptions.all(where: { $0.store === store }).contains(where: \.isCallingBack) {
-            throw InterfaceError.misuse("a subscription's callback cannot close the store it follows")
+        // From any callback, not only one of this store's: two callbacks closing each other's
+        // stores would each wait for the other to return.
+        if !subscriptions.all(where: \.isCallingBack).isEmpty {
+            throw InterfaceError.misuse("a subscription's callback cannot close a store")
         }
         _ = try stores.remove(handle)
         for subscription in subscriptions.removeAll(where: { $0.store === store }) { subscription.stop() }

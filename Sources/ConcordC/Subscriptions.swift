@@ -159,7 +159,11 @@ public func concord_observe(
 public func concord_cancel(_ handle: UInt64, _ error: UnsafeMutablePointer<OpaquePointer?>?) -> Int32 {
     perform(error) {
         let subscription = try subscriptions.get(handle)
-        guard !subscription.isCallingBack else { throw InterfaceError.misuse("a subscription's callback cannot cancel its own subscription") }
+        // Any callback, not only its own: two callbacks cancelling each other would each wait for
+        // the other to return.
+        guard subscriptions.all(where: \.isCallingBack).isEmpty else {
+            throw InterfaceError.misuse("a subscription's callback cannot cancel a subscription")
+        }
         _ = try subscriptions.remove(handle)
         subscription.stop()
     }

@@ -207,7 +207,7 @@ int main(int argc, char **argv) {
     concord_free(json);
     json = NULL;
 
-    /* A callback cannot cancel its own subscription or close its store: it would wait for itself. */
+    /* A callback cannot cancel a subscription or close a store: it would wait for itself. */
     struct misbehaving misbehaving = { .store = store };
     concord_subscription misbehaving_subscription = 0;
     OK(concord_observe(store, NULL, on_change_misbehaving, &misbehaving, &misbehaving_subscription, error));

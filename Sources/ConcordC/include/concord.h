@@ -233,8 +233,8 @@ typedef uint64_t concord_subscription;
  * in the order of the events; `context` is handed back as it was given. When the stream ends by
  * itself, the callback is called once more with `event` NULL and `end` the error that ended it,
  * or NULL when it ended without one (a relay's live sync after the store was forked); `end` lives
- * until the callback returns. A callback cannot cancel its own subscription, nor close the store
- * it follows (CONCORD_MISUSE): either would wait for the callback itself. */
+ * until the callback returns. A callback cannot cancel a subscription nor close a store
+ * (CONCORD_MISUSE): either waits for callbacks to return, its own or one that waits for it. */
 typedef void (*concord_event_callback)(void *context, const char *event, const concord_error *end);
 
 /* Follows the store's commits, by this process or any other: each change is an event

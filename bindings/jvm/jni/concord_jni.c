@@ -64,10 +64,10 @@ JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM *vm, void *reserved) {
     JNIEnv *env;
     if ((*vm)->GetEnv(vm, (void **)&env, JNI_VERSION_1_6) != JNI_OK) return JNI_ERR;
     java_vm = vm;
-    exception_class = global_class(env, "dev/concord/ConcordException");
-    dispatcher_class = global_class(env, "dev/concord/EventDispatcher");
-    out_of_memory_class = global_class(env, "java/lang/OutOfMemoryError");
-    if (exception_class == NULL || dispatcher_class == NULL || out_of_memory_class == NULL) return JNI_ERR;
+    /* Each looked up only if the one before was found: no JNI call with an exception pending. */
+    if ((exception_class = global_class(env, "dev/concord/ConcordException")) == NULL) return JNI_ERR;
+    if ((dispatcher_class = global_class(env, "dev/concord/EventDispatcher")) == NULL) return JNI_ERR;
+    if ((out_of_memory_class = global_class(env, "java/lang/OutOfMemoryError")) == NULL) return JNI_ERR;
     exception_constructor =
         (*env)->GetMethodID(env, exception_class, "<init>", "(ILjava/lang/String;Ljava/lang/String;)V");
     dispatcher_deliver = (*env)->GetMethodID(env, dispatcher_class, "deliver", "(Ljava/lang/String;)V");
