@@ -110,7 +110,8 @@ int32_t concord_store_open(const char *path, uint32_t flags, concord_store *stor
 /* Creates a store at `path` with a new replica id; `name` (may be NULL) is shown by status. */
 int32_t concord_store_create(const char *path, const char *name, concord_store *store, concord_error **error);
 /* Closes the store: the handle is no longer one, and calls under way on other threads end with
- * an error. Its subscriptions are cancelled first. */
+ * an error. The handle is taken out first, then its subscriptions are cancelled, then the store
+ * is closed. */
 int32_t concord_store_close(concord_store store, concord_error **error);
 /* This replica's id (32 hex digits). */
 int32_t concord_store_replica_id(concord_store store, char **id, concord_error **error);
@@ -121,8 +122,9 @@ int32_t concord_store_replica_id(concord_store store, char **id, concord_error *
  * one transaction, durable when the call returns. */
 
 /* Adds a reminder. `draft` is a JSON object: "title" (required), and optionally "notes",
- * "due" (an instant), "priority" ("none", "low", "medium", "high"), "tags" (an array of
- * strings), "repeat" ("hourly", "daily", "weekly", "monthly"). Returns its new id. */
+ * "due" (an instant), "priority" ("none", "low", "medium", "high", or an integer), "tags" (an
+ * array of strings), "repeat" ("hourly", "daily", "weekly", "monthly"); "notes", "due" and
+ * "repeat" may be null, for none. Returns its new id. */
 int32_t concord_reminder_add(concord_store store, const char *draft, char **id, concord_error **error);
 /* Changes a reminder's fields. `patch` is a JSON object of the fields to change, from "title",
  * "notes", "due", "priority" and "repeat"; null removes "notes", "due" or "repeat". */
