@@ -15,9 +15,12 @@ final class Subscription: Sendable {
     /// Made, delivering, or over. A subscription starts delivering only once it has its handle,
     /// so that one refused as it begins (its store closing) never calls back.
     private enum State {
-        case made(@Sendable () async -> Void)
+        /// The delivery, given a way to ask whether the subscription was stopped.
+        case made(@Sendable (_ isStopped: @escaping @Sendable () -> Bool) async -> Void)
         case delivering(Task<Void, Never>)
-        case stopped
+        /// Stopped: with the task that delivered, which a second stop (a close of the store
+        /// beside a cancel) waits for too.
+        case stopped(Task<Void, Never>?)
     }
 
     private let state: LockedState<State>
@@ -48,7 +51,7 @@ final class Subscription: Sendable {
                 callback(pointer, nil, box.map { OpaquePointer($0.toOpaque()) })
             }
         }
-        state = LockedState(.made {
+        state = LockedState(.made { isStopped in
             let end: InterfaceError?
             do {
                 try await events { event in await ConcordStore.offload(on: queue) { call(event, nil) } }
@@ -56,7 +59,10 @@ final class Subscription: Sendable {
             } catch {
                 end = InterfaceError(error)
             }
-            if !Task.isCancelled { await ConcordStore.offload(on: queue) { call(nil, end) } }
+            // Asked again on the callback's queue, just before the call: a stop that came while
+            // the end waited for the queue must not be followed by it. (A stop that comes during
+            // the call waits for it to return.)
+            if !Task.isCancelled { await ConcordStore.offload(on: queue) { if !isStopped() { call(nil, end) } } }
         })
     }
 
@@ -64,7 +70,10 @@ final class Subscription: Sendable {
     func start() {
         state.withLock { state in
             guard case .made(let deliver) = state else { return }
-            state = .delivering(Task { await deliver() })
+            let isStopped: @Sendable () -> Bool = { [state = self.state] in
+                state.withLock { if case .stopped = $0 { true } else { false } }
+            }
+            state = .delivering(Task { await deliver(isStopped) })
         }
     }
 
@@ -73,12 +82,20 @@ final class Subscription: Sendable {
         caller.withLock { $0.map { pthread_equal($0, pthread_self()) != 0 } ?? false }
     }
 
-    /// Stops the stream, and returns once no call of the callback is under way and none will come.
+    /// Stops the stream, and returns once no call of the callback is under way and none will come,
+    /// whether this call or another stopped it.
     func stop() {
         let task = state.withLock { state -> Task<Void, Never>? in
-            defer { state = .stopped }
-            guard case .delivering(let task) = state else { return nil }
-            return task
+            switch state {
+            case .made:
+                state = .stopped(nil)
+                return nil
+            case .delivering(let task):
+                state = .stopped(task)
+                return task
+            case .stopped(let task):
+                return task
+            }
         }
         guard let task else { return }
         task.cancel()
@@ -164,7 +181,10 @@ public func concord_cancel(_ handle: UInt64, _ error: UnsafeMutablePointer<Opaqu
         guard subscriptions.all(where: \.isCallingBack).isEmpty else {
             throw InterfaceError.misuse("a subscription's callback cannot cancel a subscription")
         }
-        _ = try subscriptions.remove(handle)
+        // Stopped before it leaves the registry: a close of its store meanwhile finds it there,
+        // and waits for its stop as well, so that the close returns only once no callback of the
+        // store's can come (the caller may free their contexts then).
         subscription.stop()
+        _ = try? subscriptions.remove(handle)
     }
 }

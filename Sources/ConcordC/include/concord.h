@@ -111,7 +111,8 @@ int32_t concord_store_open(const char *path, uint32_t flags, concord_store *stor
 int32_t concord_store_create(const char *path, const char *name, concord_store *store, concord_error **error);
 /* Closes the store: the handle is no longer one, and calls under way on other threads end with
  * an error. The handle is taken out first, then its subscriptions are cancelled, then the store
- * is closed. */
+ * is closed. It returns once no callback of the store's subscriptions is under way and none will
+ * come, even of one that another thread's concord_cancel is stopping. */
 int32_t concord_store_close(concord_store store, concord_error **error);
 /* This replica's id (32 hex digits). */
 int32_t concord_store_replica_id(concord_store store, char **id, concord_error **error);

@@ -95,17 +95,20 @@ public final class ConcordStore implements AutoCloseable {
     /**
      * Closes the store, and first every {@link Observation} of it: their listeners are not called
      * again, nor told of the end ({@code onEnd} is not called), and a live sync stops. Calls under
-     * way on other threads end with an error. Closing it again does nothing, and returns at once
-     * when another thread's close is under way.
+     * way on other threads end with an error. Closing it again does nothing; while another
+     * thread's close is under way, it waits for that close to end.
      *
-     * @throws ConcordException {@link ConcordException#MISUSE} when called from a listener of one
-     *     of its observations, which the library refuses (the close would wait for that listener
-     *     to return); the store stays open
+     * @throws ConcordException {@link ConcordException#MISUSE} when called from any listener,
+     *     which the library refuses (the close would wait for the listeners of this store to
+     *     return); the store stays open
      */
     @Override
     public void close() {
         synchronized (lock) {
-            if (state != OPEN) return;
+            // A listener must not wait here: the close under way waits for it to return.
+            if (!EventDispatcher.isDeliveringOnThisThread()) awaitNotClosing();
+            if (state == CLOSED) return;
+            if (state == CLOSING) throw ConcordException.misuse("a subscription's callback cannot close a store");
             state = CLOSING;
         }
         try {
@@ -116,6 +119,7 @@ public final class ConcordStore implements AutoCloseable {
                 // so the refusal is of a close from one of the store's callbacks): still open.
                 synchronized (lock) {
                     state = OPEN;
+                    lock.notifyAll();
                 }
                 throw e;
             }
@@ -135,10 +139,27 @@ public final class ConcordStore implements AutoCloseable {
         List<Observation> open;
         synchronized (lock) {
             state = CLOSED;
+            lock.notifyAll();
             open = new ArrayList<>(observations);
             observations.clear();
         }
         for (Observation observation : open) observation.storeClosed();
+    }
+
+    /**
+     * Waits, holding {@link #lock}, until no close is under way. An interrupt does not end the
+     * wait (the close must not return before the store is closed); it is kept for the caller.
+     */
+    private void awaitNotClosing() {
+        boolean interrupted = false;
+        while (state == CLOSING) {
+            try {
+                lock.wait();
+            } catch (InterruptedException e) {
+                interrupted = true;
+            }
+        }
+        if (interrupted) Thread.currentThread().interrupt();
     }
 
     /** This replica's id: 32 hex digits. */
@@ -521,6 +542,13 @@ public final class ConcordStore implements AutoCloseable {
     boolean isClosing() {
         synchronized (lock) {
             return state != OPEN;
+        }
+    }
+
+    /** Returns once no close of the store is under way. */
+    void awaitClose() {
+        synchronized (lock) {
+            awaitNotClosing();
         }
     }
 

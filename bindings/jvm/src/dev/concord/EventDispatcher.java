@@ -66,8 +66,13 @@ final class EventDispatcher {
         return listenerFailures.get();
     }
 
+    /** Whether the current thread is running any dispatcher's listener. */
+    static boolean isDeliveringOnThisThread() {
+        return DELIVERING.get() != null;
+    }
+
     /** Whether the current thread is running this dispatcher's listener. */
-    boolean isDeliveringOnThisThread() {
+    boolean isDeliveringItsListenerOnThisThread() {
         return DELIVERING.get() == this;
     }
 

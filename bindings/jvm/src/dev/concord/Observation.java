@@ -34,7 +34,7 @@ public final class Observation implements AutoCloseable {
      */
     @Override
     public void close() {
-        if (dispatcher.isDeliveringOnThisThread()) {
+        if (dispatcher.isDeliveringItsListenerOnThisThread()) {
             // Asked before taking this object's lock, which another thread closing it holds while
             // it waits for this very listener to return. The library refuses it, in its words.
             cancel();
@@ -55,9 +55,12 @@ public final class Observation implements AutoCloseable {
         try {
             Native.cancel(subscription);
         } catch (ConcordException e) {
-            if (e.code() == ConcordException.MISUSE && store.isClosing()) {
-                // The store's close took the subscription out and stops it; it deletes the
-                // context once its close has returned, when no callback can run any more.
+            // A listener's cancel is refused whatever the store does; otherwise a refusal while the
+            // store closes means its close took the subscription out and stops it. It deletes the
+            // context once it has returned, when no callback can run any more: wait for that.
+            if (e.code() == ConcordException.MISUSE && !EventDispatcher.isDeliveringOnThisThread()
+                    && store.isClosing()) {
+                store.awaitClose();
                 closed = true;
                 return;
             }

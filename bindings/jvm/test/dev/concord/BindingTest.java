@@ -26,6 +26,7 @@ import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
@@ -75,6 +76,7 @@ public final class BindingTest {
         part("delete all", () -> deleteAll(directory));
         part("a store replaced under its observer", () -> replaced(directory));
         part("subscribing while the store closes", () -> subscribingWhileClosing(directory));
+        part("closing from many threads at once", () -> closingFromManyThreads(directory));
         part("sync keys", () -> keys(directory));
         part("export, then merge", () -> exportAndMerge(directory));
         part("sync through a shared folder", () -> folderSync(directory));
@@ -690,6 +692,75 @@ public final class BindingTest {
         // concord_observe sees the close and stops it: its callback then hears an end (event and
         // end NULL) during a call that fails.
         equal(0, endsOfRefused.get(), "subscriptions refused (misuse) as the store closed that heard an end all the same");
+    }
+
+    /**
+     * Several threads close a store, and close its observation, at once, while a slow listener
+     * runs: each close returns only once the store is closed and the listener is not running, and
+     * the listener is not called afterwards.
+     */
+    private static void closingFromManyThreads(String directory) throws Exception {
+        for (int round = 0; round < 10; round++) {
+            ConcordStore store = ConcordStore.create(directory + "/many-closes-" + round + ".db", null);
+            AtomicInteger running = new AtomicInteger();
+            AtomicInteger callsAfterClose = new AtomicInteger();
+            AtomicBoolean closed = new AtomicBoolean();
+            CountDownLatch heard = new CountDownLatch(1);
+            Observation observation = store.changes(new ChangeListener() {
+                @Override
+                public void onChange(Change change) {
+                    if (closed.get()) callsAfterClose.incrementAndGet();
+                    running.incrementAndGet();
+                    heard.countDown();
+                    try {
+                        Thread.sleep(20);
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                    }
+                    running.decrementAndGet();
+                }
+
+                @Override
+                public void onEnd(ConcordException errorOrNull) {
+                    callsAfterClose.incrementAndGet();
+                }
+            });
+            for (int i = 0; i < 20; i++) store.addReminder(new ReminderDraft("reminder " + i));
+            check(heard.await(5, TimeUnit.SECONDS), "the listener heard a change");
+            ConcurrentLinkedQueue<String> failures = new ConcurrentLinkedQueue<>();
+            CountDownLatch start = new CountDownLatch(1);
+            List<Thread> threads = new ArrayList<>();
+            for (int t = 0; t < 4; t++) {
+                boolean closesTheObservation = t == 3;
+                threads.add(new Thread(() -> {
+                    try {
+                        start.await();
+                        if (closesTheObservation) {
+                            observation.close();
+                        } else {
+                            store.close();
+                            closed.set(true);
+                            try {
+                                store.replicaId();
+                                failures.add("the store answered after a close returned");
+                            } catch (ConcordException e) {
+                                if (e.code() != ConcordException.MISUSE) failures.add("after a close: " + e);
+                            }
+                        }
+                        if (running.get() != 0) failures.add("the listener ran after a close returned (" + (closesTheObservation ? "the observation's" : "the store's") + ")");
+                    } catch (Throwable e) {
+                        failures.add("a closing thread failed: " + e);
+                    }
+                }));
+            }
+            for (Thread thread : threads) thread.start();
+            start.countDown();
+            for (Thread thread : threads) thread.join();
+            closed.set(true);
+            Thread.sleep(50);
+            for (String failure : failures) check(false, failure);
+            equal(0, callsAfterClose.get(), "listener calls after a close returned, ends included");
+        }
     }
 
     // MARK: Exchange
