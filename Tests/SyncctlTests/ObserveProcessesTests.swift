@@ -10,8 +10,16 @@ import Testing
     /// The writers wait for their processes on queues of their own (`ConcordStore.offload`), not on
     /// the two threads that every process-running suite shares, which a full test run keeps busy
     /// for minutes at a time: three writers there waited past the time limit.
+    ///
+    /// The test itself blocks nothing, so it runs on the shared pool: on the threads set apart for
+    /// the suites that wait for processes, each of its awaits waited for one of them to be free,
+    /// which the soak and kill tests keep for minutes (277 s, then past the limit, in full runs).
     @Test(.timeLimit(.minutes(5)))
     func aFollowerHearsOfEveryCommitOfThreeWriterProcessesOnce() async throws {
+        try await withTaskExecutorPreference(globalConcurrentExecutor) { try await followThreeWriters() }
+    }
+
+    private func followThreeWriters() async throws {
         let sandbox = try Sandbox()
         let store = try sandbox.makeStore()
         let observed = try await ConcordStore.open(at: store.path)
