@@ -122,6 +122,9 @@ public enum Change: Hashable, Sendable {
     /// write, it has seen every head (SPEC.md §5.1). Refused for a deleted record, as edits are,
     /// and for a value of another type than the field's.
     case settle(Field, Value)
+    /// Erases the record's content (every value, title, text and tag) on every replica, for good
+    /// (SPEC.md §5.7). Unlike `delete`, it cannot be undone. Nothing to do for a purged record.
+    case purge
 
     /// Whether the change creates its record.
     package var creates: Bool {
@@ -137,6 +140,10 @@ public enum Change: Hashable, Sendable {
     /// The actions that carry the change out on `current` (nil when the record does not exist yet)
     /// at wall-clock time `now` (milliseconds since the epoch). Empty when the record already is as asked.
     package func plan(on ref: RecordRef, current: RecordState?, now: Int64) throws(ChangeError) -> [Action] {
+        if let current, current.isPurged {
+            if case .purge = self { return [] }
+            throw .purged(ref)
+        }
         let actions = try unchecked(on: ref, current: current, now: now)
         try Self.check(actions)
         return actions
@@ -277,6 +284,10 @@ public enum Change: Hashable, Sendable {
             _ = try Self.live(ref, current, kind: ref.kind)
             if field == .title, case .string(let title) = value { try Self.checkTitle(title) }
             return [.assign(field, value)]
+
+        case .purge:
+            guard current != nil else { throw .notFound(ref) }
+            return [.purge]
         }
     }
 
@@ -368,6 +379,8 @@ public enum ChangeError: Error, Hashable, CustomStringConvertible {
     case outOfRange(Field)
     /// A text over `Change.maxTextBytes` of UTF-8; the value is its length in bytes.
     case textTooLong(Int)
+    /// The record was purged: its content is erased, and it takes no change (SPEC.md §5.7).
+    case purged(RecordRef)
 
     /// The message.
     public var description: String {
@@ -382,6 +395,7 @@ public enum ChangeError: Error, Hashable, CustomStringConvertible {
         case .snoozeOutOfRange: "a snooze must end after now and at most 366 days from now"
         case .outOfRange(let field): "the \(field.name) date is outside the years 1 to 9999"
         case .textTooLong(let bytes): "the text is too long: \(bytes) bytes, at most \(Change.maxTextBytes) (8 MiB)"
+        case .purged(let ref): "\(ref.kind.name) \(ref.id.hex) was purged: its content is erased for good"
         }
     }
 }

@@ -64,6 +64,8 @@ extension RecordState {
             return tags.liveDots(of: tag).contains(operation.id) ? .holds : .superseded
         case let .removeTag(tag, _):
             return tags.contains(tag) ? .superseded : .holds
+        case .purge, .elided:
+            return .holds
         }
     }
 }

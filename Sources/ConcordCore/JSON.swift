@@ -179,6 +179,10 @@ extension Op {
                 ("action", .string("removeTag")), ("tag", .string(tag.string)),
                 ("observed", .array(observed.map { .string($0.description) })),
             ]
+        case .purge:
+            members.append(("action", .string("purge")))
+        case .elided:
+            members.append(("action", .string("elided")))
         }
         return .object(members)
     }
@@ -188,11 +192,14 @@ extension Op {
 package enum Dump {
     package static let formatVersion: Int64 = 1
 
-    /// The dump of the given records, which must be sorted by `RecordRef`.
+    /// The dump of the given records, which must be sorted by `RecordRef`; purged records are
+    /// left out (SPEC.md §10).
     package static func canonical(_ states: [RecordState]) -> String {
         var out: [UInt8] = Array("{\"format\":\"concord-dump\",\"records\":[".utf8)
-        for (index, state) in states.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
+        var first = true
+        for state in states where !state.isPurged {
+            if !first { out.append(UInt8(ascii: ",")) }
+            first = false
             json(of: state).write(into: &out)
         }
         out += Array("],\"version\":\(formatVersion)}".utf8)

@@ -6,6 +6,12 @@ public enum Action: Hashable, Sendable {
     case addTag(ExactString)
     /// Removes the adds of `tag` that the author had observed (their dots), and no others.
     case removeTag(ExactString, observed: [OperationID])
+    /// Erases the record for good: every value and tag, on every replica (SPEC.md §5.7). Terminal:
+    /// no later operation brings content back.
+    case purge
+    /// An operation of a purged record whose content was erased: it keeps its id, timestamp and
+    /// record, so that the log stays a log, and stands for a purge of its record (SPEC.md §5.7).
+    case elided
 }
 
 /// One entry of a replica's append-only operation log.
@@ -45,6 +51,8 @@ public struct Op: Hashable, Sendable, CustomStringConvertible {
         case let .assign(field, value): what = "\(field.name) = \(value)"
         case let .addTag(tag): what = "tag + \(tag)"
         case let .removeTag(tag, observed): what = "tag - \(tag) (\(observed.count) observed)"
+        case .purge: what = "purge"
+        case .elided: what = "elided"
         }
         return "\(id) @\(timestamp) \(record): \(what)"
     }
@@ -83,11 +91,31 @@ public struct Op: Hashable, Sendable, CustomStringConvertible {
             guard case .none = predecessors else {
                 throw InvalidOperation(operation: id, reason: "a tag operation with predecessors")
             }
+        case .purge, .elided:
+            guard case .none = predecessors else {
+                throw InvalidOperation(operation: id, reason: "a purge or elided operation with predecessors")
+            }
         }
     }
 }
 
 extension Op {
+    /// This operation with its content erased, as a replica keeps it once its record is purged:
+    /// its id, timestamp and record, and no action (SPEC.md §5.7). A purge stays a purge.
+    public var elided: Op {
+        if case .purge = action { return self }
+        return Op(id: id, timestamp: timestamp, record: record, action: .elided, predecessors: nil)
+    }
+
+    /// Whether the operation erases its record's content: a purge, or an elided operation, which
+    /// stands for one.
+    public var purges: Bool {
+        switch action {
+        case .purge, .elided: true
+        default: false
+        }
+    }
+
     /// An operation with these parts, as the store and the formats make them.
     public init(id: OperationID, timestamp: Timestamp, record: RecordRef, action: Action, predecessors: Predecessors? = nil) {
         self.init(id: id, timestamp: timestamp, record: record, action: action, storedPredecessors: predecessors)

@@ -6,7 +6,32 @@ public enum OperationCodec {
     static let sameRecordFlag: UInt8 = 0x04
     /// An assign whose predecessors follow its value (bundle format 2 on, SPEC.md §8.3).
     static let predecessorsFlag: UInt8 = 0x08
-    static let reservedBits: UInt8 = 0xF0
+    /// An elided operation: its record was purged, and nothing follows the record (bundle format
+    /// 3 on, SPEC.md §8.3). Its action bits are 0.
+    static let elidedFlag: UInt8 = 0x10
+    static let reservedBits: UInt8 = 0xE0
+    /// The action bits of a purge, which has no payload.
+    static let purgeAction: UInt8 = 3
+
+    /// Checks the bits of an operation's header that no operation may combine: reserved bits,
+    /// predecessors on anything but an assign, and an elided operation with an action.
+    static func checkFlags(_ header: UInt8) throws(DecodeError) {
+        guard header & reservedBits == 0 else {
+            throw .malformed("operation header 0x\(String(header, radix: 16)) has reserved bits set")
+        }
+        guard header & predecessorsFlag == 0 || header & (actionMask | elidedFlag) == 0 else {
+            throw .malformed("an operation other than an assign with the predecessors bit set")
+        }
+        guard header & elidedFlag == 0 || header & actionMask == 0 else {
+            throw .malformed("an elided operation with an action")
+        }
+    }
+
+    /// Whether nothing follows the record of an operation with this (checked) header: a purge or
+    /// an elided operation.
+    static func hasNoAction(_ header: UInt8) -> Bool {
+        header & elidedFlag != 0 || header & actionMask == purgeAction
+    }
 
     /// Appends `operations` (one author, contiguous ascending seqs) to `writer`.
     public static func encode(_ operations: some Sequence<Op>, into writer: inout ByteWriter) {
@@ -29,6 +54,8 @@ public enum OperationCodec {
             case .assign: header = 0
             case .addTag: header = 1
             case .removeTag: header = 2
+            case .purge: header = purgeAction
+            case .elided: header = elidedFlag
             }
             let sameRecord = operation.record == previousRecord
             if sameRecord { header |= sameRecordFlag }
@@ -62,6 +89,8 @@ public enum OperationCodec {
                     writer.identifier(dot.replica)
                     writer.varint(dot.seq)
                 }
+            case .purge, .elided:
+                break
             }
         }
 
@@ -76,14 +105,17 @@ public enum OperationCodec {
             guard range.lowerBound >= 0, range.upperBound <= bytes.count else { throw .truncated }
             var reader = ByteReader(bytes, offset: range.lowerBound)
             let header = try reader.byte()
-            guard header & (OperationCodec.reservedBits | OperationCodec.sameRecordFlag) == 0 else {
+            try OperationCodec.checkFlags(header)
+            guard header & OperationCodec.sameRecordFlag == 0 else {
                 throw .malformed("operation header 0x\(String(header, radix: 16)) is not one of an operation alone")
             }
             let timestamp = UInt64(bitPattern: try reader.signedVarint())
             let kind = try reader.byte()
             let record = RecordRef(kind: RecordKind(rawValue: kind), id: try reader.identifier())
-            // The action takes at least a byte.
-            guard kind != 0, reader.offset < range.upperBound else { throw .malformed("an operation alone without its record or action") }
+            // An action takes at least a byte; a purge and an elided operation end with their record.
+            guard kind != 0, OperationCodec.hasNoAction(header) ? reader.offset == range.upperBound : reader.offset < range.upperBound else {
+                throw .malformed("an operation alone without its record or action, or with bytes after them")
+            }
             let sameRecord = record == previousRecord
             writer.byte(sameRecord ? header | OperationCodec.sameRecordFlag : header)
             writer.signedVarint(Int64(bitPattern: timestamp &- previousTimestamp))
@@ -172,9 +204,7 @@ public enum OperationCodec {
         @inline(__always)
         private mutating func start(from reader: inout ByteReader) throws(DecodeError) -> (UInt8, Timestamp, RecordRef) {
             let header = try reader.byte()
-            guard header & OperationCodec.reservedBits == 0 else {
-                throw .malformed("operation header 0x\(String(header, radix: 16)) has reserved bits set")
-            }
+            try OperationCodec.checkFlags(header)
             let delta = try reader.signedVarint()
             let timestamp = Timestamp(rawValue: previousTimestamp &+ UInt64(bitPattern: delta))
             previousTimestamp = timestamp.rawValue
@@ -216,9 +246,7 @@ public enum OperationCodec {
     private static func action(header: UInt8, from reader: inout ByteReader) throws(DecodeError) -> (Action, Predecessors?) {
         let action: Action
         let predecessors: Predecessors?
-        guard header & OperationCodec.predecessorsFlag == 0 || header & OperationCodec.actionMask == 0 else {
-            throw .malformed("a tag operation with the predecessors bit set")
-        }
+        if header & OperationCodec.elidedFlag != 0 { return (.elided, nil) }
         switch header & OperationCodec.actionMask {
         case 0:
             let code = try reader.byte()
@@ -250,7 +278,8 @@ public enum OperationCodec {
             action = .removeTag(tag, observed: observed)
             predecessors = nil
         default:
-            throw .malformed("unknown action \(header & OperationCodec.actionMask)")
+            action = .purge
+            predecessors = nil
         }
         return (action, predecessors)
     }
@@ -259,9 +288,7 @@ public enum OperationCodec {
     /// building nothing: strings are read past unchecked as UTF-8, and predecessors unchecked
     /// for order.
     private static func skipAction(header: UInt8, from reader: inout ByteReader) throws(DecodeError) {
-        guard header & OperationCodec.predecessorsFlag == 0 || header & OperationCodec.actionMask == 0 else {
-            throw .malformed("a tag operation with the predecessors bit set")
-        }
+        if hasNoAction(header) { return }
         switch header & OperationCodec.actionMask {
         case 0:
             let code = try reader.byte()
@@ -283,7 +310,7 @@ public enum OperationCodec {
             try reader.skipString()
             try skipIDs(from: &reader)
         default:
-            throw .malformed("unknown action \(header & OperationCodec.actionMask)")
+            preconditionFailure("a purge has no action to skip")
         }
     }
 

@@ -16,6 +16,9 @@ package struct RecordState: Hashable, Sendable {
     package private(set) var tags: TagSet
     /// The ids of the operations applied to it: where its history lies in the log.
     package private(set) var operations: OperationSpans
+    /// Whether a purge (or an elided operation, which stands for one) was applied: the record's
+    /// content is erased, and no operation brings it back (SPEC.md §5.7).
+    package private(set) var isPurged = false
 
     /// The state of a record no operation has touched: no register written, no tag.
     package init(ref: RecordRef) {
@@ -56,8 +59,10 @@ package struct RecordState: Hashable, Sendable {
     }
 
     /// Folds one operation in: an assign into its field's register, a tag operation into `tags`.
+    /// A purged record takes in no content.
     package mutating func apply(_ operation: Op) {
         operations.insert(operation.id)
+        guard !isPurged else { return }
         switch operation.action {
         case let .assign(field, value):
             write(field, LWWRegister(value: value, stamp: operation.stamp, predecessors: operation.predecessors))
@@ -65,7 +70,18 @@ package struct RecordState: Hashable, Sendable {
             tags.add(tag, dot: operation.id)
         case let .removeTag(tag, observed):
             tags.remove(tag, observed: observed)
+        case .purge, .elided:
+            purge()
         }
+    }
+
+    /// Erases every register and tag, for good: the state of a purged record is its ref, the
+    /// ids of its operations and the mark, whatever operations were applied, in any order.
+    package mutating func purge() {
+        isPurged = true
+        knownRegisters = knownRegisters.isEmpty ? [] : Array(repeating: nil, count: knownRegisters.count)
+        unknown = [:]
+        tags = TagSet()
     }
 
     /// Merges `register` into the register of `field`: the greater stamp wins.
@@ -88,6 +104,12 @@ package struct RecordState: Hashable, Sendable {
     /// Joins another state of the same record, register by register and tag by tag.
     package mutating func merge(_ other: RecordState) {
         precondition(other.ref == ref, "merging states of different records")
+        operations.formUnion(other.operations)
+        guard !isPurged else { return }
+        guard !other.isPurged else {
+            purge()
+            return
+        }
         for (slot, register) in other.knownRegisters.enumerated() {
             if let register { knownRegisters[slot].merge(register) }
         }
@@ -95,7 +117,6 @@ package struct RecordState: Hashable, Sendable {
             unknown[name].merge(register)
         }
         tags.merge(other.tags)
-        operations.formUnion(other.operations)
     }
 
     /// The register of `field`; nil if it was never written.

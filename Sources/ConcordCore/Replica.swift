@@ -71,21 +71,38 @@ package struct Replica: Sendable {
     }
 
     package var reminders: [Reminder] {
-        records.values.filter { $0.ref.kind == .reminder }.sorted { $0.ref < $1.ref }.map(Reminder.init(state:))
+        records.values.filter { $0.ref.kind == .reminder && !$0.isPurged }.sorted { $0.ref < $1.ref }.map(Reminder.init(state:))
     }
 
     package var notes: [Note] {
-        records.values.filter { $0.ref.kind == .note }.sorted { $0.ref < $1.ref }.map(Note.init(state:))
+        records.values.filter { $0.ref.kind == .note && !$0.isPurged }.sorted { $0.ref < $1.ref }.map(Note.init(state:))
     }
 
-    /// The canonical JSON of the replicated state (SPEC.md, "Dump").
+    /// Replaces every held operation of `record` by its elided copy.
+    private mutating func elide(_ record: RecordRef) {
+        for span in records[record]!.operations.spans {
+            for seq in span.first...span.last {
+                let id = OperationID(replica: span.replica, seq: seq)
+                if let operation = operations[id] { operations[id] = operation.elided }
+            }
+        }
+    }
+
+    /// The canonical JSON of the replicated state (SPEC.md, "Dump"): purged records are left out.
     package func dump() -> String {
         Dump.canonical(records.values.sorted { $0.ref < $1.ref })
     }
 
     private mutating func insert(_ operation: Op) {
-        operations[operation.id] = operation
         records[operation.record, default: RecordState(ref: operation.record)].apply(operation)
+        if records[operation.record]!.isPurged {
+            // A store keeps no content of a purged record (SPEC.md §5.7): its operations are
+            // elided, those held and those to come.
+            operations[operation.id] = operation.elided
+            if operation.purges { elide(operation.record) }
+        } else {
+            operations[operation.id] = operation
+        }
         let author = operation.id.replica
         var contiguous = versionVector[author]
         if operation.id.seq == contiguous + 1 {

@@ -13,6 +13,15 @@ extension ConcordError {
             cause: PeerVersionMismatch(peerVersion: peer))
     }
 
+    /// A session of a version older than purges (SPEC.md §15.10) that would send one: the peer's
+    /// build cannot read it, and sending the records without it would bring their content back.
+    static func cannotSendPurges(peer: UInt16) -> ConcordError {
+        ConcordError(
+            .versionMismatch,
+            "the peer speaks protocol version \(peer), which cannot carry the purges this store holds; upgrade Concord on the peer",
+            cause: PeerVersionMismatch(peerVersion: peer))
+    }
+
     /// The version a peer named when it refused this side's, or spoke another (the cause of a
     /// `versionMismatch`): a client tries again once with the versions up to it (SPEC.md §15.10).
     package struct PeerVersionMismatch: Error, Hashable {

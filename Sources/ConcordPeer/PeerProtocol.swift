@@ -7,8 +7,9 @@ package enum PeerProtocol {
     /// The protocol version of a live session (SPEC.md §15.10).
     package static let liveVersion: UInt16 = 2
     /// Versions 3 and 4 are versions 1 and 2 whose assigns carry their predecessors (SPEC.md
-    /// §15.5): the highest this build speaks is 4.
-    package static let highestVersion: UInt16 = 4
+    /// §15.5); versions 5 and 6 are 3 and 4 whose batches may carry purges and elided operations
+    /// (§15.10). The highest this build speaks is 6.
+    package static let highestVersion: UInt16 = 6
 
     /// Whether a session of `version` has a live phase: 2 and 4.
     package static func isLive(_ version: UInt16) -> Bool { version % 2 == 0 }
@@ -16,10 +17,13 @@ package enum PeerProtocol {
     /// Whether the assigns of a session of `version` carry their predecessors: 3 and 4.
     package static func carriesPredecessors(_ version: UInt16) -> Bool { version >= 3 }
 
+    /// Whether a session of `version` may carry purges and elided operations: 5 and 6.
+    package static func carriesPurges(_ version: UInt16) -> Bool { version >= 5 }
+
     /// The version a client proposes: the highest up to `highest` that is live when it wants a live
     /// session and one-shot otherwise, or 1 (one-shot) when there is no live one.
     package static func proposal(live: Bool, upTo highest: UInt16) -> UInt16 {
-        var proposed = min(live ? 4 : 3, highest)
+        var proposed = min(live ? 6 : 5, highest)
         if isLive(proposed) != live { proposed -= 1 }
         return max(proposed, version)
     }

@@ -1044,6 +1044,8 @@ package struct PeerSession: Sendable {
             size += 10 + tag.string.utf8.count
         case let .removeTag(tag, observed):
             size += 20 + tag.string.utf8.count + observed.count * 26
+        case .purge, .elided:
+            break
         }
         return size
     }
@@ -1106,6 +1108,11 @@ extension PeerSession.Sealed {
     ) throws(PeerSession.Ending) {
         if !batch.isEmpty, batch.estimatedBytes + PeerSession.sizeBound(operation) > PeerProtocol.targetBatchBytes {
             try flushBatch(kind: kind, summary: &summary, into: &actions)
+        }
+        if operation.purges, !PeerProtocol.carriesPurges(version) {
+            // A peer of a build older than purges would refuse them as malformed (SPEC.md §15.10).
+            let failure = ConcordError.cannotSendPurges(peer: version)
+            throw PeerSession.Ending(failure: failure, tellingPeer: failure.message)
         }
         if batch.isEmpty { batchFirst = operation.id }
         if PeerProtocol.carriesPredecessors(version) {

@@ -88,6 +88,8 @@ enum Output {
         case let .assign(field, value): what = "\(field.name) = \(JSON(value).canonical)"
         case let .addTag(tag): what = "tag +\(JSON.string(tag.string).canonical)"
         case let .removeTag(tag, observed): what = "tag -\(JSON.string(tag.string).canonical) (removes \(observed.count) add\(observed.count == 1 ? "" : "s"))"
+        case .purge: what = "purge"
+        case .elided: what = "(elided: its record was purged)"
         }
         return "\(CivilTime(millis: Int64(operation.timestamp.physicalMillis)).iso8601)  \(operation.id.replica.hex.prefix(8)):\(operation.id.seq)  \(operation.record.kind.name) …\(operation.record.id.hex.suffix(8))  \(what)"
     }

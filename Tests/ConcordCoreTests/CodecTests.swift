@@ -50,7 +50,7 @@ enum CodecGen {
     }
 
     static let spec = zip(
-        Gen.int(in: 0...5), Gen.int(in: 0...2), Gen.int(in: 0...15), Gen.int(in: 0...3), Gen.int(in: 0...40),
+        Gen.int(in: 0...5), Gen.int(in: 0...4), Gen.int(in: 0...15), Gen.int(in: 0...3), Gen.int(in: 0...40),
         Gen.int(in: 0...3), Gen<UInt64>.value(in: 0...maxRaw), zip(Gen.int(in: 0...4), Gen.int(in: 0...6)).array(of: 0...3)
     ).map { Spec(record: $0, action: $1, field: $2, valueChoice: $3, aux: $4, tsChoice: $5, tsRandom: $6, dots: $7.map { ($0.0, $0.1) }) }
 
@@ -79,6 +79,10 @@ enum CodecGen {
             action = .assign(field, value)
         case 1:
             action = .addTag(ExactString(strings[spec.aux % strings.count]))
+        case 3:
+            action = .purge
+        case 4:
+            action = .elided
         default:
             let replicas = Universe.replicaIDs + [ReplicaID(high: .max, low: .max)]
             action = .removeTag(
@@ -196,7 +200,7 @@ struct CodecTests {
                 #expect(throws: DecodeError.self) { try refused.append(encodedAlone: alone.bytes, in: first.lowerBound..<end, into: &scratch) }
             }
             // A header that refers to a previous record, or has reserved bits set.
-            for flag: UInt8 in [0x04, 0x10, 0x80] {
+            for flag: UInt8 in [0x04, 0x20, 0x80] {
                 var flagged = alone.bytes
                 flagged[first.lowerBound] |= flag
                 #expect(throws: DecodeError.self) { try refused.append(encodedAlone: flagged, in: first, into: &scratch) }
@@ -274,8 +278,15 @@ struct CodecTests {
         }
         let title: [UInt8] = [0x01, 0x04, 0x01, 0x61]
         #expect(try decode([0x00, 0x02, 0x01] + id + title).count == 1)
-        // Reserved header bits, an unknown action, a same-record flag with no previous record.
-        #expect(throws: DecodeError.malformed("operation header 0x10 has reserved bits set")) { try decode([0x10, 0x02, 0x01] + id + title) }
+        // Reserved header bits, a same-record flag with no previous record.
+        #expect(throws: DecodeError.malformed("operation header 0x20 has reserved bits set")) { try decode([0x20, 0x02, 0x01] + id + title) }
+        // A purge and an elided operation end with their record: no action, no predecessors.
+        #expect(try decode([0x03, 0x02, 0x01] + id)[0].action == .purge)
+        #expect(try decode([0x10, 0x02, 0x01] + id)[0].action == .elided)
+        #expect(throws: DecodeError.malformed("an elided operation with an action")) { try decode([0x11, 0x02, 0x01] + id) }
+        #expect(throws: DecodeError.self) { try decode([0x18, 0x02, 0x01] + id) }
+        #expect(throws: DecodeError.self) { try decode([0x0B, 0x02, 0x01] + id + [0x00]) }
+        #expect(throws: DecodeError.malformed("\(title.count) bytes after the last operation")) { try decode([0x10, 0x02, 0x01] + id + title) }
         // Predecessors: none, one, and refused out of order, naming the author, of seq 0, or on a tag operation.
         let other = [UInt8](repeating: 9, count: 16)
         #expect(try decode([0x08, 0x02, 0x01] + id + title + [0x00])[0].predecessors == Predecessors.empty)

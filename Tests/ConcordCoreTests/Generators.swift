@@ -64,7 +64,8 @@ enum Universe {
 
 /// One step of a script, as raw integers (so that it shrinks); `World` interprets it.
 struct Step: Hashable, Sendable, CustomStringConvertible {
-    /// 0...13: a local change; 14...19: a merge; 20...21: an operation from a newer version arrives.
+    /// 0...13: a local change; 14...19: a merge; 20...21: an operation from a newer version
+    /// arrives; 22: a purge (one time in four; a tag add otherwise).
     var kind: Int
     /// The replica acting (or receiving a merge), reduced modulo the replica count.
     var replica: Int
@@ -75,10 +76,10 @@ struct Step: Hashable, Sendable, CustomStringConvertible {
     /// How the acting replica's wall clock moves before the step (-4 jumps back an hour).
     var clock: Int
 
-    static let kinds = 0...21
+    static let kinds = 0...22
 
     var isMerge: Bool { (14...19).contains(kind) }
-    var isForeign: Bool { kind >= 20 }
+    var isForeign: Bool { (20...21).contains(kind) }
 
     var description: String { "(\(kind),\(replica),\(target),\(arg),\(clock))" }
 }
@@ -256,6 +257,7 @@ struct World {
         let tag = Universe.tags[arg % Universe.tags.count]
         let otherTag = Universe.tags[(arg / 4 + 1) % Universe.tags.count]
         let title = Universe.titles[arg % Universe.titles.count]
+        if kind == 22 { return arg % 4 == 0 ? .purge : .tag(add: [tag], remove: []) }
         if ref.kind == .note {
             switch kind % 9 {
             case 0: return .createNote(NoteDraft(title: title, body: "body \(arg)", tags: arg % 3 == 0 ? [tag] : [], isPinned: arg % 2 == 0))

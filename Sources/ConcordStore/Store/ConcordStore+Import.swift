@@ -67,7 +67,7 @@ extension ConcordStore {
                         // A new record's registers are empty: its writes have seen nothing.
                         case .assign: predecessors = .empty
                         case .addTag: predecessors = nil
-                        case .removeTag: preconditionFailure("an import adds tags, and removes none")
+                        case .removeTag, .purge, .elided: preconditionFailure("an import assigns and adds tags, and does nothing else")
                         }
                         try context.append(Op(
                             id: OperationID(replica: replicaID, seq: try context.nextLocalSeq()),
