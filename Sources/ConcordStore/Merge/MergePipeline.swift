@@ -222,7 +222,7 @@ extension ConcordStore {
     private func mergeTransaction(
         _ check: (Database) throws -> Void, _ body: (inout WriteContext, inout MergeReport) throws -> Void
     ) throws -> MergeReport {
-        let report = try guarded {
+        let (report, erased) = try guarded {
             try write { db in
                 try prepareWrite(db)
                 try check(db)
@@ -234,10 +234,11 @@ extension ConcordStore {
                 if report.newOperationCount > 0, context.clock.isFarAhead(ofWallMillis: environment.wallClock()) {
                     report.farFutureTimestamp = context.clock.latest
                 }
-                return report
+                return (report, context.erased)
             }
         }
         committed()
+        if erased { eraseFreedPages() }
         return report
     }
 

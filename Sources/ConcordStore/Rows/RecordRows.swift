@@ -18,6 +18,8 @@ final class RecordTable: Sendable {
     let selectCRDTSQL: String
     /// `SELECT 1 FROM <table> WHERE id = ?`
     let existsSQL: String
+    /// `DELETE FROM <table> WHERE id = ?`
+    let deleteSQL: String
     /// The field columns for a query read through GRDB's `Row`: text columns as blobs, since
     /// GRDB decodes text as a C string, which ends at a NUL (`RecordRows.value(of:_:)` takes
     /// them back as UTF-8).
@@ -43,6 +45,7 @@ final class RecordTable: Sendable {
         selectSQL = "SELECT " + columns.map(\.column).joined(separator: ", ") + ", crdt FROM \(name) WHERE id = ?"
         selectCRDTSQL = "SELECT crdt FROM \(name) WHERE id = ?"
         existsSQL = "SELECT 1 FROM \(name) WHERE id = ?"
+        deleteSQL = "DELETE FROM \(name) WHERE id = ?"
         rowColumns = columns.map { Self.textFields.contains($0.field) ? "CAST(\($0.column) AS BLOB)" : $0.column }
             .joined(separator: ", ")
         let names = ["id"] + columns.map(\.column) + ["tags", "conflicts", "crdt"]

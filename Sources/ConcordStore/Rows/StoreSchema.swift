@@ -5,7 +5,7 @@ enum StoreSchema {
     /// `PRAGMA application_id`: "Conc".
     static let applicationID: Int32 = 0x436F_6E63
     /// `PRAGMA user_version`: the newest schema this build writes and reads.
-    static let version = 5
+    static let version = 6
 
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
@@ -144,6 +144,22 @@ enum StoreSchema {
                     SELECT replica, first_seq, NULL FROM log;
 
                 PRAGMA user_version = 5;
+                """)
+        }
+        migrator.registerMigration("v6 purges") { db in
+            // The records purged, whose rows are gone (SPEC.md §5.7); how many transactions erased
+            // content, and how many had when each of this replica's folder files was published,
+            // so that a folder sync rewrites the files that may hold erased content (§14).
+            try db.execute(sql: """
+                CREATE TABLE purged (
+                    id BLOB NOT NULL CHECK (length(id) = 16),
+                    kind INTEGER NOT NULL CHECK (kind BETWEEN 1 AND 255),
+                    PRIMARY KEY (id, kind)
+                ) WITHOUT ROWID;
+                INSERT INTO meta (key, value) VALUES ('erasures', 0);
+                ALTER TABLE folder_files ADD COLUMN erasures INTEGER NOT NULL DEFAULT 0;
+
+                PRAGMA user_version = 6;
                 """)
         }
         return migrator

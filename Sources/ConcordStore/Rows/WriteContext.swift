@@ -146,12 +146,31 @@ struct WriteContext {
     /// The record's whole state, nil when it does not exist.
     mutating func state(of ref: RecordRef) throws -> RecordState? {
         guard let index = stateIndex[ref] else {
-            guard let loaded = try RecordRows.load(ref, db, directory, &statements) else { return nil }
-            return states[insert(loaded, row: .stored)]
+            if let loaded = try RecordRows.load(ref, db, directory, &statements) { return states[insert(loaded, row: .stored)] }
+            guard try isPurged(ref) else { return nil }
+            var purged = RecordState(ref: ref)
+            purged.purge()
+            return states[insert(purged, row: .new)]
         }
         if rows[index] == .unread { try read(index) }
         return states[index]
     }
+
+    /// Whether the store lists `ref` as purged (SPEC.md §9, `purged`). Free for a store that
+    /// holds no purge, which the context asks once.
+    mutating func isPurged(_ ref: RecordRef) throws -> Bool {
+        if holdsPurges == nil {
+            holdsPurges = try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM purged)") ?? false
+        }
+        guard holdsPurges! else { return false }
+        let statement = try HotStatement(db, "SELECT 1 FROM purged WHERE id = ? AND kind = ?")
+        statement.bind(1, id: ref.id)
+        statement.bind(2, Int64(ref.kind.rawValue))
+        return try statement.step()
+    }
+
+    /// Whether the `purged` table has a row; nil until `isPurged` asks.
+    private var holdsPurges: Bool?
 
     /// Joins the unread state at `index` with its record's row, if it has one.
     private mutating func read(_ index: Int) throws {
@@ -166,9 +185,10 @@ struct WriteContext {
         }
     }
 
-    /// Whether the store holds the record: a row of it, or operations of it in this transaction.
+    /// Whether the store holds the record: a row of it, operations of it in this transaction, or
+    /// its purge.
     mutating func holds(_ ref: RecordRef) throws -> Bool {
-        if stateIndex[ref] != nil { return true }
+        if try stateIndex[ref] != nil || isPurged(ref) { return true }
         let statement: HotStatement
         if let table = RecordTable.of(ref.kind) {
             statement = try HotStatement(db, table.existsSQL)
@@ -215,7 +235,8 @@ struct WriteContext {
     }
 
     /// Whether `operation`, kept encoded and already held under its id, is the operation held:
-    /// byte for byte the same timestamp, record and action. Two different operations under one id
+    /// the same timestamp, record and action, but for predecessors or content (a purge's elision)
+    /// that one copy lost on the way. Two different operations under one id
     /// mean two stores share a replica id (a copied store, SPEC.md §9.1).
     mutating func holdsSame(_ operation: KeptOperation) throws -> Bool {
         try holds(operation.id, encodedAlone: operation.bytes[operation.range])
@@ -232,6 +253,12 @@ struct WriteContext {
         var decoder = OperationCodec.RunDecoder(author: id.replica, firstSeq: id.seq)
         guard var incoming = try? decoder.next(from: &reader), reader.isAtEnd else { return false }
         var kept = held
+        if incoming.action == .elided || kept.action == .elided {
+            // One copy lost its content to a purge of its record (SPEC.md §5.7): the same
+            // operation if what an elided copy keeps is the same, and the other is not the purge.
+            return incoming.record == kept.record && incoming.timestamp == kept.timestamp
+                && incoming.action != .purge && kept.action != .purge
+        }
         if incoming.predecessors == nil || kept.predecessors == nil {
             incoming.predecessors = nil
             kept.predecessors = nil
@@ -389,6 +416,7 @@ struct WriteContext {
     /// Writes the touched records, the queued log chunks, the version vector and the clock.
     mutating func flush() throws {
         parkCurrentAuthor()
+        let erasedBefore = erasedRows
         // In id order, so the B-tree is written in order rather than at random.
         let order = states.indices.sorted { states[$0].ref < states[$1].ref }
         // An unread record is most often new when a merge brings records this store never saw
@@ -398,6 +426,10 @@ struct WriteContext {
         var found = 0
         var absent = 0
         for index in order {
+            if try states[index].isPurged || isPurged(states[index].ref) {
+                try purge(index)
+                continue
+            }
             if rows[index] == .unread {
                 if absent * 2 >= found {
                     if try RecordRows.save(states[index], as: .insertIfAbsent, db, &directory, &statements, encoded: encodedRows[index]) {
@@ -430,6 +462,11 @@ struct WriteContext {
             try writeChunk(replica, chunk)
         }
         openChunks.removeAll(keepingCapacity: true)
+        try elideQueued()
+        if erasedRows > erasedBefore {
+            // Counted, so that a shared folder knows which of its files to rewrite (SPEC.md §14).
+            try db.execute(sql: "UPDATE meta SET value = value + 1 WHERE key = 'erasures'")
+        }
         for (replica, sequence) in held where sequence.contiguous != directory.contiguous[replica] {
             try db.execute(
                 sql: "UPDATE replicas SET contiguous = ? WHERE idx = ?",
@@ -438,6 +475,113 @@ struct WriteContext {
         }
         try db.execute(
             sql: "UPDATE meta SET value = ? WHERE key = 'clock'", arguments: [Int64(bitPattern: clock.latest.rawValue)])
+    }
+
+    // MARK: Purges
+
+    /// The operations of purged records that the log may still hold with their content, by author
+    /// (SPEC.md §5.7): `elideQueued` rewrites the log rows they are in.
+    private var elisions: [ReplicaID: [ClosedRange<UInt64>]] = [:]
+    /// The records purged in this context's flushes: their operations are elided wherever they are.
+    private var purgedRefs: Set<RecordRef> = []
+    /// How many record rows and log rows the context's flushes erased content from. The store
+    /// then checkpoints the WAL, whose earlier frames still hold it (SPEC.md §9, "Erasing").
+    private(set) var erasedRows = 0
+    var erased: Bool { erasedRows > 0 }
+
+    /// Writes out the purged state at `index`: deletes the record's row, lists it in `purged`, and
+    /// queues every operation of it that the log holds for eliding.
+    private mutating func purge(_ index: Int) throws {
+        if rows[index] == .unread { try read(index) }
+        if !states[index].isPurged { states[index].purge() }
+        let ref = states[index].ref
+        let delete: HotStatement
+        if let table = RecordTable.of(ref.kind) {
+            delete = try HotStatement(db, table.deleteSQL)
+            delete.bind(1, id: ref.id)
+        } else {
+            delete = try HotStatement(db, "DELETE FROM other_records WHERE kind = ? AND id = ?")
+            delete.bind(1, Int64(ref.kind.rawValue))
+            delete.bind(2, id: ref.id)
+        }
+        try delete.execute()
+        erasedRows += db.changesCount
+        let insert = try HotStatement(db, "INSERT INTO purged (id, kind) VALUES (?, ?) ON CONFLICT DO NOTHING")
+        insert.bind(1, id: ref.id)
+        insert.bind(2, Int64(ref.kind.rawValue))
+        try insert.execute()
+        holdsPurges = true
+        purgedRefs.insert(ref)
+        for span in states[index].operations.spans {
+            elisions[span.replica, default: []].append(span.first...span.last)
+        }
+    }
+
+    /// Rewrites every log row that holds a queued operation, each once, with the operations of
+    /// purged records elided (`Op.elided`): their ids, timestamps and records stay, so the log
+    /// still covers them; their content goes.
+    private mutating func elideQueued() throws {
+        defer { elisions.removeAll() }
+        var keys: [(replica: ReplicaID, first: UInt64)] = []
+        for (replica, spans) in elisions {
+            guard let index = directory.indexByID[replica] else { continue }
+            for span in spans {
+                // The row that starts at or below the span, then those that start in it: the
+                // log's key is (replica, first_seq).
+                let below = try HotStatement(
+                    db, "SELECT first_seq, last_seq FROM log WHERE replica = ? AND first_seq <= ? ORDER BY first_seq DESC LIMIT 1")
+                below.bind(1, index)
+                below.bind(2, Int64(span.lowerBound))
+                if try below.step(), UInt64(bitPattern: below.int64(1)) >= span.lowerBound {
+                    keys.append((replica, UInt64(bitPattern: below.int64(0))))
+                }
+                let within = try HotStatement(db, "SELECT first_seq FROM log WHERE replica = ? AND first_seq > ? AND first_seq <= ?")
+                within.bind(1, index)
+                within.bind(2, Int64(span.lowerBound))
+                within.bind(3, Int64(span.upperBound))
+                while try within.step() { keys.append((replica, UInt64(bitPattern: within.int64(0)))) }
+            }
+        }
+        var rewritten = Set<OperationID>()
+        for key in keys where rewritten.insert(OperationID(replica: key.replica, seq: key.first)).inserted {
+            try elide(row: key)
+        }
+    }
+
+    /// Rewrites one log row with the operations of purged records elided, if it holds any
+    /// with content.
+    private mutating func elide(row key: (replica: ReplicaID, first: UInt64)) throws {
+        let index = try directory.index(of: key.replica, db)
+        let select = try HotStatement(db, "SELECT last_seq, ops FROM log WHERE replica = ? AND first_seq = ?")
+        select.bind(1, index)
+        select.bind(2, Int64(key.first))
+        guard try select.step() else { return }
+        let last = UInt64(bitPattern: select.int64(0))
+        let bytes = select.withBlob(1) { [UInt8]($0) }
+        guard last >= key.first, last - key.first < UInt64(Int.max) else {
+            throw ConcordError(.corrupt, "a log row of replica \(key.replica) has an impossible range")
+        }
+        var operations: [Op]
+        do {
+            operations = try OperationCodec.decode(bytes, author: key.replica, firstSeq: key.first, count: Int(last - key.first + 1))
+        } catch {
+            throw ConcordError(.corrupt, "a log chunk of replica \(key.replica) is damaged (\(error))")
+        }
+        var changed = false
+        for position in operations.indices where !operations[position].purges && purgedRefs.contains(operations[position].record) {
+            operations[position] = operations[position].elided
+            changed = true
+        }
+        guard changed else { return }
+        var writer = ByteWriter(capacity: bytes.count)
+        OperationCodec.encode(operations, into: &writer)
+        let update = try HotStatement(db, "UPDATE log SET ops = ? WHERE replica = ? AND first_seq = ?")
+        update.bind(1, bytes: writer.bytes)
+        update.bind(2, index)
+        update.bind(3, Int64(key.first))
+        try update.execute()
+        if comparedChunk?.replica == key.replica { comparedChunk = nil }
+        erasedRows += 1
     }
 
     /// Writes one log chunk: operations of one author with consecutive seqs.

@@ -32,7 +32,7 @@ extension ConcordStore {
     /// never sits in a file others can read (SQLite gives the `-wal` and `-shm` files it creates
     /// later the database file's mode); the owner's permissions are kept, so a read-only store
     /// stays read-only. If the key is not written after all, their modes are put back. A replaced
-    /// key is overwritten in its database page (`PRAGMA secure_delete`), and the WAL is then
+    /// key is overwritten in its database page (`PRAGMA secure_delete`, on for every write), and the WAL is then
     /// checkpointed and truncated, so that its bytes are in no file (SPEC.md §15.1).
     ///
     /// - Parameter replacing: replace a key the store already holds. Without it, a store that holds
@@ -44,8 +44,6 @@ extension ConcordStore {
         precondition(bytes.count == Self.syncKeyByteCount, "a sync key has \(Self.syncKeyByteCount) bytes")
         let outcome: KeyWrite = try guarded {
             try writeWithoutTransaction { db in
-                try db.execute(sql: "PRAGMA secure_delete = ON")
-                defer { try? db.execute(sql: "PRAGMA secure_delete = OFF") }
                 var outcome = KeyWrite.unchanged
                 try db.inTransaction(.immediate) {
                     let old = try Data.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'sync_key'")
@@ -74,31 +72,11 @@ extension ConcordStore {
             }
         }
         // The key is replaced whatever happens next: erasing the old one's bytes is best effort.
-        if outcome == .replaced, path != ":memory:" { eraseReplacedPages() }
+        if outcome == .replaced { eraseFreedPages() }
         return outcome != .unchanged
     }
 
     private enum KeyWrite { case unchanged, stored, replaced }
-}
-
-extension ConcordStore {
-    /// After a key was replaced: its old page lives on in the database file until a checkpoint
-    /// copies the new one over it, and in earlier WAL frames until the WAL is truncated; another
-    /// process holding the store open could delay both indefinitely. A checkpoint that truncates
-    /// the WAL waits for the reads under way to end, as a writer waits (30 s), and is tried twice,
-    /// long enough for a peer session stalled on the old key to reach its idle timeout (60 s).
-    /// It runs on a connection of its own, so that this store object meanwhile serves its other
-    /// callers: a peer session reading through it must notice the new key, and end its reads, for
-    /// the wait to end. What a reader still holds after that is erased by a later checkpoint.
-    private func eraseReplacedPages() {
-        guard let queue = try? DatabaseQueue(path: path, configuration: Self.configuration(readOnly: false)) else { return }
-        defer { try? queue.close() }
-        for _ in 0..<2 {
-            // (busy, frames in the WAL, frames checkpointed): done when not busy.
-            let row = try? queue.writeWithoutTransaction { db in try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
-            if let row, row[0] as Int? == 0 { return }
-        }
-    }
 }
 
 /// The modes of files made private, to put back if what they were made private for fails.

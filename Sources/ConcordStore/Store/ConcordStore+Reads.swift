@@ -137,6 +137,14 @@ extension ConcordStore {
                         if kind == nil || kind == other { refs.append(RecordRef(kind: other, id: try Self.recordID(try row.column(1)))) }
                     }
                 }
+                if refs.isEmpty, digits.count == 32 {
+                    // A purged record, named in full: a change to it is refused as purged, and a
+                    // purge of it again changes nothing (SPEC.md §5.7).
+                    for row in try Row.fetchAll(db, sql: "SELECT kind FROM purged WHERE id = ?", arguments: [Data(low.bytes)]) {
+                        let purged = try Self.kind(try row.column(0))
+                        if kind == nil || kind == purged { refs.append(RecordRef(kind: purged, id: low)) }
+                    }
+                }
                 if refs.count > 1 {
                     // Ambiguous: how many match in all, for the message (this path only).
                     for table in RecordTable.known where kind == nil || kind == table.kind {

@@ -5,6 +5,8 @@ import GRDB
 /// What `verify` found (SPEC.md §9, "Verification").
 package struct VerifyReport: Hashable, Sendable {
     package var records = 0
+    /// Records purged (SPEC.md §5.7), which have no row.
+    package var purgedRecords = 0
     package var operations = 0
     /// Logged operations a batched merge has not applied to their records yet (SPEC.md §5.6): not
     /// a problem; the next merge applies them.
@@ -56,6 +58,8 @@ extension ConcordStore {
                 var replayed: [RecordRef: RecordState] = [:]
                 var runs: [ReplicaID: [ClosedRange<UInt64>]] = [:]
                 var latest = Timestamp.zero
+                // The records of applied operations that keep their content.
+                var logged = Set<RecordRef>()
                 let rows = try Row.fetchCursor(db, sql: "SELECT replica, first_seq, last_seq, max_ts, ops FROM log ORDER BY replica, first_seq")
                 while let row = try rows.next() {
                     let author = try directory.id(at: try row.column(0))
@@ -84,9 +88,18 @@ extension ConcordStore {
                             continue
                         }
                         replayed[operation.record, default: RecordState(ref: operation.record)].apply(operation)
+                        if !operation.purges { logged.insert(operation.record) }
                         latest = max(latest, operation.timestamp)
                     }
                     report.operations += operations.count
+                }
+                // The records whose logged operations keep content: none of them may be purged.
+                var contentOfPurged = Set<RecordRef>()
+                if !logged.isEmpty, try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM purged)") == true {
+                    let isPurged = try db.makeStatement(sql: "SELECT 1 FROM purged WHERE id = ? AND kind = ?")
+                    for ref in logged where try Bool.fetchOne(isPurged, arguments: [Data(ref.id.bytes), Int64(ref.kind.rawValue)]) == true {
+                        contentOfPurged.insert(ref)
+                    }
                 }
 
                 for row in pending.values {
@@ -141,6 +154,21 @@ extension ConcordStore {
                         problem("\(ref): \(error)")
                     }
                 }
+                // Purged records: no row (their rows were read above, and would be problems),
+                // a purge in the replay, and no operation of theirs with content (SPEC.md §5.7).
+                let purged = try Row.fetchCursor(db, sql: "SELECT kind, id FROM purged")
+                while let row = try purged.next() {
+                    report.purgedRecords += 1
+                    let ref = RecordRef(kind: try Self.kind(try row.column(0)), id: try Self.recordID(try row.column(1)))
+                    if let state = replayed.removeValue(forKey: ref), !state.isPurged {
+                        problem("\(ref): purged, but the log holds no purge of it")
+                    }
+                }
+                for (ref, state) in replayed where state.isPurged {
+                    problem("\(ref): purged in the log but not listed in purged")
+                    replayed[ref] = nil
+                }
+                for ref in contentOfPurged.sorted() { problem("\(ref): purged, but the log keeps content of its operations") }
                 for ref in replayed.keys.sorted() { problem("\(ref): in the log but has no row") }
                 return report
             }

@@ -8,7 +8,7 @@ extension ConcordStore {
     @discardableResult
     public func perform(_ changes: [(RecordRef, Change)]) throws(ConcordError) -> [Op] {
         let now = environment.wallClock()
-        let operations = try guarded {
+        let (operations, erased) = try guarded {
             try write { db in
                 try prepareWrite(db)
                 var context = try WriteContext(db, localReplica: replicaID)
@@ -36,10 +36,11 @@ extension ConcordStore {
                     }
                 }
                 try context.flush()
-                return made
+                return (made, context.erased)
             }
         }
         if !operations.isEmpty { committed() }
+        if erased { eraseFreedPages() }
         return operations
     }
 

@@ -364,7 +364,9 @@ public final class ConcordStore: Sendable {
                 // measured), and the memory goes to the batch instead. (Memory-mapped reads were
                 // tried: as fast, but every mapped page counts as resident memory.)
                 try db.execute(sql: "PRAGMA cache_size = -16384")
-
+                // Deleted and replaced content is overwritten with zeros in its page, so that a
+                // purge (or an edit before it) leaves no value in free space (SPEC.md §9, "Erasing").
+                try db.execute(sql: "PRAGMA secure_delete = ON")
             }
         }
         return configuration
