@@ -18,7 +18,7 @@ struct History: OneShotCommand {
     func work() throws {
         let store = try store.open()
         let ref = try store.resolve(id)
-        guard let entries = try store.history(of: ref) else { throw ConcordError(.notFound, "no record with id \(id)") }
+        guard let entries = try store.history(of: ref) else { throw try store.notFound(ref, named: id) }
         if output.json {
             say(JSON.array(entries.map(\.json)).canonical)
         } else {

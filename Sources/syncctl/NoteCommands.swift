@@ -7,7 +7,7 @@ struct NoteCommand: ParsableCommand {
         commandName: "note",
         abstract: "Add, change and list notes.",
         subcommands: [
-            Add.self, Edit.self, TagCommand<NoteKind>.self, DeleteCommand<NoteKind>.self, RestoreCommand<NoteKind>.self,
+            Add.self, Edit.self, TagCommand<NoteKind>.self, DeleteCommand<NoteKind>.self, RestoreCommand<NoteKind>.self, PurgeCommand<NoteKind>.self,
             List.self,
         ])
 

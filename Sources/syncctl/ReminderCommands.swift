@@ -9,7 +9,7 @@ struct ReminderCommand: ParsableCommand {
         abstract: "Add, change and list reminders.",
         subcommands: [
             Add.self, Edit.self, Complete.self, Reopen.self, Snooze.self, TagCommand<ReminderKind>.self,
-            DeleteCommand<ReminderKind>.self, RestoreCommand<ReminderKind>.self, List.self, Due.self,
+            DeleteCommand<ReminderKind>.self, RestoreCommand<ReminderKind>.self, PurgeCommand<ReminderKind>.self, List.self, Due.self,
         ])
 
     struct Add: OneShotCommand {

@@ -49,13 +49,13 @@ struct Show: OneShotCommand {
         let ref = try store.resolve(id)
         switch ref.kind {
         case .reminder:
-            guard let reminder = try store.reminder(ref.id) else { throw ConcordError(.notFound, "no reminder with id \(id)") }
+            guard let reminder = try store.reminder(ref.id) else { throw try store.notFound(ref, named: id) }
             say(output.json ? reminder.json.canonical : Output.details(of: reminder))
         case .note:
-            guard let note = try store.note(ref.id) else { throw ConcordError(.notFound, "no note with id \(id)") }
+            guard let note = try store.note(ref.id) else { throw try store.notFound(ref, named: id) }
             say(output.json ? note.json.canonical : Output.details(of: note))
         default:
-            guard let state = try store.state(of: ref) else { throw ConcordError(.notFound, "no record with id \(id)") }
+            guard let state = try store.state(of: ref) else { throw try store.notFound(ref, named: id) }
             say(ConcordCore.Dump.json(of: state).canonical)
         }
     }

@@ -21,8 +21,10 @@ struct Wipe: AsyncParsableCommand {
             and its mirrors of relays, with --folder DIR the files this replica published in that \
             folder, as it wrote them, and with --relay URL those it uploaded to that relay; never \
             another replica's, nor a file that merely carries its name. Other replicas keep \
-            everything they hold: it erases nothing from them (a delete, or 'reminder delete --all', \
-            reaches every replica). It cannot be undone: without --yes nothing is removed. Prints \
+            everything they hold, and can bring it back: it erases nothing from them (a delete, or \
+            'reminder delete --all', reaches every replica but can be restored; to erase content \
+            everywhere for good, use 'purge --all', 'reminder purge' or 'note purge' before \
+            wiping). It cannot be undone: without --yes nothing is removed. Prints \
             each file it removed.
             """)
     @OptionGroup var store: StoreOptions

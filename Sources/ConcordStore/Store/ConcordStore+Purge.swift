@@ -13,11 +13,19 @@ extension ConcordStore {
     }
 
     /// Purges every record of `kind` that the store holds, deleted or not, in one transaction,
-    /// as `purge(_:)` does each ("delete all my data" that no copy brings back). A record that
-    /// another replica creates meanwhile is not purged. Returns how many records it purged.
+    /// as `purge(_:)` does each. A record that another replica creates meanwhile is not purged.
+    /// Returns how many records it purged.
     @discardableResult
     public func purgeAll(_ kind: RecordKind) throws(ConcordError) -> Int {
-        let refs = try records(of: kind)
+        try purgeAll([kind])
+    }
+
+    /// Purges every record of each of `kinds` in one transaction ("delete all my data" that no
+    /// copy brings back, SPEC.md §5.7). Returns how many records it purged.
+    @discardableResult
+    public func purgeAll(_ kinds: [RecordKind]) throws(ConcordError) -> Int {
+        var refs: [RecordRef] = []
+        for kind in Set(kinds).sorted(by: { $0.rawValue < $1.rawValue }) { refs += try records(of: kind) }
         guard !refs.isEmpty else { return 0 }
         try perform(refs.map { ($0, Change.purge) })
         return refs.count
@@ -45,6 +53,18 @@ extension ConcordStore {
         try guarded {
             try read { db in try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM purged)") ?? false }
         }
+    }
+
+    /// The error of a read of `ref` that found no record, named `text` by the user: a purged
+    /// record's says so (SPEC.md §12).
+    package func notFound(_ ref: RecordRef, named text: String) throws(ConcordError) -> ConcordError {
+        let purged = try guarded {
+            try read { db in
+                try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM purged WHERE id = ? AND kind = ?)",
+                                  arguments: [Data(ref.id.bytes), Int64(ref.kind.rawValue)]) ?? false
+            }
+        }
+        return purged ? ConcordError(.notFound, ChangeError.purged(ref).description) : ConcordError(.notFound, "no record with id \(text)")
     }
 
     /// How many transactions have erased content from the store (`meta.erasures`, SPEC.md §9): a
