@@ -32,6 +32,36 @@ extension ConcordStore {
             throw ConcordError(.invalidInput, "\(path) is SQLite's side file of the store at \(owner); a bundle is never written over one")
         }
         let name = temporaryName ?? ".\((path as NSString).lastPathComponent).tmp-\(String(environment.random() & 0xFFFF_FFFF, radix: 16))"
+        // Format 3 only when the store holds purges, so that older builds read every other bundle;
+        // a purge that commits meanwhile makes the writer ask for format 3, once.
+        var format = try holdsPurgedRecords() ? BundleFormat.version : BundleFormat.withoutPurges
+        while true {
+            do {
+                return try exportBundle(
+                    to: path, format: format, manifest: manifest, since: since, contiguousOnly: contiguousOnly, exclusive: exclusive,
+                    temporaryName: name, encryptingWith: key)
+            } catch where format < BundleFormat.version && Self.needsFormat3(error) {
+                format = BundleFormat.version
+            }
+        }
+    }
+
+    /// Whether `error`, or an error that caused it, is the writer's `NeedsFormat3`.
+    private static func needsFormat3(_ error: any Error) -> Bool {
+        var next: (any Error)? = error
+        while let error = next {
+            if error is BundleWriter.NeedsFormat3 { return true }
+            next = (error as? ConcordError)?.cause
+        }
+        return false
+    }
+
+    /// `exportBundle(to:…)` in bundle format `format`.
+    private func exportBundle(
+        to path: String, format: UInt8, manifest: BundleManifest, since: VersionVector, contiguousOnly: Bool, exclusive: Bool,
+        temporaryName name: String, encryptingWith key: SyncKey?
+    ) throws -> BundleSummary {
+        let top = manifest.top
         let file = try AtomicFile(path: path, temporaryName: name)
         // A write of the file that failed, inside the store's read or not: it says what failed.
         var writeFailure: ConcordError?
@@ -48,7 +78,7 @@ extension ConcordStore {
                 }
             }
             let sealer = try key.map { key in try BundleSealer(key: key, sink: write) }
-            var writer = try BundleWriter(manifest: manifest) { bytes in
+            var writer = try BundleWriter(manifest: manifest, format: format) { bytes in
                 if let sealer { try sealer.write(bytes) } else { try write(bytes) }
             }
             try forEachOperation(since: since) { operation in

@@ -29,10 +29,14 @@ package struct FolderFile: Hashable, Sendable {
     /// key's when it was skipped): it is not read again while it and that key are unchanged. The
     /// reason of its warning, after the warning's code (`FolderSync.skippedRecord`).
     package var skipped: String?
+    /// For a file this replica published, the store's `erasures()` count before it was written:
+    /// once the count is higher, the file may hold content erased since, and is rewritten
+    /// (SPEC.md §14, "Purges").
+    package var erasures: Int64
 
     package init(
         folder: String, name: String, identity: String, sha256: [UInt8], keyID: [UInt8]?, holds: SeqRanges, published: Bool,
-        skipped: String? = nil
+        skipped: String? = nil, erasures: Int64 = 0
     ) {
         self.folder = folder
         self.name = name
@@ -42,6 +46,7 @@ package struct FolderFile: Hashable, Sendable {
         self.holds = holds
         self.published = published
         self.skipped = skipped
+        self.erasures = erasures
     }
 }
 
@@ -52,7 +57,7 @@ extension ConcordStore {
             try read { db in
                 var files: [String: FolderFile] = [:]
                 let rows = try Row.fetchCursor(
-                    db, sql: "SELECT name, identity, sha256, key_id, holds, published, skipped FROM folder_files WHERE folder = ?", arguments: [folder])
+                    db, sql: "SELECT name, identity, sha256, key_id, holds, published, skipped, erasures FROM folder_files WHERE folder = ?", arguments: [folder])
                 while let row = try rows.next() {
                     let name: String = try row.column(0)
                     let hash: Data = try row.column(2)
@@ -62,7 +67,7 @@ extension ConcordStore {
                     }
                     files[name] = FolderFile(
                         folder: folder, name: name, identity: try row.column(1), sha256: [UInt8](hash), keyID: keyID.map { [UInt8]($0) },
-                        holds: holds, published: try row.column(5), skipped: try row.column(6))
+                        holds: holds, published: try row.column(5), skipped: try row.column(6), erasures: try row.column(7))
                 }
                 return files
             }
@@ -75,14 +80,16 @@ extension ConcordStore {
     /// are still the ones this replica wrote (SPEC.md §14, "Serials").
     package func recordFolderFiles(_ files: [FolderFile]) throws(ConcordError) {
         try write(files, sql: """
-            INSERT INTO folder_files (folder, name, identity, sha256, key_id, holds, published, skipped)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO folder_files (folder, name, identity, sha256, key_id, holds, published, skipped, erasures)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT (folder, name) DO UPDATE SET
                 identity = excluded.identity, sha256 = excluded.sha256, key_id = excluded.key_id, holds = excluded.holds,
-                published = excluded.published OR (published AND sha256 = excluded.sha256), skipped = excluded.skipped
+                published = excluded.published OR (published AND sha256 = excluded.sha256), skipped = excluded.skipped,
+                erasures = CASE WHEN sha256 = excluded.sha256 THEN max(erasures, excluded.erasures) ELSE excluded.erasures END
             """
         ) { file in
-            [file.folder, file.name, file.identity, Data(file.sha256), file.keyID.map { Data($0) }, file.holds.description, file.published, file.skipped]
+            [file.folder, file.name, file.identity, Data(file.sha256), file.keyID.map { Data($0) }, file.holds.description, file.published,
+             file.skipped, file.erasures]
         }
     }
 

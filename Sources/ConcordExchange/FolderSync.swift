@@ -271,6 +271,8 @@ public final class FolderSync: Sendable {
             }
             let name = Self.name(of: store.replicaID, serial: serial)
             do {
+                // Read before the export: content erased after this count may be in the file.
+                let erasures = try store.erasures()
                 let summary = try store.exportBundle(
                     to: (directory as NSString).appendingPathComponent(name), since: since, contiguousOnly: true,
                     exclusive: true, temporaryName: temporaryName(for: name), encryptingWith: state.key)
@@ -278,7 +280,7 @@ public final class FolderSync: Sendable {
                 // the next syncs check the file by its hash (SPEC.md §14).
                 let file = FolderFile(
                     folder: folder, name: name, identity: "", sha256: summary.sha256!, keyID: state.keyID, holds: summary.holds,
-                    published: true)
+                    published: true, erasures: erasures)
                 try store.recordFolderFiles([file])
                 state.recorded[name] = file
                 state.listing.add(ListedFile(name: name, size: Int64(summary.bytes), identity: "", publisher: store.replicaID, serial: serial))
@@ -292,11 +294,14 @@ public final class FolderSync: Sendable {
 
     // MARK: 3. Coalesce
 
-    /// When this replica has more than `coalesceThreshold` counted files that it wrote itself,
-    /// writes one file holding all they held (and all the folder lacks), then deletes them.
+    /// When this replica has more than `coalesceThreshold` counted files that it wrote itself, or
+    /// one of them may hold content that the store has erased since it was written (a purge,
+    /// SPEC.md §14, "Purges"), writes one file holding all they held (and all the folder lacks),
+    /// from the store's log as it is now, then deletes them.
     private func coalesceIfNeeded(_ state: inout State, _ report: inout FolderSyncReport, _ progress: ((SyncProgress) -> Void)?) throws {
         let own = state.counted.filter(isOwn)
-        guard own.count > coalesceThreshold else { return }
+        let erasures = try store.erasures()
+        guard own.count > coalesceThreshold || own.contains(where: { $0.erasures < erasures }) else { return }
         progress?(.coalescing(files: own.count))
         let (name, _) = try publish(
             since: Self.base(try store.versionVector(), from: state.covered, alsoFrom: SeqRanges(own.flatMap(\.holds.runs))), &state)

@@ -4,9 +4,13 @@ import ConcordCore
 package enum BundleFormat {
     /// `\x89 C N C D \r \n \x1A`: not text, and damaged by any newline or 8-bit mangling.
     package static let magic: [UInt8] = [0x89, 0x43, 0x4E, 0x43, 0x44, 0x0D, 0x0A, 0x1A]
-    /// The format version this build writes, and the newest it reads: 2, whose assigns may carry
-    /// their predecessors (SPEC.md §8.3). It reads format 1 too, whose assigns carry none.
-    package static let version: UInt8 = 2
+    /// The newest format version this build reads and writes: 3, whose operations may be purges
+    /// and elided operations (SPEC.md §8.3). It reads formats 1 and 2 too: format 2's assigns may
+    /// carry their predecessors, format 1's carry none.
+    package static let version: UInt8 = 3
+    /// The format a bundle that holds no purge and no elided operation is written in, so that
+    /// builds older than purges read it (SPEC.md §13).
+    package static let withoutPurges: UInt8 = 2
     /// The longest block, stored or decompressed, a reader accepts: 16 MiB.
     package static let maxBlockBytes = 16 << 20
     /// A writer closes an operations block after the operation that brings the bytes of its
@@ -115,11 +119,22 @@ package struct BundleWriter {
     /// The operations block being filled.
     private var block = OperationsBlock.Encoder()
 
+    /// The format version written in the header.
+    private let format: UInt8
+
+    /// Thrown by `append` for a purge or an elided operation in a bundle of a format older than
+    /// 3, which cannot carry them: the bundle is to be written again in format 3.
+    package struct NeedsFormat3: Error {}
+
     /// Starts a bundle: writes the header and the manifest block.
-    package init(manifest: BundleManifest, sink: @escaping (ArraySlice<UInt8>) throws -> Void) throws {
+    /// - Parameter format: `BundleFormat.withoutPurges` unless the bundle may hold a purge or an
+    ///   elided operation (SPEC.md §13).
+    package init(manifest: BundleManifest, format: UInt8 = BundleFormat.withoutPurges, sink: @escaping (ArraySlice<UInt8>) throws -> Void) throws {
+        precondition((BundleFormat.withoutPurges...BundleFormat.version).contains(format), "bundle format \(format) is not one this build writes")
         self.sink = sink
         self.manifest = manifest
-        try emit(BundleFormat.magic[...] + [BundleFormat.version, 0])
+        self.format = format
+        try emit(BundleFormat.magic[...] + [format, 0])
         var payload = ByteWriter()
         payload.identifier(manifest.publisher)
         payload.varint(manifest.createdMillis)
@@ -132,6 +147,7 @@ package struct BundleWriter {
     /// "Canonical order"), the same operations always make the same raw payloads; any order is
     /// valid, but may make other payloads and more runs.
     package mutating func append(_ operation: Op) throws {
+        if operation.purges, format < BundleFormat.version { throw NeedsFormat3() }
         block.append(operation)
         operationCount += 1
         if let last = runs.last, last.replica == operation.id.replica, last.seqs.upperBound &+ 1 == operation.id.seq {
