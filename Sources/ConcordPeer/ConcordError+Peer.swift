@@ -15,11 +15,12 @@ extension ConcordError {
 
     /// A session of a version older than purges (SPEC.md §15.10) that would send one: the peer's
     /// build cannot read it, and sending the records without it would bring their content back.
+    /// No `PeerVersionMismatch` cause: the version was settled, and trying it again at once would
+    /// end the same way (a live client tries again after its backoff, once the peer may be upgraded).
     static func cannotSendPurges(peer: UInt16) -> ConcordError {
         ConcordError(
             .versionMismatch,
-            "the peer speaks protocol version \(peer), which cannot carry the purges this store holds; upgrade Concord on the peer",
-            cause: PeerVersionMismatch(peerVersion: peer))
+            "the peer speaks protocol version \(peer), which cannot carry the purges this store holds; upgrade Concord on the peer")
     }
 
     /// The version a peer named when it refused this side's, or spoke another (the cause of a

@@ -24,16 +24,19 @@ import Testing
     }
 
     /// The version each pair of sides settles (SPEC.md §15.10, "Negotiation"): the client's
-    /// proposal (the highest it speaks of the kind it wants: 3 one-shot, 4 live; 1 or 2 from an
-    /// older build) when the server speaks it, lowered to the one-shot version below it by a server
+    /// proposal (the highest it speaks of the kind it wants: 5 one-shot, 6 live; 3 or 4, or 1 or 2,
+    /// from an older build) when the server speaks it, lowered to the one-shot version below it by a server
     /// that may keep no more live sessions (`serverLive: false`).
     @Test(arguments: [
         // This build on both sides.
-        (false, UInt16(4), true, UInt16(4), UInt16(3)), (false, 4, false, 4, 3), (true, 4, true, 4, 4), (true, 4, false, 4, 3),
-        // A client of the build before predecessors (2), or before live sessions (1), and a server of this one.
-        (true, 2, true, 4, 2), (true, 2, false, 4, 1), (false, 2, true, 4, 1), (false, 1, true, 4, 1), (true, 1, true, 4, 1),
+        (false, UInt16(6), true, UInt16(6), UInt16(5)), (false, 6, false, 6, 5), (true, 6, true, 6, 6), (true, 6, false, 6, 5),
+        // A client of the build before purges (4), before predecessors (2), or before live sessions
+        // (1), and a server of this one.
+        (true, 4, true, 6, 4), (false, 4, true, 6, 3), (true, 4, false, 6, 3),
+        (true, 2, true, 6, 2), (true, 2, false, 6, 1), (false, 2, true, 6, 1), (false, 1, true, 6, 1), (true, 1, true, 6, 1),
         // A server of an older build, and a client of this one once refused (it proposes up to
         // the version the refusal named), or of that build.
+        (true, 4, true, 4, 4), (false, 4, true, 4, 3), (true, 4, false, 4, 3),
         (true, 2, true, 2, 2), (true, 2, false, 2, 1), (false, 2, true, 2, 1), (true, 1, true, 2, 1),
         (true, 1, true, 1, 1), (false, 1, true, 1, 1),
     ])
@@ -57,26 +60,26 @@ import Testing
     }
 
     /// A server of an older build refuses the version a client of this one proposes, naming the
-    /// highest it speaks (2, or 1): the client's failure says so, so that the transport can try
+    /// highest it speaks (4, 2, or 1): the client's failure says so, so that the transport can try
     /// again once with it (SPEC.md §15.10).
-    @Test(arguments: [(false, UInt16(2)), (true, 2), (false, 1), (true, 1)])
+    @Test(arguments: [(false, UInt16(4)), (true, 4), (false, 2), (true, 2), (false, 1), (true, 1)])
     func aClientOfThisBuildIsRefusedByAnOlderServerNamingItsVersion(clientLive: Bool, serverHighest: UInt16) throws {
         let (client, server) = Self.pair(clientLive: clientLive, serverHighest: serverHighest)
         #expect(client.failure?.code == .versionMismatch)
         #expect((client.failure?.cause as? ConcordError.PeerVersionMismatch)?.peerVersion == serverHighest)
         #expect(client.failure?.message.contains("the peer speaks protocol version \(serverHighest) ") == true)
         #expect(server.failure?.code == .versionMismatch)
-        #expect((server.failure?.cause as? ConcordError.PeerVersionMismatch)?.peerVersion == (clientLive ? 4 : 3))
+        #expect((server.failure?.cause as? ConcordError.PeerVersionMismatch)?.peerVersion == (clientLive ? 6 : 5))
         let hellos = try frames(client.sent)
-        #expect(hellos.count == 1 && hellos.first?.starts(with: Handshake.header(.clientHello, version: clientLive ? 4 : 3)) == true)
+        #expect(hellos.count == 1 && hellos.first?.starts(with: Handshake.header(.clientHello, version: clientLive ? 6 : 5)) == true)
         #expect(try frames(server.sent) == [Handshake.header(.refusal, version: serverHighest) + [Handshake.RefusalReason.version.rawValue]])
         #expect(client.appliedBatches.isEmpty && server.appliedBatches.isEmpty)
         #expect(client.needOperationsCalls.isEmpty && server.needOperationsCalls.isEmpty)
     }
 
     /// A server answers a hello of a version it does not speak with a refusal that names the
-    /// highest it speaks: this build 4, the builds before it 2 and 1.
-    @Test(arguments: [(UInt16(4), UInt16(5)), (4, 0x0100), (2, 3), (2, 4), (1, 2), (1, 3), (1, 4)])
+    /// highest it speaks: this build 6, the builds before it 4, 2 and 1.
+    @Test(arguments: [(UInt16(6), UInt16(7)), (6, 0x0100), (4, 5), (4, 6), (2, 3), (2, 4), (1, 2), (1, 3), (1, 4)])
     func aServerRefusesAnUnknownVersionNamingTheHighestItSpeaks(serverHighest: UInt16, proposed: UInt16) throws {
         var server = TestPeer(role: .server, replica: replicaB, live: true, highestVersion: serverHighest, random: seeded(20))
         server.start()
@@ -90,7 +93,7 @@ import Testing
     /// A client accepts a server hello of the version it proposed, or (from a server at its live
     /// limit) of the one-shot version below a live one; it speaks none above its proposal.
     @Test func aServerHelloAboveTheProposalIsRefused() {
-        for (live, proposed) in [(false, UInt16(3)), (true, 4)] {
+        for (live, proposed) in [(false, UInt16(5)), (true, 6)] {
             var client = TestPeer(role: .client, replica: replicaA, live: live, random: seeded(10))
             client.start()
             #expect(client.session.version == proposed)
@@ -100,12 +103,36 @@ import Testing
         }
     }
 
+    /// Purges and elided operations travel in sessions of version 5 and 6; a side of a session of
+    /// version 4 or lower that would send one ends it rather than send what the peer's build
+    /// would refuse as malformed, or send the record's content without its purge (SPEC.md §15.10).
+    @Test(arguments: [(false, UInt16(6), true), (true, 6, true), (false, 4, false), (true, 4, false), (true, 2, false)])
+    func purgesTravelFromVersionFiveOn(live: Bool, clientHighest: UInt16, travels: Bool) throws {
+        var fromClient = operations(by: replicaA, seqs: 1...20)
+        let purged = fromClient[4].record
+        for index in fromClient.indices where fromClient[index].record == purged { fromClient[index] = fromClient[index].elided }
+        fromClient.append(Op(
+            id: OperationID(replica: replicaA, seq: 21), timestamp: Timestamp(physicalMillis: baseMillis + 21, logical: 0), record: purged,
+            action: .purge))
+        let (client, server) = Self.pair(clientLive: live, clientHighest: clientHighest, clientOperations: fromClient)
+        if travels {
+            #expect(client.failure == nil && server.failure == nil)
+            #expect(server.appliedBatches.flatMap { $0 } == fromClient)
+        } else {
+            let message = "the peer speaks protocol version \(client.session.version), which cannot carry the purges this store holds; upgrade Concord on the peer"
+            #expect(client.failure == ConcordError(.versionMismatch, message))
+            #expect(server.failure?.code == .peerError)
+            #expect(server.failure?.message.contains(message) == true)
+            #expect(!server.appliedBatches.flatMap { $0 }.contains { $0.purges })
+        }
+    }
+
     /// Assigns keep their predecessors in sessions of version 3 and 4, in the exchange and in the
     /// live phase's pushes, both ways; in sessions of version 1 and 2 each side receives them
     /// stripped (predecessors unknown), while what it sent stays as it was in its own store.
     @Test(arguments: [
-        (false, UInt16(4), UInt16(3)), (true, 4, 4),  // this build on both sides
-        (false, 1, 1), (true, 2, 2),  // a client of an older build
+        (false, UInt16(6), UInt16(5)), (true, 6, 6),  // this build on both sides
+        (false, 4, 3), (true, 4, 4), (false, 1, 1), (true, 2, 2),  // a client of an older build
     ])
     func predecessorsTravelInVersionsThreeAndFourOnly(live: Bool, clientHighest: UInt16, expected: UInt16) throws {
         let fromClient = withPredecessors(operations(by: replicaA, seqs: 1...40))

@@ -23,14 +23,15 @@ import Testing
         let key = try #require(SyncKey(bytes: Self.v1("key")))
         let clientReplica = try #require(ReplicaID(bytes: Self.v1("clientReplica")))
         let serverReplica = try #require(ReplicaID(bytes: Self.v1("serverReplica")))
+        // Sides of the build before purges, whose highest version is 4: a one-shot client proposes
+        // 3, and the server answers it.
         var client = PeerSession(
             role: .client, key: key, localReplica: clientReplica, localVersions: HandshakeTests.vectorVersions("clientVersions"),
-            random: fixed(Self.v1("clientNonce")))
+            highestVersion: 4, random: fixed(Self.v1("clientNonce")))
         var server = PeerSession(
             role: .server, key: key, localReplica: serverReplica, localVersions: VersionVector(),
-            random: fixed(Self.v1("serverNonce")))
+            highestVersion: 4, random: fixed(Self.v1("serverNonce")))
 
-        // A one-shot client of this build proposes 3, and a server of this build answers it.
         #expect(server.start() == [])
         #expect(client.start() == [.send(Self.frame("clientHelloFrame"))])
         #expect(server.receive(Self.frame("clientHelloFrame")) == [.send(Self.frame("serverHelloFrame"))])
