@@ -9,16 +9,17 @@ import Testing
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("Fixtures")
 
-    /// `oprun-v1/NAME.oprun`, and `oprun-v2/` of runs whose assigns carry predecessors (SPEC.md §8.3).
+    /// `oprun-v1/NAME.oprun`, `oprun-v2/` of runs whose assigns carry predecessors, and `oprun-v3/`
+    /// of runs with purges and elided operations (SPEC.md §8.3).
     static func runFixtures() throws -> [String] {
-        try ["oprun-v1", "oprun-v2"].flatMap { version in
+        try ["oprun-v1", "oprun-v2", "oprun-v3"].flatMap { version in
             try FileManager.default.contentsOfDirectory(atPath: fixtures.appendingPathComponent(version).path)
                 .filter { $0.hasSuffix(".oprun") }.sorted().map { "\(version)/\($0)" }
         }
     }
 
     @Test func everyOperationRunFixtureHasItsExpectation() throws {
-        #expect(try Set(Self.runFixtures().map { $0.prefix(8) }) == ["oprun-v1", "oprun-v2"])
+        #expect(try Set(Self.runFixtures().map { $0.prefix(8) }) == ["oprun-v1", "oprun-v2", "oprun-v3"])
     }
 
     @Test(arguments: try runFixtures())

@@ -36,4 +36,21 @@ import Testing
         #expect(lines[1].contains(#""Buy almond milk""#) && lines[2].contains(#""Buy oat milk""#), "\(lines)")
         try store.expectSound("after merging the fixture")
     }
+
+    /// A bundle of format 3 (SPEC.md §13): a note purged after two edits (four operations elided,
+    /// then the purge), beside a completed reminder. A fresh store merges it to the dump `syncctl`
+    /// printed, with no trace of the note, and holds the purge: the note cannot be made again.
+    @Test func aFormat3BundleCarriesAPurge() throws {
+        let sandbox = try Sandbox()
+        let store = try sandbox.makeStore()
+        let directory = Self.fixtures.appendingPathComponent("bundle-v3")
+        #expect(try store.ok("merge", directory.appendingPathComponent("purge.cbundle").path) == "merged 12 new operations from 1 replica")
+        let dump = try String(contentsOf: directory.appendingPathComponent("purge.dump.json"), encoding: .utf8)
+        #expect(try store.ok("dump") == dump.trimmingCharacters(in: .newlines))
+        let log = try store.ok("log").split(separator: "\n")
+        #expect(log.count == 12)
+        #expect(log.filter { $0.hasSuffix("  (elided: its record was purged)") }.count == 4)
+        #expect(log.filter { $0.hasSuffix("  purge") }.count == 1)
+        try store.expectSound("after merging the fixture")
+    }
 }
