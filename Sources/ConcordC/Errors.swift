@@ -101,5 +101,5 @@ public func concord_error_free(_ error: OpaquePointer?) {
 /// The version of the interface this library implements.
 @_cdecl("concord_abi_version")
 public func concord_abi_version() -> Int32 {
-    1
+    2
 }

@@ -154,6 +154,27 @@ public func concord_delete_all(
     }
 }
 
+/// Purges a record: erases its content on every replica, for good (ABI version 2).
+@_cdecl("concord_record_purge")
+public func concord_record_purge(_ handle: UInt64, _ id: UnsafePointer<CChar>?, _ error: UnsafeMutablePointer<OpaquePointer?>?) -> Int32 {
+    perform(error) {
+        let store = try stores.get(handle)
+        try store.purge(try store.resolve(try text(id, "the id")))
+    }
+}
+
+/// Purges every record of a kind, deleted ones too (ABI version 2).
+@_cdecl("concord_purge_all")
+public func concord_purge_all(
+    _ handle: UInt64, _ kind: Int32, _ count: UnsafeMutablePointer<Int64>?, _ error: UnsafeMutablePointer<OpaquePointer?>?
+) -> Int32 {
+    perform(error) {
+        let store = try stores.get(handle)
+        let purged = try store.purgeAll(try recordKind(kind))
+        count?.pointee = Int64(purged)
+    }
+}
+
 /// `CONCORD_REMINDERS` or `CONCORD_NOTES`.
 func recordKind(_ kind: Int32) throws -> RecordKind {
     switch kind {

@@ -236,6 +236,18 @@ int main(int argc, char **argv) {
     OK(concord_delete_all(store, CONCORD_NOTES, &count, error));
     CHECK(count == 1, "deleted %lld notes", (long long)count);
 
+    /* Purges: a purged record refuses changes; purging it again, or all of a kind, is counted. */
+    char *purged = NULL;
+    OK(concord_reminder_add(store, "{\"title\":\"to purge\"}", &purged, error));
+    OK(concord_record_purge(store, purged, error));
+    OK(concord_record_purge(store, purged, error));
+    FAILS(concord_reminder_edit(store, purged, "{\"title\":\"back\"}", error), CONCORD_INVALID_CHANGE, "invalidChange", "was purged");
+    concord_free(purged);
+    count = -1;
+    OK(concord_purge_all(store, CONCORD_NOTES, &count, error));
+    CHECK(count == 1, "purged %lld notes (the deleted one)", (long long)count);
+    FAILS(concord_purge_all(store, 7, NULL, error), CONCORD_MISUSE, "misuse", "CONCORD_REMINDERS");
+
     char *dump = NULL;
     OK(concord_dump(store, &dump, error));
 

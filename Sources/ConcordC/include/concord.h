@@ -27,8 +27,9 @@
 extern "C" {
 #endif
 
-/* The version of this interface. A later version only adds functions and codes. */
-#define CONCORD_ABI_VERSION 1
+/* The version of this interface. A later version only adds functions and codes: version 2 added
+ * concord_record_purge and concord_purge_all. */
+#define CONCORD_ABI_VERSION 2
 
 /* The version of the interface the library implements (CONCORD_ABI_VERSION when it was built). */
 int32_t concord_abi_version(void);
@@ -151,6 +152,13 @@ int32_t concord_record_restore(concord_store store, const char *id, concord_erro
 /* Deletes every record of `kind` (CONCORD_REMINDERS or CONCORD_NOTES) the store holds; the
  * deletes reach every replica. Sets *count to how many were deleted, when count is not NULL. */
 int32_t concord_delete_all(concord_store store, int32_t kind, int64_t *count, concord_error **error);
+/* Purges a record: erases its content (every value, title, text and tag) on every replica, for
+ * good (SPEC.md §5.7); it cannot be restored, edited or created again. Purging a purged record
+ * (named by its full id) changes nothing. Since ABI version 2. */
+int32_t concord_record_purge(concord_store store, const char *id, concord_error **error);
+/* Purges every record of `kind` the store holds, deleted ones too, in one transaction. Sets
+ * *count to how many were purged, when count is not NULL. Since ABI version 2. */
+int32_t concord_purge_all(concord_store store, int32_t kind, int64_t *count, concord_error **error);
 
 /* MARK: Reads
  *

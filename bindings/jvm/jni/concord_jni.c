@@ -397,6 +397,19 @@ JNIEXPORT jlong JNICALL Java_dev_concord_Native_deleteAll(JNIEnv *env, jclass ty
     return succeeded(env, status, error) ? (jlong)count : 0;
 }
 
+JNIEXPORT void JNICALL Java_dev_concord_Native_recordPurge(JNIEnv *env, jclass type, jlong store, jstring id) {
+    (void)type;
+    call_with_id(env, concord_record_purge, store, id);
+}
+
+JNIEXPORT jlong JNICALL Java_dev_concord_Native_purgeAll(JNIEnv *env, jclass type, jlong store, jint kind) {
+    (void)type;
+    int64_t count = 0;
+    concord_error *error = NULL;
+    int32_t status = concord_purge_all((concord_store)store, kind, &count, &error);
+    return succeeded(env, status, error) ? (jlong)count : 0;
+}
+
 /* MARK: Reads */
 
 JNIEXPORT jstring JNICALL Java_dev_concord_Native_reminders(JNIEnv *env, jclass type, jlong store, jint flags) {

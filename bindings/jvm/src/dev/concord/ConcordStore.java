@@ -249,6 +249,25 @@ public final class ConcordStore implements AutoCloseable {
         return Native.deleteAll(handle, Native.NOTES);
     }
 
+    /**
+     * Purges the record {@code id}: erases its content (every value, title, text and tag) on every
+     * replica, for good. It cannot be restored, edited or created again; purging it again changes
+     * nothing.
+     */
+    public void purge(String id) {
+        Native.recordPurge(handle, id);
+    }
+
+    /** Purges every reminder, deleted ones too, in one transaction. Returns how many. */
+    public long purgeAllReminders() {
+        return Native.purgeAll(handle, Native.REMINDERS);
+    }
+
+    /** Purges every note, deleted ones too, in one transaction. Returns how many. */
+    public long purgeAllNotes() {
+        return Native.purgeAll(handle, Native.NOTES);
+    }
+
     // MARK: Typed reads
 
     /**

@@ -8,7 +8,7 @@ package dev.concord;
  */
 final class Native {
     /** The oldest version of concord.h's interface that this binding can use. */
-    private static final int REQUIRED_ABI_VERSION = 1;
+    private static final int REQUIRED_ABI_VERSION = 2;
 
     /** concord.h's flags and kinds, as the calls take them. */
     static final int OPEN_READ_ONLY = 1;
@@ -76,6 +76,10 @@ final class Native {
     static native void recordRestore(long store, String id);
 
     static native long deleteAll(long store, int kind);
+
+    static native void recordPurge(long store, String id);
+
+    static native long purgeAll(long store, int kind);
 
     static native String reminders(long store, int flags);
 

@@ -74,6 +74,7 @@ public final class BindingTest {
             part("closing", () -> closing(store));
         }
         part("delete all", () -> deleteAll(directory));
+        part("purges", () -> purges(directory));
         part("a store replaced under its observer", () -> replaced(directory));
         part("subscribing while the store closes", () -> subscribingWhileClosing(directory));
         part("closing from many threads at once", () -> closingFromManyThreads(directory));
@@ -612,6 +613,26 @@ public final class BindingTest {
             equal(3, store.reminders(true).size(), "the tombstones are listed");
             equal(0L, store.deleteAllNotes(), "no note left to delete");
         }
+    }
+
+    private static void purges(String directory) throws Exception {
+        Path path = Paths.get(directory, "purges.db");
+        try (ConcordStore store = ConcordStore.create(path.toString(), null)) {
+            String secret = store.addReminder(new ReminderDraft("secret-title-J1"));
+            store.addReminder(new ReminderDraft("kept"));
+            store.addNote(new NoteDraft("note-J1"));
+            store.purge(secret);
+            store.purge(secret);
+            equal(1, store.reminders(true).size(), "the purged reminder is not listed, even with the deleted ones");
+            fails(ConcordException.INVALID_CHANGE, "invalidChange", "was purged: its content is erased for good", "editing a purged reminder",
+                    () -> store.editReminder(secret, new ReminderPatch().title("back")));
+            equal(1L, store.purgeAllReminders(), "reminders purged");
+            equal(1L, store.purgeAllNotes(), "notes purged");
+            equal(0L, store.purgeAllNotes(), "no note left to purge");
+        }
+        byte[] bytes = Files.readAllBytes(path);
+        check(!new String(bytes, java.nio.charset.StandardCharsets.ISO_8859_1).contains("secret-title-J1"),
+                "the store file holds no byte of the purged title");
     }
 
     private static void replaced(String directory) throws Exception {
