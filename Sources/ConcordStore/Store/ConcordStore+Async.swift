@@ -201,6 +201,17 @@ extension ConcordStore {
         try await offload { () throws(ConcordError) in try self.restore(ref) }
     }
 
+    /// The async form of `purge(_:)`.
+    public func purge(_ ref: RecordRef) async throws(ConcordError) {
+        try await offload { () throws(ConcordError) in try self.purge(ref) }
+    }
+
+    /// The async form of `purgeAll(_:)`.
+    @discardableResult
+    public func purgeAll(_ kinds: [RecordKind]) async throws(ConcordError) -> Int {
+        try await offload { () throws(ConcordError) in try self.purgeAll(kinds) }
+    }
+
     // MARK: Merges
 
     /// The async form of `merge(_:)`: the operations in one transaction.
