@@ -160,7 +160,7 @@ struct WriteContext {
     /// holds no purge, which the context asks once.
     mutating func isPurged(_ ref: RecordRef) throws -> Bool {
         if holdsPurges == nil {
-            holdsPurges = try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM purged)") ?? false
+            holdsPurges = try ConcordStore.holdsPurges(db)
         }
         guard holdsPurges! else { return false }
         let statement = try HotStatement(db, "SELECT 1 FROM purged WHERE id = ? AND kind = ?")

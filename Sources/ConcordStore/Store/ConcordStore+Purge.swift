@@ -51,7 +51,7 @@ extension ConcordStore {
     /// protocol version 5 (§13, §15.10).
     package func holdsPurgedRecords() throws(ConcordError) -> Bool {
         try guarded {
-            try read { db in try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM purged)") ?? false }
+            try read { db in try Self.holdsPurges(db) }
         }
     }
 
@@ -60,11 +60,18 @@ extension ConcordStore {
     package func notFound(_ ref: RecordRef, named text: String) throws(ConcordError) -> ConcordError {
         let purged = try guarded {
             try read { db in
-                try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM purged WHERE id = ? AND kind = ?)",
-                                  arguments: [Data(ref.id.bytes), Int64(ref.kind.rawValue)]) ?? false
+                try Self.holdsPurges(db)
+                    && Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM purged WHERE id = ? AND kind = ?)",
+                                     arguments: [Data(ref.id.bytes), Int64(ref.kind.rawValue)]) == true
             }
         }
         return purged ? ConcordError(.notFound, ChangeError.purged(ref).description) : ConcordError(.notFound, "no record with id \(text)")
+    }
+
+    /// Whether the `purged` table has a row. A store of a schema before 6 opened read-only (not
+    /// migrated) has no such table, and no purge.
+    static func holdsPurges(_ db: Database) throws -> Bool {
+        try db.tableExists("purged") && Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM purged)") == true
     }
 
     /// How many transactions have erased content from the store (`meta.erasures`, SPEC.md §9): a

@@ -95,7 +95,8 @@ extension ConcordStore {
                 }
                 // The records whose logged operations keep content: none of them may be purged.
                 var contentOfPurged = Set<RecordRef>()
-                if !logged.isEmpty, try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM purged)") == true {
+                let holdsPurges = try Self.holdsPurges(db)
+                if !logged.isEmpty, holdsPurges {
                     let isPurged = try db.makeStatement(sql: "SELECT 1 FROM purged WHERE id = ? AND kind = ?")
                     for ref in logged where try Bool.fetchOne(isPurged, arguments: [Data(ref.id.bytes), Int64(ref.kind.rawValue)]) == true {
                         contentOfPurged.insert(ref)
@@ -156,7 +157,7 @@ extension ConcordStore {
                 }
                 // Purged records: no row (their rows were read above, and would be problems),
                 // a purge in the replay, and no operation of theirs with content (SPEC.md §5.7).
-                let purged = try Row.fetchCursor(db, sql: "SELECT kind, id FROM purged")
+                let purged = try Row.fetchCursor(db, sql: holdsPurges ? "SELECT kind, id FROM purged" : "SELECT 0, x'' WHERE 0")
                 while let row = try purged.next() {
                     report.purgedRecords += 1
                     let ref = RecordRef(kind: try Self.kind(try row.column(0)), id: try Self.recordID(try row.column(1)))
