@@ -65,7 +65,7 @@ import Testing
         #expect(status.string("replica") == replica)
         #expect(status.string("name") == "desk")
         #expect(status.string("store") == store.path)
-        #expect(status.int("schemaVersion") == 5)
+        #expect(status.int("schemaVersion") == 6)
         let reminders = try #require(status.object("reminders"))
         #expect(reminders.int("open") == 1)
         #expect(reminders.int("completed") == 1)
