@@ -1111,8 +1111,9 @@ extension PeerSession.Sealed {
         }
         if operation.purges, !PeerProtocol.carriesPurges(version) {
             // A peer of a build older than purges would refuse them as malformed (SPEC.md §15.10).
-            let failure = ConcordError.cannotSendPurges(peer: version)
-            throw PeerSession.Ending(failure: failure, tellingPeer: failure.message)
+            throw PeerSession.Ending(
+                failure: ConcordError.cannotSendPurges(peer: version),
+                tellingPeer: "its store holds purges, which protocol version \(version) cannot carry; upgrade Concord on this side")
         }
         if batch.isEmpty { batchFirst = operation.id }
         if PeerProtocol.carriesPredecessors(version) {

@@ -149,8 +149,10 @@ enum StoreSchema {
         migrator.registerMigration("v6 purges") { db in
             // The records purged, whose rows are gone (SPEC.md §5.7); how many transactions erased
             // content, and how many had when each of this replica's folder files was published,
-            // so that a folder sync rewrites the files that may hold erased content (§14).
+            // so that a folder sync rewrites the files that may hold erased content (§14). The
+            // records of files skipped as of a newer bundle format go: this build may read them.
             try db.execute(sql: """
+                DELETE FROM folder_files WHERE skipped LIKE '%is newer than this build reads%';
                 CREATE TABLE purged (
                     id BLOB NOT NULL CHECK (length(id) = 16),
                     kind INTEGER NOT NULL CHECK (kind BETWEEN 1 AND 255),

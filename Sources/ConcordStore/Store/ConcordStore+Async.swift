@@ -206,7 +206,13 @@ extension ConcordStore {
         try await offload { () throws(ConcordError) in try self.purge(ref) }
     }
 
-    /// The async form of `purgeAll(_:)`.
+    /// The async form of `purgeAll(_:)` for one kind.
+    @discardableResult
+    public func purgeAll(_ kind: RecordKind) async throws(ConcordError) -> Int {
+        try await offload { () throws(ConcordError) in try self.purgeAll(kind) }
+    }
+
+    /// The async form of `purgeAll(_:)` for several kinds.
     @discardableResult
     public func purgeAll(_ kinds: [RecordKind]) async throws(ConcordError) -> Int {
         try await offload { () throws(ConcordError) in try self.purgeAll(kinds) }

@@ -27,8 +27,8 @@ extension ConcordStore {
         var refs: [RecordRef] = []
         for kind in Set(kinds).sorted(by: { $0.rawValue < $1.rawValue }) { refs += try records(of: kind) }
         guard !refs.isEmpty else { return 0 }
-        try perform(refs.map { ($0, Change.purge) })
-        return refs.count
+        // Counted by the purges made: another process may purge some of them meanwhile.
+        return try perform(refs.map { ($0, Change.purge) }).count
     }
 
     /// Every record of `kind` that has a row: deleted ones too, purged ones not.

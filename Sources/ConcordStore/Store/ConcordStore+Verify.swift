@@ -93,15 +93,15 @@ extension ConcordStore {
                     }
                     report.operations += operations.count
                 }
-                // The records whose logged operations keep content: none of them may be purged.
-                var contentOfPurged = Set<RecordRef>()
-                let holdsPurges = try Self.holdsPurges(db)
-                if !logged.isEmpty, holdsPurges {
-                    let isPurged = try db.makeStatement(sql: "SELECT 1 FROM purged WHERE id = ? AND kind = ?")
-                    for ref in logged where try Bool.fetchOne(isPurged, arguments: [Data(ref.id.bytes), Int64(ref.kind.rawValue)]) == true {
-                        contentOfPurged.insert(ref)
+                // The records listed as purged (SPEC.md §5.7); none of them may have a row, or an
+                // applied operation that keeps its content.
+                var purged = Set<RecordRef>()
+                if try Self.holdsPurges(db) {
+                    for row in try Row.fetchAll(db, sql: "SELECT kind, id FROM purged") {
+                        purged.insert(RecordRef(kind: try Self.kind(try row.column(0)), id: try Self.recordID(try row.column(1))))
                     }
                 }
+                report.purgedRecords = purged.count
 
                 for row in pending.values {
                     problem("pending_merge: lists log row (replica #\(row.replica), seq \(row.firstSeq)), which the log lacks")
@@ -135,6 +135,7 @@ extension ConcordStore {
                             problem("\(ref): \(error)")
                             continue
                         }
+                        if purged.contains(ref) { problem("\(ref): has a row but is listed in purged") }
                         if replayed.removeValue(forKey: ref) != stored {
                             problem("\(ref): the stored state differs from a replay of the log")
                         }
@@ -149,27 +150,24 @@ extension ConcordStore {
                     report.records += 1
                     let ref = RecordRef(kind: try Self.kind(try row.column(0)), id: try Self.recordID(try row.column(1)))
                     do {
+                        if purged.contains(ref) { problem("\(ref): has a row but is listed in purged") }
                         let stored = try RecordRows.decode(ref: ref, table: nil, row: row, offset: 2, directory)
                         if replayed.removeValue(forKey: ref) != stored { problem("\(ref): the stored state differs from a replay of the log") }
                     } catch {
                         problem("\(ref): \(error)")
                     }
                 }
-                // Purged records: no row (their rows were read above, and would be problems),
-                // a purge in the replay, and no operation of theirs with content (SPEC.md §5.7).
-                let purged = try Row.fetchCursor(db, sql: holdsPurges ? "SELECT kind, id FROM purged" : "SELECT 0, x'' WHERE 0")
-                while let row = try purged.next() {
-                    report.purgedRecords += 1
-                    let ref = RecordRef(kind: try Self.kind(try row.column(0)), id: try Self.recordID(try row.column(1)))
+                // Purged records: a purge in the replay, and no operation of theirs with content.
+                for ref in purged.sorted() {
                     if let state = replayed.removeValue(forKey: ref), !state.isPurged {
                         problem("\(ref): purged, but the log holds no purge of it")
                     }
+                    if logged.contains(ref) { problem("\(ref): purged, but the log keeps content of its operations") }
                 }
-                for (ref, state) in replayed where state.isPurged {
+                for ref in replayed.keys.sorted() where replayed[ref]!.isPurged {
                     problem("\(ref): purged in the log but not listed in purged")
                     replayed[ref] = nil
                 }
-                for ref in contentOfPurged.sorted() { problem("\(ref): purged, but the log keeps content of its operations") }
                 for ref in replayed.keys.sorted() { problem("\(ref): in the log but has no row") }
                 return report
             }
