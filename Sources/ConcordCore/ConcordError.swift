@@ -123,7 +123,8 @@ public struct ConcordError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let peerError = Code("peerError")
         /// The connection ended in the middle of a frame.
         public static let truncated = Code("truncated")
-        /// The connection closed before the session finished, or could not be made.
+        /// The connection closed before the session finished, or could not be made; or a call on
+        /// a store object that was closed (`ConcordStore.close()`).
         public static let closed = Code("closed")
         /// An operation is too large to travel in a batch.
         public static let operationTooLarge = Code("operationTooLarge")

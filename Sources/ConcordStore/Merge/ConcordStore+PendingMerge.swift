@@ -69,7 +69,7 @@ extension ConcordStore {
     /// under way, or of one a crash interrupted, which the next merge finishes (SPEC.md §5.6).
     package func pendingOperationCount() throws(ConcordError) -> Int {
         try guarded {
-            try connection.read { db in
+            try readOnWriter { db in
                 var count = 0
                 try forEachPendingOperation(in: try PendingRow.fetchAll(db), db) { _ in count += 1 }
                 return count
@@ -93,7 +93,7 @@ extension ConcordStore {
     /// pending rows that no longer run.
     func finishAbandonedMerge() throws(ConcordError) {
         let (pending, appliers) = try guarded {
-            try connection.read { db in (try !PendingRow.fetchAll(db).isEmpty, try PendingRow.mergingProcesses(db)) }
+            try readOnWriter { db in (try !PendingRow.fetchAll(db).isEmpty, try PendingRow.mergingProcesses(db)) }
         }
         let stopped = appliers.filter { !$0.isRunning }
         if !stopped.isEmpty {
@@ -122,7 +122,7 @@ extension ConcordStore {
     /// there, or stop the merge by throwing).
     @discardableResult
     func finishPendingMerge(afterEachBatch: () throws -> Void) throws -> Int {
-        let rows = try guarded { try connection.read { db in try PendingRow.fetchAll(db) } }
+        let rows = try guarded { try readOnWriter { db in try PendingRow.fetchAll(db) } }
         return try applyPending(rows, bounds: environment.mergeBatch, afterEachBatch: afterEachBatch)
     }
 
@@ -136,7 +136,7 @@ extension ConcordStore {
         guard !rows.isEmpty else { return 0 }
         var sorter = OperationSorter(spillPath: spillPath(), runOperations: bounds.sortRun)
         let directory = try guarded {
-            try connection.read { db in
+            try readOnWriter { db in
                 try forEachPendingOperation(in: rows, db) { operation in try sorter.add(operation) }
                 return try ReplicaDirectory(db)
             }

@@ -80,7 +80,7 @@ extension ConcordStore {
             return logged.report
         }
         if applier == nil {
-            let directory = try connection.read { db in try ReplicaDirectory(db) }
+            let directory = try readOnWriter { db in try ReplicaDirectory(db) }
             applier = try RecordApplier(input, bounds, encodingWith: directory)
         }
         try applyInRecordOrder(&applier!, rows: logged.rows, checking: check, afterEachBatch: afterEachBatch)

@@ -24,6 +24,8 @@ public final class ConcordStore: Sendable {
     private let readers: DatabasePool?
     /// The turns of the store's writers; nil in memory and read-only.
     private let turns: WriterTurns?
+    /// Lets calls reach the connections until `close()`, which waits for those under way.
+    private let gate = CallGate()
     /// Where the store gets time and randomness.
     public let environment: StoreEnvironment
     /// Where the async forms run this store's writes, one after the other (`ConcordStore+Async.swift`).
@@ -94,7 +96,7 @@ public final class ConcordStore: Sendable {
         // opened it is `forked` (the object is stale), not `copied` (the file now knows where it
         // is).
         try ensureSameFile()
-        try guarded { try connection.read { db in try ensureSameReplica(db) } }
+        try guarded { try readOnWriter { db in try ensureSameReplica(db) } }
         try ensureNotCopiedSinceOpening()
     }
 
@@ -473,12 +475,23 @@ public final class ConcordStore: Sendable {
 
     /// Runs `updates` in a write transaction, in this writer's turn (SPEC.md §9).
     package func write<T>(_ updates: (Database) throws -> T) throws -> T {
-        try withTurn { try connection.write(updates) }
+        try gate.pass(closedError: closedError) { try withTurn { try connection.write(updates) } }
     }
 
     /// Runs `updates` outside a transaction (they open their own), in this writer's turn.
     func writeWithoutTransaction<T>(_ updates: (Database) throws -> T) throws -> T {
-        try withTurn { try connection.writeWithoutTransaction(updates) }
+        try gate.pass(closedError: closedError) { try withTurn { try connection.writeWithoutTransaction(updates) } }
+    }
+
+    /// Reads through the writing connection, which sees what this object wrote (a merge reads
+    /// there what it is about to write).
+    func readOnWriter<T>(_ body: (Database) throws -> T) throws -> T {
+        try gate.pass(closedError: closedError) { try connection.read(body) }
+    }
+
+    /// What a call fails with once the store object is closed.
+    private func closedError() -> ConcordError {
+        ConcordError(.closed, "the store at \(path) is closed")
     }
 
     private func withTurn<T>(_ body: () throws -> T) throws -> T {
@@ -489,14 +502,16 @@ public final class ConcordStore: Sendable {
     /// Runs `body` in a read transaction of its own, which sees every transaction committed
     /// before it began and waits for no write of this object or another.
     package func read<T>(_ body: (Database) throws -> T) throws -> T {
-        guard let readers else { return try connection.read(body) }
-        do {
-            return try readers.read(body)
-        } catch {
-            // A reader the pool opened now found another file at the path, or none (SQLite then
-            // fails to open it): the writing connection still has the file this object opened.
-            guard error is ReaderOpenedAnotherFile || FileNode(at: path) != openedFile else { throw error }
-            return try connection.read(body)
+        try gate.pass(closedError: closedError) {
+            guard let readers else { return try connection.read(body) }
+            do {
+                return try readers.read(body)
+            } catch {
+                // A reader the pool opened now found another file at the path, or none (SQLite
+                // then fails to open it): the writing connection still has the file this object opened.
+                guard error is ReaderOpenedAnotherFile || FileNode(at: path) != openedFile else { throw error }
+                return try connection.read(body)
+            }
         }
     }
 
@@ -512,6 +527,8 @@ public final class ConcordStore: Sendable {
     /// Closes the store's connections, the observers' and the readers first (as `deinit` does):
     /// the streams of `changes()` and `events()` end. Later calls fail.
     public func close() throws(ConcordError) {
+        // Calls under way end first; later ones fail (`closed`).
+        guard gate.close() else { return }
         closeObservers()
         try guarded {
             try readers?.close()
