@@ -9,21 +9,6 @@ import Testing
 /// A purge through a shared folder: once each replica has synced after receiving it, no file of
 /// the folder and no store file holds the record's content (SPEC.md §14, "Purges").
 @Suite struct FolderPurgeTests {
-    /// The files under `paths` (directories walked) that hold `text`'s UTF-8 bytes.
-    static func filesHolding(_ text: String, in paths: [String]) -> [String] {
-        let needle = Data(text.utf8)
-        var files: [String] = []
-        for path in paths {
-            var isDirectory: ObjCBool = false
-            guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else { continue }
-            let all = isDirectory.boolValue
-                ? (FileManager.default.enumerator(atPath: path)?.compactMap { $0 as? String }.map { path + "/" + $0 } ?? [])
-                : [path, path + "-wal"]
-            for file in all where FileManager.default.contents(atPath: file)?.range(of: needle) != nil { files.append(file) }
-        }
-        return files
-    }
-
     @Test(arguments: [false, true])
     func noCopyOfAPurgedRecordSurvivesOneSyncOfEachReplica(encrypted: Bool) throws {
         let directory = try TemporaryDirectory()
@@ -41,7 +26,7 @@ import Testing
         try b.store.editNote(id, NotePatch(body: "secret-edit-F9"))
         try b.sync(folder)
         try c.sync(folder)
-        if !encrypted { #expect(!Self.filesHolding("secret-edit-F9", in: [folder]).isEmpty) }
+        if !encrypted { #expect(!filesHolding("secret-edit-F9", in: [folder]).isEmpty) }
 
         a.clock.advance(20)
         try a.store.purge(.note(id))
@@ -51,7 +36,7 @@ import Testing
         let secrets = ["secret-title-F9", "secret-body-F9", "secret-tag-F9", "secret-edit-F9"]
         let paths = [folder] + [a, b, c].map { $0.directory.file("\($0.name).db") }
         for secret in secrets {
-            #expect(Self.filesHolding(secret, in: paths) == [], "\(secret) survives")
+            #expect(filesHolding(secret, in: paths) == [], "\(secret) survives")
         }
         for node in [a, b, c] {
             #expect(try node.store.note(id) == nil)
@@ -74,7 +59,7 @@ import Testing
         try d.sync(folder)
         #expect(try d.dump() == (try a.dump()))
         #expect(try d.store.holdsPurgedRecords())
-        #expect(Self.filesHolding("secret-title-F9", in: [d.directory.file("d.db")]) == [])
+        #expect(filesHolding("secret-title-F9", in: [d.directory.file("d.db")]) == [])
     }
 
     /// A bundle is written in format 2 unless the store holds a purge: older builds read it.

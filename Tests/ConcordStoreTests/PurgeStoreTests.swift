@@ -5,15 +5,6 @@ import Testing
 
 /// Purges in a store file: the content leaves the file and its WAL, byte for byte.
 @Suite struct PurgeStoreTests {
-    /// Whether any of the store's files (the database, its WAL) holds `text`'s UTF-8 bytes.
-    static func filesHold(_ text: String, store path: String) -> [String] {
-        let needle = Data(text.utf8)
-        return [path, path + "-wal"].filter { file in
-            guard let data = FileManager.default.contents(atPath: file) else { return false }
-            return data.range(of: needle) != nil
-        }
-    }
-
     @Test func aPurgeErasesTheRecordFromTheFileAndItsWAL() throws {
         let directory = try TemporaryDirectory()
         let path = directory.file("a.db")
@@ -23,13 +14,13 @@ import Testing
         // An earlier value, replaced: its bytes were freed, not erased, before secure_delete.
         try store.editReminder(id, ReminderPatch(title: "secret-edited-Z3"))
         try store.tag(.reminder(id), add: ["secret-tag2-Z3"], remove: ["secret-tag-Z3"])
-        #expect(!Self.filesHold("secret-title-Z3", store: path).isEmpty)
+        #expect(!filesHolding("secret-title-Z3", in: [path]).isEmpty)
 
         try store.purge(.reminder(id))
         for secret in ["secret-title-Z3", "secret-notes-Z3", "secret-tag-Z3", "secret-edited-Z3", "secret-tag2-Z3"] {
-            #expect(Self.filesHold(secret, store: path) == [], "\(secret) survives the purge")
+            #expect(filesHolding(secret, in: [path]) == [], "\(secret) survives the purge")
         }
-        #expect(!Self.filesHold("kept-Q7WX", store: path).isEmpty)
+        #expect(!filesHolding("kept-Q7WX", in: [path]).isEmpty)
         #expect(try store.reminder(id) == nil)
         #expect(try store.reminders(includeCompleted: true).map(\.id) == [kept])
         #expect(try store.verify().problems == [])
@@ -65,7 +56,7 @@ import Testing
         try b.merge(try a.allOperations())
         for (store, name) in [(a, "a.db"), (b, "b.db")] {
             for secret in ["diary-AB12", "private-body-AB12", "edited-elsewhere-AB12", "late-tag-AB12"] {
-                #expect(Self.filesHold(secret, store: directory.file(name)) == [], "\(secret) survives in \(name)")
+                #expect(filesHolding(secret, in: [directory.file(name)]) == [], "\(secret) survives in \(name)")
             }
             #expect(try store.note(id) == nil)
             #expect(try store.verify().problems == [])
@@ -89,7 +80,7 @@ import Testing
         #expect(try store.purgeAll(.reminder) == 0)
         #expect(try store.reminders(includeCompleted: true).isEmpty)
         #expect(try store.note(note) != nil)
-        #expect(Self.filesHold("-PA", store: path) == [])
+        #expect(filesHolding("-PA", in: [path]) == [])
         #expect(try store.verify().problems == [])
     }
 }

@@ -1,24 +1,11 @@
+import ConcordCore
+import ConcordTestSupport
 import Foundation
 import Testing
 
 /// `syncctl reminder purge`, `note purge` and `purge --all` (SPEC.md §5.7, §11), with real
 /// processes: the content leaves every store file, folder file and peer.
 @Suite(.waitsForProcesses) struct PurgeCommandTests {
-    /// The files under `paths` (directories walked; a store with its WAL) holding `text`.
-    static func filesHolding(_ text: String, in paths: [String]) -> [String] {
-        let needle = Data(text.utf8)
-        var found: [String] = []
-        for path in paths {
-            var isDirectory: ObjCBool = false
-            guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else { continue }
-            let files = isDirectory.boolValue
-                ? (FileManager.default.enumerator(atPath: path)?.compactMap { $0 as? String }.map { path + "/" + $0 } ?? [])
-                : [path, path + "-wal"]
-            for file in files where FileManager.default.contents(atPath: file)?.range(of: needle) != nil { found.append(file) }
-        }
-        return found
-    }
-
     @Test func purgeErasesForGoodAndSaysSo() throws {
         let sandbox = try Sandbox()
         let store = try sandbox.makeStore()
@@ -26,8 +13,8 @@ import Testing
         let kept = try store.addReminder("kept-C1")
         let note = try store.addNote("note-C1", "--body", "secret-body-C1")
         #expect(try store.ok("reminder", "purge", String(secret.suffix(6))) == "")
-        #expect(Self.filesHolding("secret-title-C1", in: [store.path]) == [])
-        #expect(Self.filesHolding("secret-notes-C1", in: [store.path]) == [])
+        #expect(filesHolding("secret-title-C1", in: [store.path]) == [])
+        #expect(filesHolding("secret-notes-C1", in: [store.path]) == [])
         #expect(try store.reminders(all: true).compactMap { $0.string("id") } == [kept])
 
         // A purged record, named in full: changes are refused as purged, reads say so, a purge
@@ -51,10 +38,44 @@ import Testing
         #expect(try store.ok("note", "purge", "--all") == "purged 1 note")
         #expect(try store.ok("purge", "--all") == "purged 1 record")
         #expect(try store.ok("purge", "--all") == "purged 0 records")
-        #expect(Self.filesHolding("secret-body-C1", in: [store.path]) == [])
-        #expect(Self.filesHolding("kept-C1", in: [store.path]) == [])
+        #expect(filesHolding("secret-body-C1", in: [store.path]) == [])
+        #expect(filesHolding("kept-C1", in: [store.path]) == [])
         #expect(try store.ok("dump") == #"{"format":"concord-dump","records":[],"version":1}"#)
         try store.expectSound("after the purges")
+    }
+
+    /// `purge --all` killed at random moments: it is one transaction, so each kill leaves every
+    /// reminder or none, in a store that `verify` passes; once a purge has committed, the next
+    /// command that writes (and closes the store) leaves no byte of the content in the store file
+    /// or its WAL, whatever the kill left in the WAL.
+    @Test func purgeAllKilledAtRandomMomentsIsAllOrNothing() throws {
+        let sandbox = try Sandbox()
+        var random = SplitMix64(seed: 35)
+        var outcomes: [String] = []
+        // Round 0 runs to its end, and times it: the kills land within that time.
+        var duration = 0.0
+        for round in 0..<9 {
+            let directory = try TemporaryDirectory()
+            let node = try Node(in: directory, "k\(round)", seed: UInt64(round + 1))
+            try node.addReminders(3_000, label: "killed-secret-\(round)-", textLength: 200)
+            try node.store.close()
+            let store = Store(sandbox: sandbox, path: directory.file("k\(round).db"))
+            // Every other kill in the last third, where the commit and the checkpoint after it are.
+            let fraction = Double(random.next() % 1_000) / 1_000
+            let delay = round == 0 ? 1_000 : duration * (round % 2 == 0 ? fraction : 0.67 + fraction / 3)
+            let started = Date()
+            let killed = try sandbox.runKilled(["purge", "--all", "--store", store.path], at: .after(delay))
+            if round == 0 { duration = Date().timeIntervalSince(started) }
+            try store.expectSound("after purge --all was killed at \(delay) s")
+            let left = try store.reminders(all: true).count
+            #expect(left == 3_000 || left == 0, "a kill at \(delay) s left \(left) of 3000 reminders")
+            outcomes.append(killed.status == 0 ? "finished" : left == 0 ? "killed after its commit" : "killed before its commit")
+            // Whatever the kill left, a purge that runs to its end erases every byte of the content.
+            #expect(try store.ok("purge", "--all") == "purged \(left) record\(left == 1 ? "" : "s")")
+            #expect(filesHolding("killed-secret-\(round)-", in: [store.path]) == [], "round \(round)")
+            try store.expectSound("after purge --all ran to its end")
+        }
+        print("PurgeCommandTests kills (seed 35): \(outcomes)")
     }
 
     /// Two laptops through a shared folder and a peer session: the purge reaches both, the edit
@@ -90,7 +111,7 @@ import Testing
         try c.expectRefused(["note", "edit", note, "--title", "x"], mentions: ["was purged"], code: 1)
 
         for secret in ["diary-C2", "private-C2", "edited-on-b-C2"] {
-            #expect(Self.filesHolding(secret, in: [folder, a.path, b.path, c.path]) == [], "\(secret) survives")
+            #expect(filesHolding(secret, in: [folder, a.path, b.path, c.path]) == [], "\(secret) survives")
         }
         for store in [a, b, c] { try store.expectSound("after the purge reached it") }
     }
