@@ -27,9 +27,9 @@ public enum OperationCodec {
         }
     }
 
-    /// Whether nothing follows the record of an operation with this (checked) header: a purge or
-    /// an elided operation.
-    static func hasNoAction(_ header: UInt8) -> Bool {
+    /// Whether an operation with this (checked) header ends with its record: a purge or an
+    /// elided operation, which carry nothing after it.
+    static func endsWithRecord(_ header: UInt8) -> Bool {
         header & elidedFlag != 0 || header & actionMask == purgeAction
     }
 
@@ -113,7 +113,7 @@ public enum OperationCodec {
             let kind = try reader.byte()
             let record = RecordRef(kind: RecordKind(rawValue: kind), id: try reader.identifier())
             // An action takes at least a byte; a purge and an elided operation end with their record.
-            guard kind != 0, OperationCodec.hasNoAction(header) ? reader.offset == range.upperBound : reader.offset < range.upperBound else {
+            guard kind != 0, OperationCodec.endsWithRecord(header) ? reader.offset == range.upperBound : reader.offset < range.upperBound else {
                 throw .malformed("an operation alone without its record or action, or with bytes after them")
             }
             let sameRecord = record == previousRecord
@@ -128,6 +128,20 @@ public enum OperationCodec {
             writer.bytes(bytes[reader.offset..<range.upperBound])
             return Timestamp(rawValue: timestamp)
         }
+    }
+
+    /// The record of the operation whose encoding alone is `bytes[range]`, and the encoding alone
+    /// of its elided copy (SPEC.md §8.3): its timestamp and record, copied, after the elided
+    /// header. For operations kept encoded, which were checked when they were decoded first.
+    package static func elided(encodedAlone bytes: [UInt8], in range: Range<Int>) throws(DecodeError) -> (RecordRef, [UInt8]) {
+        guard range.lowerBound >= 0, range.upperBound <= bytes.count else { throw .truncated }
+        var reader = ByteReader(bytes, offset: range.lowerBound)
+        _ = try reader.byte()
+        _ = try reader.signedVarint()
+        let kind = RecordKind(rawValue: try reader.byte())
+        let record = RecordRef(kind: kind, id: try reader.identifier())
+        guard reader.offset <= range.upperBound else { throw .truncated }
+        return (record, [elidedFlag] + bytes[(range.lowerBound + 1)..<reader.offset])
     }
 
     /// Appends `value`: a type byte, then its payload (SPEC.md §8.2).
@@ -288,7 +302,7 @@ public enum OperationCodec {
     /// building nothing: strings are read past unchecked as UTF-8, and predecessors unchecked
     /// for order.
     private static func skipAction(header: UInt8, from reader: inout ByteReader) throws(DecodeError) {
-        if hasNoAction(header) { return }
+        if header & OperationCodec.elidedFlag != 0 { return }
         switch header & OperationCodec.actionMask {
         case 0:
             let code = try reader.byte()
@@ -310,7 +324,7 @@ public enum OperationCodec {
             try reader.skipString()
             try skipIDs(from: &reader)
         default:
-            preconditionFailure("a purge has no action to skip")
+            break  // a purge: nothing after its record
         }
     }
 

@@ -128,6 +128,10 @@ public struct FolderWatch: AsyncSequence, Sendable {
                 // store again.
                 logger.notice("\(describe(error))", metadata: ["folder": "\(sync.folder)"])
                 return Look(event: .forked(error), state: nil, ends: true)
+            } catch let error as ConcordError where error.code == .closed && sync.store.isClosed {
+                // The store object was closed under the watch: nothing is left to sync.
+                logger.notice("\(describe(error))", metadata: ["folder": "\(sync.folder)"])
+                return Look(event: nil, state: nil, ends: true)
             } catch let error as ConcordError where error.code == .replaced {
                 // Nor in a file no other process finds: the watch ends, and the caller decides.
                 logger.notice("\(describe(error))", metadata: ["folder": "\(sync.folder)"])

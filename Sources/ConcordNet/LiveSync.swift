@@ -61,10 +61,13 @@ extension PeerClient {
         // that one (a one-shot session when it is 1).
         var fallback: PeerTransportConfiguration?
         while !Task.isCancelled {
-            // Another file at the store's path (SPEC.md §9.1) would fail every attempt: a session
-            // ended because its store's commits could no longer be followed may be why.
+            // A closed store, or another file at the store's path (SPEC.md §9.1), would fail every
+            // attempt: a session ended because its store's commits could no longer be followed may be why.
             do {
-                try await store.offloadRead { () throws(ConcordError) in try store.ensureSameFile() }
+                try await store.offloadRead { () throws(ConcordError) in
+                    try store.ensureOpen()
+                    try store.ensureSameFile()
+                }
             } catch {
                 return error
             }

@@ -209,4 +209,38 @@ import Testing
         #expect(try store.verify().isSound)
         #expect(try store.versionVector()[operations[0].id.replica] == UInt64(created))
     }
+    /// A purge meets a merge's pending rows both ways: a record purged while the merge that
+    /// edits it waits has its pending operations elided at once, and a merge that brings edits
+    /// of a record purged before logs them elided. No reader of the log (an export, a peer) meets
+    /// the content in between (SPEC.md §5.7).
+    @Test func aPurgeMeetsPendingRowsEitherWay() throws {
+        let directory = try TemporaryDirectory()
+        let (store, operations) = try Self.storeAndOperations(in: directory)
+        let created = Array(operations.prefix(operations.count / 2))
+        let edits = Array(operations.suffix(operations.count - created.count))
+        try store.merge(created)
+        let first = try #require(created.first?.record)
+        let second = try #require(created.last?.record)
+
+        // Purged while edits of it wait.
+        var merge = try Self.logInParts(edits, of: 40, into: store)
+        #expect(try store.allOperations().contains { $0.record == first && !$0.purges })
+        try store.purge(first)
+        #expect(try !store.allOperations().contains { $0.record == first && !$0.purges })
+        try merge.apply()
+
+        // Purged before a merge brings edits of it.
+        try store.purge(second)
+        let later = try ConcordStore.inMemory(environment: environment(clock: ManualClock(baseMillis + 10_000), seed: 3))
+        try later.merge(created)
+        try later.editReminder(second.id, ReminderPatch(title: "edited-after-the-purge"))
+        var another = MergeInParts(into: store, ifSyncKeyIs: Self.key)
+        _ = try another.log(try store.prepareMerge(try later.allOperations()))
+        #expect(try !store.allOperations().contains { $0.record == second && !$0.purges })
+        try another.apply()
+
+        #expect(try store.reminder(first.id) == nil && store.reminder(second.id) == nil)
+        #expect(try store.verify().problems == [])
+        #expect(filesHolding("edited-after-the-purge", in: [directory.file("store.db")]) == [])
+    }
 }

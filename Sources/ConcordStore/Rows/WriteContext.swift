@@ -143,7 +143,7 @@ struct WriteContext {
         return index
     }
 
-    /// The record's whole state, nil when it does not exist.
+    /// The record's whole state (a purged record's is purged), nil when the store does not hold it.
     mutating func state(of ref: RecordRef) throws -> RecordState? {
         guard let index = stateIndex[ref] else {
             if let loaded = try RecordRows.load(ref, db, directory, &statements) { return states[insert(loaded, row: .stored)] }
@@ -159,17 +159,22 @@ struct WriteContext {
     /// Whether the store lists `ref` as purged (SPEC.md §9, `purged`). Free for a store that
     /// holds no purge, which the context asks once.
     mutating func isPurged(_ ref: RecordRef) throws -> Bool {
-        if holdsPurges == nil {
-            holdsPurges = try ConcordStore.holdsPurges(db)
-        }
-        guard holdsPurges! else { return false }
+        guard try holdsAnyPurge() else { return false }
         let statement = try HotStatement(db, "SELECT 1 FROM purged WHERE id = ? AND kind = ?")
         statement.bind(1, id: ref.id)
         statement.bind(2, Int64(ref.kind.rawValue))
         return try statement.step()
     }
 
-    /// Whether the `purged` table has a row; nil until `isPurged` asks.
+    /// Whether the store lists a purged record, asked once per context (and true once it purges one).
+    private mutating func holdsAnyPurge() throws -> Bool {
+        if let holdsPurges { return holdsPurges }
+        let holds = try ConcordStore.holdsPurges(db)
+        holdsPurges = holds
+        return holds
+    }
+
+    /// Whether the `purged` table has a row; nil until `holdsAnyPurge` asks.
     private var holdsPurges: Bool?
 
     /// Joins the unread state at `index` with its record's row, if it has one.
@@ -216,6 +221,13 @@ struct WriteContext {
                 after = statement.int64(0)
                 guard let byte = UInt8(exactly: after), byte != 0 else { throw ConcordError(.corrupt, "a record has a malformed kind") }
                 kinds.append(RecordKind(rawValue: byte))
+            }
+            // A purged record's id stays taken, and its row is gone (SPEC.md §5.7).
+            if try holdsAnyPurge() {
+                for kind in try Int64.fetchAll(db, sql: "SELECT DISTINCT kind FROM purged") {
+                    guard let byte = UInt8(exactly: kind), byte != 0 else { throw ConcordError(.corrupt, "a purged record has a malformed kind") }
+                    if !kinds.contains(RecordKind(rawValue: byte)) { kinds.append(RecordKind(rawValue: byte)) }
+                }
             }
             storedKinds = kinds
         }
@@ -335,7 +347,16 @@ struct WriteContext {
     mutating func append(kept operation: KeptOperation) throws {
         try switchAuthor(to: operation.id.replica)
         try openChunk(for: operation.id)
-        clock.observe(try currentChunk!.append(operation))
+        var logged = operation
+        if try holdsAnyPurge() {
+            // An operation of a record purged here is logged elided, so that no reader of the log
+            // (an export, a peer) meets its content before the merge applies it (SPEC.md §5.7).
+            let (record, elided) = try OperationCodec.elided(encodedAlone: operation.bytes, in: operation.range)
+            if try isPurged(record) {
+                logged = KeptOperation(id: operation.id, sorted: operation.sorted, bytes: elided, range: 0..<elided.count)
+            }
+        }
+        clock.observe(try currentChunk!.append(logged))
         currentNew += 1
     }
 
@@ -484,6 +505,8 @@ struct WriteContext {
     private var elisions: [ReplicaID: [ClosedRange<UInt64>]] = [:]
     /// The records purged in this context's flushes: their operations are elided wherever they are.
     private var purgedRefs: Set<RecordRef> = []
+    /// Whether this flush listed a record in `purged` that was not yet.
+    private var newlyPurged = false
     /// How many record rows and log rows the context's flushes erased content from. The store
     /// then checkpoints the WAL, whose earlier frames still hold it (SPEC.md §9, "Erasing").
     private(set) var erasedRows = 0
@@ -510,6 +533,7 @@ struct WriteContext {
         insert.bind(1, id: ref.id)
         insert.bind(2, Int64(ref.kind.rawValue))
         try insert.execute()
+        if db.changesCount > 0 { newlyPurged = true }
         holdsPurges = true
         purgedRefs.insert(ref)
         for span in states[index].operations.spans {
@@ -540,6 +564,14 @@ struct WriteContext {
                 within.bind(2, Int64(span.lowerBound))
                 within.bind(3, Int64(span.upperBound))
                 while try within.step() { keys.append((replica, UInt64(bitPattern: within.int64(0)))) }
+            }
+        }
+        if newlyPurged {
+            // Rows a merge logged and has not applied yet may hold operations of a record purged
+            // now, which its spans do not list yet (later ones are logged elided).
+            newlyPurged = false
+            for row in try PendingRow.fetchAll(db) {
+                keys.append((try directory.id(at: row.replica), UInt64(bitPattern: row.firstSeq)))
             }
         }
         var rewritten = Set<OperationID>()

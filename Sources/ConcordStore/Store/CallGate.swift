@@ -30,6 +30,13 @@ final class CallGate: @unchecked Sendable {
         return try body()
     }
 
+    /// Whether `close()` was called.
+    var isClosed: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return closed
+    }
+
     /// Closes the gate, and waits until no call is under way. Called from inside a call, it
     /// would wait for itself: a store is not closed from one of its own calls.
     /// - Returns: whether this was the gate's first close.

@@ -26,6 +26,11 @@ public final class ConcordStore: Sendable {
     private let turns: WriterTurns?
     /// Lets calls reach the connections until `close()`, which waits for those under way.
     private let gate = CallGate()
+    /// Held by `close()`, so that a second close returns once the first has.
+    private let closing = NSLock()
+
+    /// Whether `close()` was called: every later call fails with `closed`.
+    package var isClosed: Bool { gate.isClosed }
     /// Where the store gets time and randomness.
     public let environment: StoreEnvironment
     /// Where the async forms run this store's writes, one after the other (`ConcordStore+Async.swift`).
@@ -108,6 +113,12 @@ public final class ConcordStore: Sendable {
     package func ensureSameFile() throws(ConcordError) {
         guard let openedFile, FileNode(at: path) != openedFile else { return }
         throw Self.replacedError(path)
+    }
+
+    /// Throws `closed` once `close()` was called: a loop that syncs the store (a live session, a
+    /// folder watch) ends then, rather than trying again.
+    package func ensureOpen() throws(ConcordError) {
+        if gate.isClosed { throw closedError() }
     }
 
     /// The error of a store whose path names another file than the one opened (`ensureSameFile`).
@@ -527,6 +538,9 @@ public final class ConcordStore: Sendable {
     /// Closes the store's connections, the observers' and the readers first (as `deinit` does):
     /// the streams of `changes()` and `events()` end. Later calls fail.
     public func close() throws(ConcordError) {
+        // A second close waits for the first.
+        closing.lock()
+        defer { closing.unlock() }
         // Calls under way end first; later ones fail (`closed`).
         guard gate.close() else { return }
         closeObservers()
@@ -592,18 +606,23 @@ public final class ConcordStore: Sendable {
             deliver(.replaced(error))
             return stream
         }
+        let end: @Sendable () -> Void = { continuation.finish() }
         let observer: StoreObserver
+        let key: Int
         do {
-            observer = try StoreObserver(self, since: since, deliver: deliver)
+            // Registered in a pass of the gate: a close waits for it, then ends its stream.
+            (observer, key) = try gate.pass(closedError: closedError) {
+                let observer = try StoreObserver(self, since: since, deliver: deliver)
+                let key = observers.withLock { state in
+                    state.next += 1
+                    state.subscribers[state.next] = (observer, end)
+                    return state.next
+                }
+                return (observer, key)
+            }
         } catch {
             continuation.finish(throwing: ConcordError.wrap(error, path: path))
             return stream
-        }
-        let end: @Sendable () -> Void = { continuation.finish() }
-        let key = observers.withLock { state in
-            state.next += 1
-            state.subscribers[state.next] = (observer, end)
-            return state.next
         }
         continuation.onTermination = { [weak self] _ in
             observer.stop()
