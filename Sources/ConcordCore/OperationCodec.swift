@@ -132,15 +132,17 @@ public enum OperationCodec {
 
     /// The record of the operation whose encoding alone is `bytes[range]`, and the encoding alone
     /// of its elided copy (SPEC.md §8.3): its timestamp and record, copied, after the elided
-    /// header. For operations kept encoded, which were checked when they were decoded first.
+    /// header; a purge stays a purge (`Op.elided`). For operations kept encoded, which were
+    /// checked when they were decoded first.
     package static func elided(encodedAlone bytes: [UInt8], in range: Range<Int>) throws(DecodeError) -> (RecordRef, [UInt8]) {
         guard range.lowerBound >= 0, range.upperBound <= bytes.count else { throw .truncated }
         var reader = ByteReader(bytes, offset: range.lowerBound)
-        _ = try reader.byte()
+        let header = try reader.byte()
         _ = try reader.signedVarint()
         let kind = RecordKind(rawValue: try reader.byte())
         let record = RecordRef(kind: kind, id: try reader.identifier())
         guard reader.offset <= range.upperBound else { throw .truncated }
+        if header & elidedFlag == 0, header & actionMask == purgeAction { return (record, Array(bytes[range])) }
         return (record, [elidedFlag] + bytes[(range.lowerBound + 1)..<reader.offset])
     }
 

@@ -270,6 +270,24 @@ struct CodecTests {
         #expect(try OperationCodec.decode(expected, author: author, firstSeq: 5, count: 4) == ops)
     }
 
+    /// The elided copy of an operation kept encoded is the encoding of `Op.elided`: a purge stays
+    /// a purge, and an elided operation stays as it is.
+    @Test func elidedEncodingsAloneAreThoseOfTheElidedCopies() async {
+        await propertyCheck(count: 300, input: CodecGen.run) { ops in
+            for op in ops {
+                var alone = ByteWriter()
+                var encoder = OperationCodec.RunEncoder()
+                encoder.append(op, into: &alone)
+                var expected = ByteWriter()
+                var elidedEncoder = OperationCodec.RunEncoder()
+                elidedEncoder.append(op.elided, into: &expected)
+                let (record, elided) = try OperationCodec.elided(encodedAlone: [0xEE] + alone.bytes, in: 1..<(alone.bytes.count + 1))
+                #expect(record == op.record)
+                #expect(elided == expected.bytes, "\(op)")
+            }
+        }
+    }
+
     @Test func malformedRunsAreRefused() throws {
         let author = Universe.replicaIDs[0]
         let id = [UInt8](repeating: 7, count: 16)

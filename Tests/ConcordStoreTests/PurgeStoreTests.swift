@@ -66,6 +66,27 @@ import Testing
         #expect(try a.versionVector() == b.versionVector())
     }
 
+    /// Two replicas purge the same record, each before hearing of the other's purge: each keeps
+    /// the other's purge as a purge (never elided), so their copies stay the same and merging
+    /// them both ways finds no clash (a store once logged the other's purge elided).
+    @Test func twoPurgesOfOneRecordMergeBothWays() throws {
+        let directory = try TemporaryDirectory()
+        let a = try ConcordStore.create(at: directory.file("a.db"), environment: environment(clock: ManualClock(baseMillis), seed: 1))
+        let b = try ConcordStore.create(at: directory.file("b.db"), environment: environment(clock: ManualClock(baseMillis + 5), seed: 2))
+        let id = try a.addNote(NoteDraft(title: "twice"))
+        try b.merge(try a.allOperations())
+        try a.purge(.note(id))
+        try b.purge(.note(id))
+        for _ in 0..<2 {
+            try a.merge(try b.allOperations())
+            try b.merge(try a.allOperations())
+        }
+        #expect(try a.allOperations() == b.allOperations())
+        #expect(try a.allOperations().filter { $0.action == .purge }.count == 2)
+        #expect(try a.dump() == b.dump())
+        for store in [a, b] { #expect(try store.verify().problems == []) }
+    }
+
     /// `purgeAll` purges every record of the kind, deleted ones too, in one transaction; the
     /// other kind stays.
     @Test func purgeAllTakesDeletedRecordsToo() throws {
