@@ -109,7 +109,8 @@ struct WriteContext {
     private enum RowState {
         /// The record's whole state, from its row: written back with an update.
         case stored
-        /// The whole state of a record that has no row: written with an insert.
+        /// The whole state of a record that has no row: written with an insert (unless it is
+        /// purged: then listed in `purged`).
         case new
         /// Only what this batch applied, starting from nothing: the record's row (if any) has
         /// not been read. Applying operations to a state is joining it with theirs (SPEC.md §5),
@@ -169,7 +170,7 @@ struct WriteContext {
     /// Whether the store lists a purged record, asked once per context (and true once it purges one).
     private mutating func holdsAnyPurge() throws -> Bool {
         if let holdsPurges { return holdsPurges }
-        let holds = try ConcordStore.holdsPurges(db)
+        let holds = try ConcordStore.holdsPurgedRecords(db)
         holdsPurges = holds
         return holds
     }

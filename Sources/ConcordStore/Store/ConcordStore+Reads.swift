@@ -137,7 +137,7 @@ extension ConcordStore {
                         if kind == nil || kind == other { refs.append(RecordRef(kind: other, id: try Self.recordID(try row.column(1)))) }
                     }
                 }
-                if refs.isEmpty, digits.count == 32, try Self.holdsPurges(db) {
+                if refs.isEmpty, digits.count == 32, try Self.holdsPurgedRecords(db) {
                     // A purged record, named in full: a change to it is refused as purged, and a
                     // purge of it again changes nothing (SPEC.md §5.7).
                     for row in try Row.fetchAll(db, sql: "SELECT kind FROM purged WHERE id = ?", arguments: [Data(low.bytes)]) {

@@ -96,7 +96,7 @@ extension ConcordStore {
                 // The records listed as purged (SPEC.md §5.7); none of them may have a row, or an
                 // applied operation that keeps its content.
                 var purged = Set<RecordRef>()
-                if try Self.holdsPurges(db) {
+                if try Self.holdsPurgedRecords(db) {
                     for row in try Row.fetchAll(db, sql: "SELECT kind, id FROM purged") {
                         purged.insert(RecordRef(kind: try Self.kind(try row.column(0)), id: try Self.recordID(try row.column(1))))
                     }
