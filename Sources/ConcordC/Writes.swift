@@ -147,11 +147,7 @@ public func concord_record_restore(_ handle: UInt64, _ id: UnsafePointer<CChar>?
 public func concord_delete_all(
     _ handle: UInt64, _ kind: Int32, _ count: UnsafeMutablePointer<Int64>?, _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
-    perform(error) {
-        let store = try stores.get(handle)
-        let deleted = try store.deleteAll(try recordKind(kind))
-        count?.pointee = Int64(deleted)
-    }
+    perform(error, onEveryRecordOf: kind, in: handle, counting: count) { store, kind in try store.deleteAll(kind) }
 }
 
 /// Purges a record: erases its content on every replica, for good (ABI version 2).
@@ -168,10 +164,18 @@ public func concord_record_purge(_ handle: UInt64, _ id: UnsafePointer<CChar>?, 
 public func concord_purge_all(
     _ handle: UInt64, _ kind: Int32, _ count: UnsafeMutablePointer<Int64>?, _ error: UnsafeMutablePointer<OpaquePointer?>?
 ) -> Int32 {
+    perform(error, onEveryRecordOf: kind, in: handle, counting: count) { store, kind in try store.purgeAll(kind) }
+}
+
+/// Runs `body` on the store `handle` with the record kind `kind`, and sets `*count` to what it
+/// returns: the calls on every record of a kind.
+private func perform(
+    _ error: UnsafeMutablePointer<OpaquePointer?>?, onEveryRecordOf kind: Int32, in handle: UInt64, counting count: UnsafeMutablePointer<Int64>?,
+    _ body: (ConcordStore, RecordKind) throws -> Int
+) -> Int32 {
     perform(error) {
-        let store = try stores.get(handle)
-        let purged = try store.purgeAll(try recordKind(kind))
-        count?.pointee = Int64(purged)
+        let done = try body(try stores.get(handle), try recordKind(kind))
+        count?.pointee = Int64(done)
     }
 }
 

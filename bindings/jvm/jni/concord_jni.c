@@ -389,12 +389,19 @@ JNIEXPORT void JNICALL Java_dev_concord_Native_recordRestore(JNIEnv *env, jclass
     call_with_id(env, concord_record_restore, store, id);
 }
 
-JNIEXPORT jlong JNICALL Java_dev_concord_Native_deleteAll(JNIEnv *env, jclass type, jlong store, jint kind) {
-    (void)type;
+/* A call on every record of a kind, which counts them. */
+typedef int32_t (*kind_call)(concord_store, int32_t, int64_t *, concord_error **);
+
+static jlong call_with_kind(JNIEnv *env, kind_call call, jlong store, jint kind) {
     int64_t count = 0;
     concord_error *error = NULL;
-    int32_t status = concord_delete_all((concord_store)store, kind, &count, &error);
+    int32_t status = call((concord_store)store, kind, &count, &error);
     return succeeded(env, status, error) ? (jlong)count : 0;
+}
+
+JNIEXPORT jlong JNICALL Java_dev_concord_Native_deleteAll(JNIEnv *env, jclass type, jlong store, jint kind) {
+    (void)type;
+    return call_with_kind(env, concord_delete_all, store, kind);
 }
 
 JNIEXPORT void JNICALL Java_dev_concord_Native_recordPurge(JNIEnv *env, jclass type, jlong store, jstring id) {
@@ -404,10 +411,7 @@ JNIEXPORT void JNICALL Java_dev_concord_Native_recordPurge(JNIEnv *env, jclass t
 
 JNIEXPORT jlong JNICALL Java_dev_concord_Native_purgeAll(JNIEnv *env, jclass type, jlong store, jint kind) {
     (void)type;
-    int64_t count = 0;
-    concord_error *error = NULL;
-    int32_t status = concord_purge_all((concord_store)store, kind, &count, &error);
-    return succeeded(env, status, error) ? (jlong)count : 0;
+    return call_with_kind(env, concord_purge_all, store, kind);
 }
 
 /* MARK: Reads */
