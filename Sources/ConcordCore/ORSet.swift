@@ -270,6 +270,12 @@ package struct TagSet: Hashable, Sendable {
         return found ? entries[index].state.live.sorted : []
     }
 
+    /// The dots of `tag` that removes have named.
+    package func removedDots(of tag: ExactString) -> Dots {
+        let (index, found) = position(of: tag)
+        return found ? entries[index].state.removed : Dots()
+    }
+
     /// Applies an addTag of `tag` with dot `dot`.
     package mutating func add(_ tag: ExactString, dot: OperationID) {
         update(tag) { $0.add(dot) }

@@ -77,3 +77,15 @@ package struct OperationSpans: Hashable, Sendable {
         for span in other.spans { insert(span) }
     }
 }
+
+extension OperationSpans {
+    /// Removes one operation's id, splitting the span that holds it.
+    package mutating func remove(_ id: OperationID) {
+        guard let index = spans.firstIndex(where: { $0.replica == id.replica && $0.first <= id.seq && id.seq <= $0.last }) else { return }
+        let span = spans[index]
+        var pieces: [Span] = []
+        if span.first < id.seq { pieces.append(Span(replica: span.replica, first: span.first, last: id.seq - 1)) }
+        if id.seq < span.last { pieces.append(Span(replica: span.replica, first: id.seq + 1, last: span.last)) }
+        spans.replaceSubrange(index...index, with: pieces)
+    }
+}

@@ -84,6 +84,12 @@ package struct RecordState: Hashable, Sendable {
         tags = TagSet()
     }
 
+    /// Forgets that the operation `id` acted on the record, which compaction dropped (SPEC.md §5.8):
+    /// the spans list the operations held in full.
+    package mutating func forget(_ id: OperationID) {
+        operations.remove(id)
+    }
+
     /// Merges `register` into the register of `field`: the greater stamp wins.
     package mutating func write(_ field: Field, _ register: LWWRegister) {
         // A known field spelled by name is that field (validation refuses such operations; a state

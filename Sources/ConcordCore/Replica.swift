@@ -8,12 +8,27 @@ package struct Replica: Sendable {
     package private(set) var operations: [OperationID: Op] = [:]
     package private(set) var records: [RecordRef: RecordState] = [:]
     package private(set) var versionVector = VersionVector()
+    /// Seqs held without their operations: compaction dropped them, here or on the replica that
+    /// sent them (SPEC.md §5.8).
+    package private(set) var compacted = SeqRanges()
     /// Sequence numbers held above the version vector (operations delivered out of order).
     private var held: [ReplicaID: Set<UInt64>] = [:]
 
     package init(id: ReplicaID, clock: HybridLogicalClock = HybridLogicalClock()) {
         self.id = id
         self.clock = clock
+    }
+
+    /// This replica as a store restored from a backup becomes once `init --fork` gives it the id
+    /// `id` (SPEC.md §9.1): what it holds, with its clock, under another id.
+    package func forked(as id: ReplicaID) -> Replica {
+        var fork = Replica(id: id, clock: clock)
+        fork.operations = operations
+        fork.records = records
+        fork.versionVector = versionVector
+        fork.held = held
+        fork.compacted = compacted
+        return fork
     }
 
     /// Carries out `change` on `ref`, appending the operations it takes to the log.
@@ -41,16 +56,26 @@ package struct Replica: Sendable {
         return made
     }
 
-    /// Merges operations from anywhere. Operations already held are skipped; invalid ones are
-    /// refused before anything is applied. With a wall-clock reading, the report says when the
-    /// clock is left more than a day ahead of it (SPEC.md §3).
+    /// Merges operations from anywhere, and the seqs their sender holds compacted (`covering`)
+    /// when they come from an export since `base`: everything the sender held past `base`.
+    /// Operations and seqs already held are skipped; invalid operations are refused before
+    /// anything is applied. With a wall-clock reading, the report says when the clock is left
+    /// more than a day ahead of it (SPEC.md §3).
+    ///
+    /// The compacted seqs are taken only if this replica holds every seq `base` covers: then it
+    /// holds every operation that made them redundant, or one that made that one redundant, on
+    /// to one it holds in full (SPEC.md §5.8). Otherwise they are left for a later exchange.
     @discardableResult
-    package mutating func merge(_ incoming: some Sequence<Op>, wallMillis: UInt64 = 0) throws(InvalidOperation) -> MergeReport {
+    package mutating func merge(
+        _ incoming: some Sequence<Op>, covering: SeqRanges = SeqRanges(), since base: VersionVector = VersionVector(),
+        wallMillis: UInt64 = 0
+    ) throws(InvalidOperation) -> MergeReport {
         let incoming = Array(incoming)
         for operation in incoming { try operation.validate() }
         var report = MergeReport()
+        let takesCompacted = base.entries.allSatisfy { versionVector[$0.key] >= $0.value }
         for operation in incoming {
-            guard operations[operation.id] == nil else {
+            guard !holds(operation.id) else {
                 report.duplicates += 1
                 continue
             }
@@ -58,6 +83,17 @@ package struct Replica: Sendable {
             clock.observe(operation.timestamp)
             report.newOperations[operation.id.replica, default: 0] += 1
             report.touchedRecords.insert(operation.record)
+        }
+        // After the operations, so that a seq sent both in full and compacted is kept in full.
+        if takesCompacted {
+            for (author, seqs) in covering.runs {
+                for seq in seqs {
+                    let id = OperationID(replica: author, seq: seq)
+                    guard !holds(id) else { continue }
+                    compacted.insert(id)
+                    hold(id)
+                }
+            }
         }
         if wallMillis > 0, report.newOperationCount > 0, clock.isFarAhead(ofWallMillis: wallMillis) {
             report.farFutureTimestamp = clock.latest
@@ -76,6 +112,29 @@ package struct Replica: Sendable {
 
     package var notes: [Note] {
         records.values.filter { $0.ref.kind == .note && !$0.isPurged }.sorted { $0.ref < $1.ref }.map(Note.init(state:))
+    }
+
+    /// Whether the operation `id` is held, in full or compacted.
+    package func holds(_ id: OperationID) -> Bool {
+        operations[id] != nil || compacted.contains(id)
+    }
+
+    /// Drops the operations whose effect the kept ones give (SPEC.md §5.8), keeping their seqs.
+    /// - Returns: how many were dropped.
+    @discardableResult
+    package mutating func compact() -> Int {
+        var byRecord: [RecordRef: [Op]] = [:]
+        for operation in operations.values { byRecord[operation.record, default: []].append(operation) }
+        var dropped = 0
+        for (ref, held) in byRecord {
+            for id in Compaction.redundant(among: held.sorted { $0.id < $1.id }) {
+                operations[id] = nil
+                compacted.insert(id)
+                records[ref]!.forget(id)
+                dropped += 1
+            }
+        }
+        return dropped
     }
 
     /// Replaces every held operation of `record` by its elided copy.
@@ -103,16 +162,21 @@ package struct Replica: Sendable {
         } else {
             operations[operation.id] = operation
         }
-        let author = operation.id.replica
+        hold(operation.id)
+    }
+
+    /// Advances the version vector over `id`, or keeps it above a gap.
+    private mutating func hold(_ id: OperationID) {
+        let author = id.replica
         var contiguous = versionVector[author]
-        if operation.id.seq == contiguous + 1 {
+        if id.seq == contiguous + 1 {
             contiguous += 1
             var pending = held[author] ?? []
             while pending.remove(contiguous + 1) != nil { contiguous += 1 }
             held[author] = pending.isEmpty ? nil : pending
             versionVector[author] = contiguous
-        } else if operation.id.seq > contiguous {
-            held[author, default: []].insert(operation.id.seq)
+        } else if id.seq > contiguous {
+            held[author, default: []].insert(id.seq)
         }
     }
 }

@@ -24,7 +24,10 @@ enum Universe {
         ReplicaID(high: 0x1111_0000_0000_0000, low: 1),
         ReplicaID(high: 0x4444_0000_0000_0000, low: 4),
         ReplicaID(high: 0x2222_0000_0000_0000, low: 2),
+        ReplicaID(high: 0x5555_0000_0000_0000, low: 5),
     ]
+    /// The ids that replicas restored from backups take (`Replica.forked(as:)`), in turn.
+    static let forkIDs: [ReplicaID] = (1...8).map { ReplicaID(high: 0x0666_0000_0000_0000, low: UInt64($0)) }
     /// A replica that authors nothing: used to receive operation sets.
     static let observerID = ReplicaID(high: 0xFFFF_0000_0000_0000, low: 0xFF)
     /// A replica running a newer version: it writes fields and kinds this version does not know.
@@ -123,6 +126,9 @@ struct World {
     /// The newer-version replica's clock and log.
     var newerClock = HybridLogicalClock()
     var newerLog: [Op] = []
+    /// Every operation any replica wrote, as written (before any purge elided or compaction
+    /// dropped it).
+    var written: [Op] = []
 
     init(_ script: Script) {
         replicas = (0..<script.replicaCount).map { Replica(id: Universe.replicaIDs[$0]) }
@@ -159,8 +165,12 @@ struct World {
             var from = step.target % count
             if from == r { from = (from + 1) % count }
             var generator = rng(index)
-            let delivered = World.delivery(of: replicas[from].operations(), to: replicas[r], mode: step.arg % 6, using: &generator)
-            merge(delivered, into: r)
+            let mode = step.arg % 6
+            let delivered = World.delivery(of: replicas[from].operations(), to: replicas[r], mode: mode, using: &generator)
+            // A delivery of every operation (modes 0, 2 and 4 from the start, 1 since the
+            // receiver's vector) carries the sender's compacted seqs; a partial one ended before them.
+            let base = mode == 1 ? replicas[r].versionVector : VersionVector()
+            merge(delivered, covering: [0, 1, 2, 4].contains(mode) ? replicas[from].compacted : SeqRanges(), since: base, into: r)
         } else {
             let ref = Universe.records[step.target % Universe.records.count]
             // Most changes to a record the replica has not seen become creates, so that records
@@ -187,6 +197,7 @@ struct World {
         let timestamp = (try? newerClock.tick(wallMillis: wallMillis)) ?? newerClock.latest
         let op = Op(id: OperationID(replica: Universe.newerID, seq: UInt64(newerLog.count + 1)), timestamp: timestamp, record: record, action: action)
         newerLog.append(op)
+        written.append(op)
         return op
     }
 
@@ -201,6 +212,7 @@ struct World {
             return []
         }
         performed += 1
+        written += made
         var previous = before
         for (offset, op) in made.enumerated() {
             if op.timestamp <= previous {
@@ -215,9 +227,9 @@ struct World {
         return made
     }
 
-    mutating func merge(_ operations: [Op], into r: Int) {
+    mutating func merge(_ operations: [Op], covering: SeqRanges = SeqRanges(), since base: VersionVector = VersionVector(), into r: Int) {
         do {
-            try replicas[r].merge(operations, wallMillis: wall[r])
+            try replicas[r].merge(operations, covering: covering, since: base, wallMillis: wall[r])
             merges += 1
             for op in operations { maxSeen[r] = max(maxSeen[r], op.timestamp) }
         } catch {
@@ -225,10 +237,13 @@ struct World {
         }
     }
 
-    /// Every replica merges every other replica's operations (all of them, in one batch).
+    /// Every replica merges every other replica's operations (all of them, in one batch), and
+    /// the seqs they hold compacted.
     mutating func syncAll() {
         let all = allOperations
-        for r in 0..<count { merge(all, into: r) }
+        var compacted = SeqRanges()
+        for replica in replicas { compacted.formUnion(replica.compacted) }
+        for r in 0..<count { merge(all, covering: compacted, into: r) }
     }
 
     /// The union of all replicas' logs, by id.

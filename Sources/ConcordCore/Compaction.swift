@@ -1,0 +1,59 @@
+/// Which operations a replica may drop from its log and keep only as compacted seqs (SPEC.md
+/// §5.8): those whose effect the operations it keeps of the same record give anyway.
+///
+/// The state of a set of operations is their join (§5.6), so an operation that the kept ones make
+/// redundant stays redundant beside any other operations: a replica that later holds the kept
+/// ones, whatever else it holds or lacks, holds the state it would hold with the dropped one. The
+/// rule is checked, not trusted: the kept operations are folded again, and nothing is dropped
+/// unless they give the record's state exactly.
+package enum Compaction {
+    /// The operations of `operations` (every operation of one record a replica holds in full)
+    /// that it may drop, in ascending order:
+    /// - an assign with known predecessors that is neither a head nor hidden (§5.1): a kept
+    ///   write has seen it, and the register keeps what it had seen;
+    /// - an add of a tag whose dot a remove has named: the remove keeps it removed;
+    /// - of a purged record, every elided copy but one when no purge is held: one stands for
+    ///   the purge (§5.7).
+    /// Removes and tombstones are kept: dropping them needs every replica to hold them.
+    package static func redundant(among operations: [Op]) -> [OperationID] {
+        guard let record = operations.first?.record else { return [] }
+        var state = RecordState(ref: record)
+        for operation in operations { state.apply(operation) }
+        var dropped: [OperationID] = []
+        if state.isPurged {
+            let anchor = operations.first { $0.action == .purge }?.id ?? operations.map(\.id).min()!
+            dropped = operations.lazy.filter { $0.action == .elided && $0.id != anchor }.map(\.id)
+        } else {
+            for operation in operations {
+                switch operation.action {
+                case let .assign(field, _):
+                    guard case .some = operation.predecessors, let register = state.register(field) else { continue }
+                    let stamp = operation.stamp
+                    if stamp != register.stamp, !register.rivals.contains(where: { $0.stamp == stamp }), !register.hidden.contains(stamp) {
+                        dropped.append(operation.id)
+                    }
+                case let .addTag(tag):
+                    if state.tags.removedDots(of: tag).contains(operation.id) { dropped.append(operation.id) }
+                default:
+                    continue
+                }
+            }
+        }
+        guard !dropped.isEmpty else { return [] }
+        let droppedSet = Set(dropped)
+        var kept = RecordState(ref: record)
+        for operation in operations where !droppedSet.contains(operation.id) { kept.apply(operation) }
+        guard kept.hasSameContent(as: state) else { return [] }
+        return dropped.sorted()
+    }
+}
+
+extension RecordState {
+    /// Whether two states of one record hold the same registers, tags and purge mark: equal but
+    /// for which operations each was built from (replicas that compacted differently differ there).
+    package func hasSameContent(as other: RecordState) -> Bool {
+        ref == other.ref && isPurged == other.isPurged && tags == other.tags && registers.elementsEqual(other.registers) {
+            $0.field == $1.field && $0.register == $1.register
+        }
+    }
+}

@@ -1,0 +1,154 @@
+import ConcordCore
+import Foundation
+import PropertyBased
+import Testing
+
+@Suite("Compaction")
+struct CompactionTests {
+    /// Something that happens to a replica between two steps of a script.
+    struct Event: Hashable, Sendable, CustomStringConvertible {
+        /// After which step.
+        var step: Int
+        /// To which replica (mod the replica count).
+        var replica: Int
+        /// 0–2: it compacts; 3: it is backed up; 4: it is lost, and its last backup is restored
+        /// and forked (nothing happens without a backup).
+        var kind: Int
+
+        var description: String { "(\(step),\(replica),\(kind))" }
+    }
+
+    static let step = zip(
+        Gen.int(in: Step.kinds), Gen.int(in: 0...4), Gen.int(in: 0...4), Gen.int(in: 0...11), Gen.int(in: -4...8)
+    ).map { Step(kind: $0, replica: $1, target: $2, arg: $3, clock: $4) }
+
+    /// Scripts on 3–5 replicas of up to 48 steps.
+    static let script = zip(Gen.int(in: 3...5), Gen.int(in: -8...8).array(of: 5), Gen<UInt64>.value(in: 0...UInt64.max), step.array(of: 0...48))
+        .map { Script(replicaCount: $0, skews: $1, seed: $2, steps: $3) }
+
+    static let events = zip(Gen.int(in: 0...48), Gen.int(in: 0...4), Gen.int(in: 0...4)).map { Event(step: $0, replica: $1, kind: $2) }
+        .array(of: 0...16)
+
+    /// Runs `script` with `events` between its steps, then syncs every replica with every other.
+    static func run(_ script: Script, _ events: [Event]) -> (world: World, dropped: Int) {
+        var world = World(script)
+        var backups: [Int: Replica] = [:]
+        var forks = 0
+        var dropped = 0
+        for (index, step) in script.steps.enumerated() {
+            world.apply(step, index: index)
+            for event in events where event.step == index {
+                let r = event.replica % world.count
+                switch event.kind {
+                case 0...2: dropped += world.replicas[r].compact()
+                case 3: backups[r] = world.replicas[r]
+                default:
+                    guard let backup = backups[r], forks < Universe.forkIDs.count else { continue }
+                    world.replicas[r] = backup.forked(as: Universe.forkIDs[forks])
+                    forks += 1
+                }
+            }
+        }
+        world.syncAll()
+        return (world, dropped)
+    }
+
+    /// Replicas that compact at random points, are lost and restored from old backups, and
+    /// receive operations in random orders and subsets, reach the state of a replica that never
+    /// compacted and merged every operation they still hold, in full or compacted: the same
+    /// records, conflicts and dump. No operation is lost but those only a lost replica held.
+    @Test func compactedReplicasConvergeWithANeverCompactedModel() async {
+        var dropped = 0
+        await propertyCheck(count: 2000, input: Self.script, Self.events) { script, events in
+            let (world, droppedHere) = Self.run(script, events)
+            dropped += droppedHere
+            var claimed = SeqRanges()
+            for replica in world.replicas {
+                claimed.formUnion(replica.compacted)
+                for id in replica.operations.keys { claimed.insert(id) }
+            }
+            let model = observer(merging: world.written.filter { claimed.contains($0.id) })
+            for (index, replica) in world.replicas.enumerated() {
+                #expect(replica.dump() == model.dump(), "replica \(index) dumps otherwise")
+                #expect(Set(replica.records.keys) == Set(model.records.keys), "replica \(index) holds other records")
+                for (ref, state) in model.records {
+                    #expect(replica.records[ref].map { $0.hasSameContent(as: state) } ?? false, "replica \(index) holds another \(ref)")
+                    #expect(replica.records[ref]?.inConflict == state.inConflict, "replica \(index) sees other conflicts in \(ref)")
+                }
+                #expect(replica.versionVector == model.versionVector, "replica \(index) holds other seqs")
+                #expect(replica.compacted.isEmpty || !replica.operations.keys.contains { replica.compacted.contains($0) })
+            }
+        }
+        #expect(dropped > 1000, "compaction dropped only \(dropped) operations in 1,000 scripts")
+    }
+
+    /// An assign that a later one has seen, and a tag add that a remove has named, are dropped;
+    /// the winner, the remove and a write of unknown predecessors stay.
+    @Test func dropsWhatKeptOperationsSubsume() throws {
+        let ref = Universe.records[0]
+        var replica = Replica(id: Universe.replicaIDs[0])
+        let now = Universe.baseMillis
+        let created = try replica.perform(.createReminder(ReminderDraft(title: "first", tags: ["home"])), on: ref, wallMillis: now)
+        let retitled = try replica.perform(.editReminder(ReminderPatch(title: "second")), on: ref, wallMillis: now + 1)
+        let untagged = try replica.perform(.tag(add: [], remove: ["home"]), on: ref, wallMillis: now + 2)
+        let old = op(Universe.newerID, 1, at: ts(now - 10), ref, .assign(.notes, .string("unknown predecessors")))
+        try replica.merge([old])
+        let before = replica.records[ref]!
+
+        let firstTitle = created.first { if case .assign(.title, _) = $0.action { true } else { false } }!
+        let tagAdd = created.first { if case .addTag = $0.action { true } else { false } }!
+        #expect(replica.compact() == 2)
+        #expect(replica.operations[firstTitle.id] == nil && replica.compacted.contains(firstTitle.id))
+        #expect(replica.operations[tagAdd.id] == nil && replica.compacted.contains(tagAdd.id))
+        #expect(replica.operations[retitled[0].id] != nil && replica.operations[untagged[0].id] != nil)
+        #expect(replica.operations[old.id] != nil)
+        #expect(replica.records[ref]!.hasSameContent(as: before))
+        #expect(replica.compact() == 0, "a second compaction finds nothing more")
+
+        // A replica that still holds the add but not the remove converges once it merges.
+        var stale = Replica(id: Universe.replicaIDs[1])
+        try stale.merge(created)
+        #expect(stale.records[ref]!.tags.contains("home"))
+        try stale.merge(replica.operations(since: stale.versionVector), covering: replica.compacted, since: stale.versionVector)
+        #expect(stale.dump() == replica.dump())
+        #expect(!stale.records[ref]!.tags.contains("home"))
+    }
+
+    /// A purged record keeps its purge and no elided copy; one elided copy stays where no purge is
+    /// held, for it stands for the purge.
+    @Test func aPurgedRecordKeepsOnlyWhatStandsForThePurge() throws {
+        let ref = Universe.records[0]
+        var author = Replica(id: Universe.replicaIDs[0])
+        let now = Universe.baseMillis
+        let created = try author.perform(.createReminder(ReminderDraft(title: "secret", tags: ["home"])), on: ref, wallMillis: now)
+        let purge = try author.perform(.purge, on: ref, wallMillis: now + 1)
+        #expect(author.compact() == created.count)
+        #expect(Array(author.operations.keys) == [purge[0].id])
+
+        var early = observer(merging: created.map(\.elided))
+        #expect(early.compact() == created.count - 1)
+        #expect(early.operations.values.map(\.action) == [.elided])
+        #expect(early.records[ref]!.isPurged)
+    }
+
+    /// Compacted seqs that come from an export since a vector the receiver does not hold are
+    /// left: the operations that made them redundant may be among those it lacks.
+    @Test func compactedSeqsNeedTheExportsBase() throws {
+        let ref = Universe.records[0]
+        var author = Replica(id: Universe.replicaIDs[0])
+        let now = Universe.baseMillis
+        let created = try author.perform(.createReminder(ReminderDraft(title: "first")), on: ref, wallMillis: now)
+        try author.perform(.editReminder(ReminderPatch(title: "second")), on: ref, wallMillis: now + 1)
+        author.compact()
+        #expect(!author.compacted.isEmpty)
+
+        var receiver = Replica(id: Universe.replicaIDs[1])
+        // An export since the author's whole vector, as if the receiver held it: nothing comes.
+        try receiver.merge([], covering: author.compacted, since: author.versionVector)
+        #expect(receiver.compacted.isEmpty && receiver.versionVector == VersionVector())
+        try receiver.merge(author.operations(), covering: author.compacted)
+        #expect(receiver.compacted == author.compacted)
+        #expect(receiver.dump() == author.dump())
+        #expect(created.count > 0)
+    }
+}
