@@ -115,6 +115,11 @@ public struct ByteReader {
     /// How many bytes are left to read.
     public var remaining: Int { bytes.count - offset }
 
+    /// The next byte, left unread; nil at the end.
+    public func peek() -> UInt8? {
+        offset < bytes.count ? bytes[offset] : nil
+    }
+
     /// The next byte; `.truncated` at the end.
     public mutating func byte() throws(DecodeError) -> UInt8 {
         guard offset < bytes.count else { throw .truncated }

@@ -9,15 +9,22 @@ public enum OperationCodec {
     /// An elided operation: its record was purged, and nothing follows the record (bundle format
     /// 3 on, SPEC.md §8.3). Its action bits are 0.
     static let elidedFlag: UInt8 = 0x10
-    static let reservedBits: UInt8 = 0xE0
+    /// Compacted seqs (SPEC.md §5.8): the header alone, then how many seqs of the run follow
+    /// without their operations.
+    static let compactedHeader: UInt8 = 0x20
+    static let reservedBits: UInt8 = 0xC0
     /// The action bits of a purge, which has no payload.
     static let purgeAction: UInt8 = 3
 
     /// Checks the bits of an operation's header that no operation may combine: reserved bits,
-    /// predecessors on anything but an assign, and an elided operation with an action.
+    /// predecessors on anything but an assign, an elided operation with an action, and compacted
+    /// seqs with any other bit.
     static func checkFlags(_ header: UInt8) throws(DecodeError) {
         guard header & reservedBits == 0 else {
             throw .malformed("operation header 0x\(String(header, radix: 16)) has reserved bits set")
+        }
+        guard header & compactedHeader == 0 || header == compactedHeader else {
+            throw .malformed("compacted seqs with other header bits set")
         }
         guard header & predecessorsFlag == 0 || header & (actionMask | elidedFlag) == 0 else {
             throw .malformed("an operation other than an assign with the predecessors bit set")
@@ -39,6 +46,19 @@ public enum OperationCodec {
         for operation in operations { run.append(operation, into: &writer) }
     }
 
+    /// Appends the run of seqs `seqs` of one author, of which `operations` (ascending) are held in
+    /// full: every seq of `seqs` without an operation is written as compacted (SPEC.md §5.8).
+    package static func encode(_ operations: some Sequence<Op>, covering seqs: ClosedRange<UInt64>, into writer: inout ByteWriter) {
+        var run = RunEncoder()
+        var next = seqs.lowerBound
+        for operation in operations {
+            if operation.id.seq > next { run.appendCompacted(operation.id.seq - next, into: &writer) }
+            run.append(operation, into: &writer)
+            next = operation.id.seq + 1
+        }
+        if next <= seqs.upperBound { run.appendCompacted(seqs.upperBound - next + 1, into: &writer) }
+    }
+
     /// Encodes the operations of one run one at a time, carrying the deltas between them.
     public struct RunEncoder: Sendable {
         private var previousTimestamp: UInt64 = 0
@@ -46,6 +66,14 @@ public enum OperationCodec {
 
         /// An encoder at the start of a run.
         public init() {}
+
+        /// Appends `count` compacted seqs, the next of the run, to `writer` (SPEC.md §8.3): they
+        /// change nothing the next operation's encoding is relative to.
+        public mutating func appendCompacted(_ count: UInt64, into writer: inout ByteWriter) {
+            precondition(count >= 1, "no compacted seqs")
+            writer.byte(OperationCodec.compactedHeader)
+            writer.varint(count)
+        }
 
         /// Appends `operation`, the next of the run, to `writer` (SPEC.md §8.3).
         public mutating func append(_ operation: Op, into writer: inout ByteWriter) {
@@ -106,7 +134,7 @@ public enum OperationCodec {
             var reader = ByteReader(bytes, offset: range.lowerBound)
             let header = try reader.byte()
             try OperationCodec.checkFlags(header)
-            guard header & OperationCodec.sameRecordFlag == 0 else {
+            guard header & OperationCodec.sameRecordFlag == 0, header != OperationCodec.compactedHeader else {
                 throw .malformed("operation header 0x\(String(header, radix: 16)) is not one of an operation alone")
             }
             let timestamp = UInt64(bitPattern: try reader.signedVarint())
@@ -161,7 +189,8 @@ public enum OperationCodec {
         }
     }
 
-    /// Decodes a whole run of `count` operations by `author` starting at `firstSeq`, validating each.
+    /// Decodes a whole run of `count` seqs by `author` starting at `firstSeq`, validating each
+    /// operation: the operations held in full, ascending, without the compacted seqs.
     public static func decode(
         _ bytes: [UInt8], author: ReplicaID, firstSeq: UInt64, count: Int
     ) throws(DecodeError) -> [Op] {
@@ -169,11 +198,13 @@ public enum OperationCodec {
             throw .malformed("a run of \(count) operations cannot start at seq \(firstSeq)")
         }
         var reader = ByteReader(bytes)
-        var run = RunDecoder(author: author, firstSeq: firstSeq)
+        var run = RunDecoder(author: author, firstSeq: firstSeq, count: UInt64(count))
         var result: [Op] = []
         // `count` is untrusted: every operation takes at least one byte, so reserve no more than that.
         result.reserveCapacity(min(count, bytes.count))
-        for _ in 0..<count { result.append(try run.next(from: &reader)) }
+        while !run.isAtEnd {
+            if let operation = try run.next(from: &reader) { result.append(operation) }
+        }
         guard reader.isAtEnd else { throw .malformed("\(reader.remaining) bytes after the last operation") }
         return result
     }
@@ -184,20 +215,42 @@ public enum OperationCodec {
         public let author: ReplicaID
         /// The seq the next operation decoded gets.
         public private(set) var nextSeq: UInt64
+        /// How many seqs of the run are left to read, past which compacted seqs may not reach.
+        private var seqsLeft: UInt64
         private var previousTimestamp: UInt64 = 0
         private var previousRecord: RecordRef?
 
-        /// A decoder at the start of a run by `author` whose first operation has seq `firstSeq`.
-        public init(author: ReplicaID, firstSeq: UInt64) {
+        /// A decoder at the start of a run of `count` seqs by `author`, the first `firstSeq`
+        /// (without a count: the run ends where its reader says).
+        public init(author: ReplicaID, firstSeq: UInt64, count: UInt64? = nil) {
             self.author = author
             nextSeq = firstSeq
+            seqsLeft = count ?? .max
         }
 
-        /// Decodes the next operation of the run from `reader` and validates it (SPEC.md §4.3): an
-        /// invalid operation throws `.malformed`.
-        public mutating func next(from reader: inout ByteReader) throws(DecodeError) -> Op {
+        /// Whether every seq of the run (given its count) was read.
+        public var isAtEnd: Bool { seqsLeft == 0 }
+
+        /// Decodes the next entry of the run from `reader`: an operation, validated (SPEC.md
+        /// §4.3; an invalid one throws `.malformed`), or nil for compacted seqs, which it steps
+        /// over (§5.8).
+        public mutating func next(from reader: inout ByteReader) throws(DecodeError) -> Op? {
+            if try skipCompacted(from: &reader) { return nil }
             let (header, timestamp, record) = try start(from: &reader)
             return try rest(header: header, timestamp: timestamp, record: record, from: &reader)
+        }
+
+        /// Reads compacted seqs if they come next, and says whether they did.
+        private mutating func skipCompacted(from reader: inout ByteReader) throws(DecodeError) -> Bool {
+            guard reader.peek() == OperationCodec.compactedHeader else { return false }
+            _ = try reader.byte()
+            let count = try reader.varint()
+            guard count >= 1 else { throw .malformed("compacted seqs of count 0") }
+            guard count <= seqsLeft else { throw .malformed("compacted seqs past the end of their run") }
+            guard nextSeq <= Op.maxSeq, count - 1 <= Op.maxSeq - nextSeq else { throw .malformed("compacted seqs past 2^63-1") }
+            nextSeq += count
+            seqsLeft -= count
+            return true
         }
 
         /// Decodes the next operation as `next(from:)` does if it acts on `wanted` (nil: on no
@@ -206,11 +259,13 @@ public enum OperationCodec {
         /// hold other records'. An operation read past is checked as far as reading it needs (its
         /// header, record, field code, value type, lengths and counts), not validated (SPEC.md §4.3).
         package mutating func next(from reader: inout ByteReader, ifItActsOn wanted: RecordRef?) throws(DecodeError) -> Op? {
+            if try skipCompacted(from: &reader) { return nil }
             let (header, timestamp, record) = try start(from: &reader)
             guard record == wanted else {
                 try OperationCodec.skipAction(header: header, from: &reader)
                 guard nextSeq < UInt64.max else { throw .malformed("sequence number overflows") }
                 nextSeq += 1
+                seqsLeft &-= 1
                 return nil
             }
             return try rest(header: header, timestamp: timestamp, record: record, from: &reader)
@@ -248,6 +303,7 @@ public enum OperationCodec {
                 id: OperationID(replica: author, seq: nextSeq), timestamp: timestamp, record: record, action: action,
                 predecessors: predecessors)
             nextSeq += 1
+            seqsLeft &-= 1
             do {
                 try operation.validate()
             } catch {

@@ -26,11 +26,9 @@ package enum OperationsBlock {
         private let replicas: [ReplicaID]
         private let maxOperations: Int
         private var runsLeft: UInt64
-        /// The open run: its bytes, its decoder (nil when no run is open), and how many of its
-        /// operations are still to come.
+        /// The open run: its bytes, and its decoder (nil when no run is open).
         private var runReader = ByteReader([])
         private var runDecoder: OperationCodec.RunDecoder?
-        private var runLeft: UInt64 = 0
         /// The operations returned so far.
         package private(set) var operations = 0
         /// The ids of the runs opened so far (all of the block's, once `next()` returned nil), in
@@ -51,14 +49,16 @@ package enum OperationsBlock {
             self.maxOperations = maxOperations
         }
 
-        /// The next operation, or nil after the last.
+        /// The next operation, or nil after the last. Compacted seqs (SPEC.md §5.8) are stepped
+        /// over: `runs` covers them.
         package mutating func next() throws(DecodeError) -> Op? {
             while true {
                 if runDecoder != nil {
-                    if runLeft > 0 {
-                        runLeft -= 1
+                    if !runDecoder!.isAtEnd {
+                        guard let operation = try runDecoder!.next(from: &runReader) else { continue }
+                        guard operations < maxOperations else { throw .malformed("more than \(maxOperations) operations") }
                         operations += 1
-                        return try runDecoder!.next(from: &runReader)
+                        return operation
                     }
                     guard runReader.isAtEnd else { throw .malformed("\(runReader.remaining) bytes after the last operation") }
                     runDecoder = nil
@@ -78,19 +78,16 @@ package enum OperationsBlock {
             let firstSeq = try reader.varint()
             let count = try reader.varint()
             let length = try reader.varint()
-            guard count >= 1, length <= UInt64(reader.remaining), count <= length else {
+            // Compacted seqs take two bytes or more, however many they are.
+            guard count >= 1, length >= 1, length <= UInt64(reader.remaining) else {
                 throw .malformed("a run of \(count) operations in \(length) bytes")
-            }
-            guard count <= UInt64(maxOperations - operations) else {
-                throw .malformed("more than \(maxOperations) operations")
             }
             guard firstSeq >= 1, count - 1 <= UInt64.max - firstSeq else {
                 throw .malformed("a run of \(count) operations cannot start at seq \(firstSeq)")
             }
             let bytes = Array(try reader.bytes(Int(length)))
             runReader = ByteReader(bytes)
-            runDecoder = OperationCodec.RunDecoder(author: replicas[Int(author)], firstSeq: firstSeq)
-            runLeft = count
+            runDecoder = OperationCodec.RunDecoder(author: replicas[Int(author)], firstSeq: firstSeq, count: count)
             runs.append((replicas[Int(author)], firstSeq...firstSeq + (count - 1)))
         }
     }

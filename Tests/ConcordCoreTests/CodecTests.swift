@@ -297,7 +297,16 @@ struct CodecTests {
         let title: [UInt8] = [0x01, 0x04, 0x01, 0x61]
         #expect(try decode([0x00, 0x02, 0x01] + id + title).count == 1)
         // Reserved header bits, a same-record flag with no previous record.
-        #expect(throws: DecodeError.malformed("operation header 0x20 has reserved bits set")) { try decode([0x20, 0x02, 0x01] + id + title) }
+        #expect(throws: DecodeError.malformed("operation header 0x40 has reserved bits set")) { try decode([0x40, 0x02, 0x01] + id + title) }
+        // Compacted seqs (SPEC.md §5.8): the header alone and a count, within the run.
+        #expect(try decode([0x20, 0x01]) == [])
+        #expect(try OperationCodec.decode([0x20, 0x02, 0x00, 0x02, 0x01] + id + title, author: author, firstSeq: 4, count: 3).map(\.id.seq) == [6])
+        #expect(throws: DecodeError.malformed("compacted seqs of count 0")) { try decode([0x20, 0x00]) }
+        #expect(throws: DecodeError.malformed("compacted seqs past the end of their run")) { try decode([0x20, 0x02]) }
+        #expect(throws: DecodeError.malformed("compacted seqs with other header bits set")) { try decode([0x24, 0x01]) }
+        #expect(throws: DecodeError.malformed("compacted seqs past 2^63-1")) {
+            try OperationCodec.decode([0x20, 0x02], author: author, firstSeq: Op.maxSeq, count: 2)
+        }
         // A purge and an elided operation end with their record: no action, no predecessors.
         #expect(try decode([0x03, 0x02, 0x01] + id)[0].action == .purge)
         #expect(try decode([0x10, 0x02, 0x01] + id)[0].action == .elided)

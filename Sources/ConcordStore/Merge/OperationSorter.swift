@@ -300,8 +300,9 @@ struct OperationSorter {
                 let author = try reader.varint() >> 1
                 let seq = try reader.varint()
                 guard author < UInt64(authors.count) else { throw DecodeError.malformed("author \(author)") }
-                var run = OperationCodec.RunDecoder(author: authors[Int(author)], firstSeq: seq)
-                return try run.next(from: &reader)
+                var run = OperationCodec.RunDecoder(author: authors[Int(author)], firstSeq: seq, count: 1)
+                guard let operation = try run.next(from: &reader) else { throw DecodeError.malformed("compacted seqs kept as an operation") }
+                return operation
             } catch {
                 throw OperationSorter.damaged(error)
             }

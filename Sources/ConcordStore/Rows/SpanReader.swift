@@ -50,8 +50,9 @@ struct SpanReader {
             rowsRead += 1
             do {
                 var reader = ByteReader(row.ops)
-                var run = OperationCodec.RunDecoder(author: replica, firstSeq: row.first)
-                for seq in row.first...row.last {
+                var run = OperationCodec.RunDecoder(author: replica, firstSeq: row.first, count: row.last - row.first + 1)
+                while !run.isAtEnd {
+                    let seq = run.nextSeq
                     while let span = spans.first, span.last < seq { spans.removeFirst() }
                     // Another record's operation, or one no span names, is read past unbuilt.
                     let named = spans.first.map { $0.first <= seq } ?? false
@@ -96,7 +97,7 @@ struct SpanReader {
     private static func row(_ statement: borrowing HotStatement) throws -> Row {
         let first = UInt64(bitPattern: statement.int64(0))
         let last = UInt64(bitPattern: statement.int64(1))
-        guard first >= 1, first <= last, last < UInt64(Int64.max), last - first < UInt64(WriteContext.maxChunkOperations) else {
+        guard first >= 1, first <= last, last < UInt64(Int64.max) else {
             throw ConcordError(.corrupt, "a log row has an impossible range")
         }
         return Row(first: first, last: last, ops: statement.withBlob(2) { [UInt8]($0) })

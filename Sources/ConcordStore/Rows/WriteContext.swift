@@ -263,8 +263,8 @@ struct WriteContext {
         // One of the two copies may have lost its predecessors on the way, through a peer session
         // or a build that does not carry them: it is the same operation (SPEC.md §4.2).
         var reader = ByteReader(Array(encoding))
-        var decoder = OperationCodec.RunDecoder(author: id.replica, firstSeq: id.seq)
-        guard var incoming = try? decoder.next(from: &reader), reader.isAtEnd else { return false }
+        var decoder = OperationCodec.RunDecoder(author: id.replica, firstSeq: id.seq, count: 1)
+        guard case .some(.some(var incoming)) = try? decoder.next(from: &reader), reader.isAtEnd else { return false }
         var kept = held
         if incoming.action == .elided || kept.action == .elided {
             // One copy lost its content to a purge of its record (SPEC.md §5.7): the same

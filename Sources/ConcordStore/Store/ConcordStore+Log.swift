@@ -58,13 +58,16 @@ extension ConcordStore {
             guard floor < UInt64(Int64.max) else { continue }
             let cursor: RowCursor
             if position?.replica == author {
-                // Mid-author, a page seeks to the row that holds the seq after the position: a row
-                // spans at most `maxChunkOperations` seqs, and an author's rows never overlap. (Its
-                // rows before the position, a damaged one among them, were walked already.)
+                // Mid-author, a page seeks to the row that holds the seq after the position, the
+                // last to start at or before it (an author's rows never overlap; compacted seqs
+                // let a row span any number of them). Its rows before the position, a damaged one
+                // among them, were walked already.
                 let from = try db.cachedStatement(sql: """
-                    SELECT first_seq, last_seq, ops FROM log WHERE replica = ? AND first_seq > ? AND last_seq > ? ORDER BY first_seq
+                    SELECT first_seq, last_seq, ops FROM log WHERE replica = ?1 AND last_seq > ?2
+                        AND first_seq >= (SELECT coalesce(max(first_seq), 0) FROM log WHERE replica = ?1 AND first_seq <= ?2 + 1)
+                    ORDER BY first_seq
                     """)
-                cursor = try Row.fetchCursor(from, arguments: [index, Int64(floor) - Int64(WriteContext.maxChunkOperations), Int64(floor)])
+                cursor = try Row.fetchCursor(from, arguments: [index, Int64(floor)])
             } else {
                 cursor = try Row.fetchCursor(rows, arguments: [index, Int64(floor)])
             }
@@ -73,8 +76,8 @@ extension ConcordStore {
                 let first = UInt64(bitPattern: try row.column(0) as Int64)
                 let last = UInt64(bitPattern: try row.column(1) as Int64)
                 let operations = try decodeChunk(try row.column(2), author: author, first: first, last: last)
-                // Seqs are consecutive within a row.
-                let skipped = first > floor ? 0 : Int(min(floor - first + 1, UInt64(operations.count)))
+                // A row's operations ascend; some of its seqs may be compacted (SPEC.md §5.8).
+                let skipped = first > floor ? 0 : operations.firstIndex { $0.id.seq > floor } ?? operations.count
                 guard try body(operations[skipped...]) else { return }
             }
         }
@@ -119,7 +122,7 @@ extension ConcordStore {
                 let first = UInt64(try row.column(0) as Int64)
                 let last = UInt64(try row.column(1) as Int64)
                 guard id.seq <= last else { return nil }
-                return try Self.decodeChunk(try row.column(2), author: id.replica, first: first, last: last)[Int(id.seq - first)]
+                return try Self.decodeChunk(try row.column(2), author: id.replica, first: first, last: last).first { $0.id == id }
             }
         }
     }
@@ -161,7 +164,7 @@ extension ConcordStore {
     }
 
     static func decodeChunk(_ data: Data, author: ReplicaID, first: UInt64, last: UInt64) throws -> [Op] {
-        guard first >= 1, last >= first, last - first < UInt64(WriteContext.maxChunkOperations) else {
+        guard first >= 1, last >= first, last <= Op.maxSeq else {
             throw ConcordError(.corrupt, "log chunk \(author.hex):\(first)-\(last) has an impossible range")
         }
         do {
