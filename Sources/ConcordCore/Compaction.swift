@@ -11,32 +11,27 @@ package enum Compaction {
     /// that it may drop, in ascending order:
     /// - an assign with known predecessors that is neither a head nor hidden (§5.1): a kept
     ///   write has seen it, and the register keeps what it had seen;
-    /// - an add of a tag whose dot a remove has named: the remove keeps it removed;
-    /// - of a purged record, every elided copy but one when no purge is held: one stands for
-    ///   the purge (§5.7).
-    /// Removes and tombstones are kept: dropping them needs every replica to hold them.
+    /// - an add of a tag whose dot a remove has named: the remove keeps it removed.
+    /// Removes and tombstones are kept: dropping them needs every replica to hold them. So are
+    /// a purged record's operations, which keep no content already (§5.7).
     package static func redundant(among operations: [Op]) -> [OperationID] {
         guard let record = operations.first?.record else { return [] }
         var state = RecordState(ref: record)
         for operation in operations { state.apply(operation) }
+        guard !state.isPurged else { return [] }
         var dropped: [OperationID] = []
-        if state.isPurged {
-            let anchor = operations.first { $0.action == .purge }?.id ?? operations.map(\.id).min()!
-            dropped = operations.lazy.filter { $0.action == .elided && $0.id != anchor }.map(\.id)
-        } else {
-            for operation in operations {
-                switch operation.action {
-                case let .assign(field, _):
-                    guard case .some = operation.predecessors, let register = state.register(field) else { continue }
-                    let stamp = operation.stamp
-                    if stamp != register.stamp, !register.rivals.contains(where: { $0.stamp == stamp }), !register.hidden.contains(stamp) {
-                        dropped.append(operation.id)
-                    }
-                case let .addTag(tag):
-                    if state.tags.removedDots(of: tag).contains(operation.id) { dropped.append(operation.id) }
-                default:
-                    continue
+        for operation in operations {
+            switch operation.action {
+            case let .assign(field, _):
+                guard case .some = operation.predecessors, let register = state.register(field) else { continue }
+                let stamp = operation.stamp
+                if stamp != register.stamp, !register.rivals.contains(where: { $0.stamp == stamp }), !register.hidden.contains(stamp) {
+                    dropped.append(operation.id)
                 }
+            case let .addTag(tag):
+                if state.tags.removedDots(of: tag).contains(operation.id) { dropped.append(operation.id) }
+            default:
+                continue
             }
         }
         guard !dropped.isEmpty else { return [] }

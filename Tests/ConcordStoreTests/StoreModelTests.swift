@@ -92,6 +92,11 @@ import Testing
                             due: .some(Date(millisecondsSince1970: Int64(baseMillis) + Int64(argument) * 3_600_000)),
                             repeatRule: .some(["daily", "monthly", "hourly"][argument % 3])))
                     case 11 where argument % 2 == 0: change = .purge
+                    case 10 where argument % 2 == 0:
+                        // Compaction (SPEC.md §5.8), in transactions of one record on one side.
+                        change = nil
+                        let dropped = side.model.compact()
+                        #expect(try side.store.compact(recordsPerTransaction: side.batched ? 1 : 100).droppedOperations == dropped)
                     default:
                         change = nil
                         try side.merge(from: sides[1 - who])
@@ -107,7 +112,8 @@ import Testing
                 #expect(dumps[0] == sides[0].model.dump())
                 for side in sides {
                     #expect(try side.store.verify().problems == [], "verify found problems")
-                    // The same copies: a purged record's operations elided in both.
+                    // The same copies: a purged record's operations elided in both, the same ones
+                    // compacted.
                     #expect(try side.store.allOperations() == side.model.operations())
                 }
             } catch {

@@ -5,7 +5,7 @@ enum StoreSchema {
     /// `PRAGMA application_id`: "Conc".
     static let applicationID: Int32 = 0x436F_6E63
     /// `PRAGMA user_version`: the newest schema this build writes and reads.
-    static let version = 6
+    static let version = 7
 
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
@@ -162,6 +162,15 @@ enum StoreSchema {
                 ALTER TABLE folder_files ADD COLUMN erasures INTEGER NOT NULL DEFAULT 0;
 
                 PRAGMA user_version = 6;
+                """)
+        }
+        migrator.registerMigration("v7 compaction") { db in
+            // Log rows may hold compacted seqs, which older builds refuse as malformed; how many
+            // seqs the store holds so, which decides the format of its bundles (SPEC.md §5.8, §13).
+            try db.execute(sql: """
+                INSERT INTO meta (key, value) VALUES ('compacted', 0);
+
+                PRAGMA user_version = 7;
                 """)
         }
         return migrator

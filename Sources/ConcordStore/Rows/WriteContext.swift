@@ -256,8 +256,12 @@ struct WriteContext {
     }
 
     private mutating func holds(_ id: OperationID, encodedAlone encoding: ArraySlice<UInt8>) throws -> Bool {
-        guard let held = try heldOperation(id) else {
-            throw ConcordError(.corrupt, "the log lacks operation \(id) that the version vector covers")
+        let held: Op
+        switch try heldOperation(id) {
+        case .missing: throw ConcordError(.corrupt, "the log lacks operation \(id) that the version vector covers")
+        // A compacted seq is a duplicate of whatever comes under it (SPEC.md §4.2, §5.8).
+        case .compacted: return true
+        case .full(let operation): held = operation
         }
         if Self.encoded(held).elementsEqual(encoding) { return true }
         // One of the two copies may have lost its predecessors on the way, through a peer session
@@ -287,32 +291,39 @@ struct WriteContext {
     }
 
     /// The last log chunk decoded to compare duplicates (they come in runs): read from the log,
-    /// or as much as was encoded of an open chunk.
-    private var comparedChunk: (replica: ReplicaID, first: UInt64, operations: [Op])?
+    /// or as much as was encoded of an open chunk. Its seqs `first...last` without an operation
+    /// are compacted.
+    private var comparedChunk: (replica: ReplicaID, seqs: ClosedRange<UInt64>, operations: [Op])?
+
+    /// What the log holds under a seq.
+    private enum HeldCopy {
+        case full(Op)
+        case compacted
+        case missing
+    }
 
     /// The operation held under `id`: appended in this transaction, or in the log.
-    private mutating func heldOperation(_ id: OperationID) throws -> Op? {
+    private mutating func heldOperation(_ id: OperationID) throws -> HeldCopy {
         try switchAuthor(to: id.replica)
-        if let chunk = comparedChunk, chunk.replica == id.replica, id.seq >= chunk.first,
-           id.seq - chunk.first < UInt64(chunk.operations.count) {
-            return chunk.operations[Int(id.seq - chunk.first)]
+        if let chunk = comparedChunk, chunk.replica == id.replica, chunk.seqs.contains(id.seq) {
+            return Self.copy(of: id, in: chunk.operations)
         }
-        // The open chunk holds consecutive seqs; what this transaction wrote before it is in the log.
+        // What this transaction wrote before its open chunk is in the log.
         if let chunk = currentChunk, id.seq >= chunk.firstSeq, id.seq - chunk.firstSeq < UInt64(chunk.count) {
-            let operations = try OperationCodec.decode(
-                chunk.writer.bytes, author: id.replica, firstSeq: chunk.firstSeq, count: chunk.count)
-            comparedChunk = (id.replica, chunk.firstSeq, operations)
-            return operations[Int(id.seq - chunk.firstSeq)]
+            let seqs = chunk.firstSeq...(chunk.firstSeq + UInt64(chunk.count - 1))
+            let operations = try OperationCodec.decode(chunk.writer.bytes, author: id.replica, firstSeq: chunk.firstSeq, count: chunk.count)
+            comparedChunk = (id.replica, seqs, operations)
+            return Self.copy(of: id, in: operations)
         }
-        guard let index = directory.indexByID[id.replica] else { return nil }
+        guard let index = directory.indexByID[id.replica] else { return .missing }
         let statement = try HotStatement(
             db, "SELECT first_seq, last_seq, ops FROM log WHERE replica = ? AND first_seq <= ? ORDER BY first_seq DESC LIMIT 1")
         statement.bind(1, index)
         statement.bind(2, Int64(bitPattern: id.seq))
-        guard try statement.step() else { return nil }
+        guard try statement.step() else { return .missing }
         let first = UInt64(bitPattern: statement.int64(0))
         let last = UInt64(bitPattern: statement.int64(1))
-        guard id.seq <= last, first <= last, last - first < UInt64(Int.max) else { return nil }
+        guard id.seq <= last, first <= last, last - first < UInt64(Int.max) else { return .missing }
         let bytes = statement.withBlob(2) { [UInt8]($0) }
         let operations: [Op]
         do {
@@ -320,8 +331,19 @@ struct WriteContext {
         } catch {
             throw ConcordError(.corrupt, "a log chunk of replica \(id.replica) is damaged (\(error))")
         }
-        comparedChunk = (id.replica, first, operations)
-        return operations[Int(id.seq - first)]
+        comparedChunk = (id.replica, first...last, operations)
+        return Self.copy(of: id, in: operations)
+    }
+
+    /// The copy of `id` among a chunk's operations (ascending), which covers its seq.
+    private static func copy(of id: OperationID, in operations: [Op]) -> HeldCopy {
+        var low = 0
+        var high = operations.count
+        while low < high {
+            let middle = (low + high) / 2
+            if operations[middle].id.seq < id.seq { low = middle + 1 } else { high = middle }
+        }
+        return low < operations.count && operations[low].id.seq == id.seq ? .full(operations[low]) : .compacted
     }
 
     /// The next sequence number of a local operation.
@@ -607,7 +629,7 @@ struct WriteContext {
         }
         guard changed else { return }
         var writer = ByteWriter(capacity: bytes.count)
-        OperationCodec.encode(operations, into: &writer)
+        OperationCodec.encode(operations, covering: key.first...last, into: &writer)
         let update = try HotStatement(db, "UPDATE log SET ops = ? WHERE replica = ? AND first_seq = ?")
         update.bind(1, bytes: writer.bytes)
         update.bind(2, index)

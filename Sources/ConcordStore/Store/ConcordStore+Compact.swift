@@ -1,0 +1,139 @@
+import ConcordCore
+import Foundation
+import GRDB
+
+/// What a compaction did (SPEC.md §5.8).
+public struct CompactionReport: Hashable, Sendable {
+    /// How many records it looked at.
+    public var records = 0
+    /// How many operations it dropped, keeping their seqs.
+    public var droppedOperations = 0
+    /// Whether it stopped before the end: another process had a merge under way, whose
+    /// operations are not applied yet. A later compaction goes on.
+    public var deferred = false
+
+    /// A report of nothing done.
+    public init() {}
+}
+
+extension ConcordStore {
+    /// Drops every operation whose effect the operations kept give anyway, keeping its seq
+    /// (SPEC.md §5.8): an assign that a later write has seen, an add that a remove names. The
+    /// state, the dump and the conflicts stay exactly as they were; the log shrinks. It goes
+    /// through the records in order, `recordsPerTransaction` of them per write transaction, so
+    /// that writers in other processes take their turns between two of them and readers never
+    /// wait; killed at any moment, it leaves a sound store that holds the same state.
+    @discardableResult
+    public func compact(recordsPerTransaction: Int = 2_000) throws(ConcordError) -> CompactionReport {
+        try finishPendingMerge()
+        var report = CompactionReport()
+        var after: RecordRef?
+        repeat {
+            let batch = try guarded {
+                try write { db -> (last: RecordRef?, records: Int, dropped: Int, deferred: Bool) in
+                    try prepareWrite(db)
+                    // The records of a merge that is logged and not applied lack operations
+                    // their log rows hold: they wait for it.
+                    guard try !Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM pending_merge)")! else { return (nil, 0, 0, true) }
+                    let refs = try Self.records(after: after, limit: max(1, recordsPerTransaction), db)
+                    var compactor = try LogCompactor(db)
+                    for ref in refs { try compactor.compact(ref) }
+                    try compactor.rewriteLogRows()
+                    if compactor.dropped > 0 {
+                        try db.execute(sql: "UPDATE meta SET value = value + ? WHERE key = 'compacted'", arguments: [compactor.dropped])
+                    }
+                    return (refs.count < recordsPerTransaction ? nil : refs.last, refs.count, compactor.dropped, false)
+                }
+            }
+            report.records += batch.records
+            report.droppedOperations += batch.dropped
+            report.deferred = batch.deferred
+            after = batch.last
+        } while after != nil
+        return report
+    }
+
+    /// Up to `limit` records that have a row, in `RecordRef` order, after `ref`.
+    private static func records(after ref: RecordRef?, limit: Int, _ db: Database) throws -> [RecordRef] {
+        // Each table in id order, the kinds in their order: reminders (1), notes (2), then the
+        // other kinds.
+        var found: [RecordRef] = []
+        let afterKind = ref?.kind.rawValue ?? 0
+        let afterID = Data(ref?.id.bytes ?? [])
+        for table in RecordTable.known where table.kind.rawValue >= afterKind && found.count < limit {
+            let from = table.kind.rawValue == afterKind ? afterID : Data()
+            for id in try Data.fetchAll(db, sql: "SELECT id FROM \(table.name) WHERE id > ? ORDER BY id LIMIT ?", arguments: [from, limit - found.count]) {
+                found.append(RecordRef(kind: table.kind, id: try recordID(id)))
+            }
+        }
+        if found.count < limit {
+            let rows = try Row.fetchAll(
+                db, sql: "SELECT kind, id FROM other_records WHERE (kind, id) > (?, ?) ORDER BY kind, id LIMIT ?",
+                arguments: [Int64(afterKind), afterID, limit - found.count])
+            for row in rows { found.append(RecordRef(kind: try kind(try row.column(0)), id: try recordID(try row.column(1)))) }
+        }
+        return found
+    }
+}
+
+/// One compaction transaction: reads each record's operations, drops those `Compaction` finds
+/// redundant from the record's spans, and rewrites each log row that held one of them once, with
+/// its seqs compacted (SPEC.md §5.8, §9).
+private struct LogCompactor {
+    let db: Database
+    var directory: ReplicaDirectory
+    var statements = RecordStatements()
+    /// The seqs dropped, by author.
+    var droppedSeqs: [ReplicaID: [UInt64]] = [:]
+    private(set) var dropped = 0
+
+    init(_ db: Database) throws {
+        self.db = db
+        directory = try ReplicaDirectory(db)
+    }
+
+    mutating func compact(_ ref: RecordRef) throws {
+        guard var state = try RecordRows.load(ref, db, directory, &statements) else { return }
+        var reader = SpanReader(ref)
+        let operations = try reader.operations(in: state.operations, db, directory)
+        let redundant = Compaction.redundant(among: operations)
+        guard !redundant.isEmpty else { return }
+        for id in redundant {
+            state.forget(id)
+            droppedSeqs[id.replica, default: []].append(id.seq)
+        }
+        try RecordRows.save(state, as: .update, db, &directory, &statements)
+        dropped += redundant.count
+    }
+
+    /// Rewrites every log row that holds a dropped seq, each once.
+    mutating func rewriteLogRows() throws {
+        for (author, seqs) in droppedSeqs {
+            guard let index = directory.indexByID[author] else { continue }
+            var remaining = seqs.sorted()[...]
+            while let seq = remaining.first {
+                let row = try HotStatement(
+                    db, "SELECT first_seq, last_seq, ops FROM log WHERE replica = ? AND first_seq <= ? ORDER BY first_seq DESC LIMIT 1")
+                row.bind(1, index)
+                row.bind(2, Int64(seq))
+                guard try row.step() else { throw ConcordError(.corrupt, "the log lacks operation \(author.hex):\(seq), which a record lists") }
+                let first = UInt64(bitPattern: row.int64(0))
+                let last = UInt64(bitPattern: row.int64(1))
+                let inRow = remaining.prefix { $0 <= last }
+                remaining = remaining.dropFirst(inRow.count)
+                guard !inRow.isEmpty else { throw ConcordError(.corrupt, "the log lacks operation \(author.hex):\(seq), which a record lists") }
+                let operations = try ConcordStore.decodeChunk(Data(row.withBlob(2) { [UInt8]($0) }), author: author, first: first, last: last)
+                let droppedHere = Set(inRow)
+                let kept = operations.filter { !droppedHere.contains($0.id.seq) }
+                var writer = ByteWriter()
+                OperationCodec.encode(kept, covering: first...last, into: &writer)
+                let update = try HotStatement(db, "UPDATE log SET ops = ?, max_ts = ? WHERE replica = ? AND first_seq = ?")
+                update.bind(1, bytes: writer.bytes)
+                update.bind(2, Int64(bitPattern: (kept.map(\.timestamp).max() ?? .zero).rawValue))
+                update.bind(3, index)
+                update.bind(4, Int64(first))
+                try update.execute()
+            }
+        }
+    }
+}
