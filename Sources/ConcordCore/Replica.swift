@@ -92,6 +92,7 @@ package struct Replica: Sendable {
                     guard !holds(id) else { continue }
                     compacted.insert(id)
                     hold(id)
+                    report.compactedSeqs += 1
                 }
             }
         }

@@ -69,6 +69,8 @@ public struct MergeReport: Hashable, Sendable {
     /// The records whose state the merge touched: by `Replica.merge`. A store's merges leave it
     /// empty: each batch's records reach the store's observers as the batch commits.
     public var touchedRecords: Set<RecordRef> = []
+    /// Seqs newly held compacted, without their operations (SPEC.md §5.8).
+    public var compactedSeqs: UInt64 = 0
 
     /// An empty report: nothing new.
     public init() {}
@@ -82,5 +84,6 @@ public struct MergeReport: Hashable, Sendable {
         duplicates += other.duplicates
         if let far = other.farFutureTimestamp, far > (farFutureTimestamp ?? .zero) { farFutureTimestamp = far }
         touchedRecords.formUnion(other.touchedRecords)
+        compactedSeqs += other.compactedSeqs
     }
 }

@@ -32,28 +32,32 @@ extension ConcordStore {
             throw ConcordError(.invalidInput, "\(path) is SQLite's side file of the store at \(owner); a bundle is never written over one")
         }
         let name = temporaryName ?? ".\((path as NSString).lastPathComponent).tmp-\(String(environment.random() & 0xFFFF_FFFF, radix: 16))"
-        // Format 3 only when the store holds purges, so that older builds read every other bundle;
-        // a purge that commits meanwhile makes the writer ask for format 3, once.
-        var format = try holdsPurgedRecords() ? BundleFormat.version : BundleFormat.withoutPurges
+        // Format 4 only when the store holds compacted seqs, 3 when it holds purges, so that older
+        // builds read every other bundle; a compaction or a purge that commits meanwhile makes the
+        // writer ask for the format it needs.
+        var format =
+            try compactedSeqCount() > 0 ? BundleFormat.version
+            : holdsPurgedRecords() ? BundleFormat.withoutCompaction : BundleFormat.withoutPurges
         while true {
             do {
                 return try exportBundle(
                     to: path, format: format, manifest: manifest, since: since, contiguousOnly: contiguousOnly, exclusive: exclusive,
                     temporaryName: name, encryptingWith: key)
-            } catch where format < BundleFormat.version && Self.needsFormat3(error) {
-                format = BundleFormat.version
+            } catch {
+                guard let needed = Self.neededFormat(error), needed > format else { throw error }
+                format = needed
             }
         }
     }
 
-    /// Whether `error`, or an error that caused it, is the writer's `NeedsFormat3`.
-    private static func needsFormat3(_ error: any Error) -> Bool {
+    /// The format the writer asked for (`NeedsFormat`), if `error` or an error that caused it is that.
+    private static func neededFormat(_ error: any Error) -> UInt8? {
         var next: (any Error)? = error
         while let error = next {
-            if error is BundleWriter.NeedsFormat3 { return true }
+            if let needs = error as? BundleWriter.NeedsFormat { return needs.version }
             next = (error as? ConcordError)?.cause
         }
-        return false
+        return nil
     }
 
     /// `exportBundle(to:…)` in bundle format `format`.
@@ -81,8 +85,17 @@ extension ConcordStore {
             var writer = try BundleWriter(manifest: manifest, format: format) { bytes in
                 if let sealer { try sealer.write(bytes) } else { try write(bytes) }
             }
-            try forEachOperation(since: since) { operation in
-                if !contiguousOnly || operation.id.seq <= top[operation.id.replica] { try writer.append(operation) }
+            // Every seq past `since`: its operation, or compacted (SPEC.md §5.8, §13).
+            try forEachRun(since: since) { author, seqs, operations in
+                let end = contiguousOnly ? min(seqs.upperBound, top[author]) : seqs.upperBound
+                guard seqs.lowerBound <= end else { return }
+                var next = seqs.lowerBound
+                for operation in operations where operation.id.seq <= end {
+                    if operation.id.seq > next { try writer.appendCompacted(next...(operation.id.seq - 1), of: author) }
+                    try writer.append(operation)
+                    next = operation.id.seq + 1
+                }
+                if next <= end { try writer.appendCompacted(next...end, of: author) }
             }
             summary = try writer.finish()
             if let sealer {
@@ -148,13 +161,17 @@ extension ConcordStore {
         }
         var summary: BundleSummary?
         let result = Result { () throws(ConcordError) in
-            try merge { each in
+            try merge(reading: { each in
                 guard !skipping.isEmpty else { return summary = try reader.forEachOperation(each) }
                 summary = try reader.forEachOperation { operation in
                     if let from = skipping[operation.id.replica], operation.id.seq >= from { return }
                     try each(operation)
                 }
-            }
+            }, compacted: {
+                guard var seqs = summary?.compacted, let base = summary?.manifest.base else { return [] }
+                for (replica, from) in skipping { seqs.remove(of: replica, from: from) }
+                return [CompactedSeqs(seqs: seqs, base: base)]
+            })
         }
         switch result {
         case .failure(let error) where error.code == .invalidInput:

@@ -26,10 +26,14 @@ extension ConcordStore {
             case .other: throw ConcordError(.invalidInput, "\(path) is not a Concord store or bundle")
             }
         }
-        return try merge { each in
-            for other in stores { try other.forEachOperation(lackedBy: self, each) }
-            for path in bundles { try Self.readBundle(at: path, key: key, each) }
-        }
+        var compacted: [CompactedSeqs] = []
+        return try merge(reading: { each in
+            for other in stores { compacted.append(try other.forEachOperation(lackedBy: self, each)) }
+            for path in bundles {
+                let summary = try Self.readBundle(at: path, key: key, each)
+                compacted.append(CompactedSeqs(seqs: summary.compacted, base: summary.manifest.base))
+            }
+        }, compacted: { compacted })
     }
 
     /// Reads the bundle at `path`, plain or (with `key`) encrypted, whole, calling `body` with its

@@ -244,10 +244,14 @@ final class SessionMerge: @unchecked Sendable {
         }
     }
 
-    /// Applies what the parts logged to their records; answers `.mergeApplied`.
-    func apply(then events: AsyncStream<PeerConnection.Event>.Continuation, atEnd: Bool) {
+    /// Applies what the parts logged to their records, then holds `compacted`, the seqs the peer
+    /// sent compacted once it had sent everything (SPEC.md §15.10); answers `.mergeApplied`.
+    func apply(then events: AsyncStream<PeerConnection.Event>.Continuation, atEnd: Bool, taking compacted: SeqRanges = SeqRanges()) {
         store.enqueueWrite { [self] in
-            events.yield(.mergeApplied(Result { () throws(ConcordError) in try merge?.apply() }, atEnd: atEnd))
+            events.yield(.mergeApplied(Result { () throws(ConcordError) in
+                try merge?.apply()
+                try store.holdCompacted(compacted)
+            }, atEnd: atEnd))
         }
     }
 }

@@ -168,6 +168,9 @@ private final class SessionDriver {
     /// Sending what the peer lacks: the pages read and waiting to be sealed.
     private var sending = false
     private var pages: [[Op]] = []
+    /// The seqs the store held compacted past the peer's vector before the first page was read:
+    /// sent after the pages (SPEC.md §15.10).
+    private var compactedToSend = SeqRanges()
     /// Sending (or pushing) stopped because as much waits to be written as the connection may
     /// hold: it goes on once the connection has taken half of it.
     private var waitsForRoom = false
@@ -414,11 +417,22 @@ private final class SessionDriver {
                 write(bytes)
             case .apply(let operations):
                 await startApplying(operations)
-            case .finishMerge:
+            case .finishMerge(let compacted):
                 mergesUnderWay += 1
-                merge!.apply(then: events, atEnd: false)
+                merge!.apply(then: events, atEnd: false, taking: compacted)
             case .needOperations(let since, let lastShared):
                 sending = true
+                // Read before the first page, so that every operation that made them redundant
+                // is sent, or held by the peer (SPEC.md §15.10).
+                if PeerProtocol.carriesCompaction(session!.version) {
+                    let store = store
+                    switch await Result.of({ () async throws(ConcordError) in
+                        try await store.offloadRead { () throws(ConcordError) in try store.compactedSeqs(since: since) }
+                    }) {
+                    case .success(let compacted): compactedToSend = compacted
+                    case .failure(let error): return end(ConcordError(.local, "this side cannot read its log: \(error)", cause: error))
+                    }
+                }
                 // Two pages read ahead: the next is read while one is sealed.
                 logReader!.start(since: since, lastShared: lastShared)
                 logReader!.next()
@@ -521,7 +535,9 @@ private final class SessionDriver {
             let page = pages.removeFirst()
             guard !page.isEmpty else {
                 sending = false
-                await perform(session!.finishSending())
+                await perform(session!.send(compacted: compactedToSend))
+                compactedToSend = SeqRanges()
+                if !ended { await perform(session!.finishSending()) }
                 return
             }
             // The next page is read while this one is sealed.

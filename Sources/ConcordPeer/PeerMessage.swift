@@ -36,7 +36,8 @@ enum PeerMessage: Hashable {
     }
 
     case versions(ReplicaID, VersionVector)
-    case batch([Op])
+    /// A batch's operations, and the compacted seqs it carries (SPEC.md §5.8, §15.10).
+    case batch([Op], compacted: SeqRanges)
     case done
     case error(String)
     case ack(UInt64)
@@ -141,8 +142,10 @@ enum PeerMessage: Hashable {
                     throw DecodeError.malformed(why.replacingOccurrences(of: "a block", with: "a batch"))
                 }
                 var operations: [Op] = []
-                try OperationsBlock.decode(raw, maxOperations: PeerProtocol.maxBatchOperations) { operations.append($0) }
-                return kind == .batch ? .batch(operations) : .push(operations)
+                var cursor = try OperationsBlock.Cursor(raw, maxOperations: PeerProtocol.maxBatchOperations)
+                while let operation = try cursor.next() { operations.append(operation) }
+                // A push's compacted seqs are not taken (SPEC.md §15.10).
+                return kind == .batch ? .batch(operations, compacted: SeqRanges(cursor.compacted)) : .push(operations)
             case .done:
                 guard reader.isAtEnd else { throw DecodeError.malformed("bytes after done") }
                 return .done

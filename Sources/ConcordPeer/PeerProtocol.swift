@@ -8,8 +8,9 @@ package enum PeerProtocol {
     package static let liveVersion: UInt16 = 2
     /// Versions 3 and 4 are versions 1 and 2 whose assigns carry their predecessors (SPEC.md
     /// §15.5); versions 5 and 6 are 3 and 4 whose batches may carry purges and elided operations
-    /// (§15.10). The highest this build speaks is 6.
-    package static let highestVersion: UInt16 = 6
+    /// (§15.10); versions 7 and 8 are 5 and 6 whose batches may carry compacted seqs (§5.8,
+    /// §15.10). The highest this build speaks is 8.
+    package static let highestVersion: UInt16 = 8
 
     /// Whether a session of `version` has a live phase: 2 and 4.
     package static func isLive(_ version: UInt16) -> Bool { version % 2 == 0 }
@@ -17,13 +18,16 @@ package enum PeerProtocol {
     /// Whether the assigns of a session of `version` carry their predecessors: 3 and 4.
     package static func carriesPredecessors(_ version: UInt16) -> Bool { version >= 3 }
 
-    /// Whether a session of `version` may carry purges and elided operations: 5 and 6.
+    /// Whether a session of `version` may carry purges and elided operations: 5 and up.
     package static func carriesPurges(_ version: UInt16) -> Bool { version >= 5 }
+
+    /// Whether the batches of a session of `version` may carry compacted seqs: 7 and 8.
+    package static func carriesCompaction(_ version: UInt16) -> Bool { version >= 7 }
 
     /// The version a client proposes: the highest up to `highest` that is live when it wants a live
     /// session and one-shot otherwise, or 1 (one-shot) when there is no live one.
     package static func proposal(live: Bool, upTo highest: UInt16) -> UInt16 {
-        var proposed = min(live ? 6 : 5, highest)
+        var proposed = min(live ? 8 : 7, highest)
         if isLive(proposed) != live { proposed -= 1 }
         return max(proposed, version)
     }

@@ -71,8 +71,10 @@ package enum PeerAction: Hashable, Sendable {
     /// merge logged to the records (`MergeInParts.apply()`), then call `batchApplied()` and carry
     /// out what it returns (the `ack` among it), or `abort(_:)` if it fails. So once the peer
     /// hears that this side holds what it sent, this side's records show it too. Handed out only
-    /// after batches were received.
-    case finishMerge
+    /// after batches were received. Once the merge is applied, take `compacted`, the seqs the
+    /// peer holds compacted past this side's vector, which the session's batches carried
+    /// (SPEC.md §5.8, §15.10): `ConcordStore.holdCompacted(_:ifHolding:)`.
+    case finishMerge(compacted: SeqRanges)
     /// The peer's version vector has arrived: stream, through `send(operations:)`, first the
     /// operations `lastShared` names (the store holds each: `ConcordStore.operation(_:)`), then
     /// every operation the store holds that `since` does not cover (each author's in seq order,
@@ -285,6 +287,8 @@ package struct PeerSession: Sendable {
         /// Every operation in batches, each way, as the peer's ack counts them.
         var operationsInBatchesSent = 0
         var operationsInBatchesReceived = 0
+        /// The compacted seqs the peer's batches carried, taken once its `done` has arrived.
+        var compactedReceived = SeqRanges()
     }
 
     fileprivate enum Receiving: Sendable { case versions, batches, done }
@@ -676,6 +680,21 @@ package struct PeerSession: Sendable {
         return actions
     }
 
+    /// Sends the seqs the store holds compacted past the peer's vector (SPEC.md §5.8, §15.10), as
+    /// read before the first operation sent, after the operations and before `finishSending()`:
+    /// in batches of a session of version 7 or 8; in older versions, nothing.
+    package mutating func send(compacted: SeqRanges) -> [PeerAction] {
+        guard isActive, PeerProtocol.carriesCompaction(version) else { return [] }
+        precondition(isSealed && sealed.exchange.sending == .operations, "PeerSession.send(compacted:) before .needOperations or after finishSending()")
+        var actions: [PeerAction] = []
+        withSealed(into: &actions) { sealed, summary, actions throws(Ending) in
+            for (author, seqs) in compacted.runs {
+                try sealed.appendCompacted(seqs, of: author, summary: &summary, into: &actions)
+            }
+        }
+        return actions
+    }
+
     /// Sends the last batch and `done`: everything the peer lacked has been sent. The session
     /// finishes once the peer's `done`, and its `ack` of everything this side sent, have arrived.
     package mutating func finishSending() -> [PeerAction] {
@@ -922,8 +941,9 @@ package struct PeerSession: Sendable {
             sealed.exchange.lastSharedToSend = Set(lastShared)
             sealed.exchange.lastSharedToReceive = Set(lastShared)
             sealed.exchange.pendingNeed = (versions, lastShared)
-        case let .batch(operations):
+        case let .batch(operations, compacted):
             sealed.collect(batch: operations, rawBytes: PeerMessage.declaredRawLength(of: message) ?? 0)
+            sealed.exchange.compactedReceived.formUnion(compacted)
         case let .push(operations):
             sealed.collect(push: operations, rawBytes: PeerMessage.declaredRawLength(of: message) ?? 0)
         case let .pushAck(count):
@@ -943,7 +963,7 @@ package struct PeerSession: Sendable {
             // Every batch before it has been logged (a message waits for them). The records show
             // them before the ack goes out.
             if summary.batchesReceived > 0 {
-                actions.append(.finishMerge)
+                actions.append(.finishMerge(compacted: sealed.exchange.compactedReceived))
                 sealed.inbound.appliesOut.append(0)
                 sealed.exchange.ackOwed = true
             } else {
@@ -1099,6 +1119,15 @@ extension PeerSession.Sealed {
         inbound.group.batches += 1
         inbound.group.rawBytes += rawBytes
         inbound.group.pushOperations += operations.count
+    }
+
+    /// Adds compacted seqs to the open batch, which goes out once full.
+    mutating func appendCompacted(
+        _ seqs: ClosedRange<UInt64>, of author: ReplicaID, summary: inout PeerSummary, into actions: inout [PeerAction]
+    ) throws(PeerSession.Ending) {
+        if batch.isEmpty { batchFirst = OperationID(replica: author, seq: seqs.lowerBound) }
+        batch.appendCompacted(seqs, of: author)
+        if batch.estimatedBytes >= PeerProtocol.targetBatchBytes { try flushBatch(kind: .batch, summary: &summary, into: &actions) }
     }
 
     /// Adds an operation to the open batch (or push), which goes out once full, or before an

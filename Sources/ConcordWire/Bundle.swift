@@ -4,12 +4,14 @@ import ConcordCore
 package enum BundleFormat {
     /// `\x89 C N C D \r \n \x1A`: not text, and damaged by any newline or 8-bit mangling.
     package static let magic: [UInt8] = [0x89, 0x43, 0x4E, 0x43, 0x44, 0x0D, 0x0A, 0x1A]
-    /// The newest format version this build reads and writes: 3, whose operations may be purges
-    /// and elided operations (SPEC.md §8.3). It reads formats 1 and 2 too: format 2's assigns may
-    /// carry their predecessors, format 1's carry none.
-    package static let version: UInt8 = 3
-    /// The format a bundle that holds no purge and no elided operation is written in, so that
-    /// builds older than purges read it (SPEC.md §13).
+    /// The newest format version this build reads and writes: 4, whose runs may hold compacted
+    /// seqs (SPEC.md §5.8, §8.3). It reads formats 1 to 3 too: format 3's operations may be purges
+    /// and elided operations, format 2's assigns may carry their predecessors, format 1's carry none.
+    package static let version: UInt8 = 4
+    /// The format of a bundle that may hold purges and elided operations, and no compacted seq.
+    package static let withoutCompaction: UInt8 = 3
+    /// The format a bundle that holds no purge, no elided operation and no compacted seq is
+    /// written in, so that builds older than purges read it (SPEC.md §13).
     package static let withoutPurges: UInt8 = 2
     /// The longest block, stored or decompressed, a reader accepts: 16 MiB.
     package static let maxBlockBytes = 16 << 20
@@ -67,8 +69,10 @@ public struct BundleSummary: Hashable, Sendable {
     public var operations: Int
     /// The bundle's size in bytes.
     public var bytes: Int
-    /// The ids of its operations.
+    /// The ids of its operations, and its compacted seqs.
     package var holds: SeqRanges
+    /// Its compacted seqs (SPEC.md §5.8): held by its publisher without their operations.
+    package var compacted = SeqRanges()
     /// The SHA-256 of the file's bytes, when the bundle was written to or read from a file.
     public var sha256: [UInt8]?
 }
@@ -116,15 +120,21 @@ package struct BundleWriter {
     /// The ids of the operations appended, as runs of consecutive seqs; the last one still grows.
     private var runs: [(replica: ReplicaID, seqs: ClosedRange<UInt64>)] = []
 
+    /// The compacted seqs appended.
+    private var compactedRuns: [(replica: ReplicaID, seqs: ClosedRange<UInt64>)] = []
+
     /// The operations block being filled.
     private var block = OperationsBlock.Encoder()
 
     /// The format version written in the header.
     private let format: UInt8
 
-    /// Thrown by `append` for a purge or an elided operation in a bundle of a format older than
-    /// 3, which cannot carry them: the bundle is to be written again in format 3.
-    package struct NeedsFormat3: Error {}
+    /// Thrown by `append` for what a bundle of its format cannot carry (a purge or an elided
+    /// operation before format 3, compacted seqs before format 4): the bundle is to be written
+    /// again in format `version`.
+    package struct NeedsFormat: Error {
+        package let version: UInt8
+    }
 
     /// Starts a bundle: writes the header and the manifest block.
     /// - Parameter format: `BundleFormat.withoutPurges` unless the bundle may hold a purge or an
@@ -147,13 +157,27 @@ package struct BundleWriter {
     /// "Canonical order"), the same operations always make the same raw payloads; any order is
     /// valid, but may make other payloads and more runs.
     package mutating func append(_ operation: Op) throws {
-        if operation.purges, format < BundleFormat.version { throw NeedsFormat3() }
+        if operation.purges, format < BundleFormat.withoutCompaction { throw NeedsFormat(version: BundleFormat.withoutCompaction) }
         block.append(operation)
         operationCount += 1
         if let last = runs.last, last.replica == operation.id.replica, last.seqs.upperBound &+ 1 == operation.id.seq {
             runs[runs.count - 1].seqs = last.seqs.lowerBound...operation.id.seq
         } else {
             runs.append((operation.id.replica, operation.id.seq...operation.id.seq))
+        }
+        if block.operationBytes >= BundleFormat.targetBlockBytes { try flushBlock() }
+    }
+
+    /// Adds compacted seqs of `author` (SPEC.md §5.8), in the canonical order of operations: an
+    /// export carries every seq it covers without its operation so.
+    package mutating func appendCompacted(_ seqs: ClosedRange<UInt64>, of author: ReplicaID) throws {
+        if format < BundleFormat.version { throw NeedsFormat(version: BundleFormat.version) }
+        block.appendCompacted(seqs, of: author)
+        compactedRuns.append((author, seqs))
+        if let last = runs.last, last.replica == author, last.seqs.upperBound &+ 1 == seqs.lowerBound {
+            runs[runs.count - 1].seqs = last.seqs.lowerBound...seqs.upperBound
+        } else {
+            runs.append((author, seqs))
         }
         if block.operationBytes >= BundleFormat.targetBlockBytes { try flushBlock() }
     }
@@ -167,7 +191,7 @@ package struct BundleWriter {
         let checksum = fileChecksum.value
         payload.bytes([24, 16, 8, 0].map { UInt8(truncatingIfNeeded: checksum >> $0) })
         try emitBlock(.end, payload.bytes, compress: false)
-        return BundleSummary(manifest: manifest, operations: operationCount, bytes: written, holds: SeqRanges(runs))
+        return BundleSummary(manifest: manifest, operations: operationCount, bytes: written, holds: SeqRanges(runs), compacted: SeqRanges(compactedRuns))
     }
 
     private mutating func flushBlock() throws {
@@ -235,8 +259,10 @@ package struct BundleReader<Source: ByteSource> {
     private var operations = 0
     /// The last block decompressed: its storage is reused for the next one.
     private var decompressed: [UInt8] = []
-    /// The ids of the runs of the blocks read, made into a `SeqRanges` once at the end.
+    /// The ids of the runs of the blocks read, and their compacted seqs, made into `SeqRanges`
+    /// once at the end.
     private var runs: [(replica: ReplicaID, seqs: ClosedRange<UInt64>)] = []
+    private var compacted: [(replica: ReplicaID, seqs: ClosedRange<UInt64>)] = []
     /// The whole bundle, once its end block has been read and verified.
     package private(set) var summary: BundleSummary?
 
@@ -288,6 +314,7 @@ package struct BundleReader<Source: ByteSource> {
                 }
                 operations += cursor!.operations
                 runs += cursor!.runs
+                compacted += cursor!.compacted
                 cursor = nil
             }
             if summary != nil { return nil }
@@ -306,8 +333,10 @@ package struct BundleReader<Source: ByteSource> {
                 }
             case .end:
                 try verifyEnd(payload, checksum: checksumBefore)
-                summary = BundleSummary(manifest: manifest, operations: operations, bytes: position, holds: SeqRanges(runs))
+                summary = BundleSummary(
+                    manifest: manifest, operations: operations, bytes: position, holds: SeqRanges(runs), compacted: SeqRanges(compacted))
                 runs = []
+                compacted = []
                 return nil
             }
         }

@@ -34,6 +34,8 @@ package enum OperationsBlock {
         /// The ids of the runs opened so far (all of the block's, once `next()` returned nil), in
         /// the block's order.
         package private(set) var runs: [(replica: ReplicaID, seqs: ClosedRange<UInt64>)] = []
+        /// The compacted seqs read so far (SPEC.md §5.8), in the block's order.
+        package private(set) var compacted: [(replica: ReplicaID, seqs: ClosedRange<UInt64>)] = []
 
         package init(_ payload: [UInt8], maxOperations: Int = .max) throws(DecodeError) {
             reader = ByteReader(payload)
@@ -55,7 +57,11 @@ package enum OperationsBlock {
             while true {
                 if runDecoder != nil {
                     if !runDecoder!.isAtEnd {
-                        guard let operation = try runDecoder!.next(from: &runReader) else { continue }
+                        let seq = runDecoder!.nextSeq
+                        guard let operation = try runDecoder!.next(from: &runReader) else {
+                            compacted.append((runDecoder!.author, seq...(runDecoder!.nextSeq - 1)))
+                            continue
+                        }
                         guard operations < maxOperations else { throw .malformed("more than \(maxOperations) operations") }
                         operations += 1
                         return operation
@@ -110,21 +116,13 @@ package enum OperationsBlock {
 
         package init() {}
 
-        package var isEmpty: Bool { operationCount == 0 }
+        /// Whether nothing was appended: no operation and no compacted seq.
+        package var isEmpty: Bool { runs.isEmpty }
 
         /// Adds an operation. Operations of one author should come in ascending seq order for a
         /// compact payload (any order is valid).
         package mutating func append(_ operation: Op) {
-            let author = operation.id.replica
-            let index: Int
-            if let known = replicaIndex[author] {
-                index = known
-            } else {
-                index = replicas.count
-                replicaIndex[author] = index
-                replicas.append(author)
-                estimatedBytes += 16
-            }
+            let index = self.index(of: operation.id.replica)
             let bytes: Int
             if let last = runs.indices.last, runs[last].continues(author: index, seq: operation.id.seq) {
                 bytes = runs[last].append(operation)
@@ -139,8 +137,37 @@ package enum OperationsBlock {
             operationCount += 1
         }
 
+        /// Adds compacted seqs of `author` (SPEC.md §5.8), in the same order as operations.
+        /// - Returns: how many bytes they took.
+        @discardableResult
+        package mutating func appendCompacted(_ seqs: ClosedRange<UInt64>, of author: ReplicaID) -> Int {
+            let index = self.index(of: author)
+            let count = seqs.upperBound - seqs.lowerBound + 1
+            let bytes: Int
+            if let last = runs.indices.last, runs[last].continues(author: index, seq: seqs.lowerBound) {
+                bytes = runs[last].appendCompacted(count)
+            } else {
+                var run = PendingRun(author: index, firstSeq: seqs.lowerBound)
+                bytes = run.appendCompacted(count)
+                estimatedBytes += 24
+                runs.append(run)
+            }
+            operationBytes += bytes
+            estimatedBytes += bytes
+            return bytes
+        }
+
+        /// The index of `author` in the replica table, added if it is not there yet.
+        private mutating func index(of author: ReplicaID) -> Int {
+            if let known = replicaIndex[author] { return known }
+            replicaIndex[author] = replicas.count
+            replicas.append(author)
+            estimatedBytes += 16
+            return replicas.count - 1
+        }
+
         /// Returns the payload of everything appended since the last call, and empties the encoder.
-        /// An empty encoder gives an empty array (not a valid payload: one holds at least one operation).
+        /// An empty encoder gives an empty array (not a valid payload: one holds at least one run).
         package mutating func finish() -> [UInt8] {
             guard !runs.isEmpty else { return [] }
             var payload = ByteWriter(capacity: estimatedBytes + 64)
@@ -150,7 +177,7 @@ package enum OperationsBlock {
             for run in runs {
                 payload.varint(UInt64(run.author))
                 payload.varint(run.firstSeq)
-                payload.varint(UInt64(run.count))
+                payload.varint(run.count)
                 payload.varint(UInt64(run.bytes.bytes.count))
                 payload.bytes(run.bytes.bytes)
             }
@@ -167,7 +194,8 @@ package enum OperationsBlock {
         private struct PendingRun: Sendable {
             let author: Int
             let firstSeq: UInt64
-            var count = 0
+            /// How many seqs it covers, compacted ones included.
+            var count: UInt64 = 0
             var bytes = ByteWriter()
             var encoder = OperationCodec.RunEncoder()
 
@@ -177,7 +205,7 @@ package enum OperationsBlock {
             }
 
             func continues(author: Int, seq: UInt64) -> Bool {
-                self.author == author && firstSeq &+ UInt64(count) == seq && seq != 0
+                self.author == author && firstSeq &+ count == seq && seq != 0
             }
 
             /// Appends an operation; returns how many bytes it took.
@@ -185,6 +213,14 @@ package enum OperationsBlock {
                 let before = bytes.bytes.count
                 encoder.append(operation, into: &bytes)
                 count += 1
+                return bytes.bytes.count - before
+            }
+
+            /// Appends `count` compacted seqs; returns how many bytes they took.
+            mutating func appendCompacted(_ count: UInt64) -> Int {
+                let before = bytes.bytes.count
+                encoder.appendCompacted(count, into: &bytes)
+                self.count += count
                 return bytes.bytes.count - before
             }
         }

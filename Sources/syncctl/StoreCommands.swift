@@ -122,7 +122,9 @@ struct Merge: OneShotCommand {
     func work() throws {
         let report = try store.open().merge(filesAt: paths)
         let replicas = report.newOperations.count
-        say("merged \(report.newOperationCount) new operation\(report.newOperationCount == 1 ? "" : "s") from \(replicas) replica\(replicas == 1 ? "" : "s")")
+        var line = "merged \(report.newOperationCount) new operation\(report.newOperationCount == 1 ? "" : "s") from \(replicas) replica\(replicas == 1 ? "" : "s")"
+        if report.compactedSeqs > 0 { line += " and \(report.compactedSeqs) compacted seq\(report.compactedSeqs == 1 ? "" : "s")" }
+        say(line)
         if let far = report.farFutureTimestamp { warnFarFuture(far) }
     }
 }
@@ -133,6 +135,30 @@ func warnFarFuture(_ timestamp: Timestamp) {
 
 func farFutureMessage(_ timestamp: Timestamp) -> String {
     "merged a timestamp from \(CivilTime(millis: Int64(timestamp.physicalMillis)).iso8601), more than a day ahead of this machine's clock; this replica's clock now follows it (SPEC.md, \"Clock\")"
+}
+
+struct Compact: OneShotCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Drop from the log the operations whose effect later ones give; the state stays exactly.",
+        discussion: """
+            Drops every edit of a field that a later edit had seen, and every tag add that a remove \
+            names, keeping their seqs (SPEC.md, "Compaction"): the dump, the conflicts and what \
+            other replicas receive stay the same, and they sync as before. It goes through the \
+            records a few thousand per transaction, so other processes write between them; killed, \
+            it leaves a sound store. Prints how many operations it dropped.
+            """)
+    @OptionGroup var store: StoreOptions
+    @OptionGroup var output: JSONFlag
+
+    func work() throws {
+        let report = try store.open().compact()
+        if output.json {
+            say(report.json.canonical)
+            return
+        }
+        let dropped = "dropped \(report.droppedOperations) operation\(report.droppedOperations == 1 ? "" : "s") of \(report.records) record\(report.records == 1 ? "" : "s")"
+        say(report.deferred ? dropped + "; another process's merge is under way: run it again once it is done" : dropped)
+    }
 }
 
 struct Verify: OneShotCommand {

@@ -9,17 +9,18 @@ import Testing
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("Fixtures")
 
-    /// `oprun-v1/NAME.oprun`, `oprun-v2/` of runs whose assigns carry predecessors, and `oprun-v3/`
-    /// of runs with purges and elided operations (SPEC.md §8.3).
+    /// `oprun-v1/NAME.oprun`, `oprun-v2/` of runs whose assigns carry predecessors, `oprun-v3/`
+    /// of runs with purges and elided operations, and `oprun-v4/` of runs with compacted seqs
+    /// (SPEC.md §8.3).
     static func runFixtures() throws -> [String] {
-        try ["oprun-v1", "oprun-v2", "oprun-v3"].flatMap { version in
+        try ["oprun-v1", "oprun-v2", "oprun-v3", "oprun-v4"].flatMap { version in
             try FileManager.default.contentsOfDirectory(atPath: fixtures.appendingPathComponent(version).path)
                 .filter { $0.hasSuffix(".oprun") }.sorted().map { "\(version)/\($0)" }
         }
     }
 
     @Test func everyOperationRunFixtureHasItsExpectation() throws {
-        #expect(try Set(Self.runFixtures().map { $0.prefix(8) }) == ["oprun-v1", "oprun-v2", "oprun-v3"])
+        #expect(try Set(Self.runFixtures().map { $0.prefix(8) }) == ["oprun-v1", "oprun-v2", "oprun-v3", "oprun-v4"])
     }
 
     @Test(arguments: try runFixtures())
@@ -38,7 +39,7 @@ import Testing
         #expect(NSArray(array: decodedJSON as! [Any]) == NSArray(array: try #require(expected["operations"] as? [Any])))
 
         var writer = ByteWriter()
-        OperationCodec.encode(operations, into: &writer)
+        OperationCodec.encode(operations, covering: firstSeq...(firstSeq + UInt64(count) - 1), into: &writer)
         #expect(writer.bytes == bytes, "re-encoding \(name) changed its bytes")
     }
 

@@ -148,10 +148,10 @@ import Testing
         _ = await follower.result
     }
 
-    /// A server of an older build refuses a live client's hello of version 6, naming the highest
+    /// A server of an older build refuses a live client's hello of version 8, naming the highest
     /// it speaks: the client tries again at once with it (1: a one-shot session; 2: a live one
     /// without predecessors). The fallback lasts that attempt: the attempt after it (here, after a
-    /// refusal that breaks the protocol, so at once) proposes 6 again. (After a one-shot session
+    /// refusal that breaks the protocol, so at once) proposes 8 again. (After a one-shot session
     /// the client waits 30 s: no third attempt is awaited then.)
     @Test(.timeLimit(.minutes(1)), arguments: [UInt16(1), 2])
     func aLiveClientFallsBackOnceForAnOlderServer(named: UInt16) async throws {
@@ -175,8 +175,8 @@ import Testing
             for try await _ in PeerClient.live(store: node.store, address: PeerAddress(host: "127.0.0.1", port: port), configuration: Self.configuration()) {}
         }
         #expect(await Self.eventually(20) { versions.withLock { $0.count } >= attempts })
-        let expected: [[UInt8]] = named == 1 ? [[0, 6], [0, 1]] : [[0, 6], [0, 2], [0, 6]]
-        #expect(versions.withLock { $0 }.prefix(attempts) == expected[...], "a hello of version 6, then one of version \(named)")
+        let expected: [[UInt8]] = named == 1 ? [[0, 8], [0, 1]] : [[0, 8], [0, 2], [0, 8]]
+        #expect(versions.withLock { $0 }.prefix(attempts) == expected[...], "a hello of version 8, then one of version \(named)")
         client.cancel()
         _ = await client.result
     }
@@ -205,7 +205,7 @@ import Testing
         #expect(try await b.store.reminders().map(\.title) == ["before"])
         // The refused attempt is logged; the live session is not, while it lasts.
         let refused = try #require(server.records.first)
-        #expect((refused.failure?.cause as? ConcordError.PeerVersionMismatch)?.peerVersion == 6)
+        #expect((refused.failure?.cause as? ConcordError.PeerVersionMismatch)?.peerVersion == 8)
 
         // A push: its assigns (an edit's, which carry predecessors) arrive stripped.
         a.clock.advance(1_000)

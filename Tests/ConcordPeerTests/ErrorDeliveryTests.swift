@@ -161,7 +161,7 @@ import Testing
         let actions = server.session.receive(client.takeOutbox())
         #expect(actions.count == 1 && actions[0].isApply, "\(actions)")
         let logged = server.session.batchApplied()
-        #expect(logged == [.finishMerge], "no ack before the records show the batch")
+        #expect(logged == [.finishMerge(compacted: SeqRanges())], "no ack before the records show the batch")
         let after = server.session.batchApplied()
         #expect(after.contains { $0.isSend }, "the ack, once the merge has finished")
         // The client's ack waited behind the merge; the server's own ack went out before the

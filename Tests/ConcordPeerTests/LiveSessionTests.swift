@@ -24,18 +24,20 @@ import Testing
     }
 
     /// The version each pair of sides settles (SPEC.md §15.10, "Negotiation"): the client's
-    /// proposal (the highest it speaks of the kind it wants: 5 one-shot, 6 live; 3 or 4, or 1 or 2,
-    /// from an older build) when the server speaks it, lowered to the one-shot version below it by a server
+    /// proposal (the highest it speaks of the kind it wants: 7 one-shot, 8 live; 5 or 6, 3 or 4, or 1
+    /// or 2, from an older build) when the server speaks it, lowered to the one-shot version below it by a server
     /// that may keep no more live sessions (`serverLive: false`).
     @Test(arguments: [
         // This build on both sides.
-        (false, UInt16(6), true, UInt16(6), UInt16(5)), (false, 6, false, 6, 5), (true, 6, true, 6, 6), (true, 6, false, 6, 5),
-        // A client of the build before purges (4), before predecessors (2), or before live sessions
-        // (1), and a server of this one.
-        (true, 4, true, 6, 4), (false, 4, true, 6, 3), (true, 4, false, 6, 3),
-        (true, 2, true, 6, 2), (true, 2, false, 6, 1), (false, 2, true, 6, 1), (false, 1, true, 6, 1), (true, 1, true, 6, 1),
+        (false, UInt16(8), true, UInt16(8), UInt16(7)), (false, 8, false, 8, 7), (true, 8, true, 8, 8), (true, 8, false, 8, 7),
+        // A client of the build before compaction (6), before purges (4), before predecessors (2),
+        // or before live sessions (1), and a server of this one.
+        (true, 6, true, 8, 6), (false, 6, true, 8, 5), (true, 6, false, 8, 5),
+        (true, 4, true, 8, 4), (false, 4, true, 8, 3), (true, 4, false, 8, 3),
+        (true, 2, true, 8, 2), (true, 2, false, 8, 1), (false, 2, true, 8, 1), (false, 1, true, 8, 1), (true, 1, true, 8, 1),
         // A server of an older build, and a client of this one once refused (it proposes up to
         // the version the refusal named), or of that build.
+        (true, 6, true, 6, 6), (false, 6, true, 6, 5), (true, 6, false, 6, 5),
         (true, 4, true, 4, 4), (false, 4, true, 4, 3), (true, 4, false, 4, 3),
         (true, 2, true, 2, 2), (true, 2, false, 2, 1), (false, 2, true, 2, 1), (true, 1, true, 2, 1),
         (true, 1, true, 1, 1), (false, 1, true, 1, 1),
@@ -60,26 +62,26 @@ import Testing
     }
 
     /// A server of an older build refuses the version a client of this one proposes, naming the
-    /// highest it speaks (4, 2, or 1): the client's failure says so, so that the transport can try
-    /// again once with it (SPEC.md §15.10).
-    @Test(arguments: [(false, UInt16(4)), (true, 4), (false, 2), (true, 2), (false, 1), (true, 1)])
+    /// highest it speaks (6, 4, 2, or 1): the client's failure says so, so that the transport can
+    /// try again once with it (SPEC.md §15.10).
+    @Test(arguments: [(false, UInt16(6)), (true, 6), (false, 4), (true, 4), (false, 2), (true, 2), (false, 1), (true, 1)])
     func aClientOfThisBuildIsRefusedByAnOlderServerNamingItsVersion(clientLive: Bool, serverHighest: UInt16) throws {
         let (client, server) = Self.pair(clientLive: clientLive, serverHighest: serverHighest)
         #expect(client.failure?.code == .versionMismatch)
         #expect((client.failure?.cause as? ConcordError.PeerVersionMismatch)?.peerVersion == serverHighest)
         #expect(client.failure?.message.contains("the peer speaks protocol version \(serverHighest) ") == true)
         #expect(server.failure?.code == .versionMismatch)
-        #expect((server.failure?.cause as? ConcordError.PeerVersionMismatch)?.peerVersion == (clientLive ? 6 : 5))
+        #expect((server.failure?.cause as? ConcordError.PeerVersionMismatch)?.peerVersion == (clientLive ? 8 : 7))
         let hellos = try frames(client.sent)
-        #expect(hellos.count == 1 && hellos.first?.starts(with: Handshake.header(.clientHello, version: clientLive ? 6 : 5)) == true)
+        #expect(hellos.count == 1 && hellos.first?.starts(with: Handshake.header(.clientHello, version: clientLive ? 8 : 7)) == true)
         #expect(try frames(server.sent) == [Handshake.header(.refusal, version: serverHighest) + [Handshake.RefusalReason.version.rawValue]])
         #expect(client.appliedBatches.isEmpty && server.appliedBatches.isEmpty)
         #expect(client.needOperationsCalls.isEmpty && server.needOperationsCalls.isEmpty)
     }
 
     /// A server answers a hello of a version it does not speak with a refusal that names the
-    /// highest it speaks: this build 6, the builds before it 4, 2 and 1.
-    @Test(arguments: [(UInt16(6), UInt16(7)), (6, 0x0100), (4, 5), (4, 6), (2, 3), (2, 4), (1, 2), (1, 3), (1, 4)])
+    /// highest it speaks: this build 8, the builds before it 6, 4, 2 and 1.
+    @Test(arguments: [(UInt16(8), UInt16(9)), (8, 0x0100), (6, 7), (6, 8), (4, 5), (4, 6), (2, 3), (2, 4), (1, 2), (1, 3), (1, 4)])
     func aServerRefusesAnUnknownVersionNamingTheHighestItSpeaks(serverHighest: UInt16, proposed: UInt16) throws {
         var server = TestPeer(role: .server, replica: replicaB, live: true, highestVersion: serverHighest, random: seeded(20))
         server.start()
@@ -93,7 +95,7 @@ import Testing
     /// A client accepts a server hello of the version it proposed, or (from a server at its live
     /// limit) of the one-shot version below a live one; it speaks none above its proposal.
     @Test func aServerHelloAboveTheProposalIsRefused() {
-        for (live, proposed) in [(false, UInt16(5)), (true, 6)] {
+        for (live, proposed) in [(false, UInt16(7)), (true, 8)] {
             var client = TestPeer(role: .client, replica: replicaA, live: live, random: seeded(10))
             client.start()
             #expect(client.session.version == proposed)
@@ -106,7 +108,7 @@ import Testing
     /// Purges and elided operations travel in sessions of version 5 and 6; a side of a session of
     /// version 4 or lower that would send one ends it rather than send what the peer's build
     /// would refuse as malformed, or send the record's content without its purge (SPEC.md §15.10).
-    @Test(arguments: [(false, UInt16(6), true), (true, 6, true), (false, 4, false), (true, 4, false), (true, 2, false)])
+    @Test(arguments: [(false, UInt16(8), true), (true, 8, true), (false, 6, true), (true, 6, true), (false, 4, false), (true, 4, false), (true, 2, false)])
     func purgesTravelFromVersionFiveOn(live: Bool, clientHighest: UInt16, travels: Bool) throws {
         var fromClient = operations(by: replicaA, seqs: 1...20)
         let purged = fromClient[4].record

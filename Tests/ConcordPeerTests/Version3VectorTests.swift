@@ -54,7 +54,7 @@ import Testing
         #expect(server.batchApplied() == [])
 
         // The client's done: the merge is finished, then the ack of its two operations.
-        #expect(server.receive(Self.frame("clientDoneFrame")) == [.finishMerge])
+        #expect(server.receive(Self.frame("clientDoneFrame")) == [.finishMerge(compacted: SeqRanges())])
         #expect(server.batchApplied() == [.send(Self.frame("serverAckFrame"))])
         let finished = server.receive(Self.frame("clientAckFrame"))
         guard case .finished(let summary)? = finished.first else {

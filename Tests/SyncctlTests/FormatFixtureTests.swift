@@ -53,4 +53,23 @@ import Testing
         #expect(log.filter { $0.hasSuffix("  purge") }.count == 1)
         try store.expectSound("after merging the fixture")
     }
+
+    /// A bundle of format 4 (SPEC.md §13): a reminder edited after it was added, one of its two
+    /// tags removed, and then compacted: 7 operations and 5 compacted seqs. A fresh store merges
+    /// it to the dump `syncctl` printed and holds every seq, the compacted ones without operations.
+    @Test func aFormat4BundleCarriesCompactedSeqs() throws {
+        let sandbox = try Sandbox()
+        let store = try sandbox.makeStore()
+        let directory = Self.fixtures.appendingPathComponent("bundle-v4")
+        #expect(try store.ok("merge", directory.appendingPathComponent("compacted.cbundle").path)
+            == "merged 7 new operations from 1 replica and 5 compacted seqs")
+        let dump = try String(contentsOf: directory.appendingPathComponent("compacted.dump.json"), encoding: .utf8)
+        #expect(try store.ok("dump") == dump.trimmingCharacters(in: .newlines))
+        #expect(try store.ok("log").split(separator: "\n").count == 7)
+        let vector = try #require(try JSONSerialization.jsonObject(with: Data(try store.ok("status", "--json").utf8)) as? [String: Any])
+        let held = try #require(vector["versionVector"] as? [String: Any])
+        #expect(held.values.compactMap { $0 as? Int } == [12], "\(held)")
+        #expect(try store.ok("compact") == "dropped 0 operations of 1 record")
+        try store.expectSound("after merging the fixture")
+    }
 }

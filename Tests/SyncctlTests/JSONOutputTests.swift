@@ -63,6 +63,7 @@ import Testing
             "conflicts": ["conflicts", "--json"],
             "import": ["import", importFile, "--json"],
             "verify": ["verify", "--json"],
+            "compact": ["compact", "--json"],
             "bench merge": ["bench", "merge"] + bench,
             "bench writes": ["bench", "writes"] + bench,
             "bench calls": ["bench", "calls", "--writes", "20", "--records", "200", "--runs", "1", "--json"],

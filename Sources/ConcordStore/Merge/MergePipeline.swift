@@ -29,15 +29,27 @@ extension ConcordStore {
     ///   while the store holds the session's key).
     /// - Parameter afterEachBatch: runs after each transaction commits (tests stop a merge there,
     ///   as a crash would).
+    ///
+    /// - Parameter compacted: once the input is read, the seqs its senders hold compacted, each
+    ///   with the base of its export (a bundle's manifest): taken after the operations are logged
+    ///   and applied, in a transaction of their own, each if the store holds its base (SPEC.md §5.8).
     func merge(
         bounds: MergeBatch, checking check: (Database) throws -> Void = { _ in },
-        afterEachBatch: () throws -> Void = {}, reading read: (_ each: (Op) throws -> Void) throws -> Void
+        afterEachBatch: () throws -> Void = {}, reading read: (_ each: (Op) throws -> Void) throws -> Void,
+        compacted: () -> [CompactedSeqs] = { [] }
     ) throws -> MergeReport {
         try finishPendingMerge()
         let input = try readAndSort(read, sortRun: bounds.sortRun)
-        return try releasingPendingOnFailure {
+        var report = try releasingPendingOnFailure {
             try logThenApply(input, bounds: bounds, checking: check, afterEachBatch: afterEachBatch)
         }
+        let exports = compacted().filter { !$0.seqs.isEmpty }
+        if !exports.isEmpty {
+            report.formUnion(try mergeTransaction(check) { context, report in
+                for export in exports { report.compactedSeqs += try context.holdCompacted(export.seqs, ifHolding: export.base) }
+            })
+        }
+        return report
     }
 
     /// Stage 3 alone, for operations read and sorted ahead of time (by this store object, or by
@@ -242,11 +254,37 @@ extension ConcordStore {
         return report
     }
 
+    /// Holds the seqs of `seqs` that the store does not, compacted, if it holds every seq `base`
+    /// covers, in one transaction (SPEC.md §5.8, §9 "Taking compacted seqs"): a peer session's,
+    /// once the peer has sent everything past this store's vector. Returns how many it took.
+    @discardableResult
+    package func holdCompacted(_ seqs: SeqRanges, ifHolding base: VersionVector = VersionVector()) throws(ConcordError) -> UInt64 {
+        guard !seqs.isEmpty else { return 0 }
+        return try guarded {
+            try mergeTransaction({ _ in }) { context, report in
+                report.compactedSeqs += try context.holdCompacted(seqs, ifHolding: base)
+            }.compactedSeqs
+        }
+    }
+
     static func clash(_ id: OperationID) -> ConcordError {
         ConcordError(
             .clash,
             "replica \(id.replica) has two different operations with seq \(id.seq), here and in what is being merged: one of the two stores is a copy of the other (nothing of this batch was merged)",
             cause: OperationClash(id: id))
+    }
+}
+
+/// The seqs a sender holds compacted, with the base of the export that carries them (SPEC.md §5.8).
+package struct CompactedSeqs: Sendable {
+    /// The compacted seqs.
+    package var seqs: SeqRanges
+    /// The version vector the export was cut from: they are taken only by a store that holds it.
+    package var base: VersionVector
+
+    package init(seqs: SeqRanges, base: VersionVector) {
+        self.seqs = seqs
+        self.base = base
     }
 }
 

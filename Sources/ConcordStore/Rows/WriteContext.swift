@@ -22,6 +22,33 @@ struct HeldSequence {
         seq <= contiguous || (!pending.isEmpty && pending.contains(seq)) || (!ranges.isEmpty && ranges.contains { $0.contains(seq) })
     }
 
+    /// The seqs of `range` not held, in ascending ranges.
+    func missing(in range: ClosedRange<UInt64>) -> [ClosedRange<UInt64>] {
+        guard range.upperBound > contiguous else { return [] }
+        var next = max(range.lowerBound, contiguous + 1)
+        var gaps: [ClosedRange<UInt64>] = []
+        let heldAbove = (ranges + pending.map { $0...$0 }).sorted { $0.lowerBound < $1.lowerBound }
+        for held in heldAbove where held.upperBound >= next {
+            guard held.lowerBound <= range.upperBound else { break }
+            if held.lowerBound > next { gaps.append(next...(held.lowerBound - 1)) }
+            guard held.upperBound < range.upperBound else { return gaps }
+            next = held.upperBound + 1
+        }
+        if next <= range.upperBound { gaps.append(next...range.upperBound) }
+        return gaps
+    }
+
+    /// Holds every seq of `range`, none of which is held.
+    mutating func insert(_ range: ClosedRange<UInt64>) {
+        if range.lowerBound == contiguous + 1 {
+            contiguous = range.upperBound
+        } else {
+            ranges.append(range)
+            ranges.sort { $0.lowerBound < $1.lowerBound }
+        }
+        absorb()
+    }
+
     mutating func insert(_ seq: UInt64) {
         if seq == contiguous + 1 {
             contiguous = seq
@@ -637,6 +664,36 @@ struct WriteContext {
         try update.execute()
         if comparedChunk?.replica == key.replica { comparedChunk = nil }
         erasedRows += 1
+    }
+
+    // MARK: Compacted seqs
+
+    /// Holds the seqs of `seqs` that the store does not, as log rows of compacted seqs (SPEC.md
+    /// §5.8, §9), if the store holds every seq `base` covers; otherwise holds none of them.
+    /// - Returns: how many seqs it took.
+    mutating func holdCompacted(_ seqs: SeqRanges, ifHolding base: VersionVector) throws -> UInt64 {
+        for (replica, seq) in base.entries where seq > 0 {
+            try switchAuthor(to: replica)
+            guard currentHeld.contiguous >= seq else { return 0 }
+        }
+        var taken: UInt64 = 0
+        for (author, range) in seqs.runs {
+            try switchAuthor(to: author)
+            for gap in currentHeld.missing(in: range) {
+                var writer = ByteWriter()
+                OperationCodec.encode([Op](), covering: gap, into: &writer)
+                let statement = try HotStatement(db, "INSERT INTO log (replica, first_seq, last_seq, max_ts, ops) VALUES (?, ?, ?, 0, ?)")
+                statement.bind(1, try directory.index(of: author, db))
+                statement.bind(2, Int64(gap.lowerBound))
+                statement.bind(3, Int64(gap.upperBound))
+                statement.bind(4, bytes: writer.bytes)
+                try statement.execute()
+                currentHeld.insert(gap)
+                taken += gap.upperBound - gap.lowerBound + 1
+            }
+        }
+        if taken > 0 { try db.execute(sql: "UPDATE meta SET value = value + ? WHERE key = 'compacted'", arguments: [Int64(taken)]) }
+        return taken
     }
 
     /// Writes one log chunk: operations of one author with consecutive seqs.

@@ -10,11 +10,51 @@ extension ConcordStore {
     package func forEachOperation(since: VersionVector = VersionVector(), _ body: (Op) throws -> Void) throws(ConcordError) {
         try guarded {
             try read { db in
-                try Self.forEachRow(in: db, since: since, after: nil) { operations in
+                try Self.forEachRow(in: db, since: since, after: nil) { _, _, operations in
                     for operation in operations { try body(operation) }
                     return true
                 }
             }
+        }
+    }
+
+    /// Calls `body` with every log row's seqs that `since` does not cover, in the order of
+    /// `forEachOperation(since:)`, and the operations held of them: a seq in `seqs` without an
+    /// operation is compacted (SPEC.md §5.8). An export carries both.
+    package func forEachRun(
+        since: VersionVector = VersionVector(), _ body: (_ author: ReplicaID, _ seqs: ClosedRange<UInt64>, _ operations: ArraySlice<Op>) throws -> Void
+    ) throws(ConcordError) {
+        try guarded {
+            try read { db in
+                try Self.forEachRow(in: db, since: since, after: nil) { author, seqs, operations in
+                    try body(author, seqs, operations)
+                    return true
+                }
+            }
+        }
+    }
+
+    /// The seqs the store holds compacted past `since` (SPEC.md §5.8), in one read: a peer
+    /// session reads them before the first operation it sends, so that every operation that made
+    /// them redundant is among those it sends or those the peer holds.
+    package func compactedSeqs(since: VersionVector) throws(ConcordError) -> SeqRanges {
+        var compacted: [(replica: ReplicaID, seqs: ClosedRange<UInt64>)] = []
+        try forEachRun(since: since) { author, seqs, operations in
+            var next = seqs.lowerBound
+            for operation in operations {
+                if operation.id.seq > next { compacted.append((author, next...(operation.id.seq - 1))) }
+                next = operation.id.seq + 1
+            }
+            if next <= seqs.upperBound { compacted.append((author, next...seqs.upperBound)) }
+        }
+        return SeqRanges(compacted)
+    }
+
+    /// How many seqs the store holds compacted (`meta.compacted`, SPEC.md §9): its bundles then
+    /// need format 4.
+    package func compactedSeqCount() throws(ConcordError) -> Int64 {
+        try guarded {
+            try read { db in try Int64.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'compacted'") ?? 0 }
         }
     }
 
@@ -30,7 +70,7 @@ extension ConcordStore {
             try read { db in
                 var page: [Op] = []
                 page.reserveCapacity(min(limit, 4096))
-                try Self.forEachRow(in: db, since: since, after: position) { operations in
+                try Self.forEachRow(in: db, since: since, after: position) { _, _, operations in
                     page += operations
                     return page.count < limit
                 }
@@ -39,10 +79,12 @@ extension ConcordStore {
         }
     }
 
-    /// The walk of `forEachOperation(since:)`, from just after `position`, a log row's operations
-    /// at a time (those past `since` and `position`), until `body` returns `false`.
+    /// The walk of `forEachOperation(since:)`, from just after `position`, a log row at a time:
+    /// its author, its seqs past `since` and `position`, and their operations; until `body`
+    /// returns `false`.
     private static func forEachRow(
-        in db: Database, since: VersionVector, after position: OperationID?, _ body: (ArraySlice<Op>) throws -> Bool
+        in db: Database, since: VersionVector, after position: OperationID?,
+        _ body: (ReplicaID, ClosedRange<UInt64>, ArraySlice<Op>) throws -> Bool
     ) throws {
         // A row with a negative seq (a damaged store: the columns have no CHECK that binds a file
         // made by hand) is read too, for `decodeChunk` to refuse.
@@ -78,7 +120,7 @@ extension ConcordStore {
                 let operations = try decodeChunk(try row.column(2), author: author, first: first, last: last)
                 // A row's operations ascend; some of its seqs may be compacted (SPEC.md §5.8).
                 let skipped = first > floor ? 0 : operations.firstIndex { $0.id.seq > floor } ?? operations.count
-                guard try body(operations[skipped...]) else { return }
+                guard try body(author, max(first, floor + 1)...last, operations[skipped...]) else { return }
             }
         }
     }

@@ -75,10 +75,11 @@ extension ConcordStore {
         var others: [ConcordStore] = []
         defer { for other in others { try? other.close() } }
         for path in paths { others.append(try ConcordStore.open(at: path, readOnly: true, environment: environment)) }
+        var compacted: [CompactedSeqs] = []
         return try guarded {
-            try merge { each in
-                for other in others { try other.forEachOperation(lackedBy: self, each) }
-            }
+            try merge(reading: { each in
+                for other in others { compacted.append(try other.forEachOperation(lackedBy: self, each)) }
+            }, compacted: { compacted })
         }
     }
 
@@ -96,13 +97,33 @@ extension ConcordStore {
         try guarded { try merge(bounds: environment.mergeBatch, reading: read) }
     }
 
+    /// `merge(reading:)`, and then the seqs its senders hold compacted, which `compacted` gives
+    /// once `read` has returned: each taken if this store holds its export's base (SPEC.md §5.8).
+    package func merge(
+        reading read: (_ each: (Op) throws -> Void) throws -> Void, compacted: () -> [CompactedSeqs]
+    ) throws(ConcordError) -> MergeReport {
+        try guarded { try merge(bounds: environment.mergeBatch, reading: read, compacted: compacted) }
+    }
+
     /// Passes `each` the operations of this store that `target` lacks: first the last operation
     /// both hold of each replica (two stores that share a replica id and both wrote differ there,
-    /// SPEC.md §9.1), then every one `target`'s version vector does not cover.
-    package func forEachOperation(lackedBy target: ConcordStore, _ each: (Op) throws -> Void) throws {
+    /// SPEC.md §9.1), then every one `target`'s version vector does not cover. Returns the seqs
+    /// this store holds compacted past that vector, its base (SPEC.md §5.8).
+    @discardableResult
+    package func forEachOperation(lackedBy target: ConcordStore, _ each: (Op) throws -> Void) throws -> CompactedSeqs {
         let since = try target.versionVector()
         for probe in try overlapProbes(for: since) { try each(probe) }
-        try forEachOperation(since: since, each)
+        var compacted: [(replica: ReplicaID, seqs: ClosedRange<UInt64>)] = []
+        try forEachRun(since: since) { author, seqs, operations in
+            var next = seqs.lowerBound
+            for operation in operations {
+                if operation.id.seq > next { compacted.append((author, next...(operation.id.seq - 1))) }
+                try each(operation)
+                next = operation.id.seq + 1
+            }
+            if next <= seqs.upperBound { compacted.append((author, next...seqs.upperBound)) }
+        }
+        return CompactedSeqs(seqs: SeqRanges(compacted), base: since)
     }
 
     // MARK: Conveniences over `perform`

@@ -71,3 +71,12 @@ extension StoreChange.Origin {
         }
     }
 }
+
+extension CompactionReport {
+    /// The report as `syncctl compact --json` prints it (SPEC.md §11).
+    package var json: JSON {
+        .object([
+            ("records", .int(Int64(records))), ("droppedOperations", .int(Int64(droppedOperations))), ("deferred", .bool(deferred)),
+        ])
+    }
+}

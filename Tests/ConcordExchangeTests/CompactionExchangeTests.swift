@@ -1,0 +1,126 @@
+import ConcordCore
+import ConcordExchange
+import ConcordKeys
+import ConcordStore
+import ConcordWire
+import Foundation
+import Testing
+
+/// Compacted stores exchange through bundles and shared folders (SPEC.md §5.8, §13, §14): the
+/// kept operations and the compacted seqs travel, a receiver holds what the sender holds, and a
+/// receiver that lacks an export's base leaves its compacted seqs for a later exchange.
+@Suite struct CompactionExchangeTests {
+    /// A node with `count` reminders edited `edits` times each, and a tag added and removed.
+    static func editedNode(_ directory: TemporaryDirectory, _ name: String, seed: UInt64, count: Int = 20, edits: Int = 5) throws -> Node {
+        let node = try Node(in: directory, name, seed: seed)
+        for index in 0..<count {
+            let id = try node.store.addReminder(ReminderDraft(title: "\(name) \(index)", tags: ["home"]))
+            for edit in 1...edits {
+                node.clock.advance(1)
+                try node.store.editReminder(id, ReminderPatch(title: "\(name) \(index) v\(edit)", notes: .some("n\(edit)")))
+            }
+            try node.store.perform(.tag(add: [], remove: ["home"]), on: .reminder(id))
+        }
+        return node
+    }
+
+    @Test func aCompactedStoreExportsWhatItHoldsAndAFreshOneTakesIt() throws {
+        let directory = try TemporaryDirectory()
+        let a = try Self.editedNode(directory, "a", seed: 1)
+        let dump = try a.dump()
+        let before = try a.store.allOperations().count
+        let report = try a.store.compact(recordsPerTransaction: 7)
+        #expect(report.records == 20 && !report.deferred)
+        // Per reminder: 2 edits × 5 of title and notes dropped, but the last; the tag's add.
+        #expect(report.droppedOperations == 20 * (2 * 5 + 1))
+        #expect(try a.store.allOperations().count == before - report.droppedOperations)
+        #expect(try a.dump() == dump)
+        #expect(try a.store.verify().problems == [])
+        #expect(try a.store.compact().droppedOperations == 0)
+
+        let path = directory.file("a.cbundle")
+        let exported = try a.store.exportBundle(to: path)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path))[8] == 4, "a compacted store writes format 4")
+        #expect(exported.compacted.runs.map(\.seqs).reduce(0) { $0 + $1.count } == report.droppedOperations)
+
+        let b = try Node(in: directory, "b", seed: 2)
+        let (merged, _) = try b.store.mergeBundle(at: path)
+        #expect(merged.compactedSeqs == UInt64(report.droppedOperations))
+        #expect(try b.dump() == dump)
+        #expect(try b.store.versionVector() == a.store.versionVector())
+        #expect(try b.store.allOperations() == a.store.allOperations())
+        #expect(try b.store.verify().problems == [])
+        // Again: nothing new.
+        #expect(try b.store.mergeBundle(at: path).0.compactedSeqs == 0)
+        // B exports what it holds as A does: the same operations payloads.
+        let again = directory.file("b.cbundle")
+        try b.store.exportBundle(to: again)
+        let c = try Node(in: directory, "c", seed: 3)
+        try c.store.mergeBundle(at: again)
+        #expect(try c.store.allOperations() == a.store.allOperations())
+        #expect(try c.store.versionVector() == a.store.versionVector())
+    }
+
+    /// A delta export since a vector the receiver does not hold: its operations are merged, its
+    /// compacted seqs are not (the operations that made them redundant may be among those the
+    /// receiver lacks); the whole export later brings them.
+    @Test func compactedSeqsWaitForTheExportsBase() throws {
+        let directory = try TemporaryDirectory()
+        let a = try Self.editedNode(directory, "a", seed: 1, count: 4)
+        let half = try a.store.versionVector()
+        for index in 0..<4 {
+            let id = try a.store.addReminder(ReminderDraft(title: "later \(index)"))
+            a.clock.advance(1)
+            try a.store.editReminder(id, ReminderPatch(title: "later \(index) v2"))
+        }
+        try a.store.compact()
+        let delta = directory.file("delta.cbundle")
+        try a.store.exportBundle(to: delta, since: half)
+        let b = try Node(in: directory, "b", seed: 2)
+        let (merged, _) = try b.store.mergeBundle(at: delta)
+        #expect(merged.compactedSeqs == 0)
+        #expect(try b.store.versionVector()[a.store.replicaID] == 0)
+        let whole = directory.file("whole.cbundle")
+        try a.store.exportBundle(to: whole)
+        try b.store.mergeBundle(at: whole)
+        #expect(try b.store.versionVector() == a.store.versionVector())
+        #expect(try b.dump() == a.dump())
+    }
+
+    /// Three replicas through a folder, one compacting between syncs, one stale: all converge on
+    /// the same dump, vector and held operations, and a newcomer starts from the folder.
+    @Test(arguments: [false, true])
+    func replicasConvergeThroughAFolderWhileOneCompacts(encrypted: Bool) throws {
+        let directory = try TemporaryDirectory()
+        let folder = try directory.directory("shared")
+        let key = encrypted ? SyncKey.generate() : nil
+        let a = try Node(in: directory, "a", seed: 1, key: key)
+        let b = try Node(in: directory, "b", seed: 2, key: key)
+        let stale = try Node(in: directory, "stale", seed: 3, key: key)
+        let id = try a.store.addReminder(ReminderDraft(title: "shared", tags: ["home"]))
+        try a.sync(folder)
+        try stale.sync(folder)
+        try b.sync(folder)
+        for round in 0..<6 {
+            a.clock.advance(10)
+            try a.store.editReminder(id, ReminderPatch(title: "a \(round)"))
+            b.clock.advance(10)
+            try b.store.editReminder(id, ReminderPatch(notes: .some("b \(round)")))
+            if round == 2 { try b.store.perform(.tag(add: [], remove: ["home"]), on: .reminder(id)) }
+            try a.sync(folder)
+            try b.sync(folder)
+            try a.store.compact()
+            try a.sync(folder)
+        }
+        for node in [a, b, stale, a, b, stale] { try node.sync(folder) }
+        let newcomer = try Node(in: directory, "new", seed: 4, key: key)
+        try newcomer.sync(folder)
+        for node in [b, stale, newcomer] {
+            #expect(try node.dump() == a.dump(), "\(node.name)")
+            #expect(try node.store.versionVector() == a.store.versionVector(), "\(node.name)")
+            #expect(try node.store.verify().problems == [], "\(node.name)")
+        }
+        #expect(try a.store.compactedSeqCount() > 0)
+        #expect(try newcomer.store.allOperations().count < b.store.allOperations().count + 1)
+    }
+}
