@@ -6,6 +6,36 @@
 /// ones, whatever else it holds or lacks, holds the state it would hold with the dropped one. The
 /// rule is checked, not trusted: the kept operations are folded again, and nothing is dropped
 /// unless they give the record's state exactly.
+/// The history a compaction keeps of what it could drop (SPEC.md §5.8, "History kept"): the
+/// writes of the last `newerThan` (by their timestamps, against the wall clock), and the last
+/// `writesPerField` writes of each field.
+public struct KeptHistory: Hashable, Sendable {
+    /// Operations written less than this long before the compaction are kept; nil: none for their age.
+    public var newerThan: Duration?
+    /// The last this many writes of each field (by stamp, the current value's among them) are kept.
+    public var writesPerField: Int
+
+    /// Keeps the writes newer than `newerThan`, and the last `writesPerField` writes of each field.
+    public init(newerThan: Duration? = nil, writesPerField: Int = 0) {
+        self.newerThan = newerThan
+        self.writesPerField = writesPerField
+    }
+
+    /// Nothing but what the state needs.
+    public static let none = KeptHistory()
+    /// The writes of the last 30 days: the default of `syncctl compact` and of the library.
+    public static let thirtyDays = KeptHistory(newerThan: .seconds(30 * 86_400))
+
+    /// `newerThan` in whole milliseconds, at most `UInt64.max`.
+    var newerThanMillis: UInt64? {
+        guard let newerThan else { return nil }
+        let (seconds, attoseconds) = newerThan.components
+        guard seconds >= 0 else { return 0 }
+        let (millis, overflow) = UInt64(seconds).multipliedReportingOverflow(by: 1000)
+        return overflow ? .max : millis + UInt64(attoseconds / 1_000_000_000_000_000)
+    }
+}
+
 package enum Compaction {
     /// The operations of `operations` (every operation of one record a replica holds in full)
     /// that it may drop, in ascending order:
@@ -14,7 +44,10 @@ package enum Compaction {
     /// - an add of a tag whose dot a remove has named: the remove keeps it removed.
     /// Removes and tombstones are kept: dropping them needs every replica to hold them. So are
     /// a purged record's operations, which keep no content already (§5.7).
-    package static func redundant(among operations: [Op]) -> [OperationID] {
+    ///
+    /// Of those, `history` keeps the ones written within its age of `nowMillis`, and the last of
+    /// each field's writes it counts.
+    package static func redundant(among operations: [Op], keeping history: KeptHistory = .none, nowMillis: UInt64 = 0) -> [OperationID] {
         guard let record = operations.first?.record else { return [] }
         var state = RecordState(ref: record)
         for operation in operations { state.apply(operation) }
@@ -33,6 +66,20 @@ package enum Compaction {
             default:
                 continue
             }
+        }
+        if let age = history.newerThanMillis {
+            let since = nowMillis > age ? nowMillis - age : 0
+            let old = Set(operations.lazy.filter { $0.timestamp.physicalMillis < since }.map(\.id))
+            dropped.removeAll { !old.contains($0) }
+        }
+        if history.writesPerField > 0 {
+            var writes: [Field: [Stamp]] = [:]
+            for operation in operations { if case .assign(let field, _) = operation.action { writes[field, default: []].append(operation.stamp) } }
+            var recent = Set<OperationID>()
+            for stamps in writes.values {
+                for stamp in stamps.sorted(by: >).prefix(history.writesPerField) { recent.insert(OperationID(replica: stamp.replica, seq: stamp.seq)) }
+            }
+            dropped.removeAll { recent.contains($0) }
         }
         guard !dropped.isEmpty else { return [] }
         let droppedSet = Set(dropped)

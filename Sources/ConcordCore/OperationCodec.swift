@@ -8,7 +8,7 @@ public enum OperationCodec {
     static let predecessorsFlag: UInt8 = 0x08
     /// An elided operation: its record was purged, and nothing follows the record (bundle format
     /// 3 on, SPEC.md §8.3). Its action bits are 0.
-    static let elidedFlag: UInt8 = 0x10
+    package static let elidedFlag: UInt8 = 0x10
     /// Compacted seqs (SPEC.md §5.8): the header alone, then how many seqs of the run follow
     /// without their operations.
     static let compactedHeader: UInt8 = 0x20

@@ -79,6 +79,11 @@ package struct OperationSpans: Hashable, Sendable {
 }
 
 extension OperationSpans {
+    /// Whether `id` is among the operations.
+    package func contains(_ id: OperationID) -> Bool {
+        spans.contains { $0.replica == id.replica && $0.first <= id.seq && id.seq <= $0.last }
+    }
+
     /// Removes one operation's id, splitting the span that holds it.
     package mutating func remove(_ id: OperationID) {
         guard let index = spans.firstIndex(where: { $0.replica == id.replica && $0.first <= id.seq && id.seq <= $0.last }) else { return }

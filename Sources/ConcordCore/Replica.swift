@@ -76,6 +76,13 @@ package struct Replica: Sendable {
         let takesCompacted = base.entries.allSatisfy { versionVector[$0.key] >= $0.value }
         for operation in incoming {
             guard !holds(operation.id) else {
+                // The elided copy of an operation held in full stands for its record's purge
+                // (SPEC.md §5.7): the purge itself may never come.
+                if operation.action == .elided, let held = operations[operation.id], !held.purges, !records[held.record]!.isPurged {
+                    records[held.record]!.purge()
+                    elide(held.record)
+                    report.touchedRecords.insert(held.record)
+                }
                 report.duplicates += 1
                 continue
             }
@@ -120,15 +127,16 @@ package struct Replica: Sendable {
         operations[id] != nil || compacted.contains(id)
     }
 
-    /// Drops the operations whose effect the kept ones give (SPEC.md §5.8), keeping their seqs.
+    /// Drops the operations whose effect the kept ones give (SPEC.md §5.8), keeping their seqs,
+    /// but for the history `history` keeps as of `nowMillis`.
     /// - Returns: how many were dropped.
     @discardableResult
-    package mutating func compact() -> Int {
+    package mutating func compact(keeping history: KeptHistory = .none, nowMillis: UInt64 = 0) -> Int {
         var byRecord: [RecordRef: [Op]] = [:]
         for operation in operations.values { byRecord[operation.record, default: []].append(operation) }
         var dropped = 0
         for (ref, held) in byRecord {
-            for id in Compaction.redundant(among: held.sorted { $0.id < $1.id }) {
+            for id in Compaction.redundant(among: held.sorted { $0.id < $1.id }, keeping: history, nowMillis: nowMillis) {
                 operations[id] = nil
                 compacted.insert(id)
                 records[ref]!.forget(id)

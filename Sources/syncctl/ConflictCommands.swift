@@ -22,6 +22,10 @@ struct History: OneShotCommand {
         if output.json {
             say(JSON.array(entries.map(\.json)).canonical)
         } else {
+            // Where compaction trimmed it (SPEC.md §10, "History").
+            if let through = try store.compactedThrough(of: ref) {
+                say("(writes up to \(CivilTime(millis: Int64(through.physicalMillis)).iso8601) that later ones made redundant were compacted)")
+            }
             for entry in entries { say("\(Output.text(of: entry.operation))  \(entry.standing.rawValue)") }
         }
     }

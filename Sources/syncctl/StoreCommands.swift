@@ -143,15 +143,34 @@ struct Compact: OneShotCommand {
         discussion: """
             Drops every edit of a field that a later edit had seen, and every tag add that a remove \
             names, keeping their seqs (SPEC.md, "Compaction"): the dump, the conflicts and what \
-            other replicas receive stay the same, and they sync as before. It goes through the \
+            other replicas receive stay the same, and they sync as before. 'history' then shows the \
+            writes kept: by default those of the last 30 days (--keep-history). It goes through the \
             records a few thousand per transaction, so other processes write between them; killed, \
             it leaves a sound store. Prints how many operations it dropped.
             """)
     @OptionGroup var store: StoreOptions
+    @Option(help: ArgumentHelp(
+        "The history to keep of what could be dropped: the writes of the last N days (30d) or hours (12h), or the last N writes of each field (10); 0 keeps none.",
+        valueName: "history"))
+    var keepHistory = "30d"
     @OptionGroup var output: JSONFlag
 
+    func validate() throws {
+        guard Self.history(keepHistory) != nil else {
+            throw ValidationError("--keep-history takes days (30d), hours (12h) or a number of writes per field (10), not '\(keepHistory)'")
+        }
+    }
+
+    /// `--keep-history`'s value: `Nd`, `Nh`, or a number of writes per field (0: none).
+    static func history(_ text: String) -> KeptHistory? {
+        if let days = text.wholeMatch(of: /([0-9]{1,5})d/).flatMap({ Int64($0.1) }) { return KeptHistory(newerThan: .seconds(days * 86_400)) }
+        if let hours = text.wholeMatch(of: /([0-9]{1,6})h/).flatMap({ Int64($0.1) }) { return KeptHistory(newerThan: .seconds(hours * 3_600)) }
+        if let writes = text.wholeMatch(of: /[0-9]{1,6}/).flatMap({ Int($0.0) }) { return KeptHistory(writesPerField: writes) }
+        return nil
+    }
+
     func work() throws {
-        let report = try store.open().compact()
+        let report = try store.open().compact(keeping: Self.history(keepHistory)!)
         if output.json {
             say(report.json.canonical)
             return

@@ -29,14 +29,14 @@ import Testing
         let a = try Self.editedNode(directory, "a", seed: 1)
         let dump = try a.dump()
         let before = try a.store.allOperations().count
-        let report = try a.store.compact(recordsPerTransaction: 7)
+        let report = try a.store.compact(keeping: .none, recordsPerTransaction: 7)
         #expect(report.records == 20 && !report.deferred)
         // Per reminder: 2 edits × 5 of title and notes dropped, but the last; the tag's add.
         #expect(report.droppedOperations == 20 * (2 * 5 + 1))
         #expect(try a.store.allOperations().count == before - report.droppedOperations)
         #expect(try a.dump() == dump)
         #expect(try a.store.verify().problems == [])
-        #expect(try a.store.compact().droppedOperations == 0)
+        #expect(try a.store.compact(keeping: .none).droppedOperations == 0)
 
         let path = directory.file("a.cbundle")
         let exported = try a.store.exportBundle(to: path)
@@ -73,7 +73,7 @@ import Testing
             a.clock.advance(1)
             try a.store.editReminder(id, ReminderPatch(title: "later \(index) v2"))
         }
-        try a.store.compact()
+        try a.store.compact(keeping: .none)
         let delta = directory.file("delta.cbundle")
         try a.store.exportBundle(to: delta, since: half)
         let b = try Node(in: directory, "b", seed: 2)
@@ -109,7 +109,7 @@ import Testing
             if round == 2 { try b.store.perform(.tag(add: [], remove: ["home"]), on: .reminder(id)) }
             try a.sync(folder)
             try b.sync(folder)
-            try a.store.compact()
+            try a.store.compact(keeping: .none)
             try a.sync(folder)
         }
         for node in [a, b, stale, a, b, stale] { try node.sync(folder) }

@@ -104,4 +104,27 @@ import Testing
         #expect(filesHolding("-PA", in: [path]) == [])
         #expect(try store.verify().problems == [])
     }
+
+    /// The elided copy of an operation a store holds in full purges its record there, as the
+    /// model does (SPEC.md §5.7): it stands for a purge, which may never come.
+    @Test func anElidedCopyOfAnOperationHeldInFullPurgesItsRecord() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.file("b.db")
+        let author = try ConcordStore.inMemory(environment: environment(clock: ManualClock(baseMillis), seed: 1))
+        let id = try author.addReminder(ReminderDraft(title: "secret-title-E5"))
+        let created = try author.allOperations()
+        let store = try ConcordStore.create(at: path, environment: environment(clock: ManualClock(baseMillis), seed: 2))
+        try store.merge(created)
+        var model = Replica(id: store.replicaID)
+        try model.merge(created)
+        // Only the elided copy of its title comes: no purge.
+        let elided = [created[0].elided]
+        #expect(try store.merge(elided).duplicates == 1)
+        try model.merge(elided)
+        #expect(try store.reminder(id) == nil)
+        #expect(try store.dump() == model.dump())
+        #expect(try store.allOperations() == model.operations())
+        #expect(try store.verify().problems == [])
+        #expect(filesHolding("secret-title-E5", in: [path]) == [])
+    }
 }

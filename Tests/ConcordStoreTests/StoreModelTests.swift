@@ -96,7 +96,7 @@ import Testing
                         // Compaction (SPEC.md §5.8), in transactions of one record on one side.
                         change = nil
                         let dropped = side.model.compact()
-                        #expect(try side.store.compact(recordsPerTransaction: side.batched ? 1 : 100).droppedOperations == dropped)
+                        #expect(try side.store.compact(keeping: .none, recordsPerTransaction: side.batched ? 1 : 100).droppedOperations == dropped)
                     default:
                         change = nil
                         try side.merge(from: sides[1 - who])

@@ -7,9 +7,10 @@ import Testing
 /// `syncctl compact` (SPEC.md §5.8, §9 "Compaction", §11) with real processes.
 @Suite(.waitsForProcesses) struct CompactCommandTests {
     /// A store of `count` reminders, each with its title edited `edits` times after its creation,
-    /// written in transactions of 500 changes.
+    /// written in transactions of 500 changes, two days ago by the wall clock.
     static func editedStore(in directory: TemporaryDirectory, _ name: String, count: Int, edits: Int, seed: UInt64) throws -> (dump: String, operations: Int) {
         let node = try Node(in: directory, name, seed: seed)
+        node.clock.now = UInt64(Date().timeIntervalSince1970 * 1000) - 2 * 86_400_000
         var ids: [RecordID] = []
         var changes: [(RecordRef, Change)] = []
         func flush() throws {
@@ -42,9 +43,24 @@ import Testing
         let directory = try TemporaryDirectory()
         let (dump, operations) = try Self.editedStore(in: directory, "c", count: 40, edits: 3, seed: 7)
         let store = Store(sandbox: sandbox, path: directory.file("c.db"))
-        #expect(try store.ok("compact") == "dropped 120 operations of 40 records")
+        // By default the writes of the last 30 days stay: these are two days old. Each title was
+        // written 4 times: the last 2 stay, then the last (all older than an hour).
+        let id = try #require(try store.reminders(all: true).first?.string("id"))
+        let before = try store.ok("history", id).split(separator: "\n")
+        #expect(before.count == 9 && !before[0].hasPrefix("("), "a create of 5 fields and a tag, and 3 edits: \(before)")
+        #expect(try store.ok("compact") == "dropped 0 operations of 40 records")
+        #expect(try store.ok("compact", "--keep-history", "3d") == "dropped 0 operations of 40 records")
+        #expect(try store.ok("compact", "--keep-history", "2") == "dropped 80 operations of 40 records")
+        #expect(try store.ok("compact", "--keep-history", "1h") == "dropped 40 operations of 40 records")
+        // History says where it was trimmed, and shows what was kept.
+        let history = try store.ok("history", id).split(separator: "\n")
+        #expect(history.first?.wholeMatch(of: /\(writes up to [0-9T:.-]+Z that later ones made redundant were compacted\)/) != nil, "\(history)")
+        #expect(history.count == 7 && history.last?.hasSuffix("  holds") == true, "\(history)")
+        for bad in ["d", "1.5d", "1w", "30 d", "9999999"] {
+            try store.expectRefused(["compact", "--keep-history", bad], mentions: ["--keep-history takes days (30d), hours (12h) or a number of writes per field (10), not '\(bad)'"], code: 64)
+        }
         #expect(try store.ok("dump") == dump)
-        #expect(try store.ok("compact", "--json") == #"{"deferred":false,"droppedOperations":0,"records":40}"#)
+        #expect(try store.ok("compact", "--keep-history", "0", "--json") == #"{"deferred":false,"droppedOperations":0,"records":40}"#)
         let verified = try store.ok("verify")
         #expect(verified == "sound: 40 records, \(operations - 120) operations", "\(verified)")
         // What it exports another store takes whole: the same dump, every seq held.
@@ -52,6 +68,8 @@ import Testing
         let other = try sandbox.makeStore("other.db")
         #expect(try other.ok("merge", directory.file("c.cbundle")) == "merged \(operations - 120) new operations from 1 replica and 120 compacted seqs")
         #expect(try other.ok("dump") == dump)
+        // The other store holds compacted seqs, not which records they were of: it shows what it holds.
+        #expect(try other.ok("history", id).split(separator: "\n").count == 6)
     }
 
     /// `compact` killed at random moments: each kill leaves a store that `verify` passes, with the
@@ -69,11 +87,11 @@ import Testing
             let delay = round == 0 ? 1_000 : duration * fraction
             let started = Date()
             // Transactions of 2,000 records: the kills land between and inside them.
-            let killed = try sandbox.runKilled(["compact", "--store", store.path], at: .after(delay))
+            let killed = try sandbox.runKilled(["compact", "--keep-history", "0", "--store", store.path], at: .after(delay))
             if round == 0 { duration = Date().timeIntervalSince(started) }
             try store.expectSound("after compact was killed at \(delay) s")
             #expect(try store.ok("dump") == dump, "round \(round): the state changed")
-            let line = try store.ok("compact")
+            let line = try store.ok("compact", "--keep-history", "0")
             let left = Int(try #require(line.firstMatch(of: /^dropped (\d+) operations? of 2500 records$/), "\(line)").1)!
             #expect(left <= 7_500)
             outcomes.append(killed.status == 0 ? "finished" : "killed with \(left) of 7500 left")

@@ -186,6 +186,9 @@ extension ConcordStore {
             return !operation.sorted
         }
         guard try context.holdsSame(operation) else { throw clash(operation.id) }
+        // The elided copy of an operation held in full stands for its record's purge (SPEC.md
+        // §5.7), which may never come.
+        try context.purgeIfHeldInFull(operation)
         report.duplicates += 1
         return operation.sorted
     }

@@ -166,9 +166,16 @@ enum StoreSchema {
         }
         migrator.registerMigration("v7 compaction") { db in
             // Log rows may hold compacted seqs, which older builds refuse as malformed; how many
-            // seqs the store holds so, which decides the format of its bundles (SPEC.md §5.8, §13).
+            // seqs the store holds so, which decides the format of its bundles; and where this
+            // store's compactions trimmed each record's history (SPEC.md §5.8, §9, §13).
             try db.execute(sql: """
                 INSERT INTO meta (key, value) VALUES ('compacted', 0);
+                CREATE TABLE compacted_records (
+                    id BLOB NOT NULL CHECK (length(id) = 16),
+                    kind INTEGER NOT NULL CHECK (kind BETWEEN 1 AND 255),
+                    through INTEGER NOT NULL,
+                    PRIMARY KEY (id, kind)
+                ) WITHOUT ROWID;
 
                 PRAGMA user_version = 7;
                 """)

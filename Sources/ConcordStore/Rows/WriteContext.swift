@@ -282,6 +282,17 @@ struct WriteContext {
         try holds(operation.id, encodedAlone: operation.bytes[operation.range])
     }
 
+    /// Purges the record of `operation`, held and compared already, if it came elided and the
+    /// store holds it in full: an elided copy stands for its record's purge (SPEC.md §5.7).
+    mutating func purgeIfHeldInFull(_ operation: KeptOperation) throws {
+        guard operation.range.lowerBound < operation.bytes.count,
+              operation.bytes[operation.range.lowerBound] & OperationCodec.elidedFlag != 0,
+              case .full(let held) = try heldOperation(operation.id), !held.purges,
+              let state = try state(of: held.record), !state.isPurged, let index = stateIndex[held.record]
+        else { return }
+        states[index].purge()
+    }
+
     private mutating func holds(_ id: OperationID, encodedAlone encoding: ArraySlice<UInt8>) throws -> Bool {
         let held: Op
         switch try heldOperation(id) {

@@ -18,13 +18,14 @@ public struct CompactionReport: Hashable, Sendable {
 
 extension ConcordStore {
     /// Drops every operation whose effect the operations kept give anyway, keeping its seq
-    /// (SPEC.md §5.8): an assign that a later write has seen, an add that a remove names. The
-    /// state, the dump and the conflicts stay exactly as they were; the log shrinks. It goes
-    /// through the records in order, `recordsPerTransaction` of them per write transaction, so
-    /// that writers in other processes take their turns between two of them and readers never
-    /// wait; killed at any moment, it leaves a sound store that holds the same state.
+    /// (SPEC.md §5.8): an assign that a later write has seen, an add that a remove names; but for
+    /// the history `history` keeps (by default, the writes of the last 30 days). The state, the
+    /// dump and the conflicts stay exactly as they were; the log shrinks. It goes through the
+    /// records in order, `recordsPerTransaction` of them per write transaction, so that writers in
+    /// other processes take their turns between two of them and readers never wait; killed at any
+    /// moment, it leaves a sound store that holds the same state.
     @discardableResult
-    public func compact(recordsPerTransaction: Int = 2_000) throws(ConcordError) -> CompactionReport {
+    public func compact(keeping history: KeptHistory = .thirtyDays, recordsPerTransaction: Int = 2_000) throws(ConcordError) -> CompactionReport {
         try finishPendingMerge()
         var report = CompactionReport()
         var after: RecordRef?
@@ -36,7 +37,7 @@ extension ConcordStore {
                     // their log rows hold: they wait for it.
                     guard try !Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM pending_merge)")! else { return (nil, 0, 0, true) }
                     let refs = try Self.records(after: after, limit: max(1, recordsPerTransaction), db)
-                    var compactor = try LogCompactor(db)
+                    var compactor = try LogCompactor(db, keeping: history, nowMillis: environment.wallClock())
                     for ref in refs { try compactor.compact(ref) }
                     try compactor.rewriteLogRows()
                     if compactor.dropped > 0 {
@@ -87,22 +88,38 @@ private struct LogCompactor {
     var droppedSeqs: [ReplicaID: [UInt64]] = [:]
     private(set) var dropped = 0
 
-    init(_ db: Database) throws {
+    let history: KeptHistory
+    let nowMillis: UInt64
+
+    init(_ db: Database, keeping history: KeptHistory, nowMillis: UInt64) throws {
         self.db = db
         directory = try ReplicaDirectory(db)
+        self.history = history
+        self.nowMillis = nowMillis
     }
 
     mutating func compact(_ ref: RecordRef) throws {
         guard var state = try RecordRows.load(ref, db, directory, &statements) else { return }
         var reader = SpanReader(ref)
         let operations = try reader.operations(in: state.operations, db, directory)
-        let redundant = Compaction.redundant(among: operations)
+        let redundant = Compaction.redundant(among: operations, keeping: history, nowMillis: nowMillis)
         guard !redundant.isEmpty else { return }
         for id in redundant {
             state.forget(id)
             droppedSeqs[id.replica, default: []].append(id.seq)
         }
         try RecordRows.save(state, as: .update, db, &directory, &statements)
+        // Where its history is trimmed: `history` says so.
+        let redundantIDs = Set(redundant)
+        let through = operations.lazy.filter { redundantIDs.contains($0.id) }.map(\.timestamp).max()!
+        let trim = try HotStatement(db, """
+            INSERT INTO compacted_records (id, kind, through) VALUES (?1, ?2, ?3)
+            ON CONFLICT (id, kind) DO UPDATE SET through = max(through, ?3)
+            """)
+        trim.bind(1, id: ref.id)
+        trim.bind(2, Int64(ref.kind.rawValue))
+        trim.bind(3, Int64(bitPattern: through.rawValue))
+        try trim.execute()
         dropped += redundant.count
     }
 

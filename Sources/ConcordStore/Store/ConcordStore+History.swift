@@ -1,4 +1,5 @@
 import ConcordCore
+import Foundation
 import GRDB
 
 extension ConcordStore {
@@ -16,6 +17,21 @@ extension ConcordStore {
     /// record's operations, which its row lists (its operation spans, SPEC.md §9), each once.
     public func history(of ref: RecordRef) throws(ConcordError) -> [HistoryEntry]? {
         try historyAndRowsRead(of: ref)?.entries
+    }
+
+    /// Where this store's compactions trimmed the record's history (SPEC.md §5.8, §10
+    /// "History"): the greatest timestamp of an operation of it they dropped; nil when they
+    /// dropped none (or the store has no such record). A replica that received compacted seqs
+    /// in place of operations does not know their records: its history shows what it holds.
+    public func compactedThrough(of ref: RecordRef) throws(ConcordError) -> Timestamp? {
+        try guarded {
+            try read { db in
+                try Int64.fetchOne(
+                    db, sql: "SELECT through FROM compacted_records WHERE id = ? AND kind = ?",
+                    arguments: [Data(ref.id.bytes), Int64(ref.kind.rawValue)]
+                ).map { Timestamp(rawValue: UInt64(bitPattern: $0)) }
+            }
+        }
     }
 
     /// `history(of:)`, and how many log rows it read (a test checks that it reads each once).
