@@ -13,7 +13,7 @@ struct Bench: ParsableCommand {
         discussion: "Each benchmark builds its seeded workload in a temporary directory (not timed) and prints medians.",
         subcommands: [
             MergeBench.self, MergeRun.self, WritesBench.self, CallsBench.self, ExportBench.self, FolderSyncBench.self, PeerBench.self, LiveBench.self,
-            RelayBench.self, HistoryBench.self, ImportBench.self, ImportRun.self,
+            RelayBench.self, HistoryBench.self, ImportBench.self, ImportRun.self, CompactBench.self,
         ])
 }
 

@@ -79,7 +79,7 @@ import Testing
         var random = SplitMix64(seed: 58)
         var outcomes: [String] = []
         var duration = 0.0
-        for round in 0..<5 {
+        for round in 0..<8 {
             let directory = try TemporaryDirectory()
             let (dump, operations) = try Self.editedStore(in: directory, "k\(round)", count: 2_500, edits: 3, seed: UInt64(round + 1))
             let store = Store(sandbox: sandbox, path: directory.file("k\(round).db"))

@@ -76,6 +76,7 @@ import Testing
             ],
             "bench history": ["bench", "history", "--records", "200", "--writes", "100", "--runs", "1", "--json"],
             "bench import": ["bench", "import"] + bench,
+            "bench compact": ["bench", "compact", "--records", "200", "--updates-per-record", "5", "--json"],
         ]
         let discovered = try commandsTakingJSON(sandbox)
         #expect(discovered.subtracting(runs.keys).isEmpty, "commands with --json that this test does not run: \(discovered.subtracting(runs.keys).sorted())")

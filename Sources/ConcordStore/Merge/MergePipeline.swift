@@ -31,8 +31,9 @@ extension ConcordStore {
     ///   as a crash would).
     ///
     /// - Parameter compacted: once the input is read, the seqs its senders hold compacted, each
-    ///   with the base of its export (a bundle's manifest): taken after the operations are logged
-    ///   and applied, in a transaction of their own, each if the store holds its base (SPEC.md §5.8).
+    ///   with the base of its export (a bundle's manifest): those of each export whose base the
+    ///   store holds are taken (SPEC.md §5.8, §9 "Taking compacted seqs"), logged among the
+    ///   operations where they fall, and the rest in the last logging batch.
     func merge(
         bounds: MergeBatch, checking check: (Database) throws -> Void = { _ in },
         afterEachBatch: () throws -> Void = {}, reading read: (_ each: (Op) throws -> Void) throws -> Void,
@@ -40,13 +41,24 @@ extension ConcordStore {
     ) throws -> MergeReport {
         try finishPendingMerge()
         let input = try readAndSort(read, sortRun: bounds.sortRun)
-        var report = try releasingPendingOnFailure {
-            try logThenApply(input, bounds: bounds, checking: check, afterEachBatch: afterEachBatch)
-        }
+        // Whether the store holds a base is read before the logging: its vector only grows.
+        var taken = SeqRanges()
         let exports = compacted().filter { !$0.seqs.isEmpty }
         if !exports.isEmpty {
+            try readOnWriter { db in
+                var context = try WriteContext(db, localReplica: replicaID)
+                for export in exports where try context.holds(export.base) { taken.formUnion(export.seqs) }
+            }
+        }
+        var toLog = CompactedToLog(taken)
+        var report = try releasingPendingOnFailure {
+            try logThenApply(input, bounds: bounds, checking: check, afterEachBatch: afterEachBatch, taking: &toLog)
+        }
+        if toLog.hadAny, !toLog.isEmpty {
+            // No operation to log them among.
+            let rest = toLog.rest
             report.formUnion(try mergeTransaction(check) { context, report in
-                for export in exports { report.compactedSeqs += try context.holdCompacted(export.seqs, ifHolding: export.base) }
+                report.compactedSeqs += try context.holdCompacted(rest, ifHolding: VersionVector())
             })
         }
         return report
@@ -60,7 +72,8 @@ extension ConcordStore {
         sorted input: OperationSorter.Finished, bounds: MergeBatch, checking check: (Database) throws -> Void
     ) throws -> (report: MergeReport, pending: [PendingRow]) {
         try releasingPendingOnFailure {
-            let logged = try logInBatches(input, bounds: bounds, checking: check, afterEachBatch: {})
+            var none = CompactedToLog(SeqRanges())
+        let logged = try logInBatches(input, bounds: bounds, checking: check, afterEachBatch: {}, taking: &none)
             return (logged.report, logged.rows)
         }
     }
@@ -72,7 +85,7 @@ extension ConcordStore {
     /// that batch's transaction (often all of them: the merge is one transaction).
     private func logThenApply(
         _ input: OperationSorter.Finished, bounds: MergeBatch, checking check: (Database) throws -> Void,
-        afterEachBatch: () throws -> Void
+        afterEachBatch: () throws -> Void, taking compacted: inout CompactedToLog
     ) throws -> MergeReport {
         // Folded once the operations are logged (with the replicas the log then names), on a
         // queue of its own for a large merge. A merge larger than one logging batch applies its
@@ -81,7 +94,7 @@ extension ConcordStore {
         var applier: RecordApplier?
         defer { applier?.stop() }
         let logged = try logInBatches(
-            input, bounds: bounds, checking: check, afterEachBatch: afterEachBatch,
+            input, bounds: bounds, checking: check, afterEachBatch: afterEachBatch, taking: &compacted,
             inLastBatch: input.count <= bounds.operations ? { context, rows in
                 applier = try RecordApplier(input, bounds, encodingWith: context.directory)
                 try applier!.applyBatch(into: &context, rows: rows)
@@ -105,7 +118,7 @@ extension ConcordStore {
     /// all.
     private func logInBatches(
         _ input: OperationSorter.Finished, bounds: MergeBatch, checking check: (Database) throws -> Void,
-        afterEachBatch: () throws -> Void,
+        afterEachBatch: () throws -> Void, taking compacted: inout CompactedToLog,
         inLastBatch: ((inout WriteContext, [PendingRow]) throws -> Void)? = nil
     ) throws -> (report: MergeReport, rows: [PendingRow], heldAfterAll: Bool) {
         guard input.count > 0 else { return (MergeReport(), [], false) }
@@ -123,9 +136,14 @@ extension ConcordStore {
                 let batch = min(waiting, bounds.operations)
                 for _ in 0..<batch {
                     guard let operation = try added.nextKept() else { throw OperationSorter.damaged(DecodeError.truncated) }
+                    if compacted.hadAny { report.compactedSeqs += try context.holdCompacted(before: operation.id, from: &compacted) }
                     if try Self.log(operation, &context, &report) { heldAfterAll = true }
                 }
                 waiting -= batch
+                if waiting == 0, compacted.hadAny, !compacted.isEmpty {
+                    report.compactedSeqs += try context.holdCompacted(compacted.rest, ifHolding: VersionVector())
+                    compacted = CompactedToLog(SeqRanges())
+                }
                 try context.flush()
                 rows += try Self.listPending(context.writtenChunks, context.db)
                 if waiting == 0, !heldAfterAll, !rows.isEmpty { try inLastBatch?(&context, rows) }

@@ -9,13 +9,14 @@ import GRDB
 /// of 4096 operations may hold thousands of its spans: reading the row again for each span made
 /// the history of a record of 10,000 such writes take seconds.
 struct SpanReader {
-    /// The record whose operations are kept.
-    let ref: RecordRef
+    /// The record whose operations are kept; nil: every operation the spans name, whatever its
+    /// record (the spans of several records, read at once).
+    let ref: RecordRef?
     /// How many log rows were read and decoded (a test checks that it is each row once).
     private(set) var rowsRead = 0
 
-    /// A reader of `ref`'s operations.
-    init(_ ref: RecordRef) {
+    /// A reader of `ref`'s operations, or (nil) of every operation the spans name.
+    init(_ ref: RecordRef?) {
         self.ref = ref
     }
 
@@ -56,9 +57,8 @@ struct SpanReader {
                     while let span = spans.first, span.last < seq { spans.removeFirst() }
                     // Another record's operation, or one no span names, is read past unbuilt.
                     let named = spans.first.map { $0.first <= seq } ?? false
-                    if let operation = try run.next(from: &reader, ifItActsOn: named ? ref : nil) {
-                        operations.append(operation)
-                    }
+                    let operation = named && ref == nil ? try run.next(from: &reader) : try run.next(from: &reader, ifItActsOn: named ? ref : nil)
+                    if let operation { operations.append(operation) }
                 }
                 guard reader.isAtEnd else { throw DecodeError.malformed("\(reader.remaining) bytes after the last operation") }
             } catch {

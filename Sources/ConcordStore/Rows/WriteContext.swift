@@ -545,6 +545,10 @@ struct WriteContext {
         }
         openChunks.removeAll(keepingCapacity: true)
         try elideQueued()
+        if compactedTaken > 0 {
+            try db.execute(sql: "UPDATE meta SET value = value + ? WHERE key = 'compacted'", arguments: [Int64(compactedTaken)])
+            compactedTaken = 0
+        }
         if erasedRows > erasedBefore {
             // Counted, so that a shared folder knows which of its files to rewrite (SPEC.md §14).
             try db.execute(sql: "UPDATE meta SET value = value + 1 WHERE key = 'erasures'")
@@ -683,29 +687,55 @@ struct WriteContext {
     /// §5.8, §9), if the store holds every seq `base` covers; otherwise holds none of them.
     /// - Returns: how many seqs it took.
     mutating func holdCompacted(_ seqs: SeqRanges, ifHolding base: VersionVector) throws -> UInt64 {
-        for (replica, seq) in base.entries where seq > 0 {
-            try switchAuthor(to: replica)
-            guard currentHeld.contiguous >= seq else { return 0 }
-        }
+        guard try holds(base) else { return 0 }
         var taken: UInt64 = 0
         for (author, range) in seqs.runs {
             try switchAuthor(to: author)
-            for gap in currentHeld.missing(in: range) {
-                var writer = ByteWriter()
-                OperationCodec.encode([Op](), covering: gap, into: &writer)
-                let statement = try HotStatement(db, "INSERT INTO log (replica, first_seq, last_seq, max_ts, ops) VALUES (?, ?, ?, 0, ?)")
-                statement.bind(1, try directory.index(of: author, db))
-                statement.bind(2, Int64(gap.lowerBound))
-                statement.bind(3, Int64(gap.upperBound))
-                statement.bind(4, bytes: writer.bytes)
-                try statement.execute()
-                currentHeld.insert(gap)
-                taken += gap.upperBound - gap.lowerBound + 1
-            }
+            taken += try appendCompacted(range)
         }
-        if taken > 0 { try db.execute(sql: "UPDATE meta SET value = value + ? WHERE key = 'compacted'", arguments: [Int64(taken)]) }
         return taken
     }
+
+    /// Whether the store holds every seq `base` covers.
+    mutating func holds(_ base: VersionVector) throws -> Bool {
+        for (replica, seq) in base.entries where seq > 0 {
+            try switchAuthor(to: replica)
+            guard currentHeld.contiguous >= seq else { return false }
+        }
+        return true
+    }
+
+    /// Holds the stretch of `seqs` that ends just before `id` compacted, in the log chunk that
+    /// `id` then continues, and takes it out of `seqs`: a merge logs an export's compacted seqs
+    /// among its operations, in their order, so that its log rows stay as long as the sender's.
+    /// - Returns: how many seqs it took.
+    mutating func holdCompacted(before id: OperationID, from seqs: inout CompactedToLog) throws -> UInt64 {
+        guard let stretch = seqs.take(before: id) else { return 0 }
+        try switchAuthor(to: id.replica)
+        return try appendCompacted(stretch)
+    }
+
+    /// Appends the seqs of `range` that the store does not hold to the current author's log
+    /// chunks, compacted.
+    private mutating func appendCompacted(_ range: ClosedRange<UInt64>) throws -> UInt64 {
+        var taken: UInt64 = 0
+        for gap in currentHeld.missing(in: range) {
+            let first = OperationID(replica: currentAuthor!, seq: gap.lowerBound)
+            if let chunk = currentChunk, !chunk.continues(with: first) {
+                try writeChunk(first.replica, chunk)
+                currentChunk = nil
+            }
+            if currentChunk == nil { currentChunk = OpenChunk(firstSeq: gap.lowerBound) }
+            currentChunk!.appendCompacted(gap)
+            currentHeld.insert(gap)
+            taken += gap.upperBound - gap.lowerBound + 1
+        }
+        compactedTaken += taken
+        return taken
+    }
+
+    /// The compacted seqs this context took: `meta.compacted` grows by them at the flush.
+    private var compactedTaken: UInt64 = 0
 
     /// Writes one log chunk: operations of one author with consecutive seqs.
     private mutating func writeChunk(_ replica: ReplicaID, _ chunk: OpenChunk) throws {
@@ -727,7 +757,10 @@ struct WriteContext {
 /// (SPEC.md, "Op runs"), so the context keeps bytes rather than operations.
 private struct OpenChunk {
     let firstSeq: UInt64
+    /// The seqs it covers, compacted ones included.
     private(set) var count = 0
+    /// The operations it holds: at most `WriteContext.maxChunkOperations`.
+    private var operations = 0
     private(set) var maxTimestamp = Timestamp.zero
     private(set) var writer = ByteWriter(capacity: 4096)
     private var encoder = OperationCodec.RunEncoder()
@@ -738,13 +771,20 @@ private struct OpenChunk {
 
     /// Whether the operation `id` can be the chunk's next one.
     func continues(with id: OperationID) -> Bool {
-        id.seq == firstSeq &+ UInt64(count) && count < WriteContext.maxChunkOperations
+        id.seq == firstSeq &+ UInt64(count) && operations < WriteContext.maxChunkOperations
     }
 
     mutating func append(_ operation: Op) {
         encoder.append(operation, into: &writer)
         maxTimestamp = max(maxTimestamp, operation.timestamp)
         count += 1
+        operations += 1
+    }
+
+    /// Appends `seqs`, the next ones, compacted (SPEC.md §5.8).
+    mutating func appendCompacted(_ seqs: ClosedRange<UInt64>) {
+        encoder.appendCompacted(seqs.upperBound - seqs.lowerBound + 1, into: &writer)
+        count += Int(seqs.upperBound - seqs.lowerBound + 1)
     }
 
     /// Appends an operation kept encoded, and returns its timestamp.
@@ -757,6 +797,55 @@ private struct OpenChunk {
         }
         maxTimestamp = max(maxTimestamp, timestamp)
         count += 1
+        operations += 1
         return timestamp
+    }
+}
+
+/// Compacted seqs to log among a merge's operations (SPEC.md §9, "Taking compacted seqs"): per
+/// author, disjoint ranges in ascending order, each taken (whole, or the part below an operation)
+/// once. Found by binary search, since operations may come in any order.
+struct CompactedToLog {
+    private var ranges: [ReplicaID: [ClosedRange<UInt64>]]
+    private var taken: [ReplicaID: [Bool]]
+    /// Whether there were any: a merge without them (the common case) asks nothing per operation.
+    let hadAny: Bool
+
+    init(_ seqs: SeqRanges) {
+        hadAny = !seqs.isEmpty
+        var ranges: [ReplicaID: [ClosedRange<UInt64>]] = [:]
+        for replica in seqs.replicas { ranges[replica] = seqs.ranges(of: replica) }
+        self.ranges = ranges
+        taken = ranges.mapValues { Array(repeating: false, count: $0.count) }
+    }
+
+    /// Whether nothing is left to take.
+    var isEmpty: Bool { taken.values.allSatisfy { $0.allSatisfy { $0 } } }
+
+    /// Takes the seqs of the range that holds `id.seq - 1`, up to it: what the log holds just
+    /// before the operation `id`.
+    mutating func take(before id: OperationID) -> ClosedRange<UInt64>? {
+        guard id.seq > 1, let list = ranges[id.replica] else { return nil }
+        // The last range that starts at or below seq - 1.
+        var low = 0
+        var high = list.count
+        while low < high {
+            let middle = (low + high) / 2
+            if list[middle].lowerBound <= id.seq - 1 { low = middle + 1 } else { high = middle }
+        }
+        let index = low - 1
+        guard index >= 0, !taken[id.replica]![index], list[index].contains(id.seq - 1) else { return nil }
+        let range = list[index]
+        if range.upperBound >= id.seq {
+            ranges[id.replica]![index] = id.seq...range.upperBound
+        } else {
+            taken[id.replica]![index] = true
+        }
+        return range.lowerBound...(id.seq - 1)
+    }
+
+    /// The ranges not taken.
+    var rest: SeqRanges {
+        SeqRanges(ranges.flatMap { replica, list in list.indices.filter { !taken[replica]![$0] }.map { (replica, list[$0]) } })
     }
 }

@@ -25,7 +25,7 @@ extension ConcordStore {
     /// other processes take their turns between two of them and readers never wait; killed at any
     /// moment, it leaves a sound store that holds the same state.
     @discardableResult
-    public func compact(keeping history: KeptHistory = .thirtyDays, recordsPerTransaction: Int = 2_000) throws(ConcordError) -> CompactionReport {
+    public func compact(keeping history: KeptHistory = .thirtyDays, recordsPerTransaction: Int = 500) throws(ConcordError) -> CompactionReport {
         try finishPendingMerge()
         var report = CompactionReport()
         var after: RecordRef?
@@ -38,7 +38,7 @@ extension ConcordStore {
                     guard try !Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM pending_merge)")! else { return (nil, 0, 0, true) }
                     let refs = try Self.records(after: after, limit: max(1, recordsPerTransaction), db)
                     var compactor = try LogCompactor(db, keeping: history, nowMillis: environment.wallClock())
-                    for ref in refs { try compactor.compact(ref) }
+                    try compactor.compact(refs)
                     try compactor.rewriteLogRows()
                     if compactor.dropped > 0 {
                         try db.execute(sql: "UPDATE meta SET value = value + ? WHERE key = 'compacted'", arguments: [compactor.dropped])
@@ -98,10 +98,26 @@ private struct LogCompactor {
         self.nowMillis = nowMillis
     }
 
-    mutating func compact(_ ref: RecordRef) throws {
-        guard var state = try RecordRows.load(ref, db, directory, &statements) else { return }
-        var reader = SpanReader(ref)
-        let operations = try reader.operations(in: state.operations, db, directory)
+    /// Compacts `refs`, reading the log rows that hold their operations once for all of them (a
+    /// row holds operations of many records).
+    mutating func compact(_ refs: [RecordRef]) throws {
+        var states: [RecordState] = []
+        var spans = OperationSpans()
+        for ref in refs {
+            guard let state = try RecordRows.load(ref, db, directory, &statements) else { continue }
+            states.append(state)
+            spans.formUnion(state.operations)
+        }
+        var reader = SpanReader(nil)
+        var byRecord: [RecordRef: [Op]] = [:]
+        for operation in try reader.operations(in: spans, db, directory) { byRecord[operation.record, default: []].append(operation) }
+        for state in states { try compact(state, byRecord[state.ref] ?? []) }
+    }
+
+    /// Compacts one record, given every operation of it the log holds in full.
+    private mutating func compact(_ record: RecordState, _ operations: [Op]) throws {
+        var state = record
+        let ref = state.ref
         let redundant = Compaction.redundant(among: operations, keeping: history, nowMillis: nowMillis)
         guard !redundant.isEmpty else { return }
         for id in redundant {
@@ -150,6 +166,22 @@ private struct LogCompactor {
                 update.bind(3, index)
                 update.bind(4, Int64(first))
                 try update.execute()
+            }
+        }
+    }
+}
+
+extension ConcordStore {
+    /// How many log rows the store has, and the bytes its pages hold (its file's pages less the
+    /// free ones): what compaction shrinks (`syncctl bench compact`).
+    package func logFigures() throws(ConcordError) -> (logRows: Int, usedBytes: Int64) {
+        try guarded {
+            try read { db in
+                let rows = try Int.fetchOne(db, sql: "SELECT count(*) FROM log") ?? 0
+                let pages = try Int64.fetchOne(db, sql: "PRAGMA page_count") ?? 0
+                let free = try Int64.fetchOne(db, sql: "PRAGMA freelist_count") ?? 0
+                let size = try Int64.fetchOne(db, sql: "PRAGMA page_size") ?? 0
+                return (rows, (pages - free) * size)
             }
         }
     }
