@@ -15,7 +15,8 @@ struct CompactBench: OneShotCommand {
             Builds replica B of the workload (N reminders, N × U field updates) and the same reminders \
             written once (U = 0), not timed. Then runs 'syncctl compact --keep-history 0' on B in a \
             process of its own while this one adds reminders to B one at a time, and reports: each \
-            store's operations held, log rows and bytes in use (pages less free ones), before and \
+            store's operations held, log rows, bytes in use (pages less free ones) and bytes once \
+            vacuumed (the size of a VACUUM INTO copy), before and \
             after; the compaction's time; the adds' latencies (p50, p99, max); and the first sync of a \
             new device from a bundle of B (as a shared folder's coalesced file gives it): its bytes \
             and the time to merge it into an empty store, before and after. Checks that the \
@@ -27,13 +28,20 @@ struct CompactBench: OneShotCommand {
         var operations: Int
         var logRows: Int
         var usedBytes: Int64
+        var vacuumedBytes: Int64
 
-        init(_ store: ConcordStore) throws {
+        init(_ store: ConcordStore, vacuumingAt path: String) throws {
             operations = try store.verify().operations
             (logRows, usedBytes) = try store.logFigures()
+            vacuumedBytes = try store.vacuumedBytes(at: path)
         }
 
-        var json: JSON { .object([("operations", .int(Int64(operations))), ("logRows", .int(Int64(logRows))), ("usedBytes", .int(usedBytes))]) }
+        var json: JSON {
+            .object([
+                ("operations", .int(Int64(operations))), ("logRows", .int(Int64(logRows))), ("usedBytes", .int(usedBytes)),
+                ("vacuumedBytes", .int(vacuumedBytes)),
+            ])
+        }
     }
 
     /// A new device's first sync from a bundle of `store`: its bytes, and seconds to merge it.
@@ -54,12 +62,12 @@ struct CompactBench: OneShotCommand {
             progressNote("building the reminders written once")
             let single = try ConcordStore.create(at: directory + "/once.db", environment: once.environmentB)
             try once.buildB(into: single)
-            let written = try Figures(single)
+            let written = try Figures(single, vacuumingAt: directory + "/vacuumed.db")
             try single.close()
 
             let (b, _) = try buildReplicaB(options.workload, in: directory)
             progressNote("measuring B before compaction")
-            let before = try Figures(b)
+            let before = try Figures(b, vacuumingAt: directory + "/vacuumed.db")
             let digest = try Measure.dumpDigest(b)
             let syncBefore = try Self.firstSync(of: b, in: directory, "before")
 
@@ -82,7 +90,7 @@ struct CompactBench: OneShotCommand {
             }
             for id in added { try b.purge(.reminder(id)) }
             progressNote("measuring B after compaction")
-            let after = try Figures(b)
+            let after = try Figures(b, vacuumingAt: directory + "/vacuumed.db")
             let verified = try Measure.dumpDigest(b) == digest && b.verify().isSound
             let syncAfter = try Self.firstSync(of: b, in: directory, "after")
             try b.close()
@@ -105,12 +113,12 @@ struct CompactBench: OneShotCommand {
                 return
             }
             func line(_ name: String, _ figures: Figures) -> String {
-                "\(name)  \(figures.operations) operations, \(figures.logRows) log rows, \(formatted(Double(figures.usedBytes) / 1_048_576, 1)) MB in use"
+                "\(name)  \(figures.operations) operations, \(figures.logRows) log rows, \(formatted(Double(figures.usedBytes) / 1_048_576, 1)) MB in use, \(formatted(Double(figures.vacuumedBytes) / 1_048_576, 1)) MB vacuumed"
             }
             say("compact  \(options.description)")
             say(line("written once ", written))
             say(line("before       ", before))
-            say(line("after        ", after) + "  (\(formatted(Double(after.usedBytes) / Double(max(written.usedBytes, 1)), 2))× written once)")
+            say(line("after        ", after) + "  (\(formatted(Double(after.vacuumedBytes) / Double(max(written.vacuumedBytes, 1)), 2))× written once, vacuumed)")
             say("compaction    \(formatted(seconds, 2)) s in another process; \(latencies.count) adds meanwhile here: p50 \(formatted(percentile(0.5), 1)) ms, p99 \(formatted(percentile(0.99), 1)) ms, max \(formatted(latencies.last ?? 0, 1)) ms")
             say("first sync    before: \(syncBefore.bytes) bytes, \(formatted(syncBefore.seconds, 2)) s; after: \(syncAfter.bytes) bytes, \(formatted(syncAfter.seconds, 2)) s")
         }

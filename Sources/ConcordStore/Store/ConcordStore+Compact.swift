@@ -172,6 +172,21 @@ private struct LogCompactor {
 }
 
 extension ConcordStore {
+    /// The size of a copy of the store that `VACUUM INTO` writes at `path` (then removed): what
+    /// its content takes once its free and half-empty pages are given back (`syncctl bench compact`).
+    package func vacuumedBytes(at path: String) throws(ConcordError) -> Int64 {
+        try guarded {
+            // Outside a transaction, on a connection of its own (VACUUM refuses to run in one).
+            var configuration = Configuration()
+            configuration.readonly = true
+            let queue = try DatabaseQueue(path: self.path, configuration: configuration)
+            try queue.inDatabase { db in try db.execute(sql: "VACUUM INTO ?", arguments: [path]) }
+            try queue.close()
+            defer { try? FileManager.default.removeItem(atPath: path) }
+            return (try FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.int64Value ?? 0
+        }
+    }
+
     /// How many log rows the store has, and the bytes its pages hold (its file's pages less the
     /// free ones): what compaction shrinks (`syncctl bench compact`).
     package func logFigures() throws(ConcordError) -> (logRows: Int, usedBytes: Int64) {
