@@ -89,13 +89,12 @@ extension ConcordStore {
             try forEachRun(since: since) { author, seqs, operations in
                 let end = contiguousOnly ? min(seqs.upperBound, top[author]) : seqs.upperBound
                 guard seqs.lowerBound <= end else { return }
-                var next = seqs.lowerBound
-                for operation in operations where operation.id.seq <= end {
-                    if operation.id.seq > next { try writer.appendCompacted(next...(operation.id.seq - 1), of: author) }
-                    try writer.append(operation)
-                    next = operation.id.seq + 1
+                try Self.forEachEntry(of: seqs.lowerBound...end, holding: operations.prefix { $0.id.seq <= end }) { entry in
+                    switch entry {
+                    case .operation(let operation): try writer.append(operation)
+                    case .compacted(let stretch): try writer.appendCompacted(stretch, of: author)
+                    }
                 }
-                if next <= end { try writer.appendCompacted(next...end, of: author) }
             }
             summary = try writer.finish()
             if let sealer {
@@ -168,6 +167,9 @@ extension ConcordStore {
                     try each(operation)
                 }
             }, compacted: {
+                // A store with a sync key takes compacted seqs only from a bundle sealed with it: a
+                // plain one could claim seqs it never held, and make it skip operations (SPEC.md §13).
+                guard key == nil || reader.input.isEncrypted else { return [] }
                 guard var seqs = summary?.compacted, let base = summary?.manifest.base else { return [] }
                 for (replica, from) in skipping { seqs.remove(of: replica, from: from) }
                 return [CompactedSeqs(seqs: seqs, base: base)]

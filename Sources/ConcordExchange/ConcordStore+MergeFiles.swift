@@ -14,6 +14,7 @@ extension ConcordStore {
     package func merge(filesAt paths: [String]) throws(ConcordError) -> MergeReport {
         var stores: [ConcordStore] = []
         var bundles: [String] = []
+        var encrypted: Set<String> = []
         var key: SyncKey?
         for path in paths {
             switch try FileKind.input(at: path) {
@@ -23,15 +24,23 @@ extension ConcordStore {
                 key = try syncKey()
                 _ = try guarded { try ConcordStore.bundleReader(at: path, key: key) }
                 bundles.append(path)
+                encrypted.insert(path)
             case .other: throw ConcordError(.invalidInput, "\(path) is not a Concord store or bundle")
             }
         }
+        // A store with a sync key takes compacted seqs only from bundles sealed with it: a plain
+        // bundle or another store could claim seqs never held, and make it skip operations
+        // (SPEC.md §13).
+        let trustsPlain = try syncKey() == nil
         var compacted: [CompactedSeqs] = []
         return try merge(reading: { each in
-            for other in stores { compacted.append(try other.forEachOperation(lackedBy: self, each)) }
+            for other in stores {
+                let claimed = try other.forEachOperation(lackedBy: self, each)
+                if trustsPlain { compacted.append(claimed) }
+            }
             for path in bundles {
                 let summary = try Self.readBundle(at: path, key: key, each)
-                compacted.append(CompactedSeqs(seqs: summary.compacted, base: summary.manifest.base))
+                if trustsPlain || encrypted.contains(path) { compacted.append(CompactedSeqs(seqs: summary.compacted, base: summary.manifest.base)) }
             }
         }, compacted: { compacted })
     }

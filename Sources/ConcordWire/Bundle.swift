@@ -270,6 +270,9 @@ package struct BundleReader<Source: ByteSource> {
         self.source = source
     }
 
+    /// What it reads from (an encrypted bundle's source tells whether it was sealed).
+    package var input: Source { source }
+
     /// Reads the header and the manifest.
     package mutating func readManifest() throws(BundleError) -> BundleManifest {
         if let manifest { return manifest }

@@ -123,4 +123,35 @@ import Testing
         #expect(try a.store.compactedSeqCount() > 0)
         #expect(try newcomer.store.allOperations().count < b.store.allOperations().count + 1)
     }
+
+    /// A claim of compacted seqs is taken only where it is vouched for (SPEC.md §13): a store with
+    /// a sync key takes none from a plain bundle, which anyone could have forged to make it skip
+    /// operations it lacks; it takes them from a bundle sealed with its key. A store without a key
+    /// trusts plain bundles, as it does their operations.
+    @Test func aForgedClaimOfCompactedSeqsMakesNoKeyedStoreSkipOperations() throws {
+        let directory = try TemporaryDirectory()
+        let author = ReplicaID(high: 0xF0_46E, low: 1)
+        var bytes: [UInt8] = []
+        let manifest = BundleManifest(publisher: author, createdMillis: baseMillis, base: VersionVector(), top: VersionVector([author: 1000]))
+        var writer = try BundleWriter(manifest: manifest, format: BundleFormat.version) { bytes += $0 }
+        try writer.appendCompacted(1...1000, of: author)
+        _ = try writer.finish()
+        let forged = directory.file("forged.cbundle")
+        try Data(bytes).write(to: URL(fileURLWithPath: forged))
+
+        let key = SyncKey.generate()
+        let keyed = try Node(in: directory, "keyed", seed: 1, key: key)
+        #expect(try keyed.store.mergeBundle(at: forged).0.compactedSeqs == 0)
+        #expect(try keyed.store.versionVector()[author] == 0)
+        // The same claim sealed with its key is taken.
+        let sealed = directory.file("sealed.cbundle")
+        let sealer = try Node(in: directory, "sealer", seed: 2)
+        try sealer.store.mergeBundle(at: forged)
+        try sealer.store.exportBundle(to: sealed, encryptingWith: key)
+        #expect(try keyed.store.mergeBundle(at: sealed).0.compactedSeqs == 1000)
+        #expect(try keyed.store.versionVector()[author] == 1000)
+
+        let keyless = try Node(in: directory, "keyless", seed: 3)
+        #expect(try keyless.store.mergeBundle(at: forged).0.compactedSeqs == 1000)
+    }
 }

@@ -34,18 +34,34 @@ extension ConcordStore {
         }
     }
 
+    /// One entry of a run of the log, in seq order: an operation held, or a stretch of compacted
+    /// seqs (SPEC.md §5.8).
+    package enum RunEntry {
+        case operation(Op)
+        case compacted(ClosedRange<UInt64>)
+    }
+
+    /// Calls `body` with the entries of the seqs `seqs`, of which `operations` (ascending, all in
+    /// `seqs`) are held in full: each operation, and each stretch of seqs between them compacted.
+    package static func forEachEntry(of seqs: ClosedRange<UInt64>, holding operations: some Sequence<Op>, _ body: (RunEntry) throws -> Void) rethrows {
+        var next = seqs.lowerBound
+        for operation in operations {
+            if operation.id.seq > next { try body(.compacted(next...(operation.id.seq - 1))) }
+            try body(.operation(operation))
+            next = operation.id.seq + 1
+        }
+        if next <= seqs.upperBound { try body(.compacted(next...seqs.upperBound)) }
+    }
+
     /// The seqs the store holds compacted past `since` (SPEC.md §5.8), in one read: a peer
     /// session reads them before the first operation it sends, so that every operation that made
     /// them redundant is among those it sends or those the peer holds.
     package func compactedSeqs(since: VersionVector) throws(ConcordError) -> SeqRanges {
         var compacted: [(replica: ReplicaID, seqs: ClosedRange<UInt64>)] = []
         try forEachRun(since: since) { author, seqs, operations in
-            var next = seqs.lowerBound
-            for operation in operations {
-                if operation.id.seq > next { compacted.append((author, next...(operation.id.seq - 1))) }
-                next = operation.id.seq + 1
+            Self.forEachEntry(of: seqs, holding: operations) { entry in
+                if case .compacted(let stretch) = entry { compacted.append((author, stretch)) }
             }
-            if next <= seqs.upperBound { compacted.append((author, next...seqs.upperBound)) }
         }
         return SeqRanges(compacted)
     }

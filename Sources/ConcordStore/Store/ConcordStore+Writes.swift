@@ -75,10 +75,16 @@ extension ConcordStore {
         var others: [ConcordStore] = []
         defer { for other in others { try? other.close() } }
         for path in paths { others.append(try ConcordStore.open(at: path, readOnly: true, environment: environment)) }
+        // A store with a sync key takes no compacted seqs from another store, which no seal
+        // vouches for (SPEC.md §13).
+        let trustsPlain = try syncKeyBytes() == nil
         var compacted: [CompactedSeqs] = []
         return try guarded {
             try merge(reading: { each in
-                for other in others { compacted.append(try other.forEachOperation(lackedBy: self, each)) }
+                for other in others {
+                    let claimed = try other.forEachOperation(lackedBy: self, each)
+                    if trustsPlain { compacted.append(claimed) }
+                }
             }, compacted: { compacted })
         }
     }
@@ -115,13 +121,12 @@ extension ConcordStore {
         for probe in try overlapProbes(for: since) { try each(probe) }
         var compacted: [(replica: ReplicaID, seqs: ClosedRange<UInt64>)] = []
         try forEachRun(since: since) { author, seqs, operations in
-            var next = seqs.lowerBound
-            for operation in operations {
-                if operation.id.seq > next { compacted.append((author, next...(operation.id.seq - 1))) }
-                try each(operation)
-                next = operation.id.seq + 1
+            try Self.forEachEntry(of: seqs, holding: operations) { entry in
+                switch entry {
+                case .operation(let operation): try each(operation)
+                case .compacted(let stretch): compacted.append((author, stretch))
+                }
             }
-            if next <= seqs.upperBound { compacted.append((author, next...seqs.upperBound)) }
         }
         return CompactedSeqs(seqs: SeqRanges(compacted), base: since)
     }
