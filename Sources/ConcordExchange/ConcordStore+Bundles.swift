@@ -19,6 +19,20 @@ extension ConcordStore {
         to path: String, since: VersionVector = VersionVector(), contiguousOnly: Bool = false,
         exclusive: Bool = false, temporaryName: String? = nil, encryptingWith key: SyncKey? = nil
     ) throws -> BundleSummary {
+        try exportBundle(
+            to: path, since: since, contiguousOnly: contiguousOnly, exclusive: exclusive, temporaryName: temporaryName, encryptingWith: key
+        ) { _, place in try place() }
+    }
+
+    /// `exportBundle(to:…)`, which hands the written file, durable under its temporary name, to
+    /// `placing` with its summary and the call that moves it into place. A shared-folder sync
+    /// records a file as its own before the file is there (SPEC.md §14, "Serials"). The temporary
+    /// file is removed if `placing` throws.
+    package func exportBundle(
+        to path: String, since: VersionVector = VersionVector(), contiguousOnly: Bool = false, exclusive: Bool = false,
+        temporaryName: String? = nil, encryptingWith key: SyncKey? = nil,
+        placing: (BundleSummary, _ place: () throws(ConcordError) -> Void) throws -> Void
+    ) throws -> BundleSummary {
         let top = try versionVector()
         let manifest = BundleManifest(publisher: replicaID, createdMillis: environment.wallClock(), base: since, top: top)
         if FileKind.of(path: path) == .store {
@@ -42,7 +56,7 @@ extension ConcordStore {
             do {
                 return try exportBundle(
                     to: path, format: format, manifest: manifest, since: since, contiguousOnly: contiguousOnly, exclusive: exclusive,
-                    temporaryName: name, encryptingWith: key)
+                    temporaryName: name, encryptingWith: key, placing: placing)
             } catch {
                 guard let needed = Self.neededFormat(error), needed > format else { throw error }
                 format = needed
@@ -63,7 +77,7 @@ extension ConcordStore {
     /// `exportBundle(to:…)` in bundle format `format`.
     private func exportBundle(
         to path: String, format: UInt8, manifest: BundleManifest, since: VersionVector, contiguousOnly: Bool, exclusive: Bool,
-        temporaryName name: String, encryptingWith key: SyncKey?
+        temporaryName name: String, encryptingWith key: SyncKey?, placing: (BundleSummary, () throws(ConcordError) -> Void) throws -> Void
     ) throws -> BundleSummary {
         let top = manifest.top
         let file = try AtomicFile(path: path, temporaryName: name)
@@ -107,7 +121,13 @@ extension ConcordStore {
             if let writeFailure { throw writeFailure }
             throw ConcordError(.io, "cannot export to \(path): \(error)", cause: error)
         }
-        try file.commit(exclusive: exclusive)
+        try file.flush()
+        do {
+            try placing(summary) { () throws(ConcordError) in try file.place(exclusive: exclusive) }
+        } catch {
+            file.abandon()
+            throw error
+        }
         return summary
     }
 

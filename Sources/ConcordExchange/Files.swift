@@ -161,6 +161,12 @@ struct AtomicFile {
     /// Makes the file durable and moves it into place. With `exclusive`, an existing file at the
     /// path is never replaced: the commit fails with `.exists` instead.
     func commit(exclusive: Bool = false) throws(ConcordError) {
+        try flush()
+        try place(exclusive: exclusive)
+    }
+
+    /// Makes the temporary file durable, and closes it.
+    func flush() throws(ConcordError) {
         do {
             try handle.synchronize()
             try handle.close()
@@ -168,6 +174,10 @@ struct AtomicFile {
             abandon()
             throw ConcordError(.io, Self.failure(writing: path, error))
         }
+    }
+
+    /// Moves the flushed file into place (see `commit(exclusive:)`).
+    func place(exclusive: Bool) throws(ConcordError) {
         if exclusive {
             guard link(temporaryPath, path) == 0 else {
                 let clash = errno == EEXIST

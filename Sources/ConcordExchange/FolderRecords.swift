@@ -93,6 +93,51 @@ extension ConcordStore {
         }
     }
 
+    /// Records `file`, which this replica is about to link into place under its name, as published:
+    /// before the file is there, so that no crash leaves in the folder a file this replica wrote
+    /// and does not know as its own (SPEC.md §14, "Serials"). False, recording nothing, if a file
+    /// is recorded under that name: the name is taken.
+    package func reserveFolderFile(_ file: FolderFile) throws(ConcordError) -> Bool {
+        try guarded {
+            try write { db in
+                try prepareWrite(db)
+                try db.execute(
+                    sql: """
+                        INSERT INTO folder_files (folder, name, identity, sha256, key_id, holds, published, skipped, erasures)
+                        VALUES (?, ?, ?, ?, ?, ?, 1, NULL, ?) ON CONFLICT (folder, name) DO NOTHING
+                        """,
+                    arguments: [file.folder, file.name, file.identity, Data(file.sha256), file.keyID.map { Data($0) }, file.holds.description, file.erasures])
+                return db.changesCount == 1
+            }
+        }
+    }
+
+    /// Links `file`, reserved by `reserveFolderFile(_:)`, into place with `place`, inside a write
+    /// transaction that first finds it still recorded. Another process of this replica forgets a
+    /// record of a file it found missing only in a write transaction that finds the file still
+    /// missing (`forgetFolderFiles(_:if:)`), so a record is never forgotten under a file that is
+    /// there. False, placing nothing, if the record is gone; if `place` fails, the record goes.
+    package func placeFolderFile(_ file: FolderFile, with place: () throws(ConcordError) -> Void) throws(ConcordError) -> Bool {
+        let placed: Result<Bool, ConcordError> = try guarded {
+            try write { db in
+                try prepareWrite(db)
+                let arguments: StatementArguments = [file.folder, file.name, Data(file.sha256)]
+                guard try Bool.fetchOne(
+                    db, sql: "SELECT EXISTS (SELECT 1 FROM folder_files WHERE folder = ? AND name = ? AND sha256 = ? AND published)",
+                    arguments: arguments) == true
+                else { return .success(false) }
+                do throws(ConcordError) {
+                    try place()
+                    return .success(true)
+                } catch {
+                    try db.execute(sql: "DELETE FROM folder_files WHERE folder = ? AND name = ? AND sha256 = ?", arguments: arguments)
+                    return .failure(error)
+                }
+            }
+        }
+        return try placed.get()
+    }
+
     /// Whether this replica published a file named `name` with these contents, in any shared
     /// folder: a folder moved or copied whole keeps its files' names and bytes, and they are still
     /// the files this replica wrote (SPEC.md §14, "Serials").
@@ -116,21 +161,25 @@ extension ConcordStore {
 
     /// Forgets files that are gone from their folder, or whose contents are no longer those
     /// recorded: each only if it is still recorded with the same hash, so that what another
-    /// process of this replica has recorded since is kept.
-    package func forgetFolderFiles(_ files: [FolderFile]) throws(ConcordError) {
-        try write(files, sql: "DELETE FROM folder_files WHERE folder = ? AND name = ? AND sha256 = ?") { file in
+    /// process of this replica has recorded since is kept, and if `condition`, asked inside the
+    /// transaction, holds for it (a file found missing is still missing: `placeFolderFile`).
+    package func forgetFolderFiles(_ files: [FolderFile], if condition: (FolderFile) -> Bool = { _ in true }) throws(ConcordError) {
+        try write(files, where: condition, sql: "DELETE FROM folder_files WHERE folder = ? AND name = ? AND sha256 = ?") { file in
             [file.folder, file.name, Data(file.sha256)]
         }
     }
 
-    /// Runs `sql` once per file, with the arguments `arguments` gives, in one transaction.
-    private func write(_ files: [FolderFile], sql: String, arguments: (FolderFile) -> StatementArguments) throws(ConcordError) {
+    /// Runs `sql` once per file for which `condition` holds in the transaction, with the arguments
+    /// `arguments` gives, in one transaction.
+    private func write(
+        _ files: [FolderFile], where condition: (FolderFile) -> Bool = { _ in true }, sql: String, arguments: (FolderFile) -> StatementArguments
+    ) throws(ConcordError) {
         guard !files.isEmpty else { return }
         try guarded {
             try write { db in
                 try prepareWrite(db)
                 let statement = try db.cachedStatement(sql: sql)
-                for file in files { try statement.execute(arguments: arguments(file)) }
+                for file in files where condition(file) { try statement.execute(arguments: arguments(file)) }
             }
         }
     }

@@ -70,9 +70,15 @@ public final class FolderSync: Sendable {
             try importNewFiles(&state, &report, progress)
             try publishWhatIsMissing(&state, &report, progress)
             try coalesceIfNeeded(&state, &report, progress)
-            // Records of files gone (coalesced, removed, lost) or no longer what was recorded.
+            // Records of files no longer what was recorded, or gone (coalesced, removed, lost):
+            // those still gone in the transaction that forgets them, for another process of
+            // this replica links a file it recorded only while the record is there.
             let gone = state.recorded.values.filter { !state.listing.names.contains($0.name) }
-            try store.forgetFolderFiles(state.stale + gone)
+            try store.forgetFolderFiles(state.stale)
+            try store.forgetFolderFiles(gone) { file in
+                var status = stat()
+                return lstat((directory as NSString).appendingPathComponent(file.name), &status) != 0 && errno == ENOENT
+            }
             return report
         }
     }
@@ -273,20 +279,29 @@ public final class FolderSync: Sendable {
             do {
                 // Read before the export: content erased after this count may be in the file.
                 let erasures = try store.erasures()
+                var recorded: FolderFile?
                 let summary = try store.exportBundle(
                     to: (directory as NSString).appendingPathComponent(name), since: since, contiguousOnly: true,
-                    exclusive: true, temporaryName: temporaryName(for: name), encryptingWith: state.key)
-                // Its identity is left unknown: it changes as the file is linked into place, and
-                // the next syncs check the file by its hash (SPEC.md §14).
-                let file = FolderFile(
-                    folder: folder, name: name, identity: "", sha256: summary.sha256!, keyID: state.keyID, holds: summary.holds,
-                    published: true, erasures: erasures)
-                try store.recordFolderFiles([file])
-                state.recorded[name] = file
+                    exclusive: true, temporaryName: temporaryName(for: name), encryptingWith: state.key
+                ) { summary, place in
+                    // Its identity is left unknown: it changes as the file is linked into place,
+                    // and the next syncs check the file by its hash (SPEC.md §14).
+                    let file = FolderFile(
+                        folder: folder, name: name, identity: "", sha256: summary.sha256!, keyID: state.keyID, holds: summary.holds,
+                        published: true, erasures: erasures)
+                    // Recorded as its own before it is there: a crash between the two leaves a
+                    // record of a missing file, never a file this replica does not know it wrote.
+                    guard try store.reserveFolderFile(file), try store.placeFolderFile(file, with: place) else {
+                        throw ConcordError(.exists, "\(name) is recorded, or was forgotten, before it was placed")
+                    }
+                    recorded = file
+                }
+                state.recorded[name] = recorded
                 state.listing.add(ListedFile(name: name, size: Int64(summary.bytes), identity: "", publisher: store.replicaID, serial: serial))
                 return (name, summary)
             } catch let error as ConcordError where error.code == .exists {
-                // Someone put a file under that name since the listing: never replaced, passed over.
+                // Someone put a file under that name since the listing (never replaced), or another
+                // process of this replica forgot its record, finding no file: passed over.
                 taken.insert(serial)
             }
         }

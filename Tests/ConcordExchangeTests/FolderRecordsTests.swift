@@ -38,4 +38,40 @@ import Testing
         #expect(try store.takeSerial(in: "/shared", passing: [7, 8, 9, 10], maximum: 10) == nil)
         #expect(try store.lastPublishedSerial(in: "/shared") == 6, "nothing taken past the maximum")
     }
+
+    /// A file is recorded as its own before it is linked into place, and linked only while that
+    /// record is there; a record of a missing file is forgotten only while the file is still
+    /// missing (SPEC.md §14, "Serials"). So no crash leaves a file that its replica does not know
+    /// it wrote, and no other process of the replica forgets a file being placed.
+    @Test func aFileIsRecordedAsItsOwnBeforeItIsPlaced() throws {
+        let store = try ConcordStore.inMemory(environment: environment(clock: ManualClock(baseMillis), seed: 1))
+        let file = FolderFile(
+            folder: "/shared", name: "n", identity: "", sha256: Array(repeating: 7, count: 32), keyID: nil, holds: SeqRanges(), published: true,
+            erasures: 3)
+        #expect(try store.reserveFolderFile(file))
+        #expect(try store.folderFiles(in: "/shared") == ["n": file])
+        var other = file
+        other.sha256 = Array(repeating: 8, count: 32)
+        #expect(try !store.reserveFolderFile(other), "a name recorded is taken")
+
+        // Another process found the name missing and forgot its record: the file is not placed.
+        try store.forgetFolderFiles([file]) { _ in false }
+        #expect(try store.folderFiles(in: "/shared") == ["n": file], "not forgotten while the file is there")
+        try store.forgetFolderFiles([file]) { _ in true }
+        var placed = false
+        #expect(try !store.placeFolderFile(file) { placed = true })
+        #expect(!placed)
+
+        #expect(try store.reserveFolderFile(file))
+        #expect(try store.placeFolderFile(file) { placed = true })
+        #expect(placed)
+        #expect(try store.folderFiles(in: "/shared") == ["n": file])
+
+        // A name someone took as the file was linked: the record goes with the failure.
+        let second = FolderFile(
+            folder: "/shared", name: "m", identity: "", sha256: Array(repeating: 9, count: 32), keyID: nil, holds: SeqRanges(), published: true)
+        #expect(try store.reserveFolderFile(second))
+        #expect(throws: ConcordError.self) { try store.placeFolderFile(second) { () throws(ConcordError) in throw ConcordError(.exists, "m already exists") } }
+        #expect(try store.folderFiles(in: "/shared") == ["n": file])
+    }
 }

@@ -9,6 +9,32 @@ import Testing
 @Suite struct FolderSyncTests {
     // MARK: Convergence
 
+    /// A sync killed after it recorded a file and before it linked the file into place leaves a
+    /// record of a missing file: the next sync forgets it and publishes what it held again, and
+    /// the replica's files are still all its own (SPEC.md §14, "Serials").
+    @Test func aFileRecordedButNeverPlacedIsForgottenAndPublishedAgain() throws {
+        let directory = try TemporaryDirectory()
+        let folder = try directory.directory("shared")
+        let a = try Node(in: directory, "a", seed: 1)
+        let b = try Node(in: directory, "b", seed: 2)
+        try populate(a.store, clock: a.clock, label: "A")
+        let sync = a.folderSync(folder)
+        let name = bundleName(a.hex, 1)
+        #expect(try a.store.takeSerial(in: sync.folder, passing: [], maximum: 10) == 1)
+        let crashed = FolderFile(
+            folder: sync.folder, name: name, identity: "", sha256: Array(repeating: 1, count: 32), keyID: nil,
+            holds: SeqRanges(upTo: try a.store.versionVector()), published: true)
+        #expect(try a.store.reserveFolderFile(crashed))
+
+        let report = try sync.sync()
+        #expect(report.publishedFile == bundleName(a.hex, 2))
+        #expect(report.publishedOperations == (try a.store.allOperations()).count)
+        #expect(try a.store.folderFiles(in: sync.folder).keys.sorted() == [bundleName(a.hex, 2)])
+        #expect(try a.store.folderFiles(in: sync.folder).values.allSatisfy(\.published))
+        try b.sync(folder)
+        #expect(try a.dump() == (try b.dump()))
+    }
+
     @Test func twoReplicasConvergeThroughOneFolder() throws {
         let directory = try TemporaryDirectory()
         let folder = try directory.directory("shared")
