@@ -238,6 +238,8 @@ let package = Package(
                 // The fuzz tests recompress mutated payloads so they get past the checksums.
                 "CZstd",
                 "ConcordKeys",
+                // A test sets a store's tables by hand, to a state a killed compaction leaves.
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ]
         ),

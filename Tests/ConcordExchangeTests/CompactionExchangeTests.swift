@@ -4,6 +4,7 @@ import ConcordKeys
 import ConcordStore
 import ConcordWire
 import Foundation
+import GRDB
 import Testing
 
 /// Compacted stores exchange through bundles and shared folders (SPEC.md §5.8, §13, §14): the
@@ -64,6 +65,51 @@ import Testing
     /// A delta export since a vector the receiver does not hold: its operations are merged, its
     /// compacted seqs are not (the operations that made them redundant may be among those the
     /// receiver lacks); the whole export later brings them.
+    /// A compaction stopped after it compacted the log rows and before it forgot the dropped
+    /// seqs in the records (SPEC.md §9, "Compaction") leaves a sound store with the same state,
+    /// whose records list seqs the log holds compacted; the next compaction forgets them. The
+    /// stopped state is made by giving a second store, identical before the compaction, the
+    /// first one's log once compacted.
+    @Test func aCompactionStoppedBetweenItsStepsIsFinishedByTheNext() throws {
+        let directory = try TemporaryDirectory()
+        let a = try Self.editedNode(directory, "a", seed: 1)
+        let other = try TemporaryDirectory()
+        let b = try Self.editedNode(other, "a", seed: 1)
+        #expect(try a.dump() == (try b.dump()))
+        let ref = RecordRef.reminder(try #require(try a.store.reminders().first?.id))
+        let history = try b.store.history(of: ref)
+
+        let report = try a.store.compact(keeping: .none)
+        #expect(report.droppedOperations > 0)
+        let queue = try DatabaseQueue(path: b.store.path)
+        try queue.writeWithoutTransaction { db in
+            try db.execute(sql: "ATTACH DATABASE ? AS compacted", arguments: [a.store.path])
+            try db.inTransaction {
+                try db.execute(sql: """
+                    DELETE FROM main.log;
+                    INSERT INTO main.log SELECT * FROM compacted.log;
+                    INSERT INTO main.compacted_records SELECT * FROM compacted.compacted_records;
+                    UPDATE main.meta SET value = (SELECT value FROM compacted.meta WHERE key = 'compacted') WHERE key = 'compacted';
+                    """)
+                return .commit
+            }
+            try db.execute(sql: "DETACH DATABASE compacted")
+        }
+        try queue.close()
+        #expect(try b.store.verify().problems == [])
+        #expect(try b.dump() == (try a.dump()))
+        #expect(try b.store.history(of: ref)?.count == (try a.store.history(of: ref))?.count)
+        #expect(try b.store.history(of: ref)?.count ?? 0 < history?.count ?? 0)
+
+        let finish = try b.store.compact(keeping: .none)
+        #expect(finish.droppedOperations == 0 && finish.records == report.records)
+        #expect(try b.store.verify().problems == [])
+        let rows = { (store: ConcordStore) throws -> [[UInt8]] in
+            try DatabaseQueue(path: store.path).read { db in try Data.fetchAll(db, sql: "SELECT crdt FROM reminders ORDER BY id").map { [UInt8]($0) } }
+        }
+        #expect(try rows(b.store) == (try rows(a.store)), "each record lists what the log holds in full")
+    }
+
     @Test func compactedSeqsWaitForTheExportsBase() throws {
         let directory = try TemporaryDirectory()
         let a = try Self.editedNode(directory, "a", seed: 1, count: 4)

@@ -20,43 +20,180 @@ extension ConcordStore {
     /// Drops every operation whose effect the operations kept give anyway, keeping its seq
     /// (SPEC.md §5.8): an assign that a later write has seen, an add that a remove names; but for
     /// the history `history` keeps (by default, the writes of the last 30 days). The state, the
-    /// dump and the conflicts stay exactly as they were; the log shrinks. It goes through the
-    /// records in order, `recordsPerTransaction` of them per write transaction, so that writers in
-    /// other processes take their turns between two of them and readers never wait; killed at any
-    /// moment, it leaves a sound store that holds the same state.
+    /// dump and the conflicts stay exactly as they were; the log shrinks.
+    ///
+    /// It reads the log once, sorting its operations by record beside the store to decide what
+    /// each record drops (SPEC.md §9, "Compaction"); then it rewrites each log row that holds a
+    /// dropped operation once, and each record that lists one once, a bounded number of them per
+    /// write transaction, so that writers in other processes take their turns between two of them
+    /// and readers never wait. Killed at any moment, it leaves a sound store that holds the same
+    /// state, and the next compaction finishes what it began.
     @discardableResult
     public func compact(keeping history: KeptHistory = .thirtyDays, recordsPerTransaction: Int = 500) throws(ConcordError) -> CompactionReport {
         try finishPendingMerge()
-        var report = CompactionReport()
-        var after: RecordRef?
-        repeat {
-            let batch = try guarded {
-                try write { db -> (last: RecordRef?, records: Int, dropped: Int, deferred: Bool) in
-                    try prepareWrite(db)
-                    // The records of a merge that is logged and not applied lack operations
-                    // their log rows hold: they wait for it.
-                    guard try !Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM pending_merge)")! else { return (nil, 0, 0, true) }
-                    let refs = try Self.records(after: after, limit: max(1, recordsPerTransaction), db)
-                    var compactor = try LogCompactor(db, keeping: history, nowMillis: environment.wallClock())
-                    try compactor.compact(refs)
-                    try compactor.rewriteLogRows()
-                    if compactor.dropped > 0 {
-                        try db.execute(sql: "UPDATE meta SET value = value + ? WHERE key = 'compacted'", arguments: [compactor.dropped])
+        return try guarded {
+            var report = CompactionReport()
+            guard let plan = try planCompaction(keeping: history) else {
+                report.deferred = true
+                return report
+            }
+            try recordTrims(plan.trimmed, perTransaction: max(1, recordsPerTransaction))
+            report.droppedOperations = try compactLogRows(plan.drops, operationsPerTransaction: max(1, recordsPerTransaction) * 128)
+            report.records = try forgetCompactedSeqs(plan, perTransaction: max(1, recordsPerTransaction))
+            return report
+        }
+    }
+
+    /// Step 1: reads the whole log in one read transaction and decides, record by record, which
+    /// operations it drops. Nil if another process has a merge logged and not yet applied: its
+    /// records lack operations their log rows hold, and the decision waits for it.
+    private func planCompaction(keeping history: KeptHistory) throws -> CompactionPlan? {
+        var sorter = OperationSorter(spillPath: spillPath())
+        var plan = CompactionPlan()
+        let pending = try read { db -> Bool in
+            guard try !Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM pending_merge)")! else { return true }
+            try Self.forEachRow(in: db, since: VersionVector(), after: nil) { author, seqs, operations in
+                try Self.forEachEntry(of: seqs, holding: operations) { entry in
+                    switch entry {
+                    case .operation(let operation): try sorter.add(operation)
+                    case .compacted(let stretch): plan.compacted.insert(stretch, of: author)
                     }
-                    return (refs.count < recordsPerTransaction ? nil : refs.last, refs.count, compactor.dropped, false)
+                }
+                return true
+            }
+            return false
+        }
+        guard !pending else { return nil }
+        let nowMillis = environment.wallClock()
+        var stream = try sorter.finish().recordOrder()
+        var record: [Op] = []
+        func decide() {
+            let redundant = Compaction.redundant(among: record, keeping: history, nowMillis: nowMillis)
+            guard !redundant.isEmpty else { return }
+            for id in redundant { plan.drops.insert(id) }
+            let ids = Set(redundant)
+            plan.trimmed[record[0].record] = record.lazy.filter { ids.contains($0.id) }.map(\.timestamp).max()!
+        }
+        while let operation = try stream.next() {
+            if let first = record.first, first.record != operation.record {
+                decide()
+                record.removeAll(keepingCapacity: true)
+            }
+            record.append(operation)
+        }
+        if !record.isEmpty { decide() }
+        return plan
+    }
+
+    /// Records where each record's history is trimmed (`history` says so, SPEC.md §10), before
+    /// its operations are dropped.
+    private func recordTrims(_ trimmed: [RecordRef: Timestamp], perTransaction: Int) throws {
+        var rest = trimmed.sorted { $0.key < $1.key }[...]
+        while !rest.isEmpty {
+            let batch = rest.prefix(perTransaction)
+            rest = rest.dropFirst(batch.count)
+            try write { db in
+                try prepareWrite(db)
+                let trim = try HotStatement(db, """
+                    INSERT INTO compacted_records (id, kind, through) VALUES (?1, ?2, ?3)
+                    ON CONFLICT (id, kind) DO UPDATE SET through = max(through, ?3)
+                    """)
+                for (ref, through) in batch {
+                    trim.bind(1, id: ref.id)
+                    trim.bind(2, Int64(ref.kind.rawValue))
+                    trim.bind(3, Int64(bitPattern: through.rawValue))
+                    try trim.execute()
                 }
             }
-            report.records += batch.records
-            report.droppedOperations += batch.dropped
-            report.deferred = batch.deferred
-            after = batch.last
+        }
+    }
+
+    /// Step 2: rewrites each log row that holds a dropped operation once, with its seqs
+    /// compacted, rows of about `operationsPerTransaction` operations per transaction. An
+    /// operation a purge has elided since step 1 stays (§5.7). Returns how many it compacted.
+    private func compactLogRows(_ drops: SeqBitmap, operationsPerTransaction: Int) throws -> Int {
+        var total = 0
+        for author in drops.replicas {
+            var next = drops.first(of: author, from: 0)
+            while let start = next {
+                let (compacted, resume) = try write { db -> (Int, UInt64?) in
+                    try prepareWrite(db)
+                    guard let index = try ReplicaDirectory(db).indexByID[author] else { return (0, nil) }
+                    var compacted = 0
+                    var decoded = 0
+                    var seq: UInt64? = start
+                    while let held = seq, decoded < operationsPerTransaction {
+                        let row = try HotStatement(
+                            db, "SELECT first_seq, last_seq, ops FROM log WHERE replica = ? AND first_seq <= ? ORDER BY first_seq DESC LIMIT 1")
+                        row.bind(1, index)
+                        row.bind(2, Int64(held))
+                        guard try row.step(), UInt64(bitPattern: row.int64(1)) >= held else {
+                            throw ConcordError(.corrupt, "the log lacks operation \(author.hex):\(held), which it held when the compaction began")
+                        }
+                        let first = UInt64(bitPattern: row.int64(0))
+                        let last = UInt64(bitPattern: row.int64(1))
+                        let operations = try Self.decodeChunk(Data(row.withBlob(2) { [UInt8]($0) }), author: author, first: first, last: last)
+                        let kept = operations.filter { $0.purges || !drops.contains($0.id.seq, of: author) }
+                        decoded += operations.count
+                        if kept.count < operations.count {
+                            var writer = ByteWriter()
+                            OperationCodec.encode(kept, covering: first...last, into: &writer)
+                            let update = try HotStatement(db, "UPDATE log SET ops = ?, max_ts = ? WHERE replica = ? AND first_seq = ?")
+                            update.bind(1, bytes: writer.bytes)
+                            update.bind(2, Int64(bitPattern: (kept.map(\.timestamp).max() ?? .zero).rawValue))
+                            update.bind(3, index)
+                            update.bind(4, Int64(first))
+                            try update.execute()
+                            compacted += operations.count - kept.count
+                        }
+                        seq = last == .max ? nil : drops.first(of: author, from: last + 1)
+                    }
+                    if compacted > 0 {
+                        try db.execute(sql: "UPDATE meta SET value = value + ? WHERE key = 'compacted'", arguments: [compacted])
+                    }
+                    return (compacted, seq)
+                }
+                total += compacted
+                next = resume
+            }
+        }
+        return total
+    }
+
+    /// Step 3: forgets, in every record, the seqs it lists that the log holds compacted: those
+    /// step 2 compacted, and those of a compaction killed between its steps 2 and 3. Returns how
+    /// many records it looked at.
+    private func forgetCompactedSeqs(_ plan: CompactionPlan, perTransaction: Int) throws -> Int {
+        var records = 0
+        var after: RecordRef?
+        repeat {
+            after = try write { db -> RecordRef? in
+                try prepareWrite(db)
+                var directory = try ReplicaDirectory(db)
+                var statements = RecordStatements()
+                let refs = try Self.records(after: after, limit: perTransaction, db)
+                for ref in refs {
+                    guard var state = try RecordRows.load(ref, db, directory, &statements) else { continue }
+                    var compacted: [OperationID] = []
+                    for span in state.operations.spans {
+                        for seq in span.first...span.last
+                        where plan.drops.contains(seq, of: span.replica) || plan.compacted.contains(OperationID(replica: span.replica, seq: seq)) {
+                            compacted.append(OperationID(replica: span.replica, seq: seq))
+                        }
+                    }
+                    guard !compacted.isEmpty else { continue }
+                    for id in compacted { state.forget(id) }
+                    try RecordRows.save(state, as: .update, db, &directory, &statements)
+                }
+                records += refs.count
+                return refs.count < perTransaction ? nil : refs.last
+            }
         } while after != nil
-        return report
+        return records
     }
 
     /// Up to `limit` records that have a row, in `RecordRef` order, after `ref`.
-    private static func records(after ref: RecordRef?, limit: Int, _ db: Database) throws -> [RecordRef] {
-        // Each table in id order, the kinds in their order: reminders (1), notes (2), then the
+    private static func records(after ref: RecordRef?, limit: Int, _ db: Database) throws -> [RecordRef] {        // Each table in id order, the kinds in their order: reminders (1), notes (2), then the
         // other kinds.
         var found: [RecordRef] = []
         let afterKind = ref?.kind.rawValue ?? 0
@@ -77,97 +214,52 @@ extension ConcordStore {
     }
 }
 
-/// One compaction transaction: reads each record's operations, drops those `Compaction` finds
-/// redundant from the record's spans, and rewrites each log row that held one of them once, with
-/// its seqs compacted (SPEC.md §5.8, §9).
-private struct LogCompactor {
-    let db: Database
-    var directory: ReplicaDirectory
-    var statements = RecordStatements()
-    /// The seqs dropped, by author.
-    var droppedSeqs: [ReplicaID: [UInt64]] = [:]
-    private(set) var dropped = 0
+/// What step 1 of a compaction decided (SPEC.md §9, "Compaction").
+private struct CompactionPlan {
+    /// The operations to drop.
+    var drops = SeqBitmap()
+    /// The seqs the log held compacted already.
+    var compacted = SeqRanges()
+    /// The records that drop operations, each with the greatest timestamp of those it drops.
+    var trimmed: [RecordRef: Timestamp] = [:]
+}
 
-    let history: KeptHistory
-    let nowMillis: UInt64
+/// A set of seqs, one bit each per author: a compaction decides its drops record by record, so
+/// in no seq order, over logs of millions of operations (1.25 MB for 10 million seqs).
+struct SeqBitmap {
+    private var words: [ReplicaID: [UInt64]] = [:]
 
-    init(_ db: Database, keeping history: KeptHistory, nowMillis: UInt64) throws {
-        self.db = db
-        directory = try ReplicaDirectory(db)
-        self.history = history
-        self.nowMillis = nowMillis
+    /// The authors with a seq in the set, in id order.
+    var replicas: [ReplicaID] { words.keys.sorted() }
+
+    mutating func insert(_ id: OperationID) {
+        Self.set(id.seq, in: &words[id.replica, default: []])
     }
 
-    /// Compacts `refs`, reading the log rows that hold their operations once for all of them (a
-    /// row holds operations of many records).
-    mutating func compact(_ refs: [RecordRef]) throws {
-        var states: [RecordState] = []
-        var spans = OperationSpans()
-        for ref in refs {
-            guard let state = try RecordRows.load(ref, db, directory, &statements) else { continue }
-            states.append(state)
-            spans.formUnion(state.operations)
-        }
-        var reader = SpanReader(nil)
-        var byRecord: [RecordRef: [Op]] = [:]
-        for operation in try reader.operations(in: spans, db, directory) { byRecord[operation.record, default: []].append(operation) }
-        for state in states { try compact(state, byRecord[state.ref] ?? []) }
+    /// Sets `seq`'s bit, in place (the dictionary's default subscript does not copy the list).
+    private static func set(_ seq: UInt64, in list: inout [UInt64]) {
+        let word = Int(seq / 64)
+        if list.count <= word { list.append(contentsOf: repeatElement(0, count: word + 1 - list.count)) }
+        list[word] |= 1 << (seq % 64)
     }
 
-    /// Compacts one record, given every operation of it the log holds in full.
-    private mutating func compact(_ record: RecordState, _ operations: [Op]) throws {
-        var state = record
-        let ref = state.ref
-        let redundant = Compaction.redundant(among: operations, keeping: history, nowMillis: nowMillis)
-        guard !redundant.isEmpty else { return }
-        for id in redundant {
-            state.forget(id)
-            droppedSeqs[id.replica, default: []].append(id.seq)
-        }
-        try RecordRows.save(state, as: .update, db, &directory, &statements)
-        // Where its history is trimmed: `history` says so.
-        let redundantIDs = Set(redundant)
-        let through = operations.lazy.filter { redundantIDs.contains($0.id) }.map(\.timestamp).max()!
-        let trim = try HotStatement(db, """
-            INSERT INTO compacted_records (id, kind, through) VALUES (?1, ?2, ?3)
-            ON CONFLICT (id, kind) DO UPDATE SET through = max(through, ?3)
-            """)
-        trim.bind(1, id: ref.id)
-        trim.bind(2, Int64(ref.kind.rawValue))
-        trim.bind(3, Int64(bitPattern: through.rawValue))
-        try trim.execute()
-        dropped += redundant.count
+    func contains(_ seq: UInt64, of replica: ReplicaID) -> Bool {
+        guard let list = words[replica], seq / 64 < UInt64(list.count) else { return false }
+        return list[Int(seq / 64)] & (1 << (seq % 64)) != 0
     }
 
-    /// Rewrites every log row that holds a dropped seq, each once.
-    mutating func rewriteLogRows() throws {
-        for (author, seqs) in droppedSeqs {
-            guard let index = directory.indexByID[author] else { continue }
-            var remaining = seqs.sorted()[...]
-            while let seq = remaining.first {
-                let row = try HotStatement(
-                    db, "SELECT first_seq, last_seq, ops FROM log WHERE replica = ? AND first_seq <= ? ORDER BY first_seq DESC LIMIT 1")
-                row.bind(1, index)
-                row.bind(2, Int64(seq))
-                guard try row.step() else { throw ConcordError(.corrupt, "the log lacks operation \(author.hex):\(seq), which a record lists") }
-                let first = UInt64(bitPattern: row.int64(0))
-                let last = UInt64(bitPattern: row.int64(1))
-                let inRow = remaining.prefix { $0 <= last }
-                remaining = remaining.dropFirst(inRow.count)
-                guard !inRow.isEmpty else { throw ConcordError(.corrupt, "the log lacks operation \(author.hex):\(seq), which a record lists") }
-                let operations = try ConcordStore.decodeChunk(Data(row.withBlob(2) { [UInt8]($0) }), author: author, first: first, last: last)
-                let droppedHere = Set(inRow)
-                let kept = operations.filter { !droppedHere.contains($0.id.seq) }
-                var writer = ByteWriter()
-                OperationCodec.encode(kept, covering: first...last, into: &writer)
-                let update = try HotStatement(db, "UPDATE log SET ops = ?, max_ts = ? WHERE replica = ? AND first_seq = ?")
-                update.bind(1, bytes: writer.bytes)
-                update.bind(2, Int64(bitPattern: (kept.map(\.timestamp).max() ?? .zero).rawValue))
-                update.bind(3, index)
-                update.bind(4, Int64(first))
-                try update.execute()
-            }
+    /// The least seq of `replica` in the set that is at least `seq`.
+    func first(of replica: ReplicaID, from seq: UInt64) -> UInt64? {
+        guard let list = words[replica] else { return nil }
+        var index = Int(clamping: seq / 64)
+        guard index < list.count else { return nil }
+        var word = list[index] & (~0 << (seq % 64))
+        while word == 0 {
+            index += 1
+            guard index < list.count else { return nil }
+            word = list[index]
         }
+        return UInt64(index) * 64 + UInt64(word.trailingZeroBitCount)
     }
 }
 

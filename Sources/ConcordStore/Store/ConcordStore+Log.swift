@@ -98,7 +98,7 @@ extension ConcordStore {
     /// The walk of `forEachOperation(since:)`, from just after `position`, a log row at a time:
     /// its author, its seqs past `since` and `position`, and their operations; until `body`
     /// returns `false`.
-    private static func forEachRow(
+    static func forEachRow(
         in db: Database, since: VersionVector, after position: OperationID?,
         _ body: (ReplicaID, ClosedRange<UInt64>, ArraySlice<Op>) throws -> Bool
     ) throws {

@@ -60,6 +60,8 @@ extension ConcordStore {
                 var latest = Timestamp.zero
                 // The records of applied operations that keep their content.
                 var logged = Set<RecordRef>()
+                // The seqs the log holds compacted.
+                var compacted = SeqRanges()
                 let rows = try Row.fetchCursor(db, sql: "SELECT replica, first_seq, last_seq, max_ts, ops FROM log ORDER BY replica, first_seq")
                 while let row = try rows.next() {
                     let author = try directory.id(at: try row.column(0))
@@ -76,6 +78,9 @@ extension ConcordStore {
                     } catch {
                         problem("log: run \(author.hex):\(first)-\(last) does not decode (\(error))")
                         continue
+                    }
+                    Self.forEachEntry(of: first...max(first, last), holding: operations) { entry in
+                        if case .compacted(let stretch) = entry { compacted.insert(stretch, of: author) }
                     }
                     // A row whose seqs are all compacted records 0 (SPEC.md §9).
                     if operations.map(\.timestamp).max() ?? .zero != maxTimestamp {
@@ -137,7 +142,7 @@ extension ConcordStore {
                             continue
                         }
                         if purged.contains(ref) { problem("\(ref): has a row but is listed in purged") }
-                        if replayed.removeValue(forKey: ref) != stored {
+                        if replayed.removeValue(forKey: ref) != Self.withoutCompacted(stored, compacted) {
                             problem("\(ref): the stored state differs from a replay of the log")
                         }
                         let tags: String = try row.column(table.columns.count + 2)
@@ -153,7 +158,9 @@ extension ConcordStore {
                     do {
                         if purged.contains(ref) { problem("\(ref): has a row but is listed in purged") }
                         let stored = try RecordRows.decode(ref: ref, table: nil, row: row, offset: 2, directory)
-                        if replayed.removeValue(forKey: ref) != stored { problem("\(ref): the stored state differs from a replay of the log") }
+                        if replayed.removeValue(forKey: ref) != Self.withoutCompacted(stored, compacted) {
+                            problem("\(ref): the stored state differs from a replay of the log")
+                        }
                     } catch {
                         problem("\(ref): \(error)")
                     }
@@ -173,5 +180,19 @@ extension ConcordStore {
                 return report
             }
         }
+    }
+
+    /// `state` without the seqs it lists that the log holds compacted: a compaction stopped
+    /// between compacting log rows and forgetting in records leaves those, and the next one
+    /// forgets them (SPEC.md §9, "Compaction").
+    private static func withoutCompacted(_ state: RecordState, _ compacted: SeqRanges) -> RecordState {
+        guard !compacted.isEmpty else { return state }
+        var state = state
+        for span in state.operations.spans {
+            for seq in span.first...span.last where compacted.contains(OperationID(replica: span.replica, seq: seq)) {
+                state.forget(OperationID(replica: span.replica, seq: seq))
+            }
+        }
+        return state
     }
 }
