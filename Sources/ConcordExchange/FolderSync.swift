@@ -351,12 +351,17 @@ public final class FolderSync: Sendable {
     /// as the task that iterates the sequence runs: cancelling it ends the watch, after the sync
     /// under way. See `FolderWatch`.
     ///
+    /// - Parameter compacting: when the watch compacts the store by itself, beside its syncs
+    ///   (SPEC.md §5.8, "Compacting by itself"); nil: never.
     /// - Parameter describeError: how the log words a warning or a failure: by default its
     ///   `message`; an app may add its own advice from the code, as `syncctl` names its commands.
     public func watch(
-        every interval: Duration, logger: Logger = .silent, describeError: @escaping @Sendable (ConcordError) -> String = { $0.message }
+        every interval: Duration, compacting: CompactionSchedule? = CompactionSchedule(), logger: Logger = .silent,
+        describeError: @escaping @Sendable (ConcordError) -> String = { $0.message }
     ) -> FolderWatch {
-        FolderWatch(sync: self, interval: interval, logger: logger, describeError: describeError)
+        FolderWatch(
+            sync: self, interval: interval, compaction: compacting.map { BackgroundCompaction(store, schedule: $0, logger: logger) },
+            logger: logger, describeError: describeError)
     }
 
     /// A summary of the folder's listing and the store's version vector: when it is unchanged,

@@ -26,6 +26,9 @@ import Logging
 /// watching.cancel()
 /// ```
 ///
+/// After each look it compacts the store by itself, on a queue of its own, when its schedule
+/// says a compaction is due (`CompactionSchedule`).
+///
 /// It logs to `logger` (by default nowhere): each sync that moved something at `info` (its
 /// `summary`), each file skipped and each failed sync at `warning`, each sync that found nothing
 /// to do at `debug`, a store forked or replaced at `notice`; a warning or an error worded by
@@ -39,6 +42,8 @@ public struct FolderWatch: AsyncSequence, Sendable {
 
     let sync: FolderSync
     let interval: Duration
+    /// Asked after each look; nil: the watch never compacts.
+    let compaction: BackgroundCompaction?
     let logger: Logger
     let describeError: @Sendable (ConcordError) -> String
 
@@ -83,6 +88,7 @@ public struct FolderWatch: AsyncSequence, Sendable {
                 let look = await sync.store.offload { Self.look(sync, logger, describe, seen) }
                 lastState = look.state
                 ended = look.ends
+                if !ended { watch.compaction?.poke() }
                 if let event = look.event { return event }
             }
             return nil

@@ -64,6 +64,7 @@ struct Sync: AsyncParsableCommand {
     var live = false
     @Option(help: "With --watch: seconds between looks at the store and the folder.") var interval: Double = 2
     @OptionGroup(title: "With --watch or --live") var log: LogOptions
+    @OptionGroup(title: "With --watch or --peer --live") var compaction: CompactionOptions
 
     func validate() throws {
         guard [folder, peer, relay].compactMap({ $0 }).count == 1 else {
@@ -81,6 +82,9 @@ struct Sync: AsyncParsableCommand {
         if peer != nil, watch { throw ValidationError("--watch goes with --folder, not --peer (--live keeps a peer session open)") }
         if folder != nil, live { throw ValidationError("--live goes with --peer, not --folder (--watch keeps a folder in step)") }
         if log.isGiven, !watch, !live { throw ValidationError("--log-level and --log-format go with --watch or --live") }
+        if compaction.isGiven, !watch, !(live && peer != nil) {
+            throw ValidationError("--compact-after and --keep-history go with --watch or --peer --live")
+        }
         guard interval >= 0.1, interval <= 86_400 else { throw ValidationError("--interval must be from 0.1 to 86400 seconds") }
     }
 
@@ -97,7 +101,8 @@ struct Sync: AsyncParsableCommand {
         }
         if let peer, let address = PeerAddress(peer) {
             if live {
-                try await PeerSync.live(store: try await store.open(), address: address, logger: log.logger(label: "concord.live"))
+                try await PeerSync.live(
+                    store: try await store.open(), address: address, compacting: compaction.schedule, logger: log.logger(label: "concord.live"))
             } else {
                 try await PeerSync.run(store: try await store.open(), address: address)
             }
@@ -111,18 +116,22 @@ struct Sync: AsyncParsableCommand {
             return
         }
         let logger = log.logger(label: "concord.watch")
-        let (options, interval) = (store, interval)
+        let (options, interval, schedule) = (store, interval, compaction.schedule)
         try await Stop.withStopSignals { [sync] in
             // Said once a stop is taken: whoever stops it on seeing this line gets `stopped`.
             logger.notice("watching \(sync.folder) every \(interval) s; stop with Ctrl-C", metadata: ["folder": "\(sync.folder)"])
-            try await Self.watch(sync, every: .milliseconds(Int64(interval * 1000)), reopen: { try await options.open() }, logger: logger)
+            try await Self.watch(
+                sync, every: .milliseconds(Int64(interval * 1000)), compacting: schedule, reopen: { try await options.open() }, logger: logger)
         }
         logger.notice("stopped")
     }
 
     /// Keeps `sync`'s folder in step until SIGINT or SIGTERM; after another process's `init
     /// --fork`, on the store opened again (`reopen`) as the new replica.
-    private static func watch(_ sync: FolderSync, every: Duration, reopen: @escaping @Sendable () async throws -> ConcordStore, logger: Logger) async throws {
+    private static func watch(
+        _ sync: FolderSync, every: Duration, compacting: CompactionSchedule?, reopen: @escaping @Sendable () async throws -> ConcordStore,
+        logger: Logger
+    ) async throws {
         var sync = sync
         while !Stop.isStopping {
             // Another process may make the store another replica (`init --fork`, SPEC.md §9.1):
@@ -131,7 +140,7 @@ struct Sync: AsyncParsableCommand {
             // restored copy, nothing) is not the store it was asked to keep in step.
             let watched = sync
             let ended = await Stop.cancellingOnStop { () -> WatchEnd in
-                for await event in watched.watch(every: every, logger: logger, describeError: { Advice.line(for: $0) }) {
+                for await event in watched.watch(every: every, compacting: compacting, logger: logger, describeError: { Advice.line(for: $0) }) {
                     switch event {
                     case .synced(let report):
                         if let far = report.farFutureTimestamp { logger.warning("\(farFutureMessage(far))") }

@@ -126,3 +126,33 @@ func warn(_ text: String) {
     FileHandle.standardError.write(Data("syncctl: \(escapingControlCharacters(text))\n".utf8))
 }
 
+
+/// How `serve`, `sync --watch` and `sync --live` compact the store by themselves (SPEC.md §5.8,
+/// "Compacting by itself").
+struct CompactionOptions: ParsableArguments {
+    @Option(help: ArgumentHelp(
+        "Compact the store by itself once this many operations were logged since the last compaction (or a quarter of those held then, if more), and daily if any were; 0: never.",
+        valueName: "operations"))
+    var compactAfter: Int?
+    @Option(help: ArgumentHelp(
+        "The history those compactions keep: the writes of the last N days (30d) or hours (12h), or the last N writes of each field (10).",
+        valueName: "history"))
+    var keepHistory: String?
+
+    var isGiven: Bool { compactAfter != nil || keepHistory != nil }
+
+    func validate() throws {
+        if let compactAfter, compactAfter < 0 { throw ValidationError("--compact-after takes a number of operations (0: never), not \(compactAfter)") }
+        if let keepHistory, Compact.history(keepHistory) == nil {
+            throw ValidationError("--keep-history takes days (30d), hours (12h) or a number of writes per field (10), not '\(keepHistory)'")
+        }
+    }
+
+    /// Nil when compactions are off.
+    var schedule: CompactionSchedule? {
+        let defaults = CompactionSchedule()
+        guard compactAfter != 0 else { return nil }
+        return CompactionSchedule(
+            keeping: keepHistory.flatMap(Compact.history) ?? defaults.keeping, afterOperations: compactAfter ?? defaults.afterOperations)
+    }
+}

@@ -21,6 +21,7 @@ struct Serve: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Where to listen (port 0: any free port, printed).", valueName: "host:port"))
     var listen = "127.0.0.1:\(PeerAddress.defaultPort)"
     @OptionGroup var log: LogOptions
+    @OptionGroup var compaction: CompactionOptions
 
     func validate() throws {
         if PeerAddress(listen) == nil { throw ValidationError("'\(listen)' is not HOST:PORT") }
@@ -40,11 +41,14 @@ struct Serve: AsyncParsableCommand {
         let progress = ServerProgress()
         let logger = log.logger(label: "concord.serve")
         var server = try await start(store, on: &address, progress: progress, logger: logger)
+        let schedule = compaction.schedule
+        var compaction = schedule.map { BackgroundCompaction(store, schedule: $0, logger: logger) }
         // Each session uses the key the store holds when it starts (SPEC.md §15.1): this is the
         // key now, until `key generate --force` or `key import --force` replaces it.
         logger.notice("serving \(store.path) on \(address) (sync key \(key.id)); stop with Ctrl-C", metadata: ["store": "\(store.path)", "address": "\(address)", "key": "\(key.id)"])
         // Every second, or at once when the signal arrives.
         while await !Stop.pause(for: .seconds(1)) {
+            compaction?.poke()
             // Another process may make the store another replica (`init --fork`, SPEC.md §9.1):
             // the store object then refuses every batch, so the server opens the store again and
             // serves on, on the same address, as the new replica. Or replace the store file.
@@ -67,6 +71,7 @@ struct Serve: AsyncParsableCommand {
                 try? await store.close()
                 store = reopened
                 server = try await start(store, on: &address, progress: progress, logger: logger)
+                compaction = schedule.map { BackgroundCompaction(store, schedule: $0, logger: logger) }
                 logger.notice("the store is now replica \(store.replicaID.hex) ('syncctl init --fork'); serving on as that replica", metadata: ["replica": "\(store.replicaID.hex)"])
             } catch let error where error.code == .replaced {
                 // Another file at the path (SPEC.md §9.1): peers' batches would go into a file
@@ -146,8 +151,9 @@ extension PeerSync {
     /// `syncctl sync --peer HOST:PORT --live`: keeps a live session (SPEC.md §15.10) until SIGINT
     /// or SIGTERM, connecting again after each drop. Logs each session's start and end; on a
     /// terminal, a status line shows the connection and the operations moved each way.
-    static func live(store: ConcordStore, address: PeerAddress, logger: Logger) async throws {
+    static func live(store: ConcordStore, address: PeerAddress, compacting: CompactionSchedule?, logger: Logger) async throws {
         guard try await store.syncKey() != nil else { throw ConcordError.noSyncKey(at: store.path) }
+        let compaction = compacting.map { BackgroundCompaction(store, schedule: $0, logger: logger) }
         let failure = try await Stop.withStopSignals {
             logger.notice("syncing live with \(address); stop with Ctrl-C", metadata: ["peer": "\(address)"])
             return await Stop.cancellingOnStop { () -> ConcordError? in
@@ -156,6 +162,7 @@ extension PeerSync {
                 var current: PeerProgress?
                 do {
                     for try await event in PeerClient.live(store: store, address: address, configuration: .syncctl) {
+                        compaction?.poke()
                         switch event {
                         case .live(let summary):
                             logger.notice(

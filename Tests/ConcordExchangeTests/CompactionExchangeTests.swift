@@ -110,6 +110,42 @@ import Testing
         #expect(try rows(b.store) == (try rows(a.store)), "each record lists what the log holds in full")
     }
 
+    /// A compaction is due when the log grew by the schedule's threshold (or a quarter of what
+    /// it held) since the last one, or a day after it if anything was logged (SPEC.md §5.8,
+    /// "Compacting by itself"); `compact` itself counts as the last one.
+    @Test func aCompactionIsDueOnItsSchedule() throws {
+        let directory = try TemporaryDirectory()
+        let node = try Node(in: directory, "a", seed: 1)
+        let schedule = CompactionSchedule(keeping: .none, afterOperations: 100, atLeastEvery: .seconds(86_400))
+        let id = try node.store.addReminder(ReminderDraft(title: "t"))
+        func edit(_ count: Int) throws {
+            for index in 0..<count {
+                node.clock.advance(1)
+                try node.store.editReminder(id, ReminderPatch(title: "t\(index)"))
+            }
+        }
+        try edit(10)
+        // Never compacted: due at once.
+        #expect(try node.store.compactIfDue(schedule)?.droppedOperations == 10)
+        #expect(try node.store.compactIfDue(schedule) == nil, "nothing logged since")
+        try edit(60)
+        #expect(try node.store.compactIfDue(schedule) == nil, "60 logged, fewer than 100")
+        try edit(40)
+        #expect(try node.store.compactIfDue(schedule)?.droppedOperations == 100)
+        try edit(5)
+        #expect(try node.store.compactIfDue(schedule) == nil)
+        node.clock.advance(86_400_000)
+        #expect(try node.store.compactIfDue(schedule)?.droppedOperations == 5, "a day later")
+        node.clock.advance(2 * 86_400_000)
+        #expect(try node.store.compactIfDue(schedule) == nil, "nothing logged in those two days")
+        try edit(30)
+        try node.store.compact(keeping: .none)
+        node.clock.advance(86_400_000 - 10)
+        try edit(1)
+        #expect(try node.store.compactIfDue(schedule) == nil, "compact counts as the last compaction")
+        #expect(try node.store.verify().problems == [])
+    }
+
     @Test func compactedSeqsWaitForTheExportsBase() throws {
         let directory = try TemporaryDirectory()
         let a = try Self.editedNode(directory, "a", seed: 1, count: 4)

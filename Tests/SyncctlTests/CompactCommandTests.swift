@@ -72,6 +72,22 @@ import Testing
         #expect(try other.ok("history", id).split(separator: "\n").count == 6)
     }
 
+    /// The long-lived commands' compaction options (SPEC.md §11, "Compacting by itself"): bad
+    /// values, and the options without a long-lived mode, are refused with one line, exit 64.
+    @Test func theOptionsOfCompactingByItselfAreChecked() throws {
+        let sandbox = try Sandbox()
+        let store = try sandbox.makeStore("s.db")
+        let folder = try sandbox.makeDirectory("Shared")
+        try store.expectRefused(["serve", "--compact-after=-1"], mentions: ["--compact-after takes a number of operations (0: never), not -1"], code: 64)
+        try store.expectRefused(
+            ["sync", "--folder", folder, "--watch", "--keep-history", "1w"],
+            mentions: ["--keep-history takes days (30d), hours (12h) or a number of writes per field (10), not '1w'"], code: 64)
+        for options in [["--folder", folder, "--compact-after", "10"], ["--peer", "127.0.0.1:1", "--keep-history", "2"]] {
+            try store.expectRefused(["sync"] + options, mentions: ["--compact-after and --keep-history go with --watch or --peer --live"], code: 64)
+        }
+        #expect(try listing(of: folder).isEmpty, "nothing written in the folder")
+    }
+
     /// `compact` killed at random moments: each kill leaves a store that `verify` passes, with the
     /// same dump; a compaction run to its end then drops the rest, whatever the kill left.
     @Test func compactKilledAtRandomMomentsKeepsTheState() throws {

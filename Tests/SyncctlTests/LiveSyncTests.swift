@@ -11,8 +11,10 @@ import Testing
         ?? UInt64.random(in: 1...999_999)
 
     /// Starts `serve` on `store` at `port` (0: any free one) and returns it with the port it bound.
-    func serve(_ sandbox: Sandbox, _ store: Store, port: Int = 0, sourceLocation: SourceLocation = #_sourceLocation) throws -> (BackgroundRun, Int) {
-        let server = try sandbox.start(["serve", "--listen", "127.0.0.1:\(port)", "--store", store.path])
+    func serve(
+        _ sandbox: Sandbox, _ store: Store, port: Int = 0, options: [String] = [], sourceLocation: SourceLocation = #_sourceLocation
+    ) throws -> (BackgroundRun, Int) {
+        let server = try sandbox.start(["serve", "--listen", "127.0.0.1:\(port)", "--store", store.path] + options)
         #expect(eventually(timeout: 20) { server.stdout.contains("\n") || !server.isRunning }, sourceLocation: sourceLocation)
         let first = String(server.stdout.split(separator: "\n").first ?? "")
         let match = try #require(first.firstMatch(of: /^serving .+ on 127\.0\.0\.1:(\d+)\s/), "\(server.stdout) \(server.stderr)", sourceLocation: sourceLocation)
@@ -20,8 +22,10 @@ import Testing
     }
 
     /// Starts a live client of `store` and waits until its first session is live.
-    func live(_ sandbox: Sandbox, _ store: Store, port: Int, waiting: Bool = true, sourceLocation: SourceLocation = #_sourceLocation) throws -> BackgroundRun {
-        let client = try sandbox.start(["sync", "--peer", "127.0.0.1:\(port)", "--live", "--store", store.path])
+    func live(
+        _ sandbox: Sandbox, _ store: Store, port: Int, waiting: Bool = true, options: [String] = [], sourceLocation: SourceLocation = #_sourceLocation
+    ) throws -> BackgroundRun {
+        let client = try sandbox.start(["sync", "--peer", "127.0.0.1:\(port)", "--live", "--store", store.path] + options)
         if waiting {
             #expect(eventually(timeout: 20) { client.stdout.contains("live with 127.0.0.1:\(port)") || !client.isRunning },
                     "\(client.stdout) \(client.stderr)", sourceLocation: sourceLocation)

@@ -40,6 +40,13 @@ extension ConcordStore {
             try recordTrims(plan.trimmed, perTransaction: max(1, recordsPerTransaction))
             report.droppedOperations = try compactLogRows(plan.drops, operationsPerTransaction: max(1, recordsPerTransaction) * 128)
             report.records = try forgetCompactedSeqs(plan, perTransaction: max(1, recordsPerTransaction))
+            // Where the next one is counted from (`compactIfDue`).
+            try write { db in
+                try prepareWrite(db)
+                try db.execute(
+                    sql: "INSERT OR REPLACE INTO meta (key, value) VALUES ('compaction_held', ?), ('compaction_millis', ?)",
+                    arguments: [plan.held, Int64(bitPattern: plan.millis)])
+            }
             return report
         }
     }
@@ -50,8 +57,10 @@ extension ConcordStore {
     private func planCompaction(keeping history: KeptHistory) throws -> CompactionPlan? {
         var sorter = OperationSorter(spillPath: spillPath())
         var plan = CompactionPlan()
+        plan.millis = environment.wallClock()
         let pending = try read { db -> Bool in
             guard try !Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM pending_merge)")! else { return true }
+            plan.held = try Self.seqsHeld(db)
             try Self.forEachRow(in: db, since: VersionVector(), after: nil) { author, seqs, operations in
                 try Self.forEachEntry(of: seqs, holding: operations) { entry in
                     switch entry {
@@ -64,7 +73,7 @@ extension ConcordStore {
             return false
         }
         guard !pending else { return nil }
-        let nowMillis = environment.wallClock()
+        let nowMillis = plan.millis
         var stream = try sorter.finish().recordOrder()
         var record: [Op] = []
         func decide() {
@@ -222,6 +231,9 @@ private struct CompactionPlan {
     var compacted = SeqRanges()
     /// The records that drop operations, each with the greatest timestamp of those it drops.
     var trimmed: [RecordRef: Timestamp] = [:]
+    /// The seqs the store held (`seqsHeld`) and the wall clock, when it decided.
+    var held: Int64 = 0
+    var millis: UInt64 = 0
 }
 
 /// A set of seqs, one bit each per author: a compaction decides its drops record by record, so

@@ -1,0 +1,98 @@
+import ConcordCore
+import ConcordTestSupport
+import Foundation
+import Testing
+
+extension LiveSyncTests {
+    /// `serve`, a `--live` client and two folder watchers compact their stores by themselves
+    /// (SPEC.md §5.8, "Compacting by itself") while writers edit the same reminders again and
+    /// again on every store, each long-lived process SIGKILLed and started again at random
+    /// moments: a → b live, b ↔ c through the folder. Afterwards every add and every last edit
+    /// that exited 0 is on every store, the stores are equal and sound, and each has dropped
+    /// most of the edits made redundant: the store stays bounded.
+    @Test(.timeLimit(.minutes(5)))
+    func storesCompactThemselvesBesideWritersWithEveryLongLivedProcessKilledAtRandomMoments() throws {
+        let seed = Self.seed &+ 36
+        var random = SplitMix64(seed: seed)
+        let sandbox = try Sandbox()
+        let (a, b) = try sandbox.makePairedStores()
+        let keyText = String(try a.ok("key", "show").split(separator: "\n")[0])
+        let c = try sandbox.makeStore("c.db")
+        try c.ok("key", "import", keyText)
+        let folder = try sandbox.makeDirectory("Shared")
+        let stores = [("a", a), ("b", b), ("c", c)]
+        let compacting = ["--compact-after", "50", "--keep-history", "0"]
+
+        var (server, port) = try serve(sandbox, a, options: compacting)
+        var client = try live(sandbox, b, port: port, options: compacting)
+        func watch(_ store: Store) throws -> BackgroundRun {
+            try sandbox.start(["sync", "--folder", folder, "--watch", "--interval", "0.2", "--store", store.path] + compacting)
+        }
+        var watchers = [try watch(b), try watch(c)]
+
+        // Each store's own reminders, edited every round: their last titles must win everywhere.
+        var lastTitles: [String: String] = [:]
+        var kept: Set<String> = []
+        var kills: [String] = []
+        var edited: [(id: String, store: Store)] = []
+        var editOperations = 0
+        for (name, store) in stores {
+            for index in 0..<3 { edited.append((try store.addReminder("\(name) edited \(index) v0"), store)) }
+        }
+        for round in 1...16 {
+            for (name, store) in stores where try store.run("reminder", "add", "kept \(name) \(round)").succeeded { kept.insert("kept \(name) \(round)") }
+            for (index, (id, store)) in edited.enumerated() {
+                let title = "edited \(index) v\(round)"
+                if try store.run("reminder", "edit", id, "--title", title, "--notes", "round \(round)").succeeded {
+                    lastTitles[id] = title
+                    editOperations += 2
+                }
+            }
+            Thread.sleep(forTimeInterval: Double(random.next() % 300) / 1000)
+            switch random.next() % 4 {
+            case 0:
+                server.send(SIGKILL)
+                _ = server.wait(timeout: 20)
+                (server, _) = try serve(sandbox, a, port: port, options: compacting)
+                kills.append("server")
+            case 1:
+                client.send(SIGKILL)
+                _ = client.wait(timeout: 20)
+                client = try live(sandbox, b, port: port, waiting: false, options: compacting)
+                kills.append("live client")
+            default:
+                let index = Int(random.next() % 2)
+                watchers[index].send(SIGKILL)
+                _ = watchers[index].wait(timeout: 20)
+                watchers[index] = try watch(index == 0 ? b : c)
+                kills.append("watcher of \(index == 0 ? "b" : "c")")
+            }
+        }
+        print("compacting by themselves (seed \(seed); replay with CONCORD_LIVE_SEED=\(Self.seed)): kills: \(kills.joined(separator: ", "))")
+
+        func settled(_ store: Store) throws -> Bool {
+            let reminders = try store.reminders(all: true)
+            let titles = Set(reminders.compactMap { $0["title"] as? String })
+            let byID = Dictionary(reminders.compactMap { reminder in reminder.string("id").map { ($0, reminder["title"] as? String) } }) { first, _ in first }
+            return titles.isSuperset(of: kept) && lastTitles.allSatisfy { byID[$0.key] == $0.value }
+        }
+        for (name, store) in stores {
+            #expect(try eventually(timeout: 60) { try settled(store) }, "seed \(seed): \(name) has not settled")
+        }
+        #expect(try eventually(timeout: 20) { try a.dump() == (try b.dump()) && (try b.dump()) == (try c.dump()) }, "seed \(seed)")
+        // Long enough for a compaction due at the last writes to run.
+        Thread.sleep(forTimeInterval: 3)
+        for process in [server, client] + watchers {
+            process.send(SIGTERM)
+            #expect(process.wait(timeout: 20).succeeded, "seed \(seed)")
+        }
+        for (name, store) in stores {
+            try store.expectSound("seed \(seed): \(name)")
+            let seqs = try store.operationCount()
+            let held = try #require(try JSONSerialization.jsonObject(with: Data(try store.ok("verify", "--json").utf8)) as? [String: Any])["operations"] as! Int
+            // All but each field's last edit are redundant; a compaction is due once a quarter
+            // more was logged, so up to that much may wait for the next one.
+            #expect(seqs - held >= editOperations / 3, "seed \(seed): \(name) holds \(held) operations in full of \(seqs) seqs, \(editOperations) of them edits")
+        }
+    }
+}
