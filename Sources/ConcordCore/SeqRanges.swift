@@ -108,6 +108,11 @@ package struct SeqRanges: Hashable, Sendable {
         return gaps
     }
 
+    /// How many seqs the set holds.
+    package var count: UInt64 {
+        ranges.values.reduce(0) { total, list in list.reduce(total) { $0 + ($1.upperBound - $1.lowerBound + 1) } }
+    }
+
     /// How many seqs of `replica` in `range` this set holds.
     package func count(of replica: ReplicaID, in range: ClosedRange<UInt64>) -> UInt64 {
         var total: UInt64 = 0

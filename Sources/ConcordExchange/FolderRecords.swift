@@ -33,10 +33,14 @@ package struct FolderFile: Hashable, Sendable {
     /// once the count is higher, the file may hold content erased since, and is rewritten
     /// (SPEC.md §14, "Purges").
     package var erasures: Int64
+    /// For a file this replica published, how many seqs the store held compacted before it was
+    /// written (`compactedSeqCount()`): once the store has compacted enough more, the file is
+    /// rewritten (SPEC.md §14, "Compaction").
+    package var compacted: Int64
 
     package init(
         folder: String, name: String, identity: String, sha256: [UInt8], keyID: [UInt8]?, holds: SeqRanges, published: Bool,
-        skipped: String? = nil, erasures: Int64 = 0
+        skipped: String? = nil, erasures: Int64 = 0, compacted: Int64 = 0
     ) {
         self.folder = folder
         self.name = name
@@ -47,6 +51,7 @@ package struct FolderFile: Hashable, Sendable {
         self.published = published
         self.skipped = skipped
         self.erasures = erasures
+        self.compacted = compacted
     }
 }
 
@@ -57,7 +62,8 @@ extension ConcordStore {
             try read { db in
                 var files: [String: FolderFile] = [:]
                 let rows = try Row.fetchCursor(
-                    db, sql: "SELECT name, identity, sha256, key_id, holds, published, skipped, erasures FROM folder_files WHERE folder = ?", arguments: [folder])
+                    db, sql: "SELECT name, identity, sha256, key_id, holds, published, skipped, erasures, compacted FROM folder_files WHERE folder = ?",
+                    arguments: [folder])
                 while let row = try rows.next() {
                     let name: String = try row.column(0)
                     let hash: Data = try row.column(2)
@@ -67,7 +73,8 @@ extension ConcordStore {
                     }
                     files[name] = FolderFile(
                         folder: folder, name: name, identity: try row.column(1), sha256: [UInt8](hash), keyID: keyID.map { [UInt8]($0) },
-                        holds: holds, published: try row.column(5), skipped: try row.column(6), erasures: try row.column(7))
+                        holds: holds, published: try row.column(5), skipped: try row.column(6), erasures: try row.column(7),
+                        compacted: try row.column(8))
                 }
                 return files
             }
@@ -80,16 +87,17 @@ extension ConcordStore {
     /// are still the ones this replica wrote (SPEC.md §14, "Serials").
     package func recordFolderFiles(_ files: [FolderFile]) throws(ConcordError) {
         try write(files, sql: """
-            INSERT INTO folder_files (folder, name, identity, sha256, key_id, holds, published, skipped, erasures)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO folder_files (folder, name, identity, sha256, key_id, holds, published, skipped, erasures, compacted)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT (folder, name) DO UPDATE SET
                 identity = excluded.identity, sha256 = excluded.sha256, key_id = excluded.key_id, holds = excluded.holds,
                 published = excluded.published OR (published AND sha256 = excluded.sha256), skipped = excluded.skipped,
-                erasures = CASE WHEN sha256 = excluded.sha256 THEN max(erasures, excluded.erasures) ELSE excluded.erasures END
+                erasures = CASE WHEN sha256 = excluded.sha256 THEN max(erasures, excluded.erasures) ELSE excluded.erasures END,
+                compacted = CASE WHEN sha256 = excluded.sha256 THEN max(compacted, excluded.compacted) ELSE excluded.compacted END
             """
         ) { file in
             [file.folder, file.name, file.identity, Data(file.sha256), file.keyID.map { Data($0) }, file.holds.description, file.published,
-             file.skipped, file.erasures]
+             file.skipped, file.erasures, file.compacted]
         }
     }
 
@@ -103,10 +111,13 @@ extension ConcordStore {
                 try prepareWrite(db)
                 try db.execute(
                     sql: """
-                        INSERT INTO folder_files (folder, name, identity, sha256, key_id, holds, published, skipped, erasures)
-                        VALUES (?, ?, ?, ?, ?, ?, 1, NULL, ?) ON CONFLICT (folder, name) DO NOTHING
+                        INSERT INTO folder_files (folder, name, identity, sha256, key_id, holds, published, skipped, erasures, compacted)
+                        VALUES (?, ?, ?, ?, ?, ?, 1, NULL, ?, ?) ON CONFLICT (folder, name) DO NOTHING
                         """,
-                    arguments: [file.folder, file.name, file.identity, Data(file.sha256), file.keyID.map { Data($0) }, file.holds.description, file.erasures])
+                    arguments: [
+                        file.folder, file.name, file.identity, Data(file.sha256), file.keyID.map { Data($0) }, file.holds.description, file.erasures,
+                        file.compacted,
+                    ])
                 return db.changesCount == 1
             }
         }

@@ -277,8 +277,10 @@ public final class FolderSync: Sendable {
             }
             let name = Self.name(of: store.replicaID, serial: serial)
             do {
-                // Read before the export: content erased after this count may be in the file.
+                // Read before the export: content erased, or seqs compacted, after these counts
+                // may be in the file.
                 let erasures = try store.erasures()
+                let compacted = try store.compactedSeqCount()
                 var recorded: FolderFile?
                 let summary = try store.exportBundle(
                     to: (directory as NSString).appendingPathComponent(name), since: since, contiguousOnly: true,
@@ -288,7 +290,7 @@ public final class FolderSync: Sendable {
                     // and the next syncs check the file by its hash (SPEC.md §14).
                     let file = FolderFile(
                         folder: folder, name: name, identity: "", sha256: summary.sha256!, keyID: state.keyID, holds: summary.holds,
-                        published: true, erasures: erasures)
+                        published: true, erasures: erasures, compacted: compacted)
                     // Recorded as its own before it is there: a crash between the two leaves a
                     // record of a missing file, never a file this replica does not know it wrote.
                     guard try store.reserveFolderFile(file), try store.placeFolderFile(file, with: place) else {
@@ -311,12 +313,17 @@ public final class FolderSync: Sendable {
 
     /// When this replica has more than `coalesceThreshold` counted files that it wrote itself, or
     /// one of them may hold content that the store has erased since it was written (a purge,
-    /// SPEC.md §14, "Purges"), writes one file holding all they held (and all the folder lacks),
-    /// from the store's log as it is now, then deletes them.
+    /// SPEC.md §14, "Purges"), or the store has compacted a quarter as many seqs as they hold
+    /// since the first of them was written (§14, "Compaction"), writes one file holding all they
+    /// held (and all the folder lacks), from the store's log as it is now, then deletes them.
     private func coalesceIfNeeded(_ state: inout State, _ report: inout FolderSyncReport, _ progress: ((SyncProgress) -> Void)?) throws {
         let own = state.counted.filter(isOwn)
+        guard !own.isEmpty else { return }
         let erasures = try store.erasures()
-        guard own.count > coalesceThreshold || own.contains(where: { $0.erasures < erasures }) else { return }
+        let compactedSince = try store.compactedSeqCount() - own.map(\.compacted).min()!
+        let held = SeqRanges(own.flatMap(\.holds.runs)).count
+        guard own.count > coalesceThreshold || own.contains(where: { $0.erasures < erasures }) || compactedSince >= max(1, Int64(held / 4))
+        else { return }
         progress?(.coalescing(files: own.count))
         let (name, _) = try publish(
             since: Self.base(try store.versionVector(), from: state.covered, alsoFrom: SeqRanges(own.flatMap(\.holds.runs))), &state)

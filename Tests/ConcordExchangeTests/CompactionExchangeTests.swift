@@ -146,6 +146,37 @@ import Testing
         #expect(try node.store.verify().problems == [])
     }
 
+    /// A replica's folder files are rewritten at its next sync once its store has compacted a
+    /// quarter as many seqs as they hold (SPEC.md §14, "Compaction"): a new device that syncs
+    /// through the folder then starts from the compacted log, not from every operation written.
+    @Test func aFolderHoldsTheCompactedLogAfterItsReplicaSyncs() throws {
+        let directory = try TemporaryDirectory()
+        let folder = try directory.directory("shared")
+        let a = try Self.editedNode(directory, "a", seed: 1)
+        try a.sync(folder)
+        let written = try a.store.allOperations().count
+        let report = try a.store.compact(keeping: .none)
+        #expect(report.droppedOperations > written / 2)
+
+        let rewrite = try a.sync(folder)
+        #expect(rewrite.coalescedFiles == 1, "\(rewrite)")
+        #expect(try a.sync(folder).coalescedFiles == 0, "rewritten once")
+        let fresh = try Node(in: directory, "fresh", seed: 9)
+        #expect(try fresh.sync(folder).importedOperations == written - report.droppedOperations)
+        #expect(try fresh.dump() == (try a.dump()))
+        #expect(try fresh.store.versionVector() == (try a.store.versionVector()))
+
+        // A few more compacted seqs than a quarter of what the file holds wait for more.
+        let id = try #require(try a.store.reminders().first?.id)
+        for edit in 1...3 {
+            a.clock.advance(1)
+            try a.store.editReminder(id, ReminderPatch(title: "again \(edit)"))
+        }
+        try a.sync(folder)
+        #expect(try a.store.compact(keeping: .none).droppedOperations == 3)
+        #expect(try a.sync(folder).coalescedFiles == 0, "3 compacted seqs, of a folder holding far more")
+    }
+
     @Test func compactedSeqsWaitForTheExportsBase() throws {
         let directory = try TemporaryDirectory()
         let a = try Self.editedNode(directory, "a", seed: 1, count: 4)

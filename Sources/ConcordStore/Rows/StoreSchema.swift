@@ -5,7 +5,7 @@ enum StoreSchema {
     /// `PRAGMA application_id`: "Conc".
     static let applicationID: Int32 = 0x436F_6E63
     /// `PRAGMA user_version`: the newest schema this build writes and reads.
-    static let version = 7
+    static let version = 8
 
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
@@ -178,6 +178,16 @@ enum StoreSchema {
                 ) WITHOUT ROWID;
 
                 PRAGMA user_version = 7;
+                """)
+        }
+        migrator.registerMigration("v8 compacted folders") { db in
+            // How many seqs the store held compacted when each of this replica's folder files was
+            // published, so that a folder sync rewrites its files once its compactions dropped
+            // enough of what they hold (SPEC.md §14, "Compaction").
+            try db.execute(sql: """
+                ALTER TABLE folder_files ADD COLUMN compacted INTEGER NOT NULL DEFAULT 0;
+
+                PRAGMA user_version = 8;
                 """)
         }
         return migrator
