@@ -6,14 +6,14 @@ import ConcordWorkload
 import Foundation
 
 /// `syncctl bench compact`: a store of reminders edited many times, compacted by another process
-/// while this one adds reminders to it, against the same reminders written once (SPEC.md §5.8).
+/// while this one adds reminders to it, against B's reminders written once (SPEC.md §5.8).
 struct CompactBench: OneShotCommand {
     static let configuration = CommandConfiguration(
         commandName: "compact",
         abstract: "Compact a store of reminders edited many times, beside a writer, against the same reminders written once.",
         discussion: """
-            Builds replica B of the workload (N reminders, N × U field updates) and the same reminders \
-            written once (U = 0), not timed. Then runs 'syncctl compact --keep-history 0' on B in a \
+            Builds replica B of the workload (N reminders, N × U field updates) and B's reminders \
+            written once (each created with its values and tags), not timed. Then runs 'syncctl compact --keep-history 0' on B in a \
             process of its own while this one adds reminders to B one at a time, and reports: each \
             store's operations held, log rows, bytes in use (pages less free ones) and bytes once \
             vacuumed (the size of a VACUUM INTO copy), before and \
@@ -44,6 +44,24 @@ struct CompactBench: OneShotCommand {
         }
     }
 
+    /// Writes `reminders` into `store` as they are, each created once with its values and tags,
+    /// in transactions of 4096: the size their state takes with no history.
+    static func writeOnce(_ reminders: [Reminder], into store: ConcordStore) throws {
+        var changes: [(RecordRef, Change)] = []
+        for reminder in reminders {
+            let draft = ReminderDraft(
+                title: reminder.title, notes: reminder.notes, due: reminder.due, priority: reminder.priority, tags: reminder.tags,
+                completedAt: reminder.completedAt)
+            changes.append((.reminder(reminder.id), .createReminder(draft)))
+            if reminder.isDeleted { changes.append((.reminder(reminder.id), .delete)) }
+            if changes.count >= 4096 {
+                try store.perform(changes)
+                changes.removeAll()
+            }
+        }
+        if !changes.isEmpty { try store.perform(changes) }
+    }
+
     /// A new device's first sync from a bundle of `store`: its bytes, and seconds to merge it.
     static func firstSync(of store: ConcordStore, in directory: String, _ name: String) throws -> (bytes: Int, seconds: Double) {
         let bundle = directory + "/\(name).cbundle"
@@ -57,15 +75,13 @@ struct CompactBench: OneShotCommand {
 
     func work() throws {
         try withBenchDirectory { directory in
-            var once = options.workload
-            once.updatesPerRecord = 0
-            progressNote("building the reminders written once")
-            let single = try ConcordStore.create(at: directory + "/once.db", environment: once.environmentB)
-            try once.buildB(into: single)
+            let (b, _) = try buildReplicaB(options.workload, in: directory)
+            progressNote("writing B's reminders once")
+            let single = try ConcordStore.create(at: directory + "/once.db", environment: options.workload.environmentB)
+            try Self.writeOnce(try b.reminders(includeCompleted: true, includeDeleted: true), into: single)
             let written = try Figures(single, vacuumingAt: directory + "/vacuumed.db")
             try single.close()
 
-            let (b, _) = try buildReplicaB(options.workload, in: directory)
             progressNote("measuring B before compaction")
             let before = try Figures(b, vacuumingAt: directory + "/vacuumed.db")
             let digest = try Measure.dumpDigest(b)

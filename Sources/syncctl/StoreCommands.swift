@@ -145,14 +145,17 @@ struct Compact: OneShotCommand {
             names, keeping their seqs (SPEC.md, "Compaction"): the dump, the conflicts and what \
             other replicas receive stay the same, and they sync as before. 'history' then shows the \
             writes kept: by default those of the last 30 days (--keep-history). It goes through the \
-            records a few thousand per transaction, so other processes write between them; killed, \
-            it leaves a sound store. Prints how many operations it dropped.
+            records a few hundred per transaction, so other processes write between them; killed, \
+            it leaves a sound store. Prints how many operations it dropped. The freed pages are \
+            reused by later writes; --vacuum gives them back to the file system now.
             """)
     @OptionGroup var store: StoreOptions
     @Option(help: ArgumentHelp(
         "The history to keep of what could be dropped: the writes of the last N days (30d) or hours (12h), or the last N writes of each field (10); 0 keeps none.",
         valueName: "history"))
     var keepHistory = "30d"
+    @Flag(help: "Then give the freed pages back to the file system (VACUUM): other processes' writes wait meanwhile.")
+    var vacuum = false
     @OptionGroup var output: JSONFlag
 
     func validate() throws {
@@ -170,13 +173,18 @@ struct Compact: OneShotCommand {
     }
 
     func work() throws {
-        let report = try store.open().compact(keeping: Self.history(keepHistory)!)
+        let opened = try store.open()
+        let report = try opened.compact(keeping: Self.history(keepHistory)!)
+        let sizes = vacuum ? try opened.vacuum() : nil
         if output.json {
-            say(report.json.canonical)
+            guard case .object(var members) = report.json else { return }
+            if let sizes { members += [("fileBytesBefore", .int(sizes.before)), ("fileBytesAfter", .int(sizes.after))] }
+            say(JSON.object(members).canonical)
             return
         }
         let dropped = "dropped \(report.droppedOperations) operation\(report.droppedOperations == 1 ? "" : "s") of \(report.records) record\(report.records == 1 ? "" : "s")"
         say(report.deferred ? dropped + "; another process's merge is under way: run it again once it is done" : dropped)
+        if let sizes { say("the store file takes \(sizes.after) bytes, \(sizes.before) before the vacuum") }
     }
 }
 

@@ -72,6 +72,23 @@ import Testing
         #expect(try other.ok("history", id).split(separator: "\n").count == 6)
     }
 
+    /// `compact --vacuum` gives the pages it freed back to the file system: the store file
+    /// shrinks, and holds the same (SPEC.md §9, "Compaction"; §11).
+    @Test func compactVacuumShrinksTheStoreFile() throws {
+        let sandbox = try Sandbox()
+        let directory = try TemporaryDirectory()
+        let (dump, _) = try Self.editedStore(in: directory, "c", count: 400, edits: 20, seed: 8)
+        let store = Store(sandbox: sandbox, path: directory.file("c.db"))
+        let lines = try store.ok("compact", "--keep-history", "0", "--vacuum").split(separator: "\n")
+        #expect(lines.count == 2 && lines[0].hasPrefix("dropped "), "\(lines)")
+        let sizes = try #require(lines.last?.wholeMatch(of: /the store file takes (\d+) bytes, (\d+) before the vacuum/), "\(lines)")
+        #expect(Int(sizes.1)! < Int(sizes.2)! * 3 / 4, "\(lines)")
+        #expect(try store.ok("dump") == dump)
+        try store.expectSound("after the vacuum")
+        let json = try store.ok("compact", "--vacuum", "--json")
+        #expect(json.wholeMatch(of: /\{"deferred":false,"droppedOperations":0,"fileBytesAfter":\d+,"fileBytesBefore":\d+,"records":400\}/) != nil, "\(json)")
+    }
+
     /// The long-lived commands' compaction options (SPEC.md §11, "Compacting by itself"): bad
     /// values, and the options without a long-lived mode, are refused with one line, exit 64.
     @Test func theOptionsOfCompactingByItselfAreChecked() throws {

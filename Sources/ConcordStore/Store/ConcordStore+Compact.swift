@@ -276,6 +276,31 @@ struct SeqBitmap {
 }
 
 extension ConcordStore {
+    /// Gives the store file's free pages back to the file system (SQLite's `VACUUM`, then a
+    /// checkpoint that empties the WAL), and returns the file's size before and after, in bytes.
+    /// A compaction frees pages that later writes reuse, so the file stops growing but does not
+    /// shrink; this shrinks it. It rewrites the whole file in one turn at the store's writer:
+    /// other writers, in this process and others, wait for it, and it needs about the store's
+    /// size free on the disk (SPEC.md §9, "Compaction").
+    @discardableResult
+    public func vacuum() throws(ConcordError) -> (before: Int64, after: Int64) {
+        try guarded {
+            let before = Self.fileBytes(path)
+            try writeWithoutTransaction { db in
+                try db.execute(sql: "VACUUM")
+                _ = try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(TRUNCATE)")
+            }
+            return (before, Self.fileBytes(path))
+        }
+    }
+
+    /// The size of the file at `path` with its WAL, in bytes (0 for a file that is not there).
+    private static func fileBytes(_ path: String) -> Int64 {
+        [path, path + "-wal"].reduce(0) { total, file in
+            total + ((try? FileManager.default.attributesOfItem(atPath: file)[.size] as? NSNumber)?.int64Value ?? 0)
+        }
+    }
+
     /// The size of a copy of the store that `VACUUM INTO` writes at `path` (then removed): what
     /// its content takes once its free and half-empty pages are given back (`syncctl bench compact`).
     package func vacuumedBytes(at path: String) throws(ConcordError) -> Int64 {
