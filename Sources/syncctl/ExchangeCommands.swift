@@ -64,7 +64,7 @@ struct Sync: AsyncParsableCommand {
     var live = false
     @Option(help: "With --watch: seconds between looks at the store and the folder.") var interval: Double = 2
     @OptionGroup(title: "With --watch or --live") var log: LogOptions
-    @OptionGroup(title: "With --watch or --peer --live") var compaction: CompactionOptions
+    @OptionGroup(title: "With --watch or --live") var compaction: CompactionOptions
 
     func validate() throws {
         guard [folder, peer, relay].compactMap({ $0 }).count == 1 else {
@@ -82,9 +82,7 @@ struct Sync: AsyncParsableCommand {
         if peer != nil, watch { throw ValidationError("--watch goes with --folder, not --peer (--live keeps a peer session open)") }
         if folder != nil, live { throw ValidationError("--live goes with --peer, not --folder (--watch keeps a folder in step)") }
         if log.isGiven, !watch, !live { throw ValidationError("--log-level and --log-format go with --watch or --live") }
-        if compaction.isGiven, !watch, !(live && peer != nil) {
-            throw ValidationError("--compact-after and --keep-history go with --watch or --peer --live")
-        }
+        if compaction.isGiven, !watch, !live { throw ValidationError("--compact-after and --keep-history go with --watch or --live") }
         guard interval >= 0.1, interval <= 86_400 else { throw ValidationError("--interval must be from 0.1 to 86400 seconds") }
     }
 
@@ -93,7 +91,8 @@ struct Sync: AsyncParsableCommand {
             let sync = try RelaySync(store: try await store.open(), url: relay)
             if live {
                 let store = store
-                try await RelaySyncCommand.live(sync, reopen: { try await store.open() }, logger: log.logger(label: "concord.relay-live"))
+                try await RelaySyncCommand.live(
+                    sync, compacting: compaction.schedule, reopen: { try await store.open() }, logger: log.logger(label: "concord.relay-live"))
             } else {
                 try await RelaySyncCommand.once(sync)
             }

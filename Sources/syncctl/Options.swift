@@ -127,8 +127,8 @@ func warn(_ text: String) {
 }
 
 
-/// How `serve`, `sync --watch` and `sync --live` compact the store by themselves (SPEC.md §5.8,
-/// "Compacting by itself").
+/// How `serve`, `sync --watch` and `sync --live` (with a peer or a relay) compact the store by
+/// themselves (SPEC.md §5.8, "Compacting by itself").
 struct CompactionOptions: ParsableArguments {
     @Option(help: ArgumentHelp(
         "Compact the store by itself once this many operations were logged since the last compaction (or a quarter of those held then, if more), and daily if any were; 0: never.",

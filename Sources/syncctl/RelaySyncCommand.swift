@@ -20,25 +20,31 @@ enum RelaySyncCommand {
 
     /// Syncs whenever the store or the relay's space changes, until SIGINT or SIGTERM; after
     /// another process's `init --fork`, on the store opened again (`reopen`) as the new replica.
-    static func live(_ sync: RelaySync, reopen: @escaping @Sendable () async throws -> ConcordStore, logger: Logger) async throws {
+    static func live(
+        _ sync: RelaySync, compacting: CompactionSchedule?, reopen: @escaping @Sendable () async throws -> ConcordStore, logger: Logger
+    ) async throws {
         guard try await sync.store.syncKey() != nil else { throw ConcordError.noSyncKey(at: sync.store.path) }
         try await Stop.withStopSignals {
             logger.notice("syncing live with \(sync.url); stop with Ctrl-C", metadata: ["relay": "\(sync.url)"])
-            try await syncLive(sync, reopen: reopen, logger: logger)
+            try await syncLive(sync, compacting: compacting, reopen: reopen, logger: logger)
         }
         logger.notice("stopped")
     }
 
     /// `live` until SIGINT or SIGTERM.
-    private static func syncLive(_ sync: RelaySync, reopen: @escaping @Sendable () async throws -> ConcordStore, logger: Logger) async throws {
+    private static func syncLive(
+        _ sync: RelaySync, compacting: CompactionSchedule?, reopen: @escaping @Sendable () async throws -> ConcordStore, logger: Logger
+    ) async throws {
         var sync = sync
         let url = sync.url
         while !Stop.isStopping {
             let current = sync
+            let compaction = compacting.map { BackgroundCompaction(current.store, schedule: $0, logger: logger) }
             let ended = await Stop.cancellingOnStop { () -> Result<ReplicaID?, ConcordError> in
                 var (downloaded, uploaded) = (0, 0)
                 do {
                     for try await event in current.live() {
+                        compaction?.poke()
                         switch event {
                         case .synced(let report):
                             for warning in report.warnings { logger.warning("\(Advice.line(for: warning))", metadata: ["relay": "\(url)"]) }

@@ -100,7 +100,7 @@ import Testing
             ["sync", "--folder", folder, "--watch", "--keep-history", "1w"],
             mentions: ["--keep-history takes days (30d), hours (12h) or a number of writes per field (10), not '1w'"], code: 64)
         for options in [["--folder", folder, "--compact-after", "10"], ["--peer", "127.0.0.1:1", "--keep-history", "2"]] {
-            try store.expectRefused(["sync"] + options, mentions: ["--compact-after and --keep-history go with --watch or --peer --live"], code: 64)
+            try store.expectRefused(["sync"] + options, mentions: ["--compact-after and --keep-history go with --watch or --live"], code: 64)
         }
         #expect(try listing(of: folder).isEmpty, "nothing written in the folder")
     }

@@ -9,7 +9,8 @@ extension LiveSyncTests {
     /// again on every store, each long-lived process SIGKILLed and started again at random
     /// moments: a → b live, b ↔ c through the folder. Afterwards every add and every last edit
     /// that exited 0 is on every store, the stores are equal and sound, and each has dropped
-    /// most of the edits made redundant: the store stays bounded.
+    /// most of the edits made redundant: the store stays bounded; and so does the folder, from
+    /// which a new device receives the compacted log.
     @Test(.timeLimit(.minutes(5)))
     func storesCompactThemselvesBesideWritersWithEveryLongLivedProcessKilledAtRandomMoments() throws {
         let seed = Self.seed &+ 36
@@ -86,7 +87,14 @@ extension LiveSyncTests {
             process.send(SIGTERM)
             #expect(process.wait(timeout: 20).succeeded, "seed \(seed)")
         }
-        for (name, store) in stores {
+        // One folder sync each rewrites its files once its compactions dropped enough of them
+        // (SPEC.md §14, "Compaction"); a new device then syncs from the folder alone.
+        for store in [b, c] { try store.ok("sync", "--folder", folder) }
+        let d = try sandbox.makeStore("d.db")
+        try d.ok("key", "import", keyText)
+        try d.ok("sync", "--folder", folder)
+        #expect(try d.dump() == (try a.dump()), "seed \(seed): the new device holds what the others hold")
+        for (name, store) in stores + [("d", d)] {
             try store.expectSound("seed \(seed): \(name)")
             let seqs = try store.operationCount()
             let held = try #require(try JSONSerialization.jsonObject(with: Data(try store.ok("verify", "--json").utf8)) as? [String: Any])["operations"] as! Int

@@ -8,8 +8,8 @@ public struct CompactionReport: Hashable, Sendable {
     public var records = 0
     /// How many operations it dropped, keeping their seqs.
     public var droppedOperations = 0
-    /// Whether it stopped before the end: another process had a merge under way, whose
-    /// operations are not applied yet. A later compaction goes on.
+    /// Whether it did nothing: another process had a merge under way, whose operations are
+    /// logged and not applied yet. A later compaction does it.
     public var deferred = false
 
     /// A report of nothing done.
