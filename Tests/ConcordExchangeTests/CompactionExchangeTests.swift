@@ -37,6 +37,13 @@ import Testing
         #expect(try a.store.allOperations().count == before - report.droppedOperations)
         #expect(try a.dump() == dump)
         #expect(try a.store.verify().problems == [])
+        // Every record says where its history was trimmed: at its last dropped write.
+        for reminder in try a.store.reminders() {
+            let ref = RecordRef.reminder(reminder.id)
+            let kept = try #require(try a.store.history(of: ref)).map(\.operation.timestamp)
+            let through = try a.store.compactedThrough(of: ref)
+            #expect(through != nil && through! < kept.max()!, "\(reminder.title)")
+        }
         #expect(try a.store.compact(keeping: .none).droppedOperations == 0)
 
         let path = directory.file("a.cbundle")

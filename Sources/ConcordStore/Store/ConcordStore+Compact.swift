@@ -103,11 +103,12 @@ extension ConcordStore {
             rest = rest.dropFirst(batch.count)
             try write { db in
                 try prepareWrite(db)
-                let trim = try HotStatement(db, """
-                    INSERT INTO compacted_records (id, kind, through) VALUES (?1, ?2, ?3)
-                    ON CONFLICT (id, kind) DO UPDATE SET through = max(through, ?3)
-                    """)
                 for (ref, through) in batch {
+                    // One execution per `HotStatement`: making it resets the cached statement.
+                    let trim = try HotStatement(db, """
+                        INSERT INTO compacted_records (id, kind, through) VALUES (?1, ?2, ?3)
+                        ON CONFLICT (id, kind) DO UPDATE SET through = max(through, ?3)
+                        """)
                     trim.bind(1, id: ref.id)
                     trim.bind(2, Int64(ref.kind.rawValue))
                     trim.bind(3, Int64(bitPattern: through.rawValue))
