@@ -68,6 +68,7 @@ public final class FolderSync: Sendable {
             try prepareDirectory(&report)
             var state = State(listing: try list(&report), recorded: try store.folderFiles(in: folder), key: try store.syncKey())
             try importNewFiles(&state, &report, progress)
+            try takeWaitingCompactedSeqs(&state)
             try publishWhatIsMissing(&state, &report, progress)
             try coalesceIfNeeded(&state, &report, progress)
             // Records of files no longer what was recorded, or gone (coalesced, removed, lost):
@@ -97,6 +98,11 @@ public final class FolderSync: Sendable {
         /// What the files this store had recorded when the sync began held: what the folder
         /// held, or should have, as far as this store knew.
         let formerlyHeld: SeqRanges
+        /// The compacted seqs of the files this sync imported that the store left for lack of
+        /// their base, with their bases, and the operations of every file it imported: see
+        /// `takeWaitingCompactedSeqs`.
+        var compacted: [CompactedSeqs] = []
+        var delivered = SeqRanges()
 
         init(listing: Listing, recorded: [String: FolderFile], key: SyncKey?) {
             self.listing = listing
@@ -186,6 +192,34 @@ public final class FolderSync: Sendable {
 
     private enum Skipped: Error { case empty }
 
+    /// Takes the compacted seqs that files read in this sync carried and the store left for lack
+    /// of their base (SPEC.md §14, "Compaction"). A replica's coalesced file has for base what the
+    /// folder's other files held of the other replicas when it was written, so a new device reads
+    /// each publisher's file before it holds that file's base, and no file alone could fill the
+    /// gaps in its version vector. Taken together they can: a claim is taken when every seq of its
+    /// base is held by the store, delivered by a file of this sync, or compacted in another claim
+    /// taken; the largest such set of claims is found by dropping, until none is dropped, every
+    /// claim whose base that leaves uncovered. Each file holds every seq past its base, so each
+    /// compacted seq's operation was made redundant by operations that the store now holds, or by
+    /// compacted seqs taken whose own operations were, and so on: the state is whole.
+    private func takeWaitingCompactedSeqs(_ state: inout State) throws {
+        var claims = state.compacted
+        state.compacted = []
+        guard !claims.isEmpty else { return }
+        var held = SeqRanges(upTo: try store.versionVector())
+        held.formUnion(state.delivered)
+        while true {
+            var covered = held
+            for claim in claims { covered.formUnion(claim.seqs) }
+            let kept = claims.filter { claim in
+                claim.base.entries.allSatisfy { covered.missing(of: $0.key, through: $0.value).isEmpty }
+            }
+            if kept.count == claims.count { break }
+            claims = kept
+        }
+        for claim in claims { try store.holdCompacted(claim.seqs) }
+    }
+
     /// Merges one file and records it. Where it holds another operation than the store under a
     /// held id (a clash: a copied store, or a forged file), its operations of that replica from
     /// that seq up are left out, with a warning, and the rest is merged (SPEC.md §9.1, §14).
@@ -206,6 +240,14 @@ public final class FolderSync: Sendable {
                     published: own)
                 try store.recordFolderFiles([imported])
                 state.recorded[file.name] = imported
+                var operations = holds
+                for (replica, seqs) in summary.compacted.runs { operations.remove(seqs, of: replica) }
+                state.delivered.formUnion(operations)
+                if UInt64(merge.compactedSeqs) < summary.compacted.count {
+                    var seqs = summary.compacted
+                    for (replica, seq) in skipping { seqs.remove(of: replica, from: seq) }
+                    state.compacted.append(CompactedSeqs(seqs: seqs, base: summary.manifest.base))
+                }
                 report.importedFiles += 1
                 report.importedOperations += merge.newOperationCount
                 report.farFutureTimestamp = merge.farFutureTimestamp ?? report.farFutureTimestamp

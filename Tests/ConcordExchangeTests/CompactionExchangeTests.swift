@@ -184,6 +184,30 @@ import Testing
         #expect(try a.sync(folder).coalescedFiles == 0, "3 compacted seqs, of a folder holding far more")
     }
 
+    /// Each replica's coalesced file has for base what the folder's other files hold of the other
+    /// replicas, so a new device reads one publisher's file before it holds that file's base; it
+    /// takes those compacted seqs once every file is read, in the same sync (SPEC.md §14,
+    /// "Compaction"), and its version vector has no gap.
+    @Test func aNewDeviceTakesEveryPublishersCompactedSeqsInOneSync() throws {
+        let directory = try TemporaryDirectory()
+        let folder = try directory.directory("shared")
+        let x = try Self.editedNode(directory, "x", seed: 1)
+        let y = try Self.editedNode(directory, "y", seed: 2)
+        for node in [x, y, x] { try node.sync(folder) }
+        for node in [x, y] {
+            try node.store.compact(keeping: .none)
+            #expect(try node.sync(folder).coalescedFiles > 0)
+        }
+        let fresh = try Node(in: directory, "fresh", seed: 9)
+        try fresh.sync(folder)
+        let (vectors, counts) = (try [fresh, x, y].map { try $0.store.versionVector() }, try [fresh, x, y].map { try $0.store.compactedSeqCount() })
+        let files = try listing(folder).keys.sorted()
+        #expect(vectors[0] == vectors[1], "\(vectors) \(files)")
+        #expect(counts[0] == counts[1], "\(counts)")
+        #expect(try fresh.dump() == (try x.dump()))
+        #expect(try fresh.store.verify().problems == [])
+    }
+
     @Test func compactedSeqsWaitForTheExportsBase() throws {
         let directory = try TemporaryDirectory()
         let a = try Self.editedNode(directory, "a", seed: 1, count: 4)

@@ -120,7 +120,10 @@ extension ConcordStore {
 
     /// Step 2: rewrites each log row that holds a dropped operation once, with its seqs
     /// compacted, rows of about `operationsPerTransaction` operations per transaction. An
-    /// operation a purge has elided since step 1 stays (§5.7). Returns how many it compacted.
+    /// operation a purge has elided since step 1 stays (§5.7). A rewritten row joins the one
+    /// rewritten just before it when they are adjacent and hold 4096 operations at most together,
+    /// so that rows stay about as long as they were: a row's bytes fill its pages. Returns how
+    /// many operations it compacted.
     private func compactLogRows(_ drops: SeqBitmap, operationsPerTransaction: Int) throws -> Int {
         var total = 0
         for author in drops.replicas {
@@ -129,39 +132,21 @@ extension ConcordStore {
                 let (compacted, resume) = try write { db -> (Int, UInt64?) in
                     try prepareWrite(db)
                     guard let index = try ReplicaDirectory(db).indexByID[author] else { return (0, nil) }
-                    var compacted = 0
+                    var rows = LogRowRewriter(db, author: author, index: index)
                     var decoded = 0
                     var seq: UInt64? = start
                     while let held = seq, decoded < operationsPerTransaction {
-                        let row = try HotStatement(
-                            db, "SELECT first_seq, last_seq, ops FROM log WHERE replica = ? AND first_seq <= ? ORDER BY first_seq DESC LIMIT 1")
-                        row.bind(1, index)
-                        row.bind(2, Int64(held))
-                        guard try row.step(), UInt64(bitPattern: row.int64(1)) >= held else {
-                            throw ConcordError(.corrupt, "the log lacks operation \(author.hex):\(held), which it held when the compaction began")
-                        }
-                        let first = UInt64(bitPattern: row.int64(0))
-                        let last = UInt64(bitPattern: row.int64(1))
-                        let operations = try Self.decodeChunk(Data(row.withBlob(2) { [UInt8]($0) }), author: author, first: first, last: last)
-                        let kept = operations.filter { $0.purges || !drops.contains($0.id.seq, of: author) }
+                        let (operations, last) = try rows.read(holding: held)
                         decoded += operations.count
-                        if kept.count < operations.count {
-                            var writer = ByteWriter()
-                            OperationCodec.encode(kept, covering: first...last, into: &writer)
-                            let update = try HotStatement(db, "UPDATE log SET ops = ?, max_ts = ? WHERE replica = ? AND first_seq = ?")
-                            update.bind(1, bytes: writer.bytes)
-                            update.bind(2, Int64(bitPattern: (kept.map(\.timestamp).max() ?? .zero).rawValue))
-                            update.bind(3, index)
-                            update.bind(4, Int64(first))
-                            try update.execute()
-                            compacted += operations.count - kept.count
-                        }
+                        let kept = operations.filter { $0.purges || !drops.contains($0.id.seq, of: author) }
+                        if kept.count < operations.count { try rows.rewrite(keeping: kept, compacted: operations.count - kept.count) }
                         seq = last == .max ? nil : drops.first(of: author, from: last + 1)
                     }
-                    if compacted > 0 {
-                        try db.execute(sql: "UPDATE meta SET value = value + ? WHERE key = 'compacted'", arguments: [compacted])
+                    try rows.finish()
+                    if rows.compacted > 0 {
+                        try db.execute(sql: "UPDATE meta SET value = value + ? WHERE key = 'compacted'", arguments: [rows.compacted])
                     }
-                    return (compacted, seq)
+                    return (rows.compacted, seq)
                 }
                 total += compacted
                 next = resume
@@ -222,6 +207,75 @@ extension ConcordStore {
         }
         return found
     }
+}
+
+/// Rewrites one author's log rows in seq order, within one transaction (step 2 of a compaction):
+/// reads the row that holds a seq, writes it again with fewer operations, and joins it to the
+/// row it rewrote just before when the two are adjacent and fit in one (SPEC.md §9).
+private struct LogRowRewriter: ~Copyable {
+    let db: Database
+    let author: ReplicaID
+    let index: Int64
+    /// The row last read: its seqs and operations.
+    private var current: (first: UInt64, last: UInt64, operations: [Op])?
+    /// The row rewritten last and not yet written: it may take in the next.
+    private var open: (first: UInt64, last: UInt64, operations: [Op])?
+    private(set) var compacted = 0
+
+    init(_ db: Database, author: ReplicaID, index: Int64) {
+        self.db = db
+        self.author = author
+        self.index = index
+    }
+
+    /// Reads the row that holds `seq`: its operations held in full, and its last seq.
+    mutating func read(holding seq: UInt64) throws -> (operations: [Op], last: UInt64) {
+        let row = try HotStatement(db, "SELECT first_seq, last_seq, ops FROM log WHERE replica = ? AND first_seq <= ? ORDER BY first_seq DESC LIMIT 1")
+        row.bind(1, index)
+        row.bind(2, Int64(seq))
+        guard try row.step(), UInt64(bitPattern: row.int64(1)) >= seq else {
+            throw ConcordError(.corrupt, "the log lacks operation \(author.hex):\(seq), which it held when the compaction began")
+        }
+        let first = UInt64(bitPattern: row.int64(0))
+        let last = UInt64(bitPattern: row.int64(1))
+        let operations = try ConcordStore.decodeChunk(Data(row.withBlob(2) { [UInt8]($0) }), author: author, first: first, last: last)
+        current = (first, last, operations)
+        return (operations, last)
+    }
+
+    /// Replaces the row last read by one that holds `kept` over the same seqs.
+    mutating func rewrite(keeping kept: [Op], compacted: Int) throws {
+        let row = current!
+        self.compacted += compacted
+        // No merge under way names either row in `pending_merge`: both held a dropped operation,
+        // so they were logged before step 1, which found no merge pending, and a merge since
+        // logs only seqs not held then, in rows of its own.
+        if var joined = open, joined.last + 1 == row.first, joined.operations.count + kept.count <= WriteContext.maxChunkOperations {
+            try db.execute(sql: "DELETE FROM log WHERE replica = ? AND first_seq = ?", arguments: [index, Int64(row.first)])
+            joined.last = row.last
+            joined.operations += kept
+            open = joined
+            return
+        }
+        try finish()
+        open = (row.first, row.last, kept)
+    }
+
+    /// Writes the row that is open, if any.
+    mutating func finish() throws {
+        guard let row = open else { return }
+        open = nil
+        var writer = ByteWriter()
+        OperationCodec.encode(row.operations, covering: row.first...row.last, into: &writer)
+        let update = try HotStatement(db, "UPDATE log SET last_seq = ?, ops = ?, max_ts = ? WHERE replica = ? AND first_seq = ?")
+        update.bind(1, Int64(row.last))
+        update.bind(2, bytes: writer.bytes)
+        update.bind(3, Int64(bitPattern: (row.operations.map(\.timestamp).max() ?? .zero).rawValue))
+        update.bind(4, index)
+        update.bind(5, Int64(row.first))
+        try update.execute()
+    }
+
 }
 
 /// What step 1 of a compaction decided (SPEC.md §9, "Compaction").
