@@ -134,6 +134,10 @@ package struct Replica: Sendable {
     package mutating func compact(keeping history: KeptHistory = .none, nowMillis: UInt64 = 0) -> Int {
         var byRecord: [RecordRef: [Op]] = [:]
         for operation in operations.values { byRecord[operation.record, default: []].append(operation) }
+        // A record with an operation held above a gap keeps everything: that operation could make
+        // others redundant, and an export of the gap-free prefix would carry their compacted seqs
+        // without it (SPEC.md §5.8).
+        for operation in operations.values where !versionVector.covers(operation.id) { byRecord[operation.record] = nil }
         var dropped = 0
         for (ref, held) in byRecord {
             for id in Compaction.redundant(among: held.sorted { $0.id < $1.id }, keeping: history, nowMillis: nowMillis) {

@@ -190,8 +190,9 @@ extension ConcordStore {
                 // A store with a sync key takes compacted seqs only from a bundle sealed with it: a
                 // plain one could claim seqs it never held, and make it skip operations (SPEC.md §13).
                 guard key == nil || reader.input.isEncrypted else { return [] }
-                guard var seqs = summary?.compacted, let base = summary?.manifest.base else { return [] }
-                for (replica, from) in skipping { seqs.remove(of: replica, from: from) }
+                // Nor from a file that clashes: the operations left out may be the very ones that
+                // made its compacted seqs, of any replica, redundant (SPEC.md §14).
+                guard skipping.isEmpty, let seqs = summary?.compacted, let base = summary?.manifest.base else { return [] }
                 return [CompactedSeqs(seqs: seqs, base: base)]
             })
         }

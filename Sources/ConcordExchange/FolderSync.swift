@@ -99,9 +99,11 @@ public final class FolderSync: Sendable {
         /// held, or should have, as far as this store knew.
         let formerlyHeld: SeqRanges
         /// The compacted seqs of the files this sync imported that the store left for lack of
-        /// their base, with their bases, and the operations of every file it imported: see
-        /// `takeWaitingCompactedSeqs`.
+        /// their base, with their bases; those files, recorded only once the seqs are settled
+        /// (a sync killed before reads them again); and the operations of every file it
+        /// imported: see `takeWaitingCompactedSeqs`.
         var compacted: [CompactedSeqs] = []
+        var unrecorded: [FolderFile] = []
         var delivered = SeqRanges()
 
         init(listing: Listing, recorded: [String: FolderFile], key: SyncKey?) {
@@ -206,6 +208,7 @@ public final class FolderSync: Sendable {
         var claims = state.compacted
         state.compacted = []
         guard !claims.isEmpty else { return }
+        defer { state.unrecorded = [] }
         var held = SeqRanges(upTo: try store.versionVector())
         held.formUnion(state.delivered)
         while true {
@@ -217,7 +220,9 @@ public final class FolderSync: Sendable {
             if kept.count == claims.count { break }
             claims = kept
         }
-        for claim in claims { try store.holdCompacted(claim.seqs) }
+        // In one transaction, then the files are recorded.
+        try store.holdCompacted(SeqRanges(claims.flatMap(\.seqs.runs)))
+        try store.recordFolderFiles(state.unrecorded)
     }
 
     /// Merges one file and records it. Where it holds another operation than the store under a
@@ -238,15 +243,17 @@ public final class FolderSync: Sendable {
                 let imported = FolderFile(
                     folder: folder, name: file.name, identity: file.identity, sha256: summary.sha256!, keyID: state.keyID, holds: holds,
                     published: own)
-                try store.recordFolderFiles([imported])
                 state.recorded[file.name] = imported
                 var operations = holds
                 for (replica, seqs) in summary.compacted.runs { operations.remove(seqs, of: replica) }
                 state.delivered.formUnion(operations)
-                if UInt64(merge.compactedSeqs) < summary.compacted.count {
-                    var seqs = summary.compacted
-                    for (replica, seq) in skipping { seqs.remove(of: replica, from: seq) }
-                    state.compacted.append(CompactedSeqs(seqs: seqs, base: summary.manifest.base))
+                // Compacted seqs left for lack of their base wait for the other files (a clashing
+                // file's are never taken: `mergeBundle(telling:…)`).
+                if skipping.isEmpty, UInt64(merge.compactedSeqs) < summary.compacted.count {
+                    state.compacted.append(CompactedSeqs(seqs: summary.compacted, base: summary.manifest.base))
+                    state.unrecorded.append(imported)
+                } else {
+                    try store.recordFolderFiles([imported])
                 }
                 report.importedFiles += 1
                 report.importedOperations += merge.newOperationCount

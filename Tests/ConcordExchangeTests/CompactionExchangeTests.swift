@@ -208,6 +208,41 @@ import Testing
         #expect(try fresh.store.verify().problems == [])
     }
 
+    /// A replica that holds a write above a gap does not drop the writes it has seen (SPEC.md
+    /// §5.8): its folder files hold its gap-free prefix, and would carry their compacted seqs
+    /// without the write, so that a receiver held the seqs without their effect. (A review found
+    /// it: the receiver's title stayed empty, against "v1" on a replica of the same vector.)
+    @Test func noWriteIsDroppedOnTheStrengthOfOneHeldAboveAGap() throws {
+        let directory = try TemporaryDirectory()
+        let z = try Node(in: directory, "z", seed: 1)
+        let id = try z.store.addReminder(ReminderDraft(title: "v0"))
+        z.clock.advance(1)
+        try z.store.editReminder(id, ReminderPatch(title: "v1"))
+        let early = directory.file("early.cbundle")
+        try z.store.exportBundle(to: early)
+        z.clock.advance(1)
+        _ = try z.store.addReminder(ReminderDraft(title: "other"))
+        let gap = try z.store.versionVector()
+        z.clock.advance(1)
+        try z.store.editReminder(id, ReminderPatch(title: "v3"))
+        let late = directory.file("late.cbundle")
+        try z.store.exportBundle(to: late, since: gap)
+
+        // E holds v3 above a gap (it lacks "other"); Q holds only the early writes.
+        let e = try Node(in: directory, "e", seed: 2)
+        try e.store.mergeBundle(at: early)
+        try e.store.mergeBundle(at: late)
+        let q = try Node(in: directory, "q", seed: 3)
+        try q.store.mergeBundle(at: early)
+        #expect(try e.store.compact(keeping: .none).droppedOperations == 0)
+        let fromE = directory.file("fromE.cbundle")
+        try e.store.exportBundle(to: fromE, contiguousOnly: true)
+        let r = try Node(in: directory, "r", seed: 4)
+        try r.store.mergeBundle(at: fromE)
+        #expect(try r.store.versionVector() == (try q.store.versionVector()))
+        #expect(try r.dump() == (try q.dump()))
+    }
+
     @Test func compactedSeqsWaitForTheExportsBase() throws {
         let directory = try TemporaryDirectory()
         let a = try Self.editedNode(directory, "a", seed: 1, count: 4)

@@ -370,4 +370,42 @@ import Testing
         let (code, reason) = FolderSync.parseSkipped(older)
         #expect(code == .invalidInput && reason == older)
     }
+
+    /// A clashing file's compacted seqs are left out whole (SPEC.md §14): the operations the
+    /// clash leaves out may be those that made them redundant. Here a copy of a edits d's
+    /// reminder, compacts d's earlier titles away, and publishes after d's own file is lost; a
+    /// takes what does not clash, and keeps d's titles until d's full export brings them. (A
+    /// review found it: a's title stayed empty for good.)
+    @Test func aClashingFilesCompactedSeqsAreLeftOut() throws {
+        let directory = try TemporaryDirectory()
+        let folder = try directory.directory("shared")
+        let clock = ManualClock(baseMillis)
+        let (a, copy) = try Self.storeAndCopy("a", in: directory, clock: clock, key: nil)
+        let d = try Self.replicas(["d"], in: directory, key: nil, seed: 40)[0]
+        clock.advance(1_000)
+        try a.addReminder(ReminderDraft(title: "written by a"))  // not published yet: the copy's write clashes with it
+        let fromD = try d.store.addReminder(ReminderDraft(title: "from d"))
+        d.clock.advance(5)
+        try d.store.editReminder(fromD, ReminderPatch(title: "from d v2"))
+        try d.sync(folder)
+        let staging = try directory.directory("staging")
+        try d.store.exportBundle(to: staging + "/d.cbundle")
+        try copy.mergeBundle(at: staging + "/d.cbundle")
+        clock.advance(100_000)
+        try copy.editReminder(fromD, ReminderPatch(title: "edited by the copy"))
+        #expect(try copy.compact(keeping: .none).droppedOperations > 0)
+        try FileManager.default.removeItem(atPath: Self.path(folder, bundleName(d.hex, 1)))
+        #expect(try copy.sync(folder: folder).publishedFile != nil)
+
+        let report = try a.sync(folder: folder)
+        #expect(report.warnings.map(\.code) == [.clash], "\(report.warningLines)")
+        #expect(try a.verify().problems == [])
+        // d's titles came compacted in the clashing file: a lacks them, and holds no seq of
+        // them, until a file that holds them arrives.
+        let dSeqs = try a.versionVector()[d.store.replicaID]
+        #expect(dSeqs == 0, "\(dSeqs)")
+        #expect(try a.reminder(fromD)?.title != "edited by the copy")
+        try a.mergeBundle(at: staging + "/d.cbundle")
+        #expect(try a.reminder(fromD)?.title == "from d v2")
+    }
 }

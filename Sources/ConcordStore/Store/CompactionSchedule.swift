@@ -99,6 +99,10 @@ package final class BackgroundCompaction: Sendable {
                 } else {
                     logger.info("compacted: dropped \(report.droppedOperations) operations of \(report.records) records", metadata: metadata)
                 }
+            } catch where [.forked, .replaced, .copied, .closed].contains(error.code) {
+                // The store object serves no more, or not writes: the sync that owns it says so,
+                // and opens the store again (with a compaction of its own) if it goes on.
+                logger.debug("compaction stopped: \(error.message)")
             } catch {
                 logger.warning("compaction failed: \(error.message); it is tried again later")
             }

@@ -57,14 +57,21 @@ extension ConcordStore {
     private func planCompaction(keeping history: KeptHistory) throws -> CompactionPlan? {
         var sorter = OperationSorter(spillPath: spillPath())
         var plan = CompactionPlan()
+        // The records with an operation held above a gap keep everything (SPEC.md §5.8): that
+        // operation could make others redundant, and a shared folder's files, which hold the
+        // gap-free prefix, would carry their compacted seqs without it.
+        var aboveGaps = Set<RecordRef>()
         plan.millis = environment.wallClock()
         let pending = try read { db -> Bool in
             guard try !Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM pending_merge)")! else { return true }
             plan.held = try Self.seqsHeld(db)
+            let vector = try ReplicaDirectory(db).versionVector
             try Self.forEachRow(in: db, since: VersionVector(), after: nil) { author, seqs, operations in
                 try Self.forEachEntry(of: seqs, holding: operations) { entry in
                     switch entry {
-                    case .operation(let operation): try sorter.add(operation)
+                    case .operation(let operation):
+                        if operation.id.seq > vector[author] { aboveGaps.insert(operation.record) }
+                        try sorter.add(operation)
                     case .compacted(let stretch): plan.compacted.insert(stretch, of: author)
                     }
                 }
@@ -77,6 +84,7 @@ extension ConcordStore {
         var stream = try sorter.finish().recordOrder()
         var record: [Op] = []
         func decide() {
+            guard !aboveGaps.contains(record[0].record) else { return }
             let redundant = Compaction.redundant(among: record, keeping: history, nowMillis: nowMillis)
             guard !redundant.isEmpty else { return }
             for id in redundant { plan.drops.insert(id) }
