@@ -332,6 +332,7 @@ struct RecordApplier {
     /// the pending `rows` how far it got (the last batch deletes them).
     mutating func applyBatch(into context: inout WriteContext, rows: [PendingRow]) throws {
         context.reserveRecords(bounds.flushRecords)
+        context.applyingRows = rows
         var last: RecordRef?
         var joined = 0
         // Taken out of `next`, so that the record moves into the context rather than being copied;

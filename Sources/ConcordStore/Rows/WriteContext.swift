@@ -572,6 +572,8 @@ struct WriteContext {
     private var purgedRefs: Set<RecordRef> = []
     /// Whether this flush listed a record in `purged` that was not yet.
     private var newlyPurged = false
+    /// The pending rows of the merge whose records this context applies (`applyBatch`), if any.
+    var applyingRows: [PendingRow] = []
     /// How many record rows and log rows the context's flushes erased content from. The store
     /// then checkpoints the WAL, whose earlier frames still hold it (SPEC.md §9, "Erasing").
     private(set) var erasedRows = 0
@@ -633,10 +635,15 @@ struct WriteContext {
         }
         if newlyPurged {
             // Rows a merge logged and has not applied yet may hold operations of a record purged
-            // now, which its spans do not list yet (later ones are logged elided).
+            // now, which its spans do not list yet (later ones are logged elided). Not the rows of
+            // the merge this context applies: each record's operations of it are folded into its
+            // state whole, so its spans list them. (Decoding them all at each flush made a merge
+            // of many purged records take seconds more.)
             newlyPurged = false
+            let applying = Set(try applyingRows.map { OperationID(replica: try directory.id(at: $0.replica), seq: UInt64(bitPattern: $0.firstSeq)) })
             for row in try PendingRow.fetchAll(db) {
-                keys.append((try directory.id(at: row.replica), UInt64(bitPattern: row.firstSeq)))
+                let key = (replica: try directory.id(at: row.replica), first: UInt64(bitPattern: row.firstSeq))
+                if !applying.contains(OperationID(replica: key.replica, seq: key.first)) { keys.append(key) }
             }
         }
         var rewritten = Set<OperationID>()
