@@ -15,26 +15,12 @@ extension LiveSyncTests {
     func storesCompactThemselvesBesideWritersWithEveryLongLivedProcessKilledAtRandomMoments() throws {
         let seed = Self.seed &+ 36
         var random = SplitMix64(seed: seed)
-        let sandbox = try Sandbox()
-        let (a, b) = try sandbox.makePairedStores()
-        let keyText = String(try a.ok("key", "show").split(separator: "\n")[0])
-        let c = try sandbox.makeStore("c.db")
-        try c.ok("key", "import", keyText)
-        let folder = try sandbox.makeDirectory("Shared")
-        let stores = [("a", a), ("b", b), ("c", c)]
-        let compacting = ["--compact-after", "50", "--keep-history", "0"]
-
-        var (server, port) = try serve(sandbox, a, options: compacting)
-        var client = try live(sandbox, b, port: port, options: compacting)
-        func watch(_ store: Store) throws -> BackgroundRun {
-            try sandbox.start(["sync", "--folder", folder, "--watch", "--interval", "0.2", "--store", store.path] + compacting)
-        }
-        var watchers = [try watch(b), try watch(c)]
+        var topology = try Topology(self, options: ["--compact-after", "50", "--keep-history", "0"])
+        let (a, b, c, folder, stores) = (topology.a, topology.b, topology.c, topology.folder, topology.stores)
 
         // Each store's own reminders, edited every round: their last titles must win everywhere.
         var lastTitles: [String: String] = [:]
         var kept: Set<String> = []
-        var kills: [String] = []
         var edited: [(id: String, store: Store)] = []
         var editOperations = 0
         for (name, store) in stores {
@@ -50,26 +36,9 @@ extension LiveSyncTests {
                 }
             }
             Thread.sleep(forTimeInterval: Double(random.next() % 300) / 1000)
-            switch random.next() % 4 {
-            case 0:
-                server.send(SIGKILL)
-                _ = server.wait(timeout: 20)
-                (server, _) = try serve(sandbox, a, port: port, options: compacting)
-                kills.append("server")
-            case 1:
-                client.send(SIGKILL)
-                _ = client.wait(timeout: 20)
-                client = try live(sandbox, b, port: port, waiting: false, options: compacting)
-                kills.append("live client")
-            default:
-                let index = Int(random.next() % 2)
-                watchers[index].send(SIGKILL)
-                _ = watchers[index].wait(timeout: 20)
-                watchers[index] = try watch(index == 0 ? b : c)
-                kills.append("watcher of \(index == 0 ? "b" : "c")")
-            }
+            try topology.killOne(self, &random)
         }
-        print("compacting by themselves (seed \(seed); replay with CONCORD_LIVE_SEED=\(Self.seed)): kills: \(kills.joined(separator: ", "))")
+        print("compacting by themselves (seed \(seed); replay with CONCORD_LIVE_SEED=\(Self.seed)): kills: \(topology.kills.joined(separator: ", "))")
 
         func settled(_ store: Store) throws -> Bool {
             let reminders = try store.reminders(all: true)
@@ -83,15 +52,12 @@ extension LiveSyncTests {
         #expect(try eventually(timeout: 20) { try a.dump() == (try b.dump()) && (try b.dump()) == (try c.dump()) }, "seed \(seed)")
         // Long enough for a compaction due at the last writes to run.
         Thread.sleep(forTimeInterval: 3)
-        for process in [server, client] + watchers {
-            process.send(SIGTERM)
-            #expect(process.wait(timeout: 20).succeeded, "seed \(seed)")
-        }
+        topology.stop("seed \(seed)")
         // One folder sync each rewrites its files once its compactions dropped enough of them
         // (SPEC.md §14, "Compaction"); a new device then syncs from the folder alone.
         for store in [b, c] { try store.ok("sync", "--folder", folder) }
-        let d = try sandbox.makeStore("d.db")
-        try d.ok("key", "import", keyText)
+        let d = try topology.sandbox.makeStore("d.db")
+        try d.ok("key", "import", topology.keyText)
         try d.ok("sync", "--folder", folder)
         #expect(try d.dump() == (try a.dump()), "seed \(seed): the new device holds what the others hold")
         for (name, store) in stores + [("d", d)] {

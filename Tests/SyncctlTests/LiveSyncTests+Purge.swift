@@ -15,25 +15,12 @@ extension LiveSyncTests {
     func purgesReachEveryStoreThroughLiveSessionsAndWatchersKilledAtRandomMoments() throws {
         let seed = Self.seed &+ 35
         var random = SplitMix64(seed: seed)
-        let sandbox = try Sandbox()
-        let (a, b) = try sandbox.makePairedStores()
-        let keyText = String(try a.ok("key", "show").split(separator: "\n")[0])
-        let c = try sandbox.makeStore("c.db")
-        try c.ok("key", "import", keyText)
-        let folder = try sandbox.makeDirectory("Shared")
-        let stores = [("a", a), ("b", b), ("c", c)]
-
-        var (server, port) = try serve(sandbox, a)
-        var client = try live(sandbox, b, port: port)
-        func watch(_ store: Store) throws -> BackgroundRun {
-            try sandbox.start(["sync", "--folder", folder, "--watch", "--interval", "0.2", "--store", store.path])
-        }
-        var watchers = [try watch(b), try watch(c)]
+        var topology = try Topology(self)
+        let (a, b, c, folder, stores) = (topology.a, topology.b, topology.c, topology.folder, topology.stores)
 
         var kept: Set<String> = []
         var secrets: [(id: String, text: String, author: Store)] = []
         var purged: [(id: String, text: String)] = []
-        var kills: [String] = []
         for round in 0..<16 {
             for (name, store) in stores {
                 let title = "kept \(name) \(round)"
@@ -55,26 +42,9 @@ extension LiveSyncTests {
                 if let raced = secrets.first { _ = try raced.author.run("reminder", "edit", raced.id, "--notes", "edited-\(raced.text)") }
             }
             Thread.sleep(forTimeInterval: Double(random.next() % 300) / 1000)
-            switch random.next() % 4 {
-            case 0:
-                server.send(SIGKILL)
-                _ = server.wait(timeout: 20)
-                (server, _) = try serve(sandbox, a, port: port)
-                kills.append("server")
-            case 1:
-                client.send(SIGKILL)
-                _ = client.wait(timeout: 20)
-                client = try live(sandbox, b, port: port, waiting: false)
-                kills.append("live client")
-            default:
-                let index = Int(random.next() % 2)
-                watchers[index].send(SIGKILL)
-                _ = watchers[index].wait(timeout: 20)
-                watchers[index] = try watch(index == 0 ? b : c)
-                kills.append("watcher of \(index == 0 ? "b" : "c")")
-            }
+            try topology.killOne(self, &random)
         }
-        print("purges through live sessions and watchers (seed \(seed); replay with CONCORD_LIVE_SEED=\(Self.seed)): \(purged.count) purged, kills: \(kills.joined(separator: ", "))")
+        print("purges through live sessions and watchers (seed \(seed); replay with CONCORD_LIVE_SEED=\(Self.seed)): \(purged.count) purged, kills: \(topology.kills.joined(separator: ", "))")
         #expect(purged.count >= 8)
 
         let purgedIDs = Set(purged.map(\.id))
@@ -90,10 +60,7 @@ extension LiveSyncTests {
             #expect(arrived, "seed \(seed): \(name) has not settled")
         }
         #expect(try eventually(timeout: 20) { try a.dump() == (try b.dump()) && (try b.dump()) == (try c.dump()) }, "seed \(seed)")
-        for process in [server, client] + watchers {
-            process.send(SIGTERM)
-            #expect(process.wait(timeout: 20).succeeded, "seed \(seed)")
-        }
+        topology.stop("seed \(seed)")
         // One folder sync each, which rewrites its own files that were written before a purge
         // reached it (SPEC.md §14).
         for store in [b, c] { try store.ok("sync", "--folder", folder) }
@@ -102,7 +69,7 @@ extension LiveSyncTests {
         for victim in purged {
             #expect(filesHolding(victim.text, in: [a.path, b.path, c.path, folder]) == [], "seed \(seed): \(victim.text) survives")
         }
-        let key = try SyncKey(text: keyText)
+        let key = try SyncKey(text: topology.keyText)
         let directory = try TemporaryDirectory()
         let bundles = FileManager.default.enumerator(atPath: folder)!.compactMap { $0 as? String }.filter { $0.hasSuffix(".cbundle") }
         #expect(!bundles.isEmpty)
