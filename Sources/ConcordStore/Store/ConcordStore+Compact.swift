@@ -227,7 +227,7 @@ private struct LogRowRewriter: ~Copyable {
     /// The row last read: its seqs and operations.
     private var current: (first: UInt64, last: UInt64, operations: [Op])?
     /// The row rewritten last and not yet written: it may take in the next.
-    private var open: (first: UInt64, last: UInt64, operations: [Op])?
+    private var unwritten: (first: UInt64, last: UInt64, operations: [Op])?
     private(set) var compacted = 0
 
     init(_ db: Database, author: ReplicaID, index: Int64) {
@@ -258,21 +258,21 @@ private struct LogRowRewriter: ~Copyable {
         // No merge under way names either row in `pending_merge`: both held a dropped operation,
         // so they were logged before step 1, which found no merge pending, and a merge since
         // logs only seqs not held then, in rows of its own.
-        if var joined = open, joined.last + 1 == row.first, joined.operations.count + kept.count <= WriteContext.maxChunkOperations {
+        if var joined = unwritten, joined.last + 1 == row.first, joined.operations.count + kept.count <= WriteContext.maxChunkOperations {
             try db.execute(sql: "DELETE FROM log WHERE replica = ? AND first_seq = ?", arguments: [index, Int64(row.first)])
             joined.last = row.last
             joined.operations += kept
-            open = joined
+            unwritten = joined
             return
         }
         try finish()
-        open = (row.first, row.last, kept)
+        unwritten = (row.first, row.last, kept)
     }
 
-    /// Writes the row that is open, if any.
+    /// Writes the row not yet written, if any.
     mutating func finish() throws {
-        guard let row = open else { return }
-        open = nil
+        guard let row = unwritten else { return }
+        unwritten = nil
         var writer = ByteWriter()
         OperationCodec.encode(row.operations, covering: row.first...row.last, into: &writer)
         let update = try HotStatement(db, "UPDATE log SET last_seq = ?, ops = ?, max_ts = ? WHERE replica = ? AND first_seq = ?")
