@@ -96,8 +96,10 @@ package final class BackgroundCompaction: Sendable {
                 ]
                 if report.deferred {
                     logger.debug("compaction deferred: another process's merge is under way", metadata: metadata)
-                } else {
+                } else if report.droppedOperations > 0 {
                     logger.info("compacted: dropped \(report.droppedOperations) operations of \(report.records) records", metadata: metadata)
+                } else {
+                    logger.debug("compacted: dropped 0 operations of \(report.records) records", metadata: metadata)
                 }
             } catch where [.forked, .replaced, .copied, .closed].contains(error.code) {
                 // The store object serves no more, or not writes: the sync that owns it says so,
