@@ -85,11 +85,14 @@ package final class BackgroundCompaction: Sendable {
             looks = (true, now)
             return true
         }) else { return }
-        queue.async { [self] in
+        // A task, whose blocking work runs on the compaction's own queue (`offload`), as every
+        // async caller of the store's synchronous calls does.
+        Task { [self, store, schedule, queue] in
             defer { looks.withLock { $0.running = false } }
             let started = ContinuousClock.now
             do throws(ConcordError) {
-                guard let report = try store.compactIfDue(schedule) else { return }
+                guard let report = try await ConcordStore.offload(on: queue, { () throws(ConcordError) in try store.compactIfDue(schedule) })
+                else { return }
                 let metadata: Logger.Metadata = [
                     "operations_dropped": "\(report.droppedOperations)", "records": "\(report.records)",
                     "seconds": "\(String(format: "%.3f", (ContinuousClock.now - started).seconds))",
