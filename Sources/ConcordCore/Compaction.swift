@@ -42,12 +42,16 @@ package enum Compaction {
     /// - an assign with known predecessors that is neither a head nor hidden (§5.1): a kept
     ///   write has seen it, and the register keeps what it had seen;
     /// - an add of a tag whose dot a remove has named: the remove keeps it removed.
-    /// Removes and tombstones are kept: dropping them needs every replica to hold them. So are
-    /// a purged record's operations, which keep no content already (§5.7).
+    /// - a remove that is **stable** (it, and every dot it names, at or below `stable`, a version
+    ///   vector every replica is known to hold), with the adds it named: no replica can apply
+    ///   those adds again, so the dots need no remembering.
+    /// A purged record's operations are kept: they keep no content already (§5.7).
     ///
     /// Of those, `history` keeps the ones written within its age of `nowMillis`, and the last of
-    /// each field's writes it counts.
-    package static func redundant(among operations: [Op], keeping history: KeptHistory = .none, nowMillis: UInt64 = 0) -> [OperationID] {
+    /// each field's writes it counts; a stable remove is kept while an add it named is.
+    package static func redundant(
+        among operations: [Op], keeping history: KeptHistory = .none, nowMillis: UInt64 = 0, stable: VersionVector = VersionVector()
+    ) -> [OperationID] {
         guard let record = operations.first?.record else { return [] }
         var state = RecordState(ref: record)
         for operation in operations { state.apply(operation) }
@@ -67,8 +71,7 @@ package enum Compaction {
                 continue
             }
         }
-        if let age = history.newerThanMillis {
-            let since = nowMillis > age ? nowMillis - age : 0
+        if let since = history.keeps(nowMillis: nowMillis) {
             let old = Set(operations.lazy.filter { $0.timestamp.physicalMillis < since }.map(\.id))
             dropped.removeAll { !old.contains($0) }
         }
@@ -81,21 +84,65 @@ package enum Compaction {
             }
             dropped.removeAll { recent.contains($0) }
         }
+        dropped += stableRemoves(among: operations, dropping: Set(dropped), stable: history.keeps(nowMillis: nowMillis), through: stable)
         guard !dropped.isEmpty else { return [] }
         let droppedSet = Set(dropped)
         var kept = RecordState(ref: record)
         for operation in operations where !droppedSet.contains(operation.id) { kept.apply(operation) }
-        guard kept.hasSameContent(as: state) else { return [] }
+        guard kept.hasSameContent(as: state, forgettingDotsThrough: stable) else { return [] }
         return dropped.sorted()
+    }
+
+    /// The removes of `operations` that are stable through `stable`, old enough for `ageLimit`,
+    /// and whose named adds held in full are all in `dropping`.
+    private static func stableRemoves(
+        among operations: [Op], dropping: Set<OperationID>, stable ageLimit: UInt64?, through stable: VersionVector
+    ) -> [OperationID] {
+        guard !stable.entries.isEmpty else { return [] }
+        let heldInFull = Set(operations.lazy.map(\.id))
+        return operations.compactMap { operation in
+            guard case let .removeTag(_, observed) = operation.action, stable.covers(operation.id),
+                  ageLimit.map({ operation.timestamp.physicalMillis < $0 }) ?? true,
+                  observed.allSatisfy({ stable.covers($0) && (!heldInFull.contains($0) || dropping.contains($0)) })
+            else { return nil }
+            return operation.id
+        }
+    }
+}
+
+extension KeptHistory {
+    /// The wall-clock instant (milliseconds) before which operations are old enough to drop, as of
+    /// `nowMillis`; nil when age keeps nothing.
+    func keeps(nowMillis: UInt64) -> UInt64? {
+        guard let age = newerThanMillis else { return nil }
+        return nowMillis > age ? nowMillis - age : 0
     }
 }
 
 extension RecordState {
     /// Whether two states of one record hold the same registers, tags and purge mark: equal but
-    /// for which operations each was built from (replicas that compacted differently differ there).
-    package func hasSameContent(as other: RecordState) -> Bool {
-        ref == other.ref && isPurged == other.isPurged && tags == other.tags && registers.elementsEqual(other.registers) {
-            $0.field == $1.field && $0.register == $1.register
+    /// for which operations each was built from (replicas that compacted differently differ
+    /// there), and for removed dots at or below `stable` that one of them has forgotten.
+    package func hasSameContent(as other: RecordState, forgettingDotsThrough stable: VersionVector = VersionVector()) -> Bool {
+        ref == other.ref && isPurged == other.isPurged && tags.isSame(as: other.tags, forgettingDotsThrough: stable)
+            && registers.elementsEqual(other.registers) { $0.field == $1.field && $0.register == $1.register }
+    }
+}
+
+extension TagSet {
+    /// Whether the two sets hold the same live dots of every tag, and the same removed dots but
+    /// for those at or below `stable`, which either may have forgotten (SPEC.md §5.8).
+    package func isSame(as other: TagSet, forgettingDotsThrough stable: VersionVector) -> Bool {
+        guard !stable.entries.isEmpty else { return self == other }
+        let mine = tags
+        let theirs = other.tags
+        for tag in Set(mine.keys).union(theirs.keys) {
+            let a = mine[tag] ?? TagState()
+            let b = theirs[tag] ?? TagState()
+            guard a.live == b.live else { return false }
+            let unstable = { (dots: Dots) in dots.filter { !stable.covers($0) } }
+            guard unstable(a.removed) == unstable(b.removed) else { return false }
         }
+        return true
     }
 }

@@ -13,6 +13,15 @@ package struct Replica: Sendable {
     package private(set) var compacted = SeqRanges()
     /// Sequence numbers held above the version vector (operations delivered out of order).
     private var held: [ReplicaID: Set<UInt64>] = [:]
+    /// What each other replica is known to hold: the join of the version vectors it sent
+    /// (SPEC.md §5.8, "Stable removes").
+    package private(set) var knownVectors: [ReplicaID: VersionVector] = [:]
+    /// Replicas retired: they no longer hold back the stable frontier.
+    package private(set) var retired: Set<ReplicaID> = []
+    /// A vector at or below which some replica may have dropped stable removes, here or on a
+    /// replica whose export this one merged: an export to a replica that does not hold it
+    /// claims every compacted seq, so that the receiver drops the adds those removes named.
+    package private(set) var droppedStableThrough = VersionVector()
 
     package init(id: ReplicaID, clock: HybridLogicalClock = HybridLogicalClock()) {
         self.id = id
@@ -28,7 +37,59 @@ package struct Replica: Sendable {
         fork.versionVector = versionVector
         fork.held = held
         fork.compacted = compacted
+        fork.knownVectors = knownVectors
+        fork.knownVectors[self.id] = versionVector
+        fork.retired = retired
+        fork.droppedStableThrough = droppedStableThrough
         return fork
+    }
+
+    /// Notes that `replica` holds every seq `vector` covers (it sent or published it).
+    package mutating func learn(_ replica: ReplicaID, holds vector: VersionVector) {
+        guard replica != id else { return }
+        knownVectors[replica, default: VersionVector()].merge(vector)
+    }
+
+    /// Leaves `replica` out of the stable frontier from now on (SPEC.md §5.8, "Retiring a replica").
+    package mutating func retire(_ replica: ReplicaID) {
+        retired.insert(replica)
+    }
+
+    /// The seqs every replica this one knows of holds, as far as it knows: the meet of its own
+    /// version vector and of what each other replica (every author it holds a seq of, and every
+    /// replica it learned a vector of), but a retired one, is known to hold. An author of which
+    /// nothing else is known holds its own seqs.
+    package var stableFrontier: VersionVector {
+        var members = Set(knownVectors.keys)
+        for (author, seq) in versionVector.entries where seq > 0 { members.insert(author) }
+        members.remove(id)
+        members.subtract(retired)
+        var frontier = versionVector
+        for member in members {
+            frontier.formMeet(knownVectors[member] ?? VersionVector([member: versionVector[member]]))
+        }
+        return frontier
+    }
+
+    /// What a replica that holds `base` lacks of this one: the operations it holds in full past
+    /// `base`, and the seqs past `base` it holds compacted; or, when `base` does not hold
+    /// `droppedStableThrough`, every seq it holds compacted (SPEC.md §5.8, "Stable removes").
+    package func export(since base: VersionVector = VersionVector()) -> Export {
+        let claims = base.covers(droppedStableThrough) ? compacted.subtracting(base) : compacted
+        return Export(
+            sender: id, senderVector: versionVector, base: base, operations: operations(since: base), compacted: claims,
+            droppedStableThrough: droppedStableThrough)
+    }
+
+    /// Merges `export`: its operations, and its compacted seqs if this replica holds its base
+    /// (`merge(_:covering:since:wallMillis:)`); learns what its sender holds, and where removes
+    /// were dropped.
+    @discardableResult
+    package mutating func merge(_ export: Export, wallMillis: UInt64 = 0) throws(InvalidOperation) -> MergeReport {
+        let report = try merge(export.operations, covering: export.compacted, since: export.base, wallMillis: wallMillis)
+        learn(export.sender, holds: export.senderVector)
+        droppedStableThrough.merge(export.droppedStableThrough)
+        return report
     }
 
     /// Carries out `change` on `ref`, appending the operations it takes to the log.
@@ -91,16 +152,30 @@ package struct Replica: Sendable {
             report.newOperations[operation.id.replica, default: 0] += 1
             report.touchedRecords.insert(operation.record)
         }
-        // After the operations, so that a seq sent both in full and compacted is kept in full.
         if takesCompacted {
+            var dropped: Set<RecordRef> = []
             for (author, seqs) in covering.runs {
                 for seq in seqs {
                     let id = OperationID(replica: author, seq: seq)
-                    guard !holds(id) else { continue }
+                    if let operation = operations[id] {
+                        // A claim is the sender's word that the operations it keeps give this
+                        // one's effect: a copy held in full goes, and with it any add a stable
+                        // remove named (SPEC.md §5.8). A purged record's elided copies stay.
+                        guard !records[operation.record]!.isPurged else { continue }
+                        operations[id] = nil
+                        compacted.insert(id)
+                        dropped.insert(operation.record)
+                        continue
+                    }
+                    guard !compacted.contains(id) else { continue }
                     compacted.insert(id)
                     hold(id)
                     report.compactedSeqs += 1
                 }
+            }
+            for record in dropped {
+                refold(record)
+                report.touchedRecords.insert(record)
             }
         }
         if wallMillis > 0, report.newOperationCount > 0, clock.isFarAhead(ofWallMillis: wallMillis) {
@@ -132,6 +207,7 @@ package struct Replica: Sendable {
     /// - Returns: how many were dropped.
     @discardableResult
     package mutating func compact(keeping history: KeptHistory = .none, nowMillis: UInt64 = 0) -> Int {
+        let stable = stableFrontier
         var byRecord: [RecordRef: [Op]] = [:]
         for operation in operations.values { byRecord[operation.record, default: []].append(operation) }
         // A record with an operation held above a gap keeps everything: that operation could make
@@ -140,14 +216,30 @@ package struct Replica: Sendable {
         for operation in operations.values where !versionVector.covers(operation.id) { byRecord[operation.record] = nil }
         var dropped = 0
         for (ref, held) in byRecord {
-            for id in Compaction.redundant(among: held.sorted { $0.id < $1.id }, keeping: history, nowMillis: nowMillis) {
+            let redundant = Compaction.redundant(among: held.sorted { $0.id < $1.id }, keeping: history, nowMillis: nowMillis, stable: stable)
+            guard !redundant.isEmpty else { continue }
+            for id in redundant {
+                if case .removeTag = operations[id]!.action { droppedStableThrough.merge(stable) }
                 operations[id] = nil
                 compacted.insert(id)
-                records[ref]!.forget(id)
                 dropped += 1
             }
+            // The kept operations give the state but for the dots of the removes dropped as
+            // stable, which it so forgets.
+            refold(ref)
         }
         return dropped
+    }
+
+    /// Folds `record`'s state again from the operations of it held in full.
+    private mutating func refold(_ record: RecordRef) {
+        var state = RecordState(ref: record)
+        for span in records[record]!.operations.spans {
+            for seq in span.first...span.last {
+                if let operation = operations[OperationID(replica: span.replica, seq: seq)] { state.apply(operation) }
+            }
+        }
+        records[record] = state
     }
 
     /// Replaces every held operation of `record` by its elided copy.
@@ -192,4 +284,21 @@ package struct Replica: Sendable {
             held[author, default: []].insert(id.seq)
         }
     }
+}
+
+/// What one replica sends another (SPEC.md §5.8): its operations and compacted seqs past the
+/// receiver's version vector, and what it holds and knows of dropped removes.
+package struct Export: Sendable {
+    /// The replica that sent it.
+    package var sender: ReplicaID
+    /// The sender's version vector as it sent it.
+    package var senderVector: VersionVector
+    /// The receiver's version vector: the export holds what the sender holds past it.
+    package var base: VersionVector
+    /// The operations the sender holds in full past `base`, by id.
+    package var operations: [Op]
+    /// The seqs the sender holds compacted past `base`, or all of them (`Replica.export(since:)`).
+    package var compacted: SeqRanges
+    /// The sender's `droppedStableThrough`.
+    package var droppedStableThrough: VersionVector
 }

@@ -87,6 +87,13 @@ package struct SeqRanges: Hashable, Sendable {
         ranges[replica] = kept.isEmpty ? nil : kept
     }
 
+    /// These seqs but those `vector` covers.
+    package func subtracting(_ vector: VersionVector) -> SeqRanges {
+        var rest = self
+        for (replica, seq) in vector.entries { rest.remove(1...seq, of: replica) }
+        return rest
+    }
+
     /// Whether the set holds `id`, by binary search of its author's ranges.
     package func contains(_ id: OperationID) -> Bool {
         guard let list = ranges[id.replica] else { return false }

@@ -24,6 +24,17 @@ public struct VersionVector: Hashable, Sendable, Codable, CustomStringConvertibl
         for (replica, seq) in other.entries where seq > self[replica] { self[replica] = seq }
     }
 
+    /// Whether every seq `other` covers is covered.
+    package func covers(_ other: VersionVector) -> Bool {
+        other.entries.allSatisfy { self[$0.key] >= $0.value }
+    }
+
+    /// Lowers each entry to the other vector's where it is lower (the pointwise minimum): the
+    /// seqs both cover.
+    package mutating func formMeet(_ other: VersionVector) {
+        for (replica, seq) in entries where other[replica] < seq { self[replica] = other[replica] }
+    }
+
     /// Replicas in id order with their sequence numbers.
     public var sorted: [(replica: ReplicaID, seq: UInt64)] {
         entries.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }

@@ -166,11 +166,12 @@ struct World {
             if from == r { from = (from + 1) % count }
             var generator = rng(index)
             let mode = step.arg % 6
-            let delivered = World.delivery(of: replicas[from].operations(), to: replicas[r], mode: mode, using: &generator)
             // A delivery of every operation (modes 0, 2 and 4 from the start, 1 since the
             // receiver's vector) carries the sender's compacted seqs; a partial one ended before them.
-            let base = mode == 1 ? replicas[r].versionVector : VersionVector()
-            merge(delivered, covering: [0, 1, 2, 4].contains(mode) ? replicas[from].compacted : SeqRanges(), since: base, into: r)
+            var export = replicas[from].export(since: mode == 1 ? replicas[r].versionVector : VersionVector())
+            export.operations = World.delivery(of: export.operations, to: replicas[r], mode: mode, using: &generator)
+            if ![0, 1, 2, 4].contains(mode) { export.compacted = SeqRanges() }
+            merge(export, into: r)
         } else {
             let ref = Universe.records[step.target % Universe.records.count]
             // Most changes to a record the replica has not seen become creates, so that records
@@ -232,6 +233,16 @@ struct World {
             try replicas[r].merge(operations, covering: covering, since: base, wallMillis: wall[r])
             merges += 1
             for op in operations { maxSeen[r] = max(maxSeen[r], op.timestamp) }
+        } catch {
+            Issue.record("merging valid operations failed: \(error)")
+        }
+    }
+
+    mutating func merge(_ export: Export, into r: Int) {
+        do {
+            try replicas[r].merge(export, wallMillis: wall[r])
+            merges += 1
+            for op in export.operations { maxSeen[r] = max(maxSeen[r], op.timestamp) }
         } catch {
             Issue.record("merging valid operations failed: \(error)")
         }
