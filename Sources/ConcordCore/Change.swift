@@ -125,6 +125,11 @@ public enum Change: Hashable, Sendable {
     /// Erases the record's content (every value, title, text and tag) on every replica, for good
     /// (SPEC.md §5.7). Unlike `delete`, it cannot be undone. Nothing to do for a purged record.
     case purge
+    /// Retires the replica whose `RecordRef.replica(_:)` record it is written to: it no longer
+    /// holds back the removes every other replica holds from being dropped, and it refuses to
+    /// write or sync until it continues under a new id (SPEC.md §5.8, "Retiring a replica").
+    /// Nothing to do for a replica retired already.
+    case retire
 
     /// Whether the change creates its record.
     package var creates: Bool {
@@ -287,7 +292,12 @@ public enum Change: Hashable, Sendable {
 
         case .purge:
             guard current != nil else { throw .notFound(ref) }
+            guard ref.kind != .replica else { throw .wrongKind(ref, expected: .reminder) }
             return [.purge]
+
+        case .retire:
+            guard ref.kind == .replica else { throw .wrongKind(ref, expected: .replica) }
+            return current?.retires == true ? [] : [.assign(RecordState.retiredField, .bool(true))]
         }
     }
 
@@ -381,6 +391,11 @@ public enum ChangeError: Error, Hashable, CustomStringConvertible {
     case textTooLong(Int)
     /// The record was purged: its content is erased, and it takes no change (SPEC.md §5.7).
     case purged(RecordRef)
+    /// This replica was retired by another: it takes no write until it continues under a new id
+    /// (SPEC.md §5.8, "Retiring a replica").
+    case retired(ReplicaID)
+    /// A replica cannot retire itself: another one retires it.
+    case retiringItself
 
     /// The message.
     public var description: String {
@@ -396,6 +411,8 @@ public enum ChangeError: Error, Hashable, CustomStringConvertible {
         case .outOfRange(let field): "the \(field.name) date is outside the years 1 to 9999"
         case .textTooLong(let bytes): "the text is too long: \(bytes) bytes, at most \(Change.maxTextBytes) (8 MiB)"
         case .purged(let ref): "\(ref.kind.name) \(ref.id.hex) was purged: its content is erased for good"
+        case .retired(let replica): "replica \(replica.hex) was retired by another replica: it writes and syncs no more until it continues under a new id"
+        case .retiringItself: "a replica cannot retire itself; retire it from another replica"
         }
     }
 }

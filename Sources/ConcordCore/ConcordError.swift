@@ -138,6 +138,10 @@ public struct ConcordError: Error, Hashable, Sendable, CustomStringConvertible {
         /// A relay (SPEC.md §16) refused a request, answered with something that breaks the
         /// protocol, or could not be reached.
         public static let relay = Code("relay")
+        /// The store's replica was retired by another replica (SPEC.md §5.8, "Retiring a
+        /// replica"): it takes no local write and no sync until it continues under a new id
+        /// (`ConcordStore.fork(at:)`).
+        public static let retired = Code("retired")
 
         /// Every code this build knows, in the order of SPEC.md §12's table.
         package static let all: [Code] = [
@@ -146,7 +150,7 @@ public struct ConcordError: Error, Hashable, Sendable, CustomStringConvertible {
             .folder, .encryptedBundle, .noSyncKey, .notAVersionVector,
             .wrongPrefix, .unsupportedFormat, .badCharacter, .wrongLength, .checksumMismatch,
             .notAPeer, .versionMismatch, .wrongKey, .frameTooLarge, .authenticationFailed, .protocolViolation, .sameReplica,
-            .peerError, .truncated, .closed, .operationTooLarge, .counterExhausted, .timedOut, .local, .relay,
+            .peerError, .truncated, .closed, .operationTooLarge, .counterExhausted, .timedOut, .local, .relay, .retired,
         ]
 
         /// The known code of that name, or `nil`.

@@ -220,6 +220,8 @@ package enum Dump {
             guard case .object(let object) = Note(state: state).json else { preconditionFailure() }
             // `conflicts` lists them; the dump keeps its form.
             members = object.filter { $0.0 != "conflict" }
+        case .replica:
+            members = [("id", .string(state.ref.id.hex)), ("kind", .string("replica")), ("retired", .bool(state.retires))]
         default:
             members = [
                 ("id", .string(state.ref.id.hex)),
@@ -228,7 +230,9 @@ package enum Dump {
                 ("deleted", .bool(state.isDeleted)),
             ]
         }
-        let unknown = state.registers.filter { !state.ref.kind.knows($0.field) }
+        let unknown = state.registers.filter {
+            !state.ref.kind.knows($0.field) && !(state.ref.kind == .replica && $0.field == RecordState.retiredField)
+        }
         if !unknown.isEmpty {
             members.append(("unknown", .object(unknown.map { ($0.field.name, JSON($0.register.value)) })))
         }

@@ -75,6 +75,14 @@ package struct RecordState: Hashable, Sendable {
         }
     }
 
+    /// The field of a `replica` record that retires it, carried by name (SPEC.md §5.8).
+    package static let retiredField = Field.other("retired")
+
+    /// Whether this is a `replica` record that retires its replica: its `retired` register holds `true`.
+    package var retires: Bool {
+        ref.kind == .replica && register(Self.retiredField)?.value == .bool(true)
+    }
+
     /// Erases every register and tag, for good: the state of a purged record is its ref, the
     /// ids of its operations and the mark, whatever operations were applied, in any order.
     package mutating func purge() {

@@ -16,8 +16,6 @@ package struct Replica: Sendable {
     /// What each other replica is known to hold: the join of the version vectors it sent
     /// (SPEC.md §5.8, "Stable removes").
     package private(set) var knownVectors: [ReplicaID: VersionVector] = [:]
-    /// Replicas retired: they no longer hold back the stable frontier.
-    package private(set) var retired: Set<ReplicaID> = []
     /// A vector at or below which some replica may have dropped stable removes, here or on a
     /// replica whose export this one merged: an export to a replica that does not hold it
     /// claims every compacted seq, so that the receiver drops the adds those removes named.
@@ -39,7 +37,6 @@ package struct Replica: Sendable {
         fork.compacted = compacted
         fork.knownVectors = knownVectors
         fork.knownVectors[self.id] = versionVector
-        fork.retired = retired
         fork.droppedStableThrough = droppedStableThrough
         return fork
     }
@@ -50,10 +47,14 @@ package struct Replica: Sendable {
         knownVectors[replica, default: VersionVector()].merge(vector)
     }
 
-    /// Leaves `replica` out of the stable frontier from now on (SPEC.md §5.8, "Retiring a replica").
-    package mutating func retire(_ replica: ReplicaID) {
-        retired.insert(replica)
+    /// The replicas retired (SPEC.md §5.8, "Retiring a replica"): they no longer hold back the
+    /// stable frontier.
+    package var retired: Set<ReplicaID> {
+        Set(records.values.lazy.filter(\.retires).map { ReplicaID(high: $0.ref.id.high, low: $0.ref.id.low) })
     }
+
+    /// Whether this replica holds its own retirement: it then takes no local write.
+    package var isRetired: Bool { records[.replica(id)]?.retires == true }
 
     /// The seqs every replica this one knows of holds, as far as it knows: the meet of its own
     /// version vector and of what each other replica (every author it holds a seq of, and every
@@ -98,6 +99,8 @@ package struct Replica: Sendable {
         if change.creates, records[ref] == nil, let other = records.keys.first(where: { $0.id == ref.id && $0.kind != ref.kind }) {
             throw IDOfAnotherKind(ref: ref, heldAs: other.kind)
         }
+        guard !isRetired else { throw ChangeError.retired(id) }
+        if change == .retire, ref == .replica(id) { throw ChangeError.retiringItself }
         let actions = try change.plan(on: ref, current: records[ref], now: Int64(clamping: wallMillis))
         // Stamp every operation before inserting any, so a refused change leaves nothing behind.
         var ticking = clock

@@ -1,6 +1,6 @@
 /// What a record is. Kinds this version does not know are kept and passed on as they are.
 public struct RecordKind: RawRepresentable, Hashable, Comparable, Sendable, CustomStringConvertible {
-    /// The kind's code in the formats: 1 reminder, 2 note.
+    /// The kind's code in the formats: 1 reminder, 2 note, 3 replica.
     public let rawValue: UInt8
 
     /// The kind with this code, known or not.
@@ -12,6 +12,10 @@ public struct RecordKind: RawRepresentable, Hashable, Comparable, Sendable, Cust
     public static let reminder = RecordKind(rawValue: 1)
     /// A note.
     public static let note = RecordKind(rawValue: 2)
+    /// A replica's standing among the others: whether it was retired (SPEC.md §5.8, "Retiring a
+    /// replica"). Its id is the replica's, and its one field, `retired`, is carried by name, so
+    /// that builds before it keep and pass it on as a record of a kind they do not know.
+    public static let replica = RecordKind(rawValue: 3)
 
     /// The fields this version materializes for the kind; any other field is kept as an unknown field.
     public var knownFields: [Field] {
@@ -65,6 +69,7 @@ public struct RecordKind: RawRepresentable, Hashable, Comparable, Sendable, Cust
         switch self {
         case .reminder: "reminder"
         case .note: "note"
+        case .replica: "replica"
         default: "kind-\(rawValue)"
         }
     }
@@ -91,6 +96,10 @@ public struct RecordRef: Hashable, Comparable, Sendable, CustomStringConvertible
 
     /// The reminder with this id.
     public static func reminder(_ id: RecordID) -> RecordRef { RecordRef(kind: .reminder, id: id) }
+    /// The record that says whether `replica` was retired.
+    public static func replica(_ replica: ReplicaID) -> RecordRef {
+        RecordRef(kind: .replica, id: RecordID(high: replica.high, low: replica.low))
+    }
     /// The note with this id.
     public static func note(_ id: RecordID) -> RecordRef { RecordRef(kind: .note, id: id) }
 

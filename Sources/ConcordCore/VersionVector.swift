@@ -25,13 +25,13 @@ public struct VersionVector: Hashable, Sendable, Codable, CustomStringConvertibl
     }
 
     /// Whether every seq `other` covers is covered.
-    package func covers(_ other: VersionVector) -> Bool {
+    public func covers(_ other: VersionVector) -> Bool {
         other.entries.allSatisfy { self[$0.key] >= $0.value }
     }
 
     /// Lowers each entry to the other vector's where it is lower (the pointwise minimum): the
     /// seqs both cover.
-    package mutating func formMeet(_ other: VersionVector) {
+    public mutating func formMeet(_ other: VersionVector) {
         for (replica, seq) in entries where other[replica] < seq { self[replica] = other[replica] }
     }
 

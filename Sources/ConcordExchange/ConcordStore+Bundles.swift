@@ -149,21 +149,27 @@ extension ConcordStore {
     public func mergeBundle(
         at path: String, requireEncrypted: Bool = false, skipping: [ReplicaID: UInt64] = [:]
     ) throws -> (MergeReport, BundleSummary) {
+        let merged: (MergeReport, BundleSummary, vouched: Bool)
         do {
-            return try mergeBundle(telling: path, requireEncrypted: requireEncrypted, skipping: skipping)
+            merged = try mergeBundle(telling: path, requireEncrypted: requireEncrypted, skipping: skipping)
         } catch {
             switch error {
             case .file(let error): throw error
             case .store(let error): throw error
             }
         }
+        let (report, summary, vouched) = merged
+        if vouched { try learn([(summary.manifest.publisher, summary.manifest.top)]) }
+        return (report, summary)
     }
 
     /// `mergeBundle(at:requireEncrypted:skipping:)`, telling a file that cannot be read or merged
-    /// (a shared folder skips it) from a store that failed (a sync stops).
+    /// (a shared folder skips it) from a store that failed (a sync stops), and whether the file
+    /// vouches for what it claims (its compacted seqs, and that its publisher holds its `top`):
+    /// sealed with the store's key, or plain for a store without one, and merged whole.
     func mergeBundle(
         telling path: String, requireEncrypted: Bool, skipping: [ReplicaID: UInt64]
-    ) throws(BundleMergeFailure) -> (MergeReport, BundleSummary) {
+    ) throws(BundleMergeFailure) -> (MergeReport, BundleSummary, vouched: Bool) {
         let key: SyncKey?
         do throws(ConcordError) {
             key = try syncKey()
@@ -203,7 +209,7 @@ extension ConcordStore {
             throw .store(error)
         case .success(let report):
             summary?.sha256 = file.sha256
-            return (report, summary!)
+            return (report, summary!, (key == nil || reader.input.isEncrypted) && skipping.isEmpty)
         }
     }
 

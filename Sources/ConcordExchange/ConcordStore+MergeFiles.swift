@@ -33,16 +33,25 @@ extension ConcordStore {
         // (SPEC.md §13).
         let trustsPlain = try syncKey() == nil
         var compacted: [CompactedSeqs] = []
-        return try merge(reading: { each in
+        var heard: [(replica: ReplicaID, holds: VersionVector)] = []
+        let report = try merge(reading: { each in
             for other in stores {
                 let claimed = try other.forEachOperation(lackedBy: self, each)
-                if trustsPlain { compacted.append(claimed) }
+                if trustsPlain {
+                    compacted.append(claimed)
+                    heard.append((other.replicaID, try other.versionVector()))
+                }
             }
             for path in bundles {
                 let summary = try Self.readBundle(at: path, key: key, each)
-                if trustsPlain || encrypted.contains(path) { compacted.append(CompactedSeqs(seqs: summary.compacted, base: summary.manifest.base)) }
+                if trustsPlain || encrypted.contains(path) {
+                    compacted.append(CompactedSeqs(seqs: summary.compacted, base: summary.manifest.base))
+                    heard.append((summary.manifest.publisher, summary.manifest.top))
+                }
             }
         }, compacted: { compacted })
+        try learn(heard)
+        return report
     }
 
     /// Reads the bundle at `path`, plain or (with `key`) encrypted, whole, calling `body` with its

@@ -63,12 +63,14 @@ public final class FolderSync: Sendable {
     public func sync(progress: ((SyncProgress) -> Void)? = nil) throws(ConcordError) -> FolderSyncReport {
         // A copy would publish files under its original's name, and coalesce the original's away.
         try store.ensureNotCopied()
+        try store.ensureNotRetired()
         return try store.guarded {
             var report = FolderSyncReport()
             try prepareDirectory(&report)
             var state = State(listing: try list(&report), recorded: try store.folderFiles(in: folder), key: try store.syncKey())
             try importNewFiles(&state, &report, progress)
             try takeWaitingCompactedSeqs(&state)
+            try store.learn(state.heard)
             try publishWhatIsMissing(&state, &report, progress)
             try coalesceIfNeeded(&state, &report, progress)
             // Records of files no longer what was recorded, or gone (coalesced, removed, lost):
@@ -105,6 +107,9 @@ public final class FolderSync: Sendable {
         var compacted: [CompactedSeqs] = []
         var unrecorded: [FolderFile] = []
         var delivered = SeqRanges()
+        /// What the publishers of the files read vouch they held (their `top`), for the stable
+        /// frontier (SPEC.md §5.8): learned once the files are read.
+        var heard: [(replica: ReplicaID, holds: VersionVector)] = []
 
         init(listing: Listing, recorded: [String: FolderFile], key: SyncKey?) {
             self.listing = listing
@@ -232,7 +237,8 @@ public final class FolderSync: Sendable {
         var skipping: [ReplicaID: UInt64] = [:]
         while true {
             do {
-                let (merge, summary) = try store.mergeBundle(telling: path(of: file), requireEncrypted: state.key != nil, skipping: skipping)
+                let (merge, summary, vouched) = try store.mergeBundle(telling: path(of: file), requireEncrypted: state.key != nil, skipping: skipping)
+                if vouched { state.heard.append((summary.manifest.publisher, summary.manifest.top)) }
                 var holds = summary.holds
                 for (replica, seq) in skipping { holds.remove(of: replica, from: seq) }
                 // A file of this replica's in a folder moved or copied whole (or published by

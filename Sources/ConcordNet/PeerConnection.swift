@@ -294,6 +294,7 @@ private final class SessionDriver {
         let (store, key, versions) = (store, settings.key, settings.versions)
         let known = await Result.of { () async throws(ConcordError) in
             try await store.offloadRead { () throws(ConcordError) in
+                try store.ensureNotRetired()
                 let held = if let key { key } else { try store.syncKey() }
                 let known = if let versions { versions } else { try store.versionVector() }
                 return (held, known)
@@ -311,6 +312,8 @@ private final class SessionDriver {
             await takeInbox()
         case .success((nil, _)):
             end(ConcordError.noSyncKey(at: store.path))
+        case .failure(let error) where error.code == .retired:
+            end(error)
         case .failure(let error):
             end(ConcordError(.local, "this side cannot read its store: \(error)", cause: error))
         }
@@ -419,7 +422,9 @@ private final class SessionDriver {
                 await startApplying(operations)
             case .finishMerge(let compacted):
                 mergesUnderWay += 1
-                merge!.apply(then: events, atEnd: false, taking: compacted)
+                let summary = session!.summary
+                let heard = summary.peerReplica.flatMap { replica in summary.peerVersions.map { (replica, $0) } }
+                merge!.apply(then: events, atEnd: false, taking: compacted, heard: heard)
             case .needOperations(let since, let lastShared):
                 sending = true
                 // Read before the first page, so that every operation that made them redundant

@@ -37,6 +37,7 @@ enum Advice {
         .noSyncKey: [.append("; run 'syncctl key generate', or 'syncctl key import KEY' with the key of another store")],
         .encryptedBundle: [.append("; run 'syncctl key import KEY'")],
         .notAVersionVector: [.append(", as 'syncctl status --json' prints")],
+        .retired: [.append("; run 'syncctl init --fork' to go on as a new replica, keeping what this store holds")],
     ]
 
     /// The line `syncctl` shows for `error`: its message, with the advice of its code, or else of

@@ -15,7 +15,7 @@ struct Syncctl: AsyncParsableCommand {
         version: version,
         subcommands: [
             Init.self, ReminderCommand.self, NoteCommand.self, Show.self, Dump.self, Status.self, Log.self, Merge.self, Export.self,
-            Changes.self, History.self, Conflicts.self, Resolve.self, KeyCommand.self, Sync.self, Serve.self, Relay.self, Verify.self, Import.self, Purge.self, Compact.self, Wipe.self,
+            Changes.self, History.self, Conflicts.self, Resolve.self, KeyCommand.self, ReplicaCommand.self, Sync.self, Serve.self, Relay.self, Verify.self, Import.self, Purge.self, Compact.self, Wipe.self,
             Demo.self, Bench.self,
         ])
 }

@@ -13,8 +13,8 @@ struct CompactionTests {
         var replica: Int
         /// 0–2: it compacts (keeping no history, two writes per field, the last 2 s); 3: it is backed up; 4: it is lost, and its last backup is restored
         /// and forked (nothing happens without a backup); 5: it retires the replicas lost so far
-        /// and the newer-version writer, and every replica hears of it; 6: every replica but it
-        /// retires it, which goes on unaware until it next merges (a retired replica that returns);
+        /// and the newer-version writer; 6: the next replica retires it, which writes on until it
+        /// merges its retirement (a retired replica that returns);
         /// 7: it publishes what it holds past what it published last, as a folder file; 8: it
         /// reads the files the others published that it has not read, oldest first (SPEC.md §14).
         var kind: Int
@@ -47,16 +47,14 @@ struct CompactionTests {
         var published: [Export] = []
         var read: Set<[Int]> = []
         var dropped = 0
-        // Twice through the script: between the two passes every replica hears from every other,
-        // retires the replicas lost and the newer-version writer, and compacts, so that removes
-        // are stable and dropped while backups from the first pass wait to be restored.
+        // Twice through the script: between the two passes the first replica retires the replicas
+        // lost and the newer-version writer, every replica hears from every other and compacts, so
+        // that removes are stable and dropped while backups from the first pass wait to be restored.
         for pass in 0..<2 {
           if pass == 1 {
+            for id in lost + [Universe.newerID] { world.perform(.retire, on: .replica(id), by: 0) }
             syncPairwise(&world)
-            for r in world.replicas.indices {
-                for id in lost + [Universe.newerID] { world.replicas[r].retire(id) }
-                dropped += world.replicas[r].compact()
-            }
+            for r in world.replicas.indices { dropped += world.replicas[r].compact() }
           }
           for (index, step) in script.steps.enumerated() {
             world.apply(step, index: index + pass * script.steps.count)
@@ -74,12 +72,9 @@ struct CompactionTests {
                     world.replicas[r] = backup.forked(as: Universe.forkIDs[forks])
                     forks += 1
                 case 5:
-                    for other in world.replicas.indices {
-                        for id in lost + [Universe.newerID] { world.replicas[other].retire(id) }
-                    }
+                    for id in lost + [Universe.newerID] { world.perform(.retire, on: .replica(id), by: r) }
                 case 6:
-                    let id = world.replicas[r].id
-                    for other in world.replicas.indices where other != r { world.replicas[other].retire(id) }
+                    world.perform(.retire, on: .replica(world.replicas[r].id), by: (r + 1) % world.count)
                 case 7:
                     let id = world.replicas[r].id
                     let file = world.replicas[r].export(since: published.last { $0.sender == id }?.senderVector ?? VersionVector())
@@ -227,7 +222,7 @@ struct CompactionTests {
             try c.merge(a.export())
             try a.merge(c.export(since: a.versionVector))
             let backup = c
-            try a.perform(.tag(add: [], remove: ["home"]), on: ref, wallMillis: now + 1)
+            let remove = try a.perform(.tag(add: [], remove: ["home"]), on: ref, wallMillis: now + 1)[0].id
             try b.merge(a.export(since: b.versionVector))
             try a.merge(b.export(since: a.versionVector))
             func removesHeld(_ replica: Replica) -> Int {
@@ -237,13 +232,13 @@ struct CompactionTests {
             #expect(a.compact() == 1)
             #expect(removesHeld(a) == 1 && a.droppedStableThrough == VersionVector())
             if retiring {
-                a.retire(c.id)
+                try a.perform(.retire, on: .replica(c.id), wallMillis: now + 2)
             } else {
                 try c.merge(a.export(since: c.versionVector))
                 try a.merge(c.export(since: a.versionVector))
             }
             #expect(a.compact() == 1)
-            #expect(removesHeld(a) == 0 && a.droppedStableThrough == a.versionVector)
+            #expect(removesHeld(a) == 0 && a.droppedStableThrough.covers(remove))
             #expect(a.records[ref]!.tags.entries.isEmpty, "the removed dot is forgotten")
 
             var restored = backup.forked(as: Universe.forkIDs[0])

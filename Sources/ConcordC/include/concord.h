@@ -79,6 +79,8 @@ int32_t concord_abi_version(void);
 #define CONCORD_TIMED_OUT 38
 #define CONCORD_LOCAL 39
 #define CONCORD_RELAY 40
+/* The store's replica was retired by another replica: it neither writes nor syncs until forked. */
+#define CONCORD_RETIRED 41
 /* A NULL where a value is required, a handle that is closed or was never one. */
 #define CONCORD_MISUSE 100
 

@@ -5,7 +5,7 @@ enum StoreSchema {
     /// `PRAGMA application_id`: "Conc".
     static let applicationID: Int32 = 0x436F_6E63
     /// `PRAGMA user_version`: the newest schema this build writes and reads.
-    static let version = 8
+    static let version = 9
 
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
@@ -188,6 +188,19 @@ enum StoreSchema {
                 ALTER TABLE folder_files ADD COLUMN compacted INTEGER NOT NULL DEFAULT 0;
 
                 PRAGMA user_version = 8;
+                """)
+        }
+        migrator.registerMigration("v9 replica vectors") { db in
+            // What each other replica is known to hold, from the exports it sent or published:
+            // where the stable frontier lies (SPEC.md §5.8, "Stable removes"; §9).
+            try db.execute(sql: """
+                CREATE TABLE replica_vectors (
+                    replica BLOB PRIMARY KEY CHECK (length(replica) = 16),
+                    vector TEXT NOT NULL,
+                    heard INTEGER NOT NULL
+                ) WITHOUT ROWID;
+
+                PRAGMA user_version = 9;
                 """)
         }
         return migrator

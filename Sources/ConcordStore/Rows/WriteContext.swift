@@ -384,11 +384,20 @@ struct WriteContext {
         return low < operations.count && operations[low].id.seq == id.seq ? .full(operations[low]) : .compacted
     }
 
-    /// The next sequence number of a local operation.
+    /// The next sequence number of a local operation. A store that holds its own retirement
+    /// writes nothing more (SPEC.md §5.8, "Retiring a replica"): the first local write of the
+    /// context checks it.
     mutating func nextLocalSeq() throws -> UInt64 {
+        if !checkedNotRetired {
+            if try state(of: .replica(localReplica))?.retires == true { throw ChangeError.retired(localReplica) }
+            checkedNotRetired = true
+        }
         try switchAuthor(to: localReplica)
         return currentHeld.contiguous + 1
     }
+
+    /// Whether a local write of this context found the store not retired.
+    private var checkedNotRetired = false
 
     /// Applies a new local operation to its record and queues it for the log.
     mutating func append(_ operation: Op) throws {

@@ -29,6 +29,7 @@ extension ConcordError {
             let code: Code =
                 switch error {
                 case .notFound: .notFound
+                case .retired: .retired
                 default: .invalidChange
                 }
             return ConcordError(code, error.description, cause: error)

@@ -79,14 +79,20 @@ extension ConcordStore {
         // vouches for (SPEC.md §13).
         let trustsPlain = try syncKeyBytes() == nil
         var compacted: [CompactedSeqs] = []
-        return try guarded {
+        var heard: [(replica: ReplicaID, holds: VersionVector)] = []
+        let report = try guarded {
             try merge(reading: { each in
                 for other in others {
                     let claimed = try other.forEachOperation(lackedBy: self, each)
-                    if trustsPlain { compacted.append(claimed) }
+                    if trustsPlain {
+                        compacted.append(claimed)
+                        heard.append((other.replicaID, try other.versionVector()))
+                    }
                 }
             }, compacted: { compacted })
         }
+        try learn(heard)
+        return report
     }
 
     /// Merges the operations `read` passes to its argument: input of any size, read once. `read`

@@ -90,6 +90,8 @@ public class ConcordException extends RuntimeException {
     public static final int LOCAL = 39;
     /** A relay refused a request, broke its protocol, or could not be reached. */
     public static final int RELAY = 40;
+    /** The store's replica was retired by another replica: it neither writes nor syncs until forked. */
+    public static final int RETIRED = 41;
     /** A call that breaks the interface's rules: a null where a value is required, a closed store. */
     public static final int MISUSE = 100;
     /**
@@ -99,7 +101,7 @@ public class ConcordException extends RuntimeException {
     public static final int UNKNOWN = -1;
 
     /**
-     * The codes' names, at their numbers (1 to 40): SPEC.md §12.1's table, which only grows at its
+     * The codes' names, at their numbers (1 to 41): SPEC.md §12.1's table, which only grows at its
      * end. A report gives a failure by its name alone; this turns it back into its number.
      */
     private static final List<String> NAMES = List.of("missing", "exists", "notAStore", "newerSchema", "corrupt",
@@ -107,7 +109,7 @@ public class ConcordException extends RuntimeException {
             "clash", "keyReplaced", "folder", "encryptedBundle", "noSyncKey", "notAVersionVector", "wrongPrefix",
             "unsupportedFormat", "badCharacter", "wrongLength", "checksumMismatch", "notAPeer", "versionMismatch",
             "wrongKey", "frameTooLarge", "authenticationFailed", "protocolViolation", "sameReplica", "peerError",
-            "truncated", "closed", "operationTooLarge", "counterExhausted", "timedOut", "local", "relay");
+            "truncated", "closed", "operationTooLarge", "counterExhausted", "timedOut", "local", "relay", "retired");
 
     private final int code;
     private final String codeName;
