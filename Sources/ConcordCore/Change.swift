@@ -149,6 +149,8 @@ public enum Change: Hashable, Sendable {
             if case .purge = self { return [] }
             throw .purged(ref)
         }
+        // A replica record takes its retirement and nothing else (SPEC.md §6, "Replica").
+        if ref.kind == .replica, self != .retire { throw .wrongKind(ref, expected: .reminder) }
         let actions = try unchecked(on: ref, current: current, now: now)
         try Self.check(actions)
         return actions
@@ -292,7 +294,6 @@ public enum Change: Hashable, Sendable {
 
         case .purge:
             guard current != nil else { throw .notFound(ref) }
-            guard ref.kind != .replica else { throw .wrongKind(ref, expected: .reminder) }
             return [.purge]
 
         case .retire:

@@ -54,8 +54,8 @@ import Testing
         let clock = ManualClock(Self.afterFixture)
         // A copied store refuses writes until it is declared moved (SPEC.md §9.1).
         let store = try ConcordStore.adoptLocation(at: path, environment: environment(clock: clock, seed: 1))
-        #expect(ConcordStore.schemaVersion == 8)
-        #expect(try store.status().schemaVersion == 8)
+        #expect(ConcordStore.schemaVersion == 9)
+        #expect(try store.status().schemaVersion == 9)
         #expect(try !store.holdsPurgedRecords() && store.erasures() == 0)
         #expect(store.replicaID.hex == Self.a)
         #expect(Array((try store.dump() + "\n").utf8) == (try expectedDump()))

@@ -13,7 +13,7 @@ import Testing
 @Suite(.waitsForProcesses) struct AdviceTests {
     /// The codes whose remedy is a command of syncctl: exactly those the advice covers.
     static let codesThatNeedACommand: Set<ConcordError.Code> = [
-        .missing, .copied, .forked, .clash, .sameReplica, .noSyncKey, .encryptedBundle, .notAVersionVector,
+        .missing, .copied, .forked, .clash, .sameReplica, .noSyncKey, .encryptedBundle, .notAVersionVector, .retired,
     ]
 
     @Test func theAdviceCoversExactlyTheCodesThatNeedACommand() {
@@ -161,6 +161,17 @@ import Testing
         check(
             try #require(error { _ = try VersionVector(json: "[]") }), .notAVersionVector,
             "a version vector is a JSON object from replica id to sequence number, as 'syncctl status --json' prints")
+
+        // A store retired by another, asked to write.
+        let retiring = try await ConcordStore.create(at: directory + "/retiring.db")
+        try await retiring.merge(storeAt: keyless.path)
+        try await keyless.addReminder(ReminderDraft(title: "seen"))
+        try await retiring.merge(storeAt: keyless.path)
+        try await retiring.retire(keyless.replicaID)
+        try await keyless.merge(storeAt: retiring.path)
+        check(
+            try #require(error { _ = try keyless.addReminder(ReminderDraft(title: "refused")) }), .retired,
+            "replica \(keyless.replicaID.hex) was retired by another replica: it writes and syncs no more until it continues under a new id; run 'syncctl init --fork' to go on as a new replica, keeping what this store holds")
 
         #expect(seen == Self.codesThatNeedACommand)
     }

@@ -65,7 +65,7 @@ import Testing
         #expect(status.string("replica") == replica)
         #expect(status.string("name") == "desk")
         #expect(status.string("store") == store.path)
-        #expect(status.int("schemaVersion") == 8)
+        #expect(status.int("schemaVersion") == 9)
         let reminders = try #require(status.object("reminders"))
         #expect(reminders.int("open") == 1)
         #expect(reminders.int("completed") == 1)
@@ -194,7 +194,7 @@ import Testing
         let result = try sandbox.run(["--version"])
         #expect(result.succeeded && result.stderr.isEmpty, "\(result)")
         #expect(result.stdoutLines == [
-            "syncctl 0.1.0", "store schema 8", "bundle format 4, encrypted bundle format 1", "shared folder layout 1",
+            "syncctl 0.1.0", "store schema 9", "bundle format 4, encrypted bundle format 1", "shared folder layout 1",
             "peer protocol 8", "dump format 1",
         ], "\(result)")
     }

@@ -64,6 +64,7 @@ import Testing
             "import": ["import", importFile, "--json"],
             "verify": ["verify", "--json"],
             "compact": ["compact", "--json"],
+            "replica list": ["replica", "list", "--json"],
             "bench merge": ["bench", "merge"] + bench,
             "bench writes": ["bench", "writes"] + bench,
             "bench calls": ["bench", "calls", "--writes", "20", "--records", "200", "--runs", "1", "--json"],

@@ -20,7 +20,7 @@ import Testing
         #expect(status.string("replica") == replica)
         #expect(status.string("name") == "laptop")
         #expect(status.string("store") == path)
-        #expect(status.int("schemaVersion") == 8)
+        #expect(status.int("schemaVersion") == 9)
         #expect(status.int("operations") == 0)
         #expect(try store.dump() == #"{"format":"concord-dump","records":[],"version":1}"#)
 

@@ -237,6 +237,17 @@ extension ConcordStore {
     public func merge(storesAt paths: [String]) async throws(ConcordError) -> MergeReport {
         try await offload { () throws(ConcordError) in try self.merge(storesAt: paths) }
     }
+
+    /// The async form of `replicas()`.
+    public func replicas() async throws(ConcordError) -> [ReplicaStanding] {
+        try await offloadRead { () throws(ConcordError) in try self.replicas() }
+    }
+
+    /// The async form of `retire(_:)`.
+    @discardableResult
+    public func retire(_ replica: ReplicaID) async throws(ConcordError) -> Bool {
+        try await offload { () throws(ConcordError) in try self.retire(replica) }
+    }
 }
 
 /// A few serial queues for blocking work, each of which Dispatch gives a thread when it has work
