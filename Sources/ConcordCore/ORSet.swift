@@ -47,6 +47,12 @@ package struct TagState: Hashable, Sendable {
         }
     }
 
+    /// Forgets the removed dots `forget` names: their adds are applied nowhere again (SPEC.md
+    /// §5.8, "Stable removes").
+    package mutating func forgetRemoved(where forget: (OperationID) -> Bool) {
+        removed = Dots(removed.filter { !forget($0) })
+    }
+
     /// Joins another state of the same tag: both sets of dots united, minus every removed dot.
     package mutating func merge(_ other: TagState) {
         removed.formUnion(other.removed)
@@ -284,6 +290,12 @@ package struct TagSet: Hashable, Sendable {
     /// Applies a removeTag of `tag` that observed the dots `observed`.
     package mutating func remove(_ tag: ExactString, observed: [OperationID]) {
         update(tag) { $0.remove(observed) }
+    }
+
+    /// Forgets the removed dots `forget` names in every tag, and the tags left with no dot.
+    package mutating func forgetRemoved(where forget: (OperationID) -> Bool) {
+        for index in entries.indices { entries[index].state.forgetRemoved(where: forget) }
+        entries.removeAll { $0.state.live.isEmpty && $0.state.removed.isEmpty }
     }
 
     /// Joins another replica's set of the same record, tag by tag (`TagState.merge(_:)`).

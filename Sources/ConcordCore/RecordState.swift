@@ -75,6 +75,11 @@ package struct RecordState: Hashable, Sendable {
         }
     }
 
+    /// Forgets the removed dots of its tags that `forget` names (SPEC.md §5.8, "Stable removes").
+    package mutating func forgetRemoved(where forget: (OperationID) -> Bool) {
+        tags.forgetRemoved(where: forget)
+    }
+
     /// The field of a `replica` record that retires it, carried by name (SPEC.md §5.8).
     package static let retiredField = Field.other("retired")
 

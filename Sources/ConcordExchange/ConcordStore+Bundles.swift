@@ -33,8 +33,6 @@ extension ConcordStore {
         temporaryName: String? = nil, encryptingWith key: SyncKey? = nil,
         placing: (BundleSummary, _ place: () throws(ConcordError) -> Void) throws -> Void
     ) throws -> BundleSummary {
-        let top = try versionVector()
-        let manifest = BundleManifest(publisher: replicaID, createdMillis: environment.wallClock(), base: since, top: top)
         if FileKind.of(path: path) == .store {
             throw ConcordError(.invalidInput, "\(path) is a Concord store; a bundle is never written over one")
         }
@@ -46,23 +44,38 @@ extension ConcordStore {
             throw ConcordError(.invalidInput, "\(path) is SQLite's side file of the store at \(owner); a bundle is never written over one")
         }
         let name = temporaryName ?? ".\((path as NSString).lastPathComponent).tmp-\(String(environment.random() & 0xFFFF_FFFF, radix: 16))"
-        // Format 4 only when the store holds compacted seqs, 3 when it holds purges, so that older
-        // builds read every other bundle; a compaction or a purge that commits meanwhile makes the
-        // writer ask for the format it needs.
-        var format =
-            try compactedSeqCount() > 0 ? BundleFormat.version
-            : holdsPurgedRecords() ? BundleFormat.withoutCompaction : BundleFormat.withoutPurges
         while true {
-            do {
-                return try exportBundle(
-                    to: path, format: format, manifest: manifest, since: since, contiguousOnly: contiguousOnly, exclusive: exclusive,
-                    temporaryName: name, encryptingWith: key, placing: placing)
-            } catch {
-                guard let needed = Self.neededFormat(error), needed > format else { throw error }
-                format = needed
+            // A store that does not hold where removes were dropped as stable may hold the adds
+            // they named: it gets every compacted seq, from the empty vector (SPEC.md §5.8).
+            let dropped = try droppedStableThrough()
+            let base = since.covers(dropped) ? since : VersionVector()
+            let manifest = BundleManifest(
+                publisher: replicaID, createdMillis: environment.wallClock(), base: base, top: try versionVector(), droppedStableThrough: dropped)
+            // Format 5 only when removes were dropped, 4 when the store holds compacted seqs, 3
+            // when it holds purges, so that older builds read every other bundle; a compaction or
+            // a purge that commits meanwhile makes the writer ask for the format it needs.
+            var format =
+                !dropped.entries.isEmpty ? BundleFormat.version
+                : try compactedSeqCount() > 0 ? BundleFormat.withoutDroppedRemoves
+                : holdsPurgedRecords() ? BundleFormat.withoutCompaction : BundleFormat.withoutPurges
+            while true {
+                do {
+                    return try exportBundle(
+                        to: path, format: format, manifest: manifest, since: base, contiguousOnly: contiguousOnly, exclusive: exclusive,
+                        temporaryName: name, encryptingWith: key, placing: placing)
+                } catch is DroppedRemovesMoved {
+                    break
+                } catch {
+                    guard let needed = Self.neededFormat(error), needed > format else { throw error }
+                    format = needed
+                }
             }
         }
     }
+
+    /// A compaction dropped removes as stable while an export read the log: the export starts
+    /// again with a manifest that says so.
+    private struct DroppedRemovesMoved: Error {}
 
     /// The format the writer asked for (`NeedsFormat`), if `error` or an error that caused it is that.
     private static func neededFormat(_ error: any Error) -> UInt8? {
@@ -122,6 +135,12 @@ extension ConcordStore {
             throw ConcordError(.io, "cannot export to \(path): \(error)", cause: error)
         }
         try file.flush()
+        // A compaction records where it drops removes before it drops them: the log read above
+        // holds none dropped past what the manifest says, unless this moved since.
+        guard try droppedStableThrough() == manifest.droppedStableThrough else {
+            file.abandon()
+            throw DroppedRemovesMoved()
+        }
         do {
             try placing(summary) { () throws(ConcordError) in try file.place(exclusive: exclusive) }
         } catch {
@@ -159,7 +178,7 @@ extension ConcordStore {
             }
         }
         let (report, summary, vouched) = merged
-        if vouched { try learn([(summary.manifest.publisher, summary.manifest.top)]) }
+        if vouched { try learn([(summary.manifest.publisher, summary.manifest.top)], dropped: summary.manifest.droppedStableThrough) }
         return (report, summary)
     }
 
@@ -199,7 +218,7 @@ extension ConcordStore {
                 // Nor from a file that clashes: the operations left out may be the very ones that
                 // made its compacted seqs, of any replica, redundant (SPEC.md §14).
                 guard skipping.isEmpty, let seqs = summary?.compacted, let base = summary?.manifest.base else { return [] }
-                return [CompactedSeqs(seqs: seqs, base: base)]
+                return [CompactedSeqs(seqs: seqs, base: base, droppedStableThrough: summary?.manifest.droppedStableThrough ?? VersionVector())]
             })
         }
         switch result {

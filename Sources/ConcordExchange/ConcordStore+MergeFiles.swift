@@ -34,23 +34,27 @@ extension ConcordStore {
         let trustsPlain = try syncKey() == nil
         var compacted: [CompactedSeqs] = []
         var heard: [(replica: ReplicaID, holds: VersionVector)] = []
+        var dropped = VersionVector()
         let report = try merge(reading: { each in
             for other in stores {
                 let claimed = try other.forEachOperation(lackedBy: self, each)
                 if trustsPlain {
                     compacted.append(claimed)
                     heard.append((other.replicaID, try other.versionVector()))
+                    dropped.merge(try other.droppedStableThrough())
                 }
             }
             for path in bundles {
                 let summary = try Self.readBundle(at: path, key: key, each)
                 if trustsPlain || encrypted.contains(path) {
-                    compacted.append(CompactedSeqs(seqs: summary.compacted, base: summary.manifest.base))
+                    compacted.append(CompactedSeqs(
+                        seqs: summary.compacted, base: summary.manifest.base, droppedStableThrough: summary.manifest.droppedStableThrough))
                     heard.append((summary.manifest.publisher, summary.manifest.top))
+                    dropped.merge(summary.manifest.droppedStableThrough)
                 }
             }
         }, compacted: { compacted })
-        try learn(heard)
+        try learn(heard, dropped: dropped)
         return report
     }
 

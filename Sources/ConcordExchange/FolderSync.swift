@@ -70,7 +70,7 @@ public final class FolderSync: Sendable {
             var state = State(listing: try list(&report), recorded: try store.folderFiles(in: folder), key: try store.syncKey())
             try importNewFiles(&state, &report, progress)
             try takeWaitingCompactedSeqs(&state)
-            try store.learn(state.heard)
+            try store.learn(state.heard, dropped: state.dropped)
             try publishWhatIsMissing(&state, &report, progress)
             try coalesceIfNeeded(&state, &report, progress)
             // Records of files no longer what was recorded, or gone (coalesced, removed, lost):
@@ -110,6 +110,8 @@ public final class FolderSync: Sendable {
         /// What the publishers of the files read vouch they held (their `top`), for the stable
         /// frontier (SPEC.md §5.8): learned once the files are read.
         var heard: [(replica: ReplicaID, holds: VersionVector)] = []
+        /// Where those files' publishers knew removes were dropped as stable.
+        var dropped = VersionVector()
 
         init(listing: Listing, recorded: [String: FolderFile], key: SyncKey?) {
             self.listing = listing
@@ -226,7 +228,9 @@ public final class FolderSync: Sendable {
             claims = kept
         }
         // In one transaction, then the files are recorded.
-        try store.holdCompacted(SeqRanges(claims.flatMap(\.seqs.runs)))
+        var dropped = VersionVector()
+        for claim in claims { dropped.merge(claim.droppedStableThrough) }
+        try store.holdCompacted(SeqRanges(claims.flatMap(\.seqs.runs)), droppingCopiesThrough: dropped)
         try store.recordFolderFiles(state.unrecorded)
     }
 
@@ -238,7 +242,10 @@ public final class FolderSync: Sendable {
         while true {
             do {
                 let (merge, summary, vouched) = try store.mergeBundle(telling: path(of: file), requireEncrypted: state.key != nil, skipping: skipping)
-                if vouched { state.heard.append((summary.manifest.publisher, summary.manifest.top)) }
+                if vouched {
+                    state.heard.append((summary.manifest.publisher, summary.manifest.top))
+                    state.dropped.merge(summary.manifest.droppedStableThrough)
+                }
                 var holds = summary.holds
                 for (replica, seq) in skipping { holds.remove(of: replica, from: seq) }
                 // A file of this replica's in a folder moved or copied whole (or published by
@@ -256,7 +263,8 @@ public final class FolderSync: Sendable {
                 // Compacted seqs left for lack of their base wait for the other files (a clashing
                 // file's are never taken: `mergeBundle(telling:…)`).
                 if skipping.isEmpty, UInt64(merge.compactedSeqs) < summary.compacted.count {
-                    state.compacted.append(CompactedSeqs(seqs: summary.compacted, base: summary.manifest.base))
+                    state.compacted.append(CompactedSeqs(
+                        seqs: summary.compacted, base: summary.manifest.base, droppedStableThrough: summary.manifest.droppedStableThrough))
                     state.unrecorded.append(imported)
                 } else {
                     try store.recordFolderFiles([imported])

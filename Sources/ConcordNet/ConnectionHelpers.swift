@@ -247,16 +247,17 @@ final class SessionMerge: @unchecked Sendable {
     /// Applies what the parts logged to their records, then holds `compacted`, the seqs the peer
     /// sent compacted once it had sent everything (SPEC.md §15.10); answers `.mergeApplied`.
     /// With `heard`, the peer's replica and the vector it sent, it then notes what the peer holds,
-    /// for the stable frontier (SPEC.md §5.8).
+    /// for the stable frontier, and `dropped`, where the peer knew removes were dropped as stable
+    /// (SPEC.md §5.8).
     func apply(
         then events: AsyncStream<PeerConnection.Event>.Continuation, atEnd: Bool, taking compacted: SeqRanges = SeqRanges(),
-        heard: (replica: ReplicaID, holds: VersionVector)? = nil
+        heard: (replica: ReplicaID, holds: VersionVector)? = nil, dropped: VersionVector = VersionVector()
     ) {
         store.enqueueWrite { [self] in
             events.yield(.mergeApplied(Result { () throws(ConcordError) in
                 try merge?.apply()
-                try store.holdCompacted(compacted)
-                if let heard { try store.learn([heard]) }
+                try store.holdCompacted(compacted, droppingCopiesThrough: dropped)
+                if let heard { try store.learn([heard], dropped: dropped) }
             }, atEnd: atEnd))
         }
     }

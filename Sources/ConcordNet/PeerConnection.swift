@@ -152,6 +152,8 @@ private final class SessionDriver {
     /// The key the session authenticated with: a batch is applied, and operations are sent, only
     /// while the store still holds it.
     private var key: SyncKey?
+    /// Where the store knew removes were dropped as stable as the session started (SPEC.md §5.8).
+    private var dropped = VersionVector()
 
     /// Bytes received and not yet handed to the session (it waits for its merges, or has not
     /// started yet).
@@ -297,20 +299,21 @@ private final class SessionDriver {
                 try store.ensureNotRetired()
                 let held = if let key { key } else { try store.syncKey() }
                 let known = if let versions { versions } else { try store.versionVector() }
-                return (held, known)
+                return (held, known, try store.droppedStableThrough())
             }
         }
         switch known {
-        case .success((let key?, let versions)):
+        case .success((let key?, let versions, let dropped)):
             self.key = key
+            self.dropped = dropped
             merge = SessionMerge(store: store, keyBytes: key.bytes)
             session = PeerSession(
-                role: settings.role, key: key, localReplica: store.replicaID, localVersions: versions,
+                role: settings.role, key: key, localReplica: store.replicaID, localVersions: versions, localDropped: dropped,
                 batchesPerApply: configuration.batchesPerApply, maxAppliesInFlight: Self.maxAppliesInFlight, live: settings.offersLive,
                 highestVersion: configuration.highestVersion, describeError: configuration.describeError)
             await perform(session!.start())
             await takeInbox()
-        case .success((nil, _)):
+        case .success((nil, _, _)):
             end(ConcordError.noSyncKey(at: store.path))
         case .failure(let error) where error.code == .retired:
             end(error)
@@ -424,17 +427,26 @@ private final class SessionDriver {
                 mergesUnderWay += 1
                 let summary = session!.summary
                 let heard = summary.peerReplica.flatMap { replica in summary.peerVersions.map { (replica, $0) } }
-                merge!.apply(then: events, atEnd: false, taking: compacted, heard: heard)
+                merge!.apply(then: events, atEnd: false, taking: compacted, heard: heard, dropped: summary.peerDropped)
             case .needOperations(let since, let lastShared):
                 sending = true
                 // Read before the first page, so that every operation that made them redundant
                 // is sent, or held by the peer (SPEC.md §15.10).
                 if PeerProtocol.carriesCompaction(session!.version) {
                     let store = store
+                    // A peer that does not hold where removes were dropped as stable gets every
+                    // compacted seq (SPEC.md §5.8). A compaction records where it drops them
+                    // before it does: read after the seqs, the vector tells whether the versions
+                    // message still said so.
+                    let (claimsFrom, told) = (since.covers(dropped) ? since : VersionVector(), dropped)
                     switch await Result.of({ () async throws(ConcordError) in
-                        try await store.offloadRead { () throws(ConcordError) in try store.compactedSeqs(since: since) }
+                        try await store.offloadRead { () throws(ConcordError) in
+                            (try store.compactedSeqs(since: claimsFrom), try store.droppedStableThrough())
+                        }
                     }) {
-                    case .success(let compacted): compactedToSend = compacted
+                    case .success((_, let now)) where now != told:
+                        return end(ConcordError(.local, "a compaction dropped removes while the session began; sync again"))
+                    case .success((let compacted, _)): compactedToSend = compacted
                     case .failure(let error): return end(ConcordError(.local, "this side cannot read its log: \(error)", cause: error))
                     }
                 }

@@ -35,7 +35,9 @@ enum PeerMessage: Hashable {
         var isLive: Bool { rawValue >= Kind.push.rawValue }
     }
 
-    case versions(ReplicaID, VersionVector)
+    /// The side's replica, its version vector, and (versions 9 and 10) where it knows removes
+    /// were dropped as stable (SPEC.md §5.8, §15.5); empty in older versions.
+    case versions(ReplicaID, VersionVector, dropped: VersionVector = VersionVector())
     /// A batch's operations, and the compacted seqs it carries (SPEC.md §5.8, §15.10).
     case batch([Op], compacted: SeqRanges)
     case done
@@ -46,11 +48,13 @@ enum PeerMessage: Hashable {
     case ping(UInt64)
     case pong(UInt64)
 
-    static func encodeVersions(replica: ReplicaID, versions: VersionVector) -> [UInt8] {
+    /// A versions message; `dropped` is written only when given (versions 9 and 10).
+    static func encodeVersions(replica: ReplicaID, versions: VersionVector, dropped: VersionVector? = nil) -> [UInt8] {
         var writer = ByteWriter()
         writer.byte(Kind.versions.rawValue)
         writer.identifier(replica)
         writer.versionVector(versions)
+        if let dropped { writer.versionVector(dropped) }
         return writer.bytes
     }
 
@@ -118,7 +122,7 @@ enum PeerMessage: Hashable {
     }
 
     /// Decodes a whole message, checking every rule of SPEC.md §15.5 and §13.
-    static func decode(_ message: [UInt8]) throws(Malformed) -> PeerMessage {
+    static func decode(_ message: [UInt8], version: UInt16 = PeerProtocol.version) throws(Malformed) -> PeerMessage {
         guard let type = message.first else { throw Malformed("an empty message") }
         guard let kind = Kind(rawValue: type) else { throw Malformed("a message of unknown type \(type)") }
         var reader = ByteReader(message, offset: 1)
@@ -127,8 +131,9 @@ enum PeerMessage: Hashable {
             case .versions:
                 let replica: ReplicaID = try reader.identifier()
                 let versions = try reader.versionVector()
+                let dropped = PeerProtocol.carriesDroppedRemoves(version) ? try reader.versionVector() : VersionVector()
                 guard reader.isAtEnd else { throw DecodeError.malformed("bytes after the version vector") }
-                return .versions(replica, versions)
+                return .versions(replica, versions, dropped: dropped)
             case .batch, .push:
                 let rawLength = try reader.varint()
                 guard rawLength >= 1, rawLength <= UInt64(PeerProtocol.maxBatchBytes) else {

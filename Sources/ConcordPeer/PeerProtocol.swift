@@ -9,8 +9,9 @@ package enum PeerProtocol {
     /// Versions 3 and 4 are versions 1 and 2 whose assigns carry their predecessors (SPEC.md
     /// §15.5); versions 5 and 6 are 3 and 4 whose batches may carry purges and elided operations
     /// (§15.10); versions 7 and 8 are 5 and 6 whose batches may carry compacted seqs (§5.8,
-    /// §15.10). The highest this build speaks is 8.
-    package static let highestVersion: UInt16 = 8
+    /// §15.10); versions 9 and 10 are 7 and 8 whose `versions` message says where the side knows
+    /// removes were dropped as stable (§5.8). The highest this build speaks is 10.
+    package static let highestVersion: UInt16 = 10
 
     /// Whether a session of `version` has a live phase: 2 and 4.
     package static func isLive(_ version: UInt16) -> Bool { version % 2 == 0 }
@@ -21,13 +22,20 @@ package enum PeerProtocol {
     /// Whether a session of `version` may carry purges and elided operations: 5 and up.
     package static func carriesPurges(_ version: UInt16) -> Bool { version >= 5 }
 
-    /// Whether the batches of a session of `version` may carry compacted seqs: 7 and 8.
+    /// Whether the batches of a session of `version` may carry compacted seqs: 7 and up.
     package static func carriesCompaction(_ version: UInt16) -> Bool { version >= 7 }
+
+    /// Whether the `versions` message of a session of `version` says where removes were dropped
+    /// as stable: 9 and 10.
+    package static func carriesDroppedRemoves(_ version: UInt16) -> Bool { version >= lowestWithDroppedRemoves }
+
+    /// The oldest version whose `versions` message says where removes were dropped as stable.
+    package static let lowestWithDroppedRemoves: UInt16 = 9
 
     /// The version a client proposes: the highest up to `highest` that is live when it wants a live
     /// session and one-shot otherwise, or 1 (one-shot) when there is no live one.
     package static func proposal(live: Bool, upTo highest: UInt16) -> UInt16 {
-        var proposed = min(live ? 8 : 7, highest)
+        var proposed = min(live ? 10 : 9, highest)
         if isLive(proposed) != live { proposed -= 1 }
         return max(proposed, version)
     }

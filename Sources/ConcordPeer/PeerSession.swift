@@ -20,6 +20,9 @@ public struct PeerSummary: Hashable, Sendable {
     public var peerReplica: ReplicaID?
     /// The peer's version vector as of the session's start, once it has arrived.
     public var peerVersions: VersionVector?
+    /// Where the peer knew removes were dropped as stable (SPEC.md §5.8), once its versions
+    /// message has arrived: empty before protocol version 9.
+    public var peerDropped = VersionVector()
     /// Operations sent to the peer that it lacked, and the batches sent. Once the session has
     /// finished, the peer has acknowledged receiving and applying all of them.
     public var operationsSent = 0
@@ -168,6 +171,9 @@ package struct PeerSession: Sendable {
     package let localReplica: ReplicaID
     /// The version vector sent to the peer: what the peer need not send.
     package let localVersions: VersionVector
+    /// Where this side knows removes were dropped as stable (SPEC.md §5.8): sent in the versions
+    /// message of versions 9 and 10.
+    package let localDropped: VersionVector
     private let key: SyncKey
     private let random: RandomBytes
     /// How this side words a failure for its peer, when it tells the peer why it ends.
@@ -339,7 +345,7 @@ package struct PeerSession: Sendable {
     ///     the failure's `message`; an app may add its own advice (`syncctl` names its commands).
     package init(
         role: PeerRole, key: SyncKey, localReplica: ReplicaID, localVersions: VersionVector,
-        batchesPerApply: Int = 1, maxAppliesInFlight: Int = 1, live: Bool = false,
+        localDropped: VersionVector = VersionVector(), batchesPerApply: Int = 1, maxAppliesInFlight: Int = 1, live: Bool = false,
         highestVersion: UInt16 = PeerProtocol.highestVersion, random: RandomBytes = .system,
         describeError: @escaping @Sendable (ConcordError) -> String = { $0.message }
     ) {
@@ -351,6 +357,7 @@ package struct PeerSession: Sendable {
         self.key = key
         self.localReplica = localReplica
         self.localVersions = localVersions
+        self.localDropped = localDropped
         self.random = random
         self.describeError = describeError
         summary = PeerSummary(role: role)
@@ -746,13 +753,16 @@ package struct PeerSession: Sendable {
         // A server settles the version with the client's hello; a client accepts a server hello of
         // the version it proposed or, from a server that keeps no more live sessions, of the one-shot
         // version below a live one; every later frame carries the version settled.
+        // A side that knows of removes dropped as stable speaks no version older than the one
+        // that says so (SPEC.md §5.8): its peer could not pass it on.
+        let lowest = localDropped.entries.isEmpty ? PeerProtocol.version : PeerProtocol.lowestWithDroppedRemoves
         let accepted: ClosedRange<UInt16> =
             switch (role, first) {
-            case (.server, true): PeerProtocol.version...highestVersion
+            case (.server, true): lowest...max(lowest, highestVersion)
             case (.client, true): (PeerProtocol.isLive(version) ? version - 1 : version)...version
             default: version...version
             }
-        guard accepted.contains(parsed.version) else {
+        guard accepted.contains(parsed.version), parsed.version >= lowest else {
             // A server tells a client of another version the highest version it speaks, in clear.
             if role == .server, first {
                 emit(Frame.encode(Handshake.header(.refusal, version: highestVersion) + [Handshake.RefusalReason.version.rawValue]),
@@ -846,7 +856,10 @@ package struct PeerSession: Sendable {
     ) {
         decoder.maxPayloadBytes = PeerProtocol.maxFrameBytes
         phase = .sealed(Sealed(sealer: FrameCipher(key: sealing), opener: FrameCipher(key: opening)))
-        _ = sendMessage(PeerMessage.encodeVersions(replica: localReplica, versions: localVersions), into: &actions)
+        _ = sendMessage(
+            PeerMessage.encodeVersions(
+                replica: localReplica, versions: localVersions, dropped: PeerProtocol.carriesDroppedRemoves(version) ? localDropped : nil),
+            into: &actions)
     }
 
     // MARK: The sealed phase
@@ -918,7 +931,7 @@ package struct PeerSession: Sendable {
         }
         let decoded: PeerMessage
         do {
-            decoded = try PeerMessage.decode(message)
+            decoded = try PeerMessage.decode(message, version: version)
         } catch {
             fail(.violation(error.what), tellingPeer: "it received something the protocol does not allow: \(error.what)", into: &actions)
             return
@@ -926,7 +939,7 @@ package struct PeerSession: Sendable {
         // The order check above let a live kind through only in the live phase.
         if type?.isLive == true { peerHeardWhileLive = true }
         switch decoded {
-        case let .versions(replica, versions):
+        case let .versions(replica, versions, dropped):
             guard replica != localReplica else {
                 let failure = ConcordError(.sameReplica, "both stores have replica id \(replica.hex); one is a copy of the other")
                 fail(failure, tellingPeer: describeError(failure), into: &actions)
@@ -934,6 +947,7 @@ package struct PeerSession: Sendable {
             }
             summary.peerReplica = replica
             summary.peerVersions = versions
+            summary.peerDropped = dropped
             let lastShared = Self.lastShared(localVersions, versions)
             sealed.peerHolds = SeqRanges(upTo: versions)
             sealed.exchange.receiving = .batches

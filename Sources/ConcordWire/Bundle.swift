@@ -4,10 +4,14 @@ import ConcordCore
 package enum BundleFormat {
     /// `\x89 C N C D \r \n \x1A`: not text, and damaged by any newline or 8-bit mangling.
     package static let magic: [UInt8] = [0x89, 0x43, 0x4E, 0x43, 0x44, 0x0D, 0x0A, 0x1A]
-    /// The newest format version this build reads and writes: 4, whose runs may hold compacted
-    /// seqs (SPEC.md §5.8, §8.3). It reads formats 1 to 3 too: format 3's operations may be purges
-    /// and elided operations, format 2's assigns may carry their predecessors, format 1's carry none.
-    package static let version: UInt8 = 4
+    /// The newest format version this build reads and writes: 5, whose manifest says where its
+    /// publisher knows removes were dropped as stable (SPEC.md §5.8, §13). It reads formats 1 to 4
+    /// too: format 4's runs may hold compacted seqs, format 3's operations may be purges and
+    /// elided operations, format 2's assigns may carry their predecessors, format 1's carry none.
+    package static let version: UInt8 = 5
+    /// The format of a bundle that may hold compacted seqs, whose publisher knows of no remove
+    /// dropped as stable.
+    package static let withoutDroppedRemoves: UInt8 = 4
     /// The format of a bundle that may hold purges and elided operations, and no compacted seq.
     package static let withoutCompaction: UInt8 = 3
     /// The format a bundle that holds no purge, no elided operation and no compacted seq is
@@ -41,12 +45,19 @@ public struct BundleManifest: Hashable, Sendable {
     public var base: VersionVector
     /// The publisher's version vector when it wrote the bundle.
     public var top: VersionVector
+    /// Where the publisher knew removes were dropped as stable when it wrote the bundle (SPEC.md
+    /// §5.8): empty before format 5.
+    public var droppedStableThrough: VersionVector
 
-    package init(publisher: ReplicaID, createdMillis: UInt64, base: VersionVector, top: VersionVector) {
+    package init(
+        publisher: ReplicaID, createdMillis: UInt64, base: VersionVector, top: VersionVector,
+        droppedStableThrough: VersionVector = VersionVector()
+    ) {
         self.publisher = publisher
         self.createdMillis = createdMillis
         self.base = base
         self.top = top
+        self.droppedStableThrough = droppedStableThrough
     }
 
     /// How many operations lie between `base` and `top`: at most what the bundle holds, if its
@@ -141,6 +152,7 @@ package struct BundleWriter {
     ///   elided operation (SPEC.md §13).
     package init(manifest: BundleManifest, format: UInt8 = BundleFormat.withoutPurges, sink: @escaping (ArraySlice<UInt8>) throws -> Void) throws {
         precondition((BundleFormat.withoutPurges...BundleFormat.version).contains(format), "bundle format \(format) is not one this build writes")
+        precondition(format >= BundleFormat.version || manifest.droppedStableThrough.entries.isEmpty, "only format 5 says where removes were dropped")
         self.sink = sink
         self.manifest = manifest
         self.format = format
@@ -150,6 +162,7 @@ package struct BundleWriter {
         payload.varint(manifest.createdMillis)
         payload.versionVector(manifest.base)
         payload.versionVector(manifest.top)
+        if format >= BundleFormat.version { payload.versionVector(manifest.droppedStableThrough) }
         try emitBlock(.manifest, payload.bytes, compress: false)
     }
 
@@ -171,7 +184,7 @@ package struct BundleWriter {
     /// Adds compacted seqs of `author` (SPEC.md §5.8), in the canonical order of operations: an
     /// export carries every seq it covers without its operation so.
     package mutating func appendCompacted(_ seqs: ClosedRange<UInt64>, of author: ReplicaID) throws {
-        if format < BundleFormat.version { throw NeedsFormat(version: BundleFormat.version) }
+        if format < BundleFormat.withoutDroppedRemoves { throw NeedsFormat(version: BundleFormat.withoutDroppedRemoves) }
         block.appendCompacted(seqs, of: author)
         compactedRuns.append((author, seqs))
         if let last = runs.last, last.replica == author, last.seqs.upperBound &+ 1 == seqs.lowerBound {
@@ -289,8 +302,9 @@ package struct BundleReader<Source: ByteSource> {
             let created = try reader.varint()
             let base = try reader.versionVector()
             let top = try reader.versionVector()
+            let dropped = header[8] >= BundleFormat.version ? try reader.versionVector() : VersionVector()
             guard reader.isAtEnd else { throw DecodeError.malformed("bytes after the manifest") }
-            let manifest = BundleManifest(publisher: publisher, createdMillis: created, base: base, top: top)
+            let manifest = BundleManifest(publisher: publisher, createdMillis: created, base: base, top: top, droppedStableThrough: dropped)
             self.manifest = manifest
             return manifest
         } catch {

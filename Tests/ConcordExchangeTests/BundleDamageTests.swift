@@ -220,23 +220,23 @@ import Testing
     @Test func aNewerFormatVersionIsRefusedAsSuch() throws {
         let (bytes, _) = try Self.smallBundle()
         var newer = bytes
-        newer[8] = 5
-        #expect(bundleError(newer) as? BundleError == .newerVersion(5))
+        newer[8] = 6
+        #expect(bundleError(newer) as? BundleError == .newerVersion(6))
         // Even when the rest would not parse as version 1: the version is checked first.
-        let alien = BundleFormat.magic + [5, 0x7F] + Array(repeating: 0xEE, count: 50)
-        #expect(bundleError(alien) as? BundleError == .newerVersion(5))
-        #expect(BundleError.newerVersion(5).description.contains("bundle format version 5 is newer than this build reads"))
+        let alien = BundleFormat.magic + [6, 0x7F] + Array(repeating: 0xEE, count: 50)
+        #expect(bundleError(alien) as? BundleError == .newerVersion(6))
+        #expect(BundleError.newerVersion(6).description.contains("bundle format version 6 is newer than this build reads"))
 
         let directory = try TemporaryDirectory()
-        try writeBytes(newer, to: directory.file("v5.cbundle"))
+        try writeBytes(newer, to: directory.file("v6.cbundle"))
         let store = try Self.targetStore()
         let dump = try store.dump()
         do {
-            try store.mergeBundle(at: directory.file("v5.cbundle"))
-            Issue.record("a version 5 bundle was merged")
+            try store.mergeBundle(at: directory.file("v6.cbundle"))
+            Issue.record("a version 6 bundle was merged")
         } catch let error as ConcordError {
             #expect(error.code == .invalidInput)
-            #expect(error.message.contains("bundle format version 5 is newer than this build reads (4)"), "\(error.message)")
+            #expect(error.message.contains("bundle format version 6 is newer than this build reads (5)"), "\(error.message)")
         }
         #expect(try store.dump() == dump)
     }

@@ -175,8 +175,8 @@ import Testing
             for try await _ in PeerClient.live(store: node.store, address: PeerAddress(host: "127.0.0.1", port: port), configuration: Self.configuration()) {}
         }
         #expect(await Self.eventually(20) { versions.withLock { $0.count } >= attempts })
-        let expected: [[UInt8]] = named == 1 ? [[0, 8], [0, 1]] : [[0, 8], [0, 2], [0, 8]]
-        #expect(versions.withLock { $0 }.prefix(attempts) == expected[...], "a hello of version 8, then one of version \(named)")
+        let expected: [[UInt8]] = named == 1 ? [[0, 10], [0, 1]] : [[0, 10], [0, 2], [0, 10]]
+        #expect(versions.withLock { $0 }.prefix(attempts) == expected[...], "a hello of version 10, then one of version \(named)")
         client.cancel()
         _ = await client.result
     }
@@ -205,7 +205,7 @@ import Testing
         #expect(try await b.store.reminders().map(\.title) == ["before"])
         // The refused attempt is logged; the live session is not, while it lasts.
         let refused = try #require(server.records.first)
-        #expect((refused.failure?.cause as? ConcordError.PeerVersionMismatch)?.peerVersion == 8)
+        #expect((refused.failure?.cause as? ConcordError.PeerVersionMismatch)?.peerVersion == 10)
 
         // A push: its assigns (an edit's, which carry predecessors) arrive stripped.
         a.clock.advance(1_000)

@@ -394,18 +394,18 @@ import Testing
         let logged = server.waitForRecords(2)
         #expect(logged.count == 2)
         #expect(logged.first?.failure?.code == .versionMismatch)
-        #expect((logged.first?.failure?.cause as? ConcordError.PeerVersionMismatch)?.peerVersion == 7)
+        #expect((logged.first?.failure?.cause as? ConcordError.PeerVersionMismatch)?.peerVersion == 9)
         #expect(logged.last?.finished == true)
         try Self.expectPredecessors(of: a.store, in: b.store, kept: false)
         try Self.expectPredecessors(of: b.store, in: a.store, kept: false)
 
-        // The fallback lasted that sync: the next proposes 7 again, and is refused again first
+        // The fallback lasted that sync: the next proposes 9 again, and is refused again first
         // (here through the blocking `sync`).
         let again = try b.sync(with: server.address, configuration: configuration)
         #expect(again.finished, "\(again.logLine)")
         let relogged = server.waitForRecords(4)
         #expect(relogged.count == 4)
-        #expect((relogged.dropLast().last?.failure?.cause as? ConcordError.PeerVersionMismatch)?.peerVersion == 7)
+        #expect((relogged.dropLast().last?.failure?.cause as? ConcordError.PeerVersionMismatch)?.peerVersion == 9)
     }
 
     /// Between two sides of this build, a one-shot session is of version 5: assigns arrive with

@@ -194,6 +194,6 @@ enum Wire {
         var opener = FrameCipher(key: role == .client ? keys.clientToServer : keys.serverToClient)
         // The client's hello and proof, or the server's hello, are in clear.
         let sealed = role == .client ? clientFrames.dropFirst(2) : serverFrames.dropFirst(1)
-        return try sealed.map { try PeerMessage.decode(try opener.open($0)) }
+        return try sealed.map { try PeerMessage.decode(try opener.open($0), version: PeerProtocol.highestVersion) }
     }
 }

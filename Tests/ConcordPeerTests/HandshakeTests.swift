@@ -113,10 +113,10 @@ import Testing
             #expect(peer.store.operations.count == 10)
         }
         // The client sent its hello and a refusal, nothing keyed; the refusal carries the version
-        // of the hellos: 7, a one-shot client's.
+        // of the hellos: 9, a one-shot client's.
         let sent = try frames(client.sent)
         #expect(sent.count == 2)
-        #expect(sent[1] == Handshake.header(.refusal, version: 7) + [2])
+        #expect(sent[1] == Handshake.header(.refusal, version: 9) + [2])
         #expect(try frames(server.sent).count == 1)
     }
 
@@ -128,7 +128,7 @@ import Testing
         var impostor = PeerSession(role: .client, key: keyB, localReplica: replicaA, localVersions: VersionVector(), random: seeded(10))
         guard case .send(let hello)? = impostor.start().first else { return }
         #expect(server.receive(hello).count == 1)
-        #expect(server.version == 7)
+        #expect(server.version == 9)
         // A proof of the version the hellos settled, so that only the proof is wrong.
         let forged = Frame.encode(Handshake.header(.clientProof, version: server.version) + [UInt8](repeating: 0x33, count: 32))
         #expect(server.receive(forged + Frame.encode([1, 2, 3])) == [.failed(ConcordError(.wrongKey, "the peer does not hold this store's sync key"))])
@@ -140,28 +140,28 @@ import Testing
         var server = PeerSession(role: .server, key: keyA, localReplica: replicaB, localVersions: VersionVector(), random: seeded(20))
         _ = server.start()
         var hello = Handshake.header(.clientHello) + [UInt8](repeating: 1, count: 32)
-        hello[9] = 9  // version 9: this build speaks up to 8
+        hello[9] = 11  // version 11: this build speaks up to 10
         let actions = server.receive(Frame.encode(hello))
         #expect(actions == [
-            .send(Frame.encode(Handshake.header(.refusal, version: 8) + [1])),
-            .failed(ConcordError(.versionMismatch, "the peer speaks protocol version 9 and this build speaks versions 1 to 8; upgrade Concord on this side")),
+            .send(Frame.encode(Handshake.header(.refusal, version: 10) + [1])),
+            .failed(ConcordError(.versionMismatch, "the peer speaks protocol version 11 and this build speaks versions 1 to 10; upgrade Concord on this side")),
         ])
     }
 
     @Test func aClientOfANewerVersionWithAnotherHelloIsStillToldTheVersion() throws {
-        // A version 9 hello may look different after the version: only magic and version count.
+        // A version 11 hello may look different after the version: only magic and version count.
         var server = PeerSession(role: .server, key: keyA, localReplica: replicaB, localVersions: VersionVector(), random: seeded(20))
         _ = server.start()
-        let actions = server.receive(Frame.encode(PeerProtocol.magic + [0, 9, 9, 9, 9]))
-        #expect(actions.first == .send(Frame.encode(Handshake.header(.refusal, version: 8) + [1])))
+        let actions = server.receive(Frame.encode(PeerProtocol.magic + [0, 11, 9, 9, 9]))
+        #expect(actions.first == .send(Frame.encode(Handshake.header(.refusal, version: 10) + [1])))
         #expect(server.failure?.code == .versionMismatch)
     }
 
-    /// A refusal naming a version above this build's (9, 257), or below the one-shot client's 7 (a
-    /// server of an older build: 6, 4, 2, 1; or 0).
+    /// A refusal naming a version above this build's (11, 257), or below the one-shot client's 9 (a
+    /// server of an older build: 8, 6, 4, 2, 1; or 0).
     @Test(arguments: [
-        (UInt16(9), "upgrade Concord on this side"), (0x0101, "upgrade Concord on this side"),
-        (6, "upgrade Concord on the peer"), (4, "upgrade Concord on the peer"), (2, "upgrade Concord on the peer"), (1, "upgrade Concord on the peer"), (0, "upgrade Concord on the peer"),
+        (UInt16(11), "upgrade Concord on this side"), (0x0101, "upgrade Concord on this side"),
+        (8, "upgrade Concord on the peer"), (6, "upgrade Concord on the peer"), (4, "upgrade Concord on the peer"), (2, "upgrade Concord on the peer"), (1, "upgrade Concord on the peer"), (0, "upgrade Concord on the peer"),
     ])
     func aClientFacingAnotherVersionNamesBoth(version: UInt16, remedy: String) throws {
         var client = PeerSession(role: .client, key: keyA, localReplica: replicaA, localVersions: VersionVector(), random: seeded(10))
@@ -169,7 +169,7 @@ import Testing
         // The refusal of a server of that version.
         let refusal = PeerProtocol.magic + [UInt8(version >> 8), UInt8(version & 0xFF), 4, 1]
         #expect(client.receive(Frame.encode(refusal)) == [
-            .failed(ConcordError(.versionMismatch, "the peer speaks protocol version \(version) and this build speaks versions 1 to 8; \(remedy)")),
+            .failed(ConcordError(.versionMismatch, "the peer speaks protocol version \(version) and this build speaks versions 1 to 10; \(remedy)")),
         ])
     }
 
@@ -182,8 +182,8 @@ import Testing
         #expect(client.receive(Self.vector("versionRefusalFrame")) == [
             .failed(ConcordError(.protocolViolation, "the peer broke the protocol: a refusal of protocol version 1, which it speaks")),
         ])
-        // So does a refusal of this build's one-shot (7) or live (8) version naming it.
-        for (live, version) in [(false, UInt16(7)), (true, 8)] {
+        // So does a refusal of this build's one-shot (9) or live (10) version naming it.
+        for (live, version) in [(false, UInt16(9)), (true, 10)] {
             var client = PeerSession(role: .client, key: keyA, localReplica: replicaA, localVersions: VersionVector(), live: live, random: seeded(10))
             _ = client.start()
             #expect(client.version == version)

@@ -62,26 +62,26 @@ import Testing
     }
 
     /// A server of an older build refuses the version a client of this one proposes, naming the
-    /// highest it speaks (6, 4, 2, or 1): the client's failure says so, so that the transport can
+    /// highest it speaks (8, 6, 4, 2, or 1): the client's failure says so, so that the transport can
     /// try again once with it (SPEC.md §15.10).
-    @Test(arguments: [(false, UInt16(6)), (true, 6), (false, 4), (true, 4), (false, 2), (true, 2), (false, 1), (true, 1)])
+    @Test(arguments: [(false, UInt16(8)), (true, 8), (false, UInt16(6)), (true, 6), (false, 4), (true, 4), (false, 2), (true, 2), (false, 1), (true, 1)])
     func aClientOfThisBuildIsRefusedByAnOlderServerNamingItsVersion(clientLive: Bool, serverHighest: UInt16) throws {
         let (client, server) = Self.pair(clientLive: clientLive, serverHighest: serverHighest)
         #expect(client.failure?.code == .versionMismatch)
         #expect((client.failure?.cause as? ConcordError.PeerVersionMismatch)?.peerVersion == serverHighest)
         #expect(client.failure?.message.contains("the peer speaks protocol version \(serverHighest) ") == true)
         #expect(server.failure?.code == .versionMismatch)
-        #expect((server.failure?.cause as? ConcordError.PeerVersionMismatch)?.peerVersion == (clientLive ? 8 : 7))
+        #expect((server.failure?.cause as? ConcordError.PeerVersionMismatch)?.peerVersion == (clientLive ? 10 : 9))
         let hellos = try frames(client.sent)
-        #expect(hellos.count == 1 && hellos.first?.starts(with: Handshake.header(.clientHello, version: clientLive ? 8 : 7)) == true)
+        #expect(hellos.count == 1 && hellos.first?.starts(with: Handshake.header(.clientHello, version: clientLive ? 10 : 9)) == true)
         #expect(try frames(server.sent) == [Handshake.header(.refusal, version: serverHighest) + [Handshake.RefusalReason.version.rawValue]])
         #expect(client.appliedBatches.isEmpty && server.appliedBatches.isEmpty)
         #expect(client.needOperationsCalls.isEmpty && server.needOperationsCalls.isEmpty)
     }
 
     /// A server answers a hello of a version it does not speak with a refusal that names the
-    /// highest it speaks: this build 8, the builds before it 6, 4, 2 and 1.
-    @Test(arguments: [(UInt16(8), UInt16(9)), (8, 0x0100), (6, 7), (6, 8), (4, 5), (4, 6), (2, 3), (2, 4), (1, 2), (1, 3), (1, 4)])
+    /// highest it speaks: this build 10, the builds before it 8, 6, 4, 2 and 1.
+    @Test(arguments: [(UInt16(10), UInt16(11)), (10, 0x0100), (8, 9), (8, 10), (6, 7), (6, 8), (4, 5), (4, 6), (2, 3), (2, 4), (1, 2), (1, 3), (1, 4)])
     func aServerRefusesAnUnknownVersionNamingTheHighestItSpeaks(serverHighest: UInt16, proposed: UInt16) throws {
         var server = TestPeer(role: .server, replica: replicaB, live: true, highestVersion: serverHighest, random: seeded(20))
         server.start()
@@ -95,7 +95,7 @@ import Testing
     /// A client accepts a server hello of the version it proposed, or (from a server at its live
     /// limit) of the one-shot version below a live one; it speaks none above its proposal.
     @Test func aServerHelloAboveTheProposalIsRefused() {
-        for (live, proposed) in [(false, UInt16(7)), (true, 8)] {
+        for (live, proposed) in [(false, UInt16(9)), (true, 10)] {
             var client = TestPeer(role: .client, replica: replicaA, live: live, random: seeded(10))
             client.start()
             #expect(client.session.version == proposed)

@@ -53,6 +53,14 @@ public final class Node: @unchecked Sendable {
         if !changes.isEmpty { try store.perform(changes) }
     }
 
+    /// Merges a note of a replica that is never heard from again: a remove is never stable then
+    /// (SPEC.md §5.8), so a compaction drops only what the kept operations make redundant.
+    public func hearOnceFromASilentReplica() throws {
+        let silent = try Node(in: directory, "silent-\(name)", seed: 99)
+        try silent.store.addNote(NoteDraft(title: "from a replica heard from once"))
+        try store.merge(storeAt: silent.store.path)
+    }
+
     // MARK: Shared folders
 
     /// The node's syncs through `folder`.

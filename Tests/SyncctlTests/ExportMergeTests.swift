@@ -241,8 +241,8 @@ import Testing
         }
         // A newer format version.
         var newer = bytes
-        newer[8] = 5
-        try refused("newer.cbundle", newer, ": bundle format version 5 is newer than this build reads (4); upgrade Concord")
+        newer[8] = 6
+        try refused("newer.cbundle", newer, ": bundle format version 6 is newer than this build reads (5); upgrade Concord")
         // Bytes after the end block.
         try refused("trailing.cbundle", bytes + Data([0]), ": the bundle is corrupt: ")
 

@@ -69,7 +69,28 @@ import Testing
         let vector = try #require(try JSONSerialization.jsonObject(with: Data(try store.ok("status", "--json").utf8)) as? [String: Any])
         let held = try #require(vector["versionVector"] as? [String: Any])
         #expect(held.values.compactMap { $0 as? Int } == [12], "\(held)")
-        #expect(try store.ok("compact", "--keep-history", "0") == "dropped 0 operations of 1 record")
+        // Its publisher vouched that it held all 12 seqs, as the store does: the tag's remove is
+        // stable, and goes (SPEC.md §5.8); the dump stays.
+        #expect(try store.ok("compact", "--keep-history", "0") == "dropped 1 operation of 1 record")
+        #expect(try store.ok("dump") == dump.trimmingCharacters(in: .newlines))
+        try store.expectSound("after merging the fixture")
+    }
+
+    /// A bundle of format 5 (SPEC.md §13): its manifest says where its publisher dropped removes
+    /// as stable (§5.8). A fresh store merges it to the dump `syncctl` printed, and takes that
+    /// vector: what it exports then is of format 5 too.
+    @Test func aFormat5BundleSaysWhereRemovesWereDropped() throws {
+        let sandbox = try Sandbox()
+        let store = try sandbox.makeStore()
+        let directory = Self.fixtures.appendingPathComponent("bundle-v5")
+        #expect(try store.ok("merge", directory.appendingPathComponent("stable.cbundle").path)
+            == "merged 6 new operations from 1 replica and 3 compacted seqs")
+        let dump = try String(contentsOf: directory.appendingPathComponent("stable.dump.json"), encoding: .utf8)
+        #expect(try store.ok("dump") == dump.trimmingCharacters(in: .newlines))
+        #expect(try store.ok("log").split(separator: "\n").count == 6)
+        let exported = sandbox.path("again.cbundle")
+        try store.ok("export", exported)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: exported))[8] == 5)
         try store.expectSound("after merging the fixture")
     }
 }

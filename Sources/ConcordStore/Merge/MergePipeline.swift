@@ -43,18 +43,33 @@ extension ConcordStore {
         let input = try readAndSort(read, sortRun: bounds.sortRun)
         // Whether the store holds a base is read before the logging: its vector only grows.
         var taken = SeqRanges()
+        // Claims of seqs the store holds already (an export to a store that does not hold where
+        // removes were dropped claims every one) drop the copies held in full, in the
+        // transaction that takes them all, once every operation of the input is held (SPEC.md
+        // §5.8): not among the operations, where a crash between two batches would leave some
+        // taken and the copies they stand for held.
+        var claimsHeldSeqs = false
+        var dropped = VersionVector()
         let exports = compacted().filter { !$0.seqs.isEmpty }
         if !exports.isEmpty {
             try readOnWriter { db in
                 var context = try WriteContext(db, localReplica: replicaID)
-                for export in exports where try context.holds(export.base) { taken.formUnion(export.seqs) }
+                for export in exports where try context.holds(export.base) {
+                    taken.formUnion(export.seqs)
+                    dropped.merge(export.droppedStableThrough)
+                }
+                claimsHeldSeqs = try !context.heldSeqs(of: taken, through: dropped).isEmpty
             }
         }
-        var toLog = CompactedToLog(taken)
+        var toLog = CompactedToLog(claimsHeldSeqs ? SeqRanges() : taken)
         var report = try releasingPendingOnFailure {
             try logThenApply(input, bounds: bounds, checking: check, afterEachBatch: afterEachBatch, taking: &toLog)
         }
-        if toLog.hadAny, !toLog.isEmpty {
+        if claimsHeldSeqs {
+            report.formUnion(try mergeTransaction(check) { context, report in
+                report.compactedSeqs += try context.holdCompacted(taken, ifHolding: VersionVector(), droppingCopiesThrough: dropped)
+            })
+        } else if toLog.hadAny, !toLog.isEmpty {
             // No operation to log them among.
             let rest = toLog.rest
             report.formUnion(try mergeTransaction(check) { context, report in
@@ -279,11 +294,13 @@ extension ConcordStore {
     /// covers, in one transaction (SPEC.md §5.8, §9 "Taking compacted seqs"): a peer session's,
     /// once the peer has sent everything past this store's vector. Returns how many it took.
     @discardableResult
-    package func holdCompacted(_ seqs: SeqRanges, ifHolding base: VersionVector = VersionVector()) throws(ConcordError) -> UInt64 {
+    package func holdCompacted(
+        _ seqs: SeqRanges, ifHolding base: VersionVector = VersionVector(), droppingCopiesThrough dropped: VersionVector = VersionVector()
+    ) throws(ConcordError) -> UInt64 {
         guard !seqs.isEmpty else { return 0 }
         return try guarded {
             try mergeTransaction({ _ in }) { context, report in
-                report.compactedSeqs += try context.holdCompacted(seqs, ifHolding: base)
+                report.compactedSeqs += try context.holdCompacted(seqs, ifHolding: base, droppingCopiesThrough: dropped)
             }.compactedSeqs
         }
     }
@@ -302,10 +319,14 @@ package struct CompactedSeqs: Sendable {
     package var seqs: SeqRanges
     /// The version vector the export was cut from: they are taken only by a store that holds it.
     package var base: VersionVector
+    /// Where the sender knew removes were dropped as stable: a claim at or below it of a seq the
+    /// store holds in full drops the copy (SPEC.md §5.8).
+    package var droppedStableThrough: VersionVector
 
-    package init(seqs: SeqRanges, base: VersionVector) {
+    package init(seqs: SeqRanges, base: VersionVector, droppedStableThrough: VersionVector = VersionVector()) {
         self.seqs = seqs
         self.base = base
+        self.droppedStableThrough = droppedStableThrough
     }
 }
 

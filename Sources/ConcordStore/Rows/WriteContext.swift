@@ -624,22 +624,8 @@ struct WriteContext {
         defer { elisions.removeAll() }
         var keys: [(replica: ReplicaID, first: UInt64)] = []
         for (replica, spans) in elisions {
-            guard let index = directory.indexByID[replica] else { continue }
             for span in spans {
-                // The row that starts at or below the span, then those that start in it: the
-                // log's key is (replica, first_seq).
-                let below = try HotStatement(
-                    db, "SELECT first_seq, last_seq FROM log WHERE replica = ? AND first_seq <= ? ORDER BY first_seq DESC LIMIT 1")
-                below.bind(1, index)
-                below.bind(2, Int64(span.lowerBound))
-                if try below.step(), UInt64(bitPattern: below.int64(1)) >= span.lowerBound {
-                    keys.append((replica, UInt64(bitPattern: below.int64(0))))
-                }
-                let within = try HotStatement(db, "SELECT first_seq FROM log WHERE replica = ? AND first_seq > ? AND first_seq <= ?")
-                within.bind(1, index)
-                within.bind(2, Int64(span.lowerBound))
-                within.bind(3, Int64(span.upperBound))
-                while try within.step() { keys.append((replica, UInt64(bitPattern: within.int64(0)))) }
+                keys += try logRows(of: replica, overlapping: span).map { (replica, $0) }
             }
         }
         if newlyPurged {
@@ -661,40 +647,71 @@ struct WriteContext {
         }
     }
 
+    /// The first seqs of `replica`'s log rows that hold a seq of `range`: the row that starts at
+    /// or below it, then those that start in it (the log's key is (replica, first_seq)).
+    private mutating func logRows(of replica: ReplicaID, overlapping range: ClosedRange<UInt64>) throws -> [UInt64] {
+        guard let index = directory.indexByID[replica] else { return [] }
+        var firsts: [UInt64] = []
+        let below = try HotStatement(
+            db, "SELECT first_seq, last_seq FROM log WHERE replica = ? AND first_seq <= ? ORDER BY first_seq DESC LIMIT 1")
+        below.bind(1, index)
+        below.bind(2, Int64(range.lowerBound))
+        if try below.step(), UInt64(bitPattern: below.int64(1)) >= range.lowerBound {
+            firsts.append(UInt64(bitPattern: below.int64(0)))
+        }
+        let within = try HotStatement(db, "SELECT first_seq FROM log WHERE replica = ? AND first_seq > ? AND first_seq <= ?")
+        within.bind(1, index)
+        within.bind(2, Int64(range.lowerBound))
+        within.bind(3, Int64(range.upperBound))
+        while try within.step() { firsts.append(UInt64(bitPattern: within.int64(0))) }
+        return firsts
+    }
+
+    /// The operations held in full of the log row of `replica` that starts at `first`, the row's
+    /// last seq, and its bytes; nil when there is no such row.
+    private mutating func logRow(of replica: ReplicaID, from first: UInt64) throws -> (operations: [Op], last: UInt64, bytes: [UInt8])? {
+        let select = try HotStatement(db, "SELECT last_seq, ops FROM log WHERE replica = ? AND first_seq = ?")
+        select.bind(1, try directory.index(of: replica, db))
+        select.bind(2, Int64(first))
+        guard try select.step() else { return nil }
+        let last = UInt64(bitPattern: select.int64(0))
+        let bytes = select.withBlob(1) { [UInt8]($0) }
+        guard last >= first, last - first < UInt64(Int.max) else {
+            throw ConcordError(.corrupt, "a log row of replica \(replica) has an impossible range")
+        }
+        do {
+            return (try OperationCodec.decode(bytes, author: replica, firstSeq: first, count: Int(last - first + 1)), last, bytes)
+        } catch {
+            throw ConcordError(.corrupt, "a log chunk of replica \(replica) is damaged (\(error))")
+        }
+    }
+
+    /// Writes `operations` as the log row of `replica` that covers `first...last`: a seq of the
+    /// range that none of them has is compacted; `max_ts` is the greatest of their timestamps.
+    private mutating func rewriteLogRow(of replica: ReplicaID, _ first: UInt64, _ last: UInt64, _ operations: [Op], capacity: Int) throws {
+        var writer = ByteWriter(capacity: capacity)
+        OperationCodec.encode(operations, covering: first...last, into: &writer)
+        let update = try HotStatement(db, "UPDATE log SET ops = ?, max_ts = ? WHERE replica = ? AND first_seq = ?")
+        update.bind(1, bytes: writer.bytes)
+        update.bind(2, Int64(bitPattern: (operations.map(\.timestamp).max() ?? .zero).rawValue))
+        update.bind(3, try directory.index(of: replica, db))
+        update.bind(4, Int64(first))
+        try update.execute()
+        if comparedChunk?.replica == replica { comparedChunk = nil }
+        erasedRows += 1
+    }
+
     /// Rewrites one log row with the operations of purged records elided, if it holds any
     /// with content.
     private mutating func elide(row key: (replica: ReplicaID, first: UInt64)) throws {
-        let index = try directory.index(of: key.replica, db)
-        let select = try HotStatement(db, "SELECT last_seq, ops FROM log WHERE replica = ? AND first_seq = ?")
-        select.bind(1, index)
-        select.bind(2, Int64(key.first))
-        guard try select.step() else { return }
-        let last = UInt64(bitPattern: select.int64(0))
-        let bytes = select.withBlob(1) { [UInt8]($0) }
-        guard last >= key.first, last - key.first < UInt64(Int.max) else {
-            throw ConcordError(.corrupt, "a log row of replica \(key.replica) has an impossible range")
-        }
-        var operations: [Op]
-        do {
-            operations = try OperationCodec.decode(bytes, author: key.replica, firstSeq: key.first, count: Int(last - key.first + 1))
-        } catch {
-            throw ConcordError(.corrupt, "a log chunk of replica \(key.replica) is damaged (\(error))")
-        }
+        guard var (operations, last, bytes) = try logRow(of: key.replica, from: key.first) else { return }
         var changed = false
         for position in operations.indices where !operations[position].purges && purgedRefs.contains(operations[position].record) {
             operations[position] = operations[position].elided
             changed = true
         }
         guard changed else { return }
-        var writer = ByteWriter(capacity: bytes.count)
-        OperationCodec.encode(operations, covering: key.first...last, into: &writer)
-        let update = try HotStatement(db, "UPDATE log SET ops = ? WHERE replica = ? AND first_seq = ?")
-        update.bind(1, bytes: writer.bytes)
-        update.bind(2, index)
-        update.bind(3, Int64(key.first))
-        try update.execute()
-        if comparedChunk?.replica == key.replica { comparedChunk = nil }
-        erasedRows += 1
+        try rewriteLogRow(of: key.replica, key.first, last, operations, capacity: bytes.count)
     }
 
     // MARK: Compacted seqs
@@ -702,14 +719,80 @@ struct WriteContext {
     /// Holds the seqs of `seqs` that the store does not, as log rows of compacted seqs (SPEC.md
     /// §5.8, §9), if the store holds every seq `base` covers; otherwise holds none of them.
     /// - Returns: how many seqs it took.
-    mutating func holdCompacted(_ seqs: SeqRanges, ifHolding base: VersionVector) throws -> UInt64 {
+    ///
+    /// A seq of `seqs` at or below `dropped` (where its sender knew removes were dropped as
+    /// stable) that the store holds in full is the sender's word that the operations it keeps
+    /// give that one's effect: the copy goes, and its record is folded again from what is left,
+    /// so that an add a stable remove named goes with it (SPEC.md §5.8, "Stable removes"). Copies
+    /// of other seqs stay, for the store's own compactions.
+    mutating func holdCompacted(_ seqs: SeqRanges, ifHolding base: VersionVector, droppingCopiesThrough dropped: VersionVector = VersionVector()) throws -> UInt64 {
         guard try holds(base) else { return 0 }
+        let copies = try heldSeqs(of: seqs, through: dropped)
         var taken: UInt64 = 0
         for (author, range) in seqs.runs {
             try switchAuthor(to: author)
             taken += try appendCompacted(range)
         }
+        if !copies.isEmpty { try dropCopies(of: copies) }
         return taken
+    }
+
+    /// The seqs of `seqs` at or below `vector` that the store holds.
+    mutating func heldSeqs(of seqs: SeqRanges, through vector: VersionVector) throws -> SeqRanges {
+        var held: [(replica: ReplicaID, seqs: ClosedRange<UInt64>)] = []
+        for (author, range) in seqs.runs where range.lowerBound <= vector[author] {
+            let clipped = range.lowerBound...min(range.upperBound, vector[author])
+            try switchAuthor(to: author)
+            var next = clipped.lowerBound
+            for gap in currentHeld.missing(in: clipped) {
+                if gap.lowerBound > next { held.append((author, next...(gap.lowerBound - 1))) }
+                next = gap.upperBound + 1
+            }
+            if next <= clipped.upperBound { held.append((author, next...clipped.upperBound)) }
+        }
+        return SeqRanges(held)
+    }
+
+    /// Drops the copies held in full of the operations of `claimed` (but those of purged records,
+    /// whose elided copies keep no content) and folds each of their records again from the
+    /// operations of it left in full: the log rows keep their seqs, compacted.
+    mutating func dropCopies(of claimed: SeqRanges) throws {
+        parkCurrentAuthor()
+        for (replica, chunk) in openChunks { try writeChunk(replica, chunk) }
+        openChunks.removeAll(keepingCapacity: true)
+        var dropped: [RecordRef: Set<OperationID>] = [:]
+        for (author, range) in claimed.runs {
+            for first in try logRows(of: author, overlapping: range) {
+                guard let (operations, last, bytes) = try logRow(of: author, from: first) else { continue }
+                var kept: [Op] = []
+                for operation in operations {
+                    if range.contains(operation.id.seq), operation.action != .elided, !operation.purges, try !isPurged(operation.record) {
+                        dropped[operation.record, default: []].insert(operation.id)
+                    } else {
+                        kept.append(operation)
+                    }
+                }
+                guard kept.count < operations.count else { continue }
+                compactedTaken += UInt64(operations.count - kept.count)
+                try rewriteLogRow(of: author, first, last, kept, capacity: bytes.count)
+            }
+        }
+        for (ref, ids) in dropped {
+            guard let state = try state(of: ref) else { continue }
+            var refolded = RecordState(ref: ref)
+            for span in state.operations.spans {
+                for first in try logRows(of: span.replica, overlapping: span.first...span.last) {
+                    guard let (operations, _, _) = try logRow(of: span.replica, from: first) else { continue }
+                    for operation in operations
+                    where operation.record == ref && (span.first...span.last).contains(operation.id.seq) && !ids.contains(operation.id) {
+                        refolded.apply(operation)
+                    }
+                }
+            }
+            let index = stateIndex[ref]!
+            states[index] = refolded
+            encodedRows[index] = nil
+        }
     }
 
     /// Whether the store holds every seq `base` covers.

@@ -37,6 +37,14 @@ extension ConcordStore {
                 report.deferred = true
                 return report
             }
+            if !plan.forgotten.isEmpty {
+                // Recorded before any remove is dropped: an export that reads the log once one is
+                // says so, and claims every compacted seq to a store that does not hold it.
+                try write { db in
+                    try prepareWrite(db)
+                    try Self.joinDroppedStableThrough(plan.stable, db)
+                }
+            }
             try recordTrims(plan.trimmed, perTransaction: max(1, recordsPerTransaction))
             report.droppedOperations = try compactLogRows(plan.drops, operationsPerTransaction: max(1, recordsPerTransaction) * 128)
             report.records = try forgetCompactedSeqs(plan, perTransaction: max(1, recordsPerTransaction))
@@ -65,6 +73,7 @@ extension ConcordStore {
         let pending = try read { db -> Bool in
             guard try !Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM pending_merge)")! else { return true }
             plan.held = try Self.seqsHeld(db)
+            plan.stable = ReplicaStanding.stableFrontier(of: try Self.replicas(db, local: replicaID))
             let vector = try ReplicaDirectory(db).versionVector
             try Self.forEachRow(in: db, since: VersionVector(), after: nil) { author, seqs, operations in
                 try Self.forEachEntry(of: seqs, holding: operations) { entry in
@@ -81,15 +90,22 @@ extension ConcordStore {
         }
         guard !pending else { return nil }
         let nowMillis = plan.millis
+        let stable = plan.stable
         var stream = try sorter.finish().recordOrder()
         var record: [Op] = []
         func decide() {
             guard !aboveGaps.contains(record[0].record) else { return }
-            let redundant = Compaction.redundant(among: record, keeping: history, nowMillis: nowMillis)
+            let redundant = Compaction.redundant(among: record, keeping: history, nowMillis: nowMillis, stable: stable)
             guard !redundant.isEmpty else { return }
             for id in redundant { plan.drops.insert(id) }
             let ids = Set(redundant)
             plan.trimmed[record[0].record] = record.lazy.filter { ids.contains($0.id) }.map(\.timestamp).max()!
+            var named = Set<OperationID>()
+            var stillNamed = Set<OperationID>()
+            for case let (id, .removeTag(_, observed)) in record.lazy.map({ ($0.id, $0.action) }) {
+                if ids.contains(id) { named.formUnion(observed) } else { stillNamed.formUnion(observed) }
+            }
+            if !named.isEmpty { plan.forgotten[record[0].record] = named.subtracting(stillNamed) }
         }
         while let operation = try stream.next() {
             if let first = record.first, first.record != operation.record {
@@ -186,6 +202,7 @@ extension ConcordStore {
                     }
                     guard !compacted.isEmpty else { continue }
                     for id in compacted { state.forget(id) }
+                    if let dots = plan.forgotten[ref] { state.forgetRemoved { dots.contains($0) } }
                     try RecordRows.save(state, as: .update, db, &directory, &statements)
                 }
                 records += refs.count
@@ -297,6 +314,11 @@ private struct CompactionPlan {
     /// The seqs the store held (`seqsHeld`) and the wall clock, when it decided.
     var held: Int64 = 0
     var millis: UInt64 = 0
+    /// The stable frontier when it decided (SPEC.md §5.8, "Stable removes").
+    var stable = VersionVector()
+    /// The records that drop a remove as stable, each with the removed dots it then forgets:
+    /// those the removes it drops named and no remove it keeps names.
+    var forgotten: [RecordRef: Set<OperationID>] = [:]
 }
 
 /// A set of seqs, one bit each per author: a compaction decides its drops record by record, so

@@ -74,15 +74,39 @@ extension ConcordStore {
         return try !perform(.retire, on: .replica(replica)).isEmpty
     }
 
+    /// Where removes were dropped as stable, as far as the store knows: here, or by a replica whose
+    /// export it merged (SPEC.md §5.8, "Stable removes"). An export to a store whose version
+    /// vector does not hold it claims every compacted seq.
+    public func droppedStableThrough() throws(ConcordError) -> VersionVector {
+        try guarded { try read { db in try Self.droppedStableThrough(db) } }
+    }
+
+    static func droppedStableThrough(_ db: Database) throws -> VersionVector {
+        guard let text = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'dropped_stable_through'") else { return VersionVector() }
+        return try decodeVector(text)
+    }
+
+    /// Joins `vector` into `meta.dropped_stable_through`, in the transaction of `db`.
+    static func joinDroppedStableThrough(_ vector: VersionVector, _ db: Database) throws {
+        guard !vector.entries.isEmpty else { return }
+        var joined = try droppedStableThrough(db)
+        guard !joined.covers(vector) else { return }
+        joined.merge(vector)
+        try db.execute(
+            sql: "INSERT OR REPLACE INTO meta (key, value) VALUES ('dropped_stable_through', ?)", arguments: [joined.json.canonical])
+    }
+
     /// Notes what each replica of `vectors` holds (its vector, as it sent or published it), joined
-    /// with what was known of it, in one transaction; the store's own replica is skipped.
-    package func learn(_ vectors: [(replica: ReplicaID, holds: VersionVector)]) throws(ConcordError) {
+    /// with what was known of it, and joins what `dropped` says of removes dropped as stable, in
+    /// one transaction; the store's own replica is skipped.
+    package func learn(_ vectors: [(replica: ReplicaID, holds: VersionVector)], dropped: VersionVector = VersionVector()) throws(ConcordError) {
         let vectors = vectors.filter { $0.replica != replicaID && !$0.holds.entries.isEmpty }
-        guard !vectors.isEmpty else { return }
+        guard !vectors.isEmpty || !dropped.entries.isEmpty else { return }
         let heard = Int64(clamping: environment.wallClock())
         try guarded {
             try write { db in
                 try prepareWrite(db)
+                try Self.joinDroppedStableThrough(dropped, db)
                 for (replica, vector) in vectors {
                     var joined = vector
                     if let text = try String.fetchOne(db, sql: "SELECT vector FROM replica_vectors WHERE replica = ?", arguments: [Data(replica.bytes)]) {
@@ -120,7 +144,7 @@ extension ConcordStore {
     }
 
 
-    private static func decodeVector(_ text: String) throws -> VersionVector {
+    static func decodeVector(_ text: String) throws -> VersionVector {
         guard let vector = try? JSONDecoder().decode(VersionVector.self, from: Data(text.utf8)) else {
             throw ConcordError(.corrupt, "replica_vectors holds a vector that is not one: \(text)")
         }

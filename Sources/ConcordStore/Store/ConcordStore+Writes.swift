@@ -80,6 +80,7 @@ extension ConcordStore {
         let trustsPlain = try syncKeyBytes() == nil
         var compacted: [CompactedSeqs] = []
         var heard: [(replica: ReplicaID, holds: VersionVector)] = []
+        var dropped = VersionVector()
         let report = try guarded {
             try merge(reading: { each in
                 for other in others {
@@ -87,11 +88,12 @@ extension ConcordStore {
                     if trustsPlain {
                         compacted.append(claimed)
                         heard.append((other.replicaID, try other.versionVector()))
+                        dropped.merge(try other.droppedStableThrough())
                     }
                 }
             }, compacted: { compacted })
         }
-        try learn(heard)
+        try learn(heard, dropped: dropped)
         return report
     }
 
@@ -119,11 +121,15 @@ extension ConcordStore {
 
     /// Passes `each` the operations of this store that `target` lacks: first the last operation
     /// both hold of each replica (two stores that share a replica id and both wrote differ there,
-    /// SPEC.md §9.1), then every one `target`'s version vector does not cover. Returns the seqs
-    /// this store holds compacted past that vector, its base (SPEC.md §5.8).
+    /// SPEC.md §9.1), then every one `target`'s version vector does not cover (every one, when it
+    /// does not hold `droppedStableThrough()`). Returns the seqs this store holds compacted past
+    /// that vector, its base (SPEC.md §5.8).
     @discardableResult
     package func forEachOperation(lackedBy target: ConcordStore, _ each: (Op) throws -> Void) throws -> CompactedSeqs {
-        let since = try target.versionVector()
+        // A target that does not hold where removes were dropped as stable gets every compacted
+        // seq, from the empty vector (SPEC.md §5.8).
+        let held = try target.versionVector()
+        let since = held.covers(try droppedStableThrough()) ? held : VersionVector()
         for probe in try overlapProbes(for: since) { try each(probe) }
         var compacted: [(replica: ReplicaID, seqs: ClosedRange<UInt64>)] = []
         try forEachRun(since: since) { author, seqs, operations in
@@ -134,7 +140,7 @@ extension ConcordStore {
                 }
             }
         }
-        return CompactedSeqs(seqs: SeqRanges(compacted), base: since)
+        return CompactedSeqs(seqs: SeqRanges(compacted), base: since, droppedStableThrough: try droppedStableThrough())
     }
 
     // MARK: Conveniences over `perform`

@@ -381,7 +381,7 @@ struct BundleImage {
     var header: [UInt8]
     var blocks: [Block]
 
-    init(header: [UInt8] = BundleFormat.magic + [BundleFormat.version, 0], blocks: [Block]) {
+    init(header: [UInt8] = BundleFormat.magic + [BundleFormat.withoutDroppedRemoves, 0], blocks: [Block]) {
         self.header = header
         self.blocks = blocks
     }
