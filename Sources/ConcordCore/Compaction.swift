@@ -85,7 +85,9 @@ package enum Compaction {
             dropped.removeAll { recent.contains($0) }
         }
         dropped += stableRemoves(among: operations, dropping: Set(dropped), stable: history.keeps(nowMillis: nowMillis), through: stable)
-        guard !dropped.isEmpty else { return [] }
+        // A record keeps an operation in full: a replica that receives its compacted seqs alone
+        // would not know the record, whose dump shows it.
+        guard !dropped.isEmpty, dropped.count < operations.count else { return [] }
         let droppedSet = Set(dropped)
         var kept = RecordState(ref: record)
         for operation in operations where !droppedSet.contains(operation.id) { kept.apply(operation) }

@@ -43,12 +43,12 @@ extension ConcordStore {
         let input = try readAndSort(read, sortRun: bounds.sortRun)
         // Whether the store holds a base is read before the logging: its vector only grows.
         var taken = SeqRanges()
-        // Claims of seqs the store holds already (an export to a store that does not hold where
-        // removes were dropped claims every one) drop the copies held in full, in the
-        // transaction that takes them all, once every operation of the input is held (SPEC.md
-        // §5.8): not among the operations, where a crash between two batches would leave some
-        // taken and the copies they stand for held.
-        var claimsHeldSeqs = false
+        // Claims from a sender that dropped removes as stable drop the copies held in full of
+        // the seqs at or below its G, and come with its G: all in the transaction that takes
+        // them, once every operation of the input is logged and applied (SPEC.md §5.8, §9): not
+        // among the operations, where a crash between two batches would leave some taken and
+        // the copies they stand for held, or the claims held without the G that covers them.
+        var takenAtTheEnd = false
         var dropped = VersionVector()
         let exports = compacted().filter { !$0.seqs.isEmpty }
         if !exports.isEmpty {
@@ -58,14 +58,14 @@ extension ConcordStore {
                     taken.formUnion(export.seqs)
                     dropped.merge(export.droppedStableThrough)
                 }
-                claimsHeldSeqs = try !context.heldSeqs(of: taken, through: dropped).isEmpty
+                takenAtTheEnd = !dropped.entries.isEmpty && !taken.isEmpty
             }
         }
-        var toLog = CompactedToLog(claimsHeldSeqs ? SeqRanges() : taken)
+        var toLog = CompactedToLog(takenAtTheEnd ? SeqRanges() : taken)
         var report = try releasingPendingOnFailure {
             try logThenApply(input, bounds: bounds, checking: check, afterEachBatch: afterEachBatch, taking: &toLog)
         }
-        if claimsHeldSeqs {
+        if takenAtTheEnd {
             report.formUnion(try mergeTransaction(check) { context, report in
                 report.compactedSeqs += try context.holdCompacted(taken, ifHolding: VersionVector(), droppingCopiesThrough: dropped)
             })

@@ -725,9 +725,19 @@ struct WriteContext {
     /// give that one's effect: the copy goes, and its record is folded again from what is left,
     /// so that an add a stable remove named goes with it (SPEC.md §5.8, "Stable removes"). Copies
     /// of other seqs stay, for the store's own compactions.
+    ///
+    /// The store joins `dropped` into its own (`meta.dropped_stable_through`) in the same
+    /// transaction: a store that holds a remove dropped as stable compacted knows where removes
+    /// were dropped, and claims every compacted seq to a store behind it.
     mutating func holdCompacted(_ seqs: SeqRanges, ifHolding base: VersionVector, droppingCopiesThrough dropped: VersionVector = VersionVector()) throws -> UInt64 {
         guard try holds(base) else { return 0 }
+        try ConcordStore.joinDroppedStableThrough(dropped, db)
         let copies = try heldSeqs(of: seqs, through: dropped)
+        if !copies.isEmpty, try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM pending_merge)")! {
+            // Another process's merge may apply, from operations it read already, a copy this
+            // would drop: the claims wait for the next exchange.
+            throw ConcordError(.local, "another process's merge is under way, and these compacted seqs would drop copies it may apply; sync again once it is done")
+        }
         var taken: UInt64 = 0
         for (author, range) in seqs.runs {
             try switchAuthor(to: author)

@@ -46,7 +46,10 @@ extension ConcordStore {
                 }
             }
             try recordTrims(plan.trimmed, perTransaction: max(1, recordsPerTransaction))
+            // The stable removes last, once every add they named is compacted: in between, an
+            // export carries each remove in full, and the state replays from the log (SPEC.md §9).
             report.droppedOperations = try compactLogRows(plan.drops, operationsPerTransaction: max(1, recordsPerTransaction) * 128)
+            report.droppedOperations += try compactLogRows(plan.stableRemoves, operationsPerTransaction: max(1, recordsPerTransaction) * 128)
             report.records = try forgetCompactedSeqs(plan, perTransaction: max(1, recordsPerTransaction))
             // Where the next one is counted from (`compactIfDue`).
             try write { db in
@@ -97,8 +100,10 @@ extension ConcordStore {
             guard !aboveGaps.contains(record[0].record) else { return }
             let redundant = Compaction.redundant(among: record, keeping: history, nowMillis: nowMillis, stable: stable)
             guard !redundant.isEmpty else { return }
-            for id in redundant { plan.drops.insert(id) }
             let ids = Set(redundant)
+            for operation in record where ids.contains(operation.id) {
+                if case .removeTag = operation.action { plan.stableRemoves.insert(operation.id) } else { plan.drops.insert(operation.id) }
+            }
             plan.trimmed[record[0].record] = record.lazy.filter { ids.contains($0.id) }.map(\.timestamp).max()!
             var named = Set<OperationID>()
             var stillNamed = Set<OperationID>()
@@ -196,7 +201,8 @@ extension ConcordStore {
                     var compacted: [OperationID] = []
                     for span in state.operations.spans {
                         for seq in span.first...span.last
-                        where plan.drops.contains(seq, of: span.replica) || plan.compacted.contains(OperationID(replica: span.replica, seq: seq)) {
+                        where plan.drops.contains(seq, of: span.replica) || plan.stableRemoves.contains(seq, of: span.replica)
+                            || plan.compacted.contains(OperationID(replica: span.replica, seq: seq)) {
                             compacted.append(OperationID(replica: span.replica, seq: seq))
                         }
                     }
@@ -305,8 +311,10 @@ private struct LogRowRewriter: ~Copyable {
 
 /// What step 1 of a compaction decided (SPEC.md §9, "Compaction").
 private struct CompactionPlan {
-    /// The operations to drop.
+    /// The operations to drop but the stable removes.
     var drops = SeqBitmap()
+    /// The stable removes to drop (SPEC.md §5.8): after every other drop.
+    var stableRemoves = SeqBitmap()
     /// The seqs the log held compacted already.
     var compacted = SeqRanges()
     /// The records that drop operations, each with the greatest timestamp of those it drops.

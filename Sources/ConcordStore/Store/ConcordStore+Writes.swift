@@ -129,7 +129,8 @@ extension ConcordStore {
         // A target that does not hold where removes were dropped as stable gets every compacted
         // seq, from the empty vector (SPEC.md §5.8).
         let held = try target.versionVector()
-        let since = held.covers(try droppedStableThrough()) ? held : VersionVector()
+        let dropped = try droppedStableThrough()
+        let since = held.covers(dropped) ? held : VersionVector()
         for probe in try overlapProbes(for: since) { try each(probe) }
         var compacted: [(replica: ReplicaID, seqs: ClosedRange<UInt64>)] = []
         try forEachRun(since: since) { author, seqs, operations in
@@ -140,7 +141,12 @@ extension ConcordStore {
                 }
             }
         }
-        return CompactedSeqs(seqs: SeqRanges(compacted), base: since, droppedStableThrough: try droppedStableThrough())
+        // A compaction records where it drops removes before it drops them: read after the log,
+        // the vector tells whether the claims read are the ones it says.
+        guard try droppedStableThrough() == dropped else {
+            throw ConcordError(.local, "the store at \(path) dropped removes as stable while it was read; merge it again")
+        }
+        return CompactedSeqs(seqs: SeqRanges(compacted), base: since, droppedStableThrough: dropped)
     }
 
     // MARK: Conveniences over `perform`
