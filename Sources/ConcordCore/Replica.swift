@@ -87,7 +87,9 @@ package struct Replica: Sendable {
     /// were dropped.
     @discardableResult
     package mutating func merge(_ export: Export, wallMillis: UInt64 = 0) throws(InvalidOperation) -> MergeReport {
-        let report = try merge(export.operations, covering: export.compacted, since: export.base, wallMillis: wallMillis)
+        let report = try merge(
+            export.operations, covering: export.compacted, since: export.base, droppingCopiesThrough: export.droppedStableThrough,
+            wallMillis: wallMillis)
         learn(export.sender, holds: export.senderVector)
         droppedStableThrough.merge(export.droppedStableThrough)
         return report
@@ -130,9 +132,13 @@ package struct Replica: Sendable {
     /// holds every operation that made them redundant, or one that made that one redundant, on
     /// to one it holds in full (SPEC.md §5.8). Otherwise they are left for a later exchange.
     @discardableResult
+    ///
+    /// A compacted seq at or below `dropped` (where the sender knew removes were dropped as
+    /// stable) whose operation this replica holds in full drops the copy, and the record is
+    /// folded again from what is left (SPEC.md §5.8, "Stable removes").
     package mutating func merge(
         _ incoming: some Sequence<Op>, covering: SeqRanges = SeqRanges(), since base: VersionVector = VersionVector(),
-        wallMillis: UInt64 = 0
+        droppingCopiesThrough dropped: VersionVector = VersionVector(), wallMillis: UInt64 = 0
     ) throws(InvalidOperation) -> MergeReport {
         let incoming = Array(incoming)
         for operation in incoming { try operation.validate() }
@@ -156,7 +162,7 @@ package struct Replica: Sendable {
             report.touchedRecords.insert(operation.record)
         }
         if takesCompacted {
-            var dropped: Set<RecordRef> = []
+            var refolding: Set<RecordRef> = []
             for (author, seqs) in covering.runs {
                 for seq in seqs {
                     let id = OperationID(replica: author, seq: seq)
@@ -164,10 +170,10 @@ package struct Replica: Sendable {
                         // A claim is the sender's word that the operations it keeps give this
                         // one's effect: a copy held in full goes, and with it any add a stable
                         // remove named (SPEC.md §5.8). A purged record's elided copies stay.
-                        guard !records[operation.record]!.isPurged else { continue }
+                        guard dropped.covers(id), !records[operation.record]!.isPurged else { continue }
                         operations[id] = nil
                         compacted.insert(id)
-                        dropped.insert(operation.record)
+                        refolding.insert(operation.record)
                         continue
                     }
                     guard !compacted.contains(id) else { continue }
@@ -176,7 +182,7 @@ package struct Replica: Sendable {
                     report.compactedSeqs += 1
                 }
             }
-            for record in dropped {
+            for record in refolding {
                 refold(record)
                 report.touchedRecords.insert(record)
             }
