@@ -43,11 +43,10 @@ extension ConcordStore {
         let input = try readAndSort(read, sortRun: bounds.sortRun)
         // Whether the store holds a base is read before the logging: its vector only grows.
         var taken = SeqRanges()
-        // Claims from a sender that dropped removes as stable drop the copies held in full of
-        // the seqs at or below its G, and come with its G: all in the transaction that takes
-        // them, once every operation of the input is logged and applied (SPEC.md §5.8, §9): not
-        // among the operations, where a crash between two batches would leave some taken and
-        // the copies they stand for held, or the claims held without the G that covers them.
+        // Claims of seqs the store holds in full at or below the sender's G drop the copies: all
+        // of the input's claims are then taken in one transaction, once every operation of the
+        // input is logged and applied (SPEC.md §5.8, §9), not among the operations, where a crash
+        // between two batches would leave some taken and the copies they stand for held.
         var takenAtTheEnd = false
         var dropped = VersionVector()
         let exports = compacted().filter { !$0.seqs.isEmpty }
@@ -58,7 +57,15 @@ extension ConcordStore {
                     taken.formUnion(export.seqs)
                     dropped.merge(export.droppedStableThrough)
                 }
-                takenAtTheEnd = !dropped.entries.isEmpty && !taken.isEmpty
+                takenAtTheEnd = try !context.heldSeqs(of: taken, through: dropped).isEmpty
+            }
+        }
+        if !taken.isEmpty, !dropped.entries.isEmpty {
+            // Before any claim is taken: a store that holds a remove dropped as stable compacted
+            // knows where removes were dropped (a crash after this leaves it knowing more).
+            try write { db in
+                try prepareWrite(db)
+                try Self.joinDroppedStableThrough(dropped, db)
             }
         }
         var toLog = CompactedToLog(takenAtTheEnd ? SeqRanges() : taken)
