@@ -67,4 +67,52 @@ private let replicaC = ReplicaID(high: 0xCCCC_0000_0000_0003, low: 3)
         }
         #expect(SeqRanges("") == SeqRanges())
     }
+
+    /// One author's runs, against a set of seqs, through inserts, removals and lookups in any order.
+    @Test func runsHoldExactlyTheirSeqs() {
+        var random = SplitMix64(seed: 14)
+        for _ in 0..<300 {
+            var runs = SeqRuns()
+            var model: Set<UInt64> = []
+            for _ in 0..<Int.random(in: 0...20, using: &random) {
+                let low = UInt64.random(in: 1...80, using: &random)
+                let range = low...(low + UInt64.random(in: 0...6, using: &random))
+                switch UInt64.random(in: 0..<10, using: &random) {
+                case 0:
+                    runs.remove(range)
+                    model.subtract(range)
+                case 1 where !runs.isEmpty:
+                    let first = runs.removeFirst()
+                    #expect(first.lowerBound == model.min() && !model.contains(first.upperBound + 1), "\(first) of \(model.sorted())")
+                    model.subtract(first)
+                default:
+                    runs.insert(range)
+                    model.formUnion(range)
+                }
+                let list = runs.ranges
+                for (left, right) in zip(list, list.dropFirst()) { #expect(left.upperBound + 1 < right.lowerBound, "\(list)") }
+                #expect(runs.count == UInt64(model.count))
+            }
+            for seq in UInt64(0)...100 { #expect(runs.contains(seq) == model.contains(seq), "\(seq) in \(runs.ranges)") }
+            let low = UInt64.random(in: 1...90, using: &random)
+            let window = low...(low + UInt64.random(in: 0...30, using: &random))
+            let missing = runs.missing(in: window)
+            #expect(Set(missing.flatMap { Array($0) }) == Set(window.filter { !model.contains($0) }), "\(runs.ranges) in \(window)")
+            for (left, right) in zip(missing, missing.dropFirst()) { #expect(left.upperBound + 1 < right.lowerBound) }
+            #expect(SeqRuns(runs.ranges.reversed()) == runs)
+        }
+    }
+
+    /// A store that held every other seq above a gap, and fills the gaps in ascending order: each
+    /// fill joins two runs, and the lookups before it stay logarithmic (they sorted every run once).
+    @Test func fillingManyGapsInOrderStaysFast() {
+        let count: UInt64 = 200_000
+        var runs = SeqRuns((1...count).map { 2 * $0 ... 2 * $0 })
+        for gap in stride(from: UInt64(3), through: 2 * count - 1, by: 2) {
+            #expect(runs.missing(in: gap...gap) == [gap...gap])
+            runs.insert(gap...gap)
+        }
+        #expect(runs.ranges == [2...(2 * count)])
+        #expect(runs.missing(in: 1...(2 * count + 1)) == [1...1, (2 * count + 1)...(2 * count + 1)])
+    }
 }

@@ -6,71 +6,44 @@ import GRDB
 /// `contiguous`, plus runs above it that arrived out of order.
 struct HeldSequence {
     private(set) var contiguous: UInt64
-    /// Held runs above `contiguous`, from the log, sorted.
-    private var ranges: [ClosedRange<UInt64>]
-    /// Held seqs above `contiguous` that arrived in this transaction.
-    private var pending: Set<UInt64> = []
+    /// Held runs above `contiguous + 1`.
+    private var above: SeqRuns
 
     init(contiguous: UInt64, ranges: [ClosedRange<UInt64>]) {
         self.contiguous = contiguous
-        self.ranges = ranges
+        above = SeqRuns(ranges)
         absorb()
     }
 
     func contains(_ seq: UInt64) -> Bool {
-        // Emptiness first: this runs for every operation merged, and hashing costs more than it.
-        seq <= contiguous || (!pending.isEmpty && pending.contains(seq)) || (!ranges.isEmpty && ranges.contains { $0.contains(seq) })
+        // The prefix first: this runs for every operation merged.
+        seq <= contiguous || (!above.isEmpty && above.contains(seq))
     }
 
     /// The seqs of `range` not held, in ascending ranges.
     func missing(in range: ClosedRange<UInt64>) -> [ClosedRange<UInt64>] {
         guard range.upperBound > contiguous else { return [] }
-        var next = max(range.lowerBound, contiguous + 1)
-        var gaps: [ClosedRange<UInt64>] = []
-        let heldAbove = (ranges + pending.map { $0...$0 }).sorted { $0.lowerBound < $1.lowerBound }
-        for held in heldAbove where held.upperBound >= next {
-            guard held.lowerBound <= range.upperBound else { break }
-            if held.lowerBound > next { gaps.append(next...(held.lowerBound - 1)) }
-            guard held.upperBound < range.upperBound else { return gaps }
-            next = held.upperBound + 1
-        }
-        if next <= range.upperBound { gaps.append(next...range.upperBound) }
-        return gaps
+        return above.missing(in: max(range.lowerBound, contiguous + 1)...range.upperBound)
     }
 
-    /// Holds every seq of `range`, none of which is held.
+    /// Holds every seq of `range`.
     mutating func insert(_ range: ClosedRange<UInt64>) {
-        if range.lowerBound == contiguous + 1 {
-            contiguous = range.upperBound
+        if range.lowerBound <= contiguous + 1 {
+            contiguous = max(contiguous, range.upperBound)
         } else {
-            ranges.append(range)
-            ranges.sort { $0.lowerBound < $1.lowerBound }
+            above.insert(range)
         }
         absorb()
     }
 
     mutating func insert(_ seq: UInt64) {
-        if seq == contiguous + 1 {
-            contiguous = seq
-            absorb()
-        } else if seq > contiguous {
-            pending.insert(seq)
-        }
+        insert(seq...seq)
     }
 
+    /// Moves the runs that now continue the prefix into it.
     private mutating func absorb() {
-        var advanced = true
-        while advanced {
-            advanced = false
-            if !pending.isEmpty, pending.remove(contiguous + 1) != nil {
-                contiguous += 1
-                advanced = true
-            }
-            if let first = ranges.first, first.lowerBound <= contiguous + 1 {
-                contiguous = max(contiguous, first.upperBound)
-                ranges.removeFirst()
-                advanced = true
-            }
+        while let first = above.first, first.lowerBound <= contiguous + 1 {
+            contiguous = max(contiguous, above.removeFirst().upperBound)
         }
     }
 }
