@@ -46,10 +46,11 @@ extension ConcordStore {
                 }
             }
             try recordTrims(plan.trimmed, perTransaction: max(1, recordsPerTransaction))
-            // The stable removes last, once every add they named is compacted: in between, an
-            // export carries each remove in full, and the state replays from the log (SPEC.md §9).
+            // A stable remove is never compacted before an add it names: until the add is, an
+            // export carries the remove in full, and the state replays from the log (SPEC.md §9).
+            // The few that step 2 would reach before such an add go in a second pass.
             report.droppedOperations = try compactLogRows(plan.drops, operationsPerTransaction: max(1, recordsPerTransaction) * 128)
-            report.droppedOperations += try compactLogRows(plan.stableRemoves, operationsPerTransaction: max(1, recordsPerTransaction) * 128)
+            report.droppedOperations += try compactLogRows(plan.secondPass, operationsPerTransaction: max(1, recordsPerTransaction) * 128)
             report.records = try forgetCompactedSeqs(plan, perTransaction: max(1, recordsPerTransaction))
             // Where the next one is counted from (`compactIfDue`).
             try write { db in
@@ -102,7 +103,15 @@ extension ConcordStore {
             guard !redundant.isEmpty else { return }
             let ids = Set(redundant)
             for operation in record where ids.contains(operation.id) {
-                if case .removeTag = operation.action { plan.stableRemoves.insert(operation.id) } else { plan.drops.insert(operation.id) }
+                // A stable remove goes in the first pass when every add it drops with it comes
+                // before it in that pass's order, which is `OperationID`'s (authors in id order,
+                // seqs ascending), so in the same or an earlier transaction: in a lone author's
+                // log, all of them.
+                if case .removeTag(_, let observed) = operation.action, observed.contains(where: { ids.contains($0) && operation.id < $0 }) {
+                    plan.secondPass.insert(operation.id)
+                } else {
+                    plan.drops.insert(operation.id)
+                }
             }
             plan.trimmed[record[0].record] = record.lazy.filter { ids.contains($0.id) }.map(\.timestamp).max()!
             var named = Set<OperationID>()
@@ -201,7 +210,7 @@ extension ConcordStore {
                     var compacted: [OperationID] = []
                     for span in state.operations.spans {
                         for seq in span.first...span.last
-                        where plan.drops.contains(seq, of: span.replica) || plan.stableRemoves.contains(seq, of: span.replica)
+                        where plan.drops.contains(seq, of: span.replica) || plan.secondPass.contains(seq, of: span.replica)
                             || plan.compacted.contains(OperationID(replica: span.replica, seq: seq)) {
                             compacted.append(OperationID(replica: span.replica, seq: seq))
                         }
@@ -311,10 +320,11 @@ private struct LogRowRewriter: ~Copyable {
 
 /// What step 1 of a compaction decided (SPEC.md §9, "Compaction").
 private struct CompactionPlan {
-    /// The operations to drop but the stable removes.
+    /// The operations to drop in the first pass: all but some stable removes.
     var drops = SeqBitmap()
-    /// The stable removes to drop (SPEC.md §5.8): after every other drop.
-    var stableRemoves = SeqBitmap()
+    /// The stable removes to drop (SPEC.md §5.8) that name an add to drop which the first pass
+    /// reaches after them: they go in a second pass.
+    var secondPass = SeqBitmap()
     /// The seqs the log held compacted already.
     var compacted = SeqRanges()
     /// The records that drop operations, each with the greatest timestamp of those it drops.
