@@ -38,7 +38,7 @@ public struct KeptHistory: Hashable, Sendable {
 
 package enum Compaction {
     /// The operations of `operations` (every operation of one record a replica holds in full)
-    /// that it may drop, in ascending order:
+    /// that it may drop:
     /// - an assign with known predecessors that is neither a head nor hidden (§5.1): a kept
     ///   write has seen it, and the register keeps what it had seen;
     /// - an add of a tag whose dot a remove has named: the remove keeps it removed.
@@ -51,48 +51,45 @@ package enum Compaction {
     /// each field's writes it counts; a stable remove is kept while an add it named is.
     package static func redundant(
         among operations: [Op], keeping history: KeptHistory = .none, nowMillis: UInt64 = 0, stable: VersionVector = VersionVector()
-    ) -> [OperationID] {
+    ) -> Set<OperationID> {
         guard let record = operations.first?.record else { return [] }
         var state = RecordState(ref: record)
         for operation in operations { state.apply(operation) }
         guard !state.isPurged else { return [] }
-        var dropped: [OperationID] = []
+        var dropped = Set<OperationID>()
         for operation in operations {
             switch operation.action {
             case let .assign(field, _):
                 guard case .some = operation.predecessors, let register = state.register(field) else { continue }
                 let stamp = operation.stamp
                 if stamp != register.stamp, !register.rivals.contains(where: { $0.stamp == stamp }), !register.hidden.contains(stamp) {
-                    dropped.append(operation.id)
+                    dropped.insert(operation.id)
                 }
             case let .addTag(tag):
-                if state.tags.removedDots(of: tag).contains(operation.id) { dropped.append(operation.id) }
+                if state.tags.removedDots(of: tag).contains(operation.id) { dropped.insert(operation.id) }
             default:
                 continue
             }
         }
-        if let since = history.keeps(nowMillis: nowMillis) {
-            let old = Set(operations.lazy.filter { $0.timestamp.physicalMillis < since }.map(\.id))
-            dropped.removeAll { !old.contains($0) }
+        let ageLimit = history.keeps(nowMillis: nowMillis)
+        if let since = ageLimit {
+            for operation in operations where operation.timestamp.physicalMillis >= since { dropped.remove(operation.id) }
         }
         if history.writesPerField > 0 {
             var writes: [Field: [Stamp]] = [:]
             for operation in operations { if case .assign(let field, _) = operation.action { writes[field, default: []].append(operation.stamp) } }
-            var recent = Set<OperationID>()
             for stamps in writes.values {
-                for stamp in stamps.sorted(by: >).prefix(history.writesPerField) { recent.insert(OperationID(replica: stamp.replica, seq: stamp.seq)) }
+                for stamp in stamps.sorted(by: >).prefix(history.writesPerField) { dropped.remove(OperationID(replica: stamp.replica, seq: stamp.seq)) }
             }
-            dropped.removeAll { recent.contains($0) }
         }
-        dropped += stableRemoves(among: operations, dropping: Set(dropped), stable: history.keeps(nowMillis: nowMillis), through: stable)
+        dropped.formUnion(stableRemoves(among: operations, dropping: dropped, stable: ageLimit, through: stable))
         // A record keeps an operation in full: a replica that receives its compacted seqs alone
         // would not know the record, whose dump shows it.
         guard !dropped.isEmpty, dropped.count < operations.count else { return [] }
-        let droppedSet = Set(dropped)
         var kept = RecordState(ref: record)
-        for operation in operations where !droppedSet.contains(operation.id) { kept.apply(operation) }
+        for operation in operations where !dropped.contains(operation.id) { kept.apply(operation) }
         guard kept.hasSameContent(as: state, forgettingDotsThrough: stable) else { return [] }
-        return dropped.sorted()
+        return dropped
     }
 
     /// The removes of `operations` that are stable through `stable`, old enough for `ageLimit`,
@@ -101,12 +98,15 @@ package enum Compaction {
         among operations: [Op], dropping: Set<OperationID>, stable ageLimit: UInt64?, through stable: VersionVector
     ) -> [OperationID] {
         guard !stable.entries.isEmpty else { return [] }
-        let heldInFull = Set(operations.lazy.map(\.id))
+        // Made only for a record with a stable remove: most have none.
+        var heldInFull: Set<OperationID>?
         return operations.compactMap { operation in
             guard case let .removeTag(_, observed) = operation.action, stable.covers(operation.id),
                   ageLimit.map({ operation.timestamp.physicalMillis < $0 }) ?? true,
-                  observed.allSatisfy({ stable.covers($0) && (!heldInFull.contains($0) || dropping.contains($0)) })
+                  observed.allSatisfy({ stable.covers($0) })
             else { return nil }
+            if heldInFull == nil { heldInFull = Set(operations.lazy.map(\.id)) }
+            guard observed.allSatisfy({ !heldInFull!.contains($0) || dropping.contains($0) }) else { return nil }
             return operation.id
         }
     }

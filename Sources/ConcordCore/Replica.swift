@@ -227,7 +227,7 @@ package struct Replica: Sendable {
         for (ref, held) in byRecord {
             let redundant = Compaction.redundant(among: held.sorted { $0.id < $1.id }, keeping: history, nowMillis: nowMillis, stable: stable)
             guard !redundant.isEmpty else { continue }
-            for id in redundant {
+            for id in redundant.sorted() {
                 if case .removeTag = operations[id]!.action { droppedStableThrough.merge(stable) }
                 operations[id] = nil
                 compacted.insert(id)

@@ -99,9 +99,8 @@ extension ConcordStore {
         var record: [Op] = []
         func decide() {
             guard !aboveGaps.contains(record[0].record) else { return }
-            let redundant = Compaction.redundant(among: record, keeping: history, nowMillis: nowMillis, stable: stable)
-            guard !redundant.isEmpty else { return }
-            let ids = Set(redundant)
+            let ids = Compaction.redundant(among: record, keeping: history, nowMillis: nowMillis, stable: stable)
+            guard !ids.isEmpty else { return }
             for operation in record where ids.contains(operation.id) {
                 // A stable remove goes in the first pass when every add it drops with it comes
                 // before it in that pass's order, which is `OperationID`'s (authors in id order,
