@@ -63,6 +63,18 @@ package struct SeqRanges: Hashable, Sendable {
         runsByReplica[replica] = list.isEmpty ? nil : list
     }
 
+    /// Whether this set and `other` share an operation.
+    package func overlaps(_ other: SeqRanges) -> Bool {
+        runsByReplica.contains { replica, runs in other.runsByReplica[replica].map(runs.overlaps) ?? false }
+    }
+
+    /// The seqs of this set that `vector` covers.
+    package func clipped(to vector: VersionVector) -> SeqRanges {
+        SeqRanges(runs.compactMap { run in
+            run.seqs.lowerBound <= vector[run.replica] ? (run.replica, run.seqs.lowerBound...min(run.seqs.upperBound, vector[run.replica])) : nil
+        })
+    }
+
     /// These seqs but those `vector` covers.
     package func subtracting(_ vector: VersionVector) -> SeqRanges {
         var rest = self

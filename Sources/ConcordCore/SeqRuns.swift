@@ -122,6 +122,17 @@ package struct SeqRuns: Hashable, Sendable {
         return gaps
     }
 
+    /// Whether these runs and `other` share a seq.
+    /// - Complexity: O(*r* + *s*), walking both in step.
+    package func overlaps(_ other: SeqRuns) -> Bool {
+        var (mine, theirs) = (runs.startIndex, other.runs.startIndex)
+        while mine < runs.endIndex, theirs < other.runs.endIndex {
+            if runs[mine].overlaps(other.runs[theirs]) { return true }
+            if runs[mine].upperBound < other.runs[theirs].upperBound { mine += 1 } else { theirs += 1 }
+        }
+        return false
+    }
+
     /// How many seqs of `range` the runs hold.
     package func count(in range: ClosedRange<UInt64>) -> UInt64 {
         var total: UInt64 = 0

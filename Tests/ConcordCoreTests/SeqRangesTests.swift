@@ -52,6 +52,8 @@ private let replicaC = ReplicaID(high: 0xCCCC_0000_0000_0003, low: 3)
             let low = UInt64.random(in: 1...70, using: &random)
             let window = low...(low + UInt64.random(in: 0...20, using: &random))
             #expect(ranges.count(of: replicaA, in: window) == UInt64(model.filter { window.contains($0) }.count), "\(list) in \(window)")
+            let clipped = ranges.clipped(to: VersionVector([replicaA: through]))
+            #expect(Set(clipped.ranges(of: replicaA).flatMap { Array($0) }) == model.filter { $0 <= through }, "\(list) through \(through)")
         }
         var two = SeqRanges(upTo: VersionVector([replicaB: 5, replicaC: 0]))
         two.insert(OperationID(replica: replicaA, seq: 3))
@@ -99,6 +101,8 @@ private let replicaC = ReplicaID(high: 0xCCCC_0000_0000_0003, low: 3)
             let missing = runs.missing(in: window)
             #expect(Set(missing.flatMap { Array($0) }) == Set(window.filter { !model.contains($0) }), "\(runs.ranges) in \(window)")
             for (left, right) in zip(missing, missing.dropFirst()) { #expect(left.upperBound + 1 < right.lowerBound) }
+            #expect(!runs.overlaps(SeqRuns(missing)) && !SeqRuns(missing).overlaps(runs))
+            #expect(runs.overlaps(SeqRuns([window])) == model.contains { window.contains($0) }, "\(runs.ranges) and \(window)")
             #expect(SeqRuns(runs.ranges.reversed()) == runs)
         }
     }

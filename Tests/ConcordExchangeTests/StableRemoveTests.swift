@@ -72,6 +72,27 @@ import Testing
         #expect(!(try restored.allOperations()).contains { if case .removeTag = $0.action { true } else { false } })
     }
 
+    /// Both in one merge, in either order: a bundle of the backup, which holds the add in full,
+    /// and one of a, which claims it compacted (as `syncctl merge OLD NEW` reads them, or a sync
+    /// reads a shared folder's files). The copy the merge itself brings goes as one held before.
+    @Test func anAddDeliveredBesideAClaimOfItInOneMergeIsDropped() throws {
+        let directory = try TemporaryDirectory()
+        let key = SyncKey.generate()
+        let (a, backup, _) = try Self.world(directory, key: key)
+        let restored = try Self.restore(backup, key: key)
+        defer { try? restored.close() }
+        let (old, new) = (directory.file("old.cbundle"), directory.file("new.cbundle"))
+        try restored.exportBundle(to: old, since: VersionVector(), encryptingWith: key)
+        try a.store.exportBundle(to: new, since: VersionVector(), encryptingWith: key)
+        for (index, order) in [[old, new], [new, old]].enumerated() {
+            let fresh = try Node(in: directory, "fresh\(index)", seed: 10 + UInt64(index), key: key)
+            try fresh.store.merge(filesAt: order)
+            #expect(try fresh.dump() == a.dump(), "\(order.map { ($0 as NSString).lastPathComponent })")
+            #expect(try fresh.store.verify().problems == [])
+            #expect(!(try fresh.store.allOperations()).contains { if case .removeTag = $0.action { true } else { false } })
+        }
+    }
+
     @Test func aBackupFromBeforeARemoveDropsTheAddInAPeerSession() throws {
         let directory = try TemporaryDirectory()
         let key = SyncKey.generate()

@@ -40,13 +40,22 @@ extension ConcordStore {
         compacted: () -> [CompactedSeqs] = { [] }
     ) throws -> MergeReport {
         try finishPendingMerge()
-        let input = try readAndSort(read, sortRun: bounds.sortRun)
+        var delivered = DeliveredSeqs()
+        let input = try readAndSort({ each in
+            try withoutActuallyEscaping(each) { each in
+                try read { operation in
+                    delivered.note(operation.id)
+                    try each(operation)
+                }
+            }
+        }, sortRun: bounds.sortRun)
         // Whether the store holds a base is read before the logging: its vector only grows.
         var taken = SeqRanges()
-        // Claims of seqs the store holds in full at or below the sender's G drop the copies: all
-        // of the input's claims are then taken in one transaction, once every operation of the
-        // input is logged and applied (SPEC.md §5.8, §9), not among the operations, where a crash
-        // between two batches would leave some taken and the copies they stand for held.
+        // Claims of seqs at or below the sender's G that the store holds in full, or that the
+        // input itself delivers in full (an old bundle merged beside a new one), drop the copies:
+        // all of the input's claims are then taken in one transaction, once every operation of
+        // the input is logged and applied (SPEC.md §5.8, §9), not among the operations, where a
+        // crash between two batches would leave some taken and the copies they stand for held.
         var takenAtTheEnd = false
         var dropped = VersionVector()
         let exports = compacted().filter { !$0.seqs.isEmpty }
@@ -58,6 +67,7 @@ extension ConcordStore {
                     dropped.merge(export.droppedStableThrough)
                 }
                 takenAtTheEnd = try !context.heldSeqs(of: taken, through: dropped).isEmpty
+                    || taken.clipped(to: dropped).overlaps(delivered.seqs)
             }
         }
         if !taken.isEmpty, !dropped.entries.isEmpty {
@@ -317,6 +327,28 @@ extension ConcordStore {
             .clash,
             "replica \(id.replica) has two different operations with seq \(id.seq), here and in what is being merged: one of the two stores is a copy of the other (nothing of this batch was merged)",
             cause: OperationClash(id: id))
+    }
+}
+
+/// The seqs of the operations a merge's input delivers in full, gathered run by run as it is read
+/// (one comparison per operation: inputs bring each author's operations in runs).
+private struct DeliveredSeqs {
+    private var gathered = SeqRanges()
+    private var run: (replica: ReplicaID, seqs: ClosedRange<UInt64>)?
+
+    mutating func note(_ id: OperationID) {
+        if let current = run, current.replica == id.replica, current.seqs.upperBound &+ 1 == id.seq {
+            run!.seqs = current.seqs.lowerBound...id.seq
+            return
+        }
+        if let current = run { gathered.insert(current.seqs, of: current.replica) }
+        run = (id.replica, id.seq...id.seq)
+    }
+
+    var seqs: SeqRanges {
+        var all = gathered
+        if let run { all.insert(run.seqs, of: run.replica) }
+        return all
     }
 }
 
