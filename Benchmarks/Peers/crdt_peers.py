@@ -43,15 +43,6 @@ def yrs_build(path, client):
     return doc.get_update()
 
 
-def yrs_merge(a_update, b_update):
-    import pycrdt
-    doc = pycrdt.Doc()
-    doc.apply_update(a_update)
-    start = time.perf_counter()
-    doc.apply_update(b_update)
-    return time.perf_counter() - start
-
-
 def loro_build(path, peer):
     import loro
     doc = loro.LoroDoc()
@@ -69,22 +60,27 @@ def loro_build(path, peer):
     return doc.export(loro.ExportMode.Snapshot())
 
 
-def loro_merge(a_bytes, b_bytes):
-    import loro
-    doc = loro.LoroDoc()
-    doc.import_(a_bytes)
+def timed_merge(peer, a, b):
+    """Seconds to merge B's update into a fresh document that holds A's."""
+    if peer == "yrs":
+        import pycrdt
+        doc, merge = pycrdt.Doc(), "apply_update"
+    else:
+        import loro
+        doc, merge = loro.LoroDoc(), "import_"
+    getattr(doc, merge)(a)
     start = time.perf_counter()
-    doc.import_(b_bytes)
+    getattr(doc, merge)(b)
     return time.perf_counter() - start
 
 
 def main():
     peer, a_path, b_path, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     count = sum(1 for _ in open(b_path))
-    build, merge = (yrs_build, yrs_merge) if peer == "yrs" else (loro_build, loro_merge)
+    build = yrs_build if peer == "yrs" else loro_build
     a, b = build(a_path, 1), build(b_path, 2)
     for _ in range(rounds):
-        seconds = merge(a, b)
+        seconds = timed_merge(peer, a, b)
         print(f"{peer} {count} operations in {seconds:.3f} s: {count / seconds:.0f} operations/s", flush=True)
 
 
