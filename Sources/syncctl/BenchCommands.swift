@@ -90,13 +90,22 @@ struct MergeBench: OneShotCommand {
             and the peak resident memory during the merges; then the time to read one record's history \
             in the merged A, for 200 of its records. Each merge runs in a process of its own, \
             as 'syncctl merge' would, so that its memory is its own and not what building the \
-            workload left.
+            workload left. With --busy-cores N, N threads of this process spin while the merges \
+            run, as other programs on a user's machine would.
             """)
     @OptionGroup var options: WorkloadOptions
     @Option(help: ArgumentHelp(
         "Also leave B's bundle (b.cbundle) and A before the merge (a.db) in this directory, to profile 'syncctl merge b.cbundle --store COPY-OF-a.db' (a.db records no location, so its copies are not refused as copies).",
         valueName: "directory"))
     var keep: String?
+    @Option(name: .customLong("busy-cores"), help: ArgumentHelp(
+        "Keep this many cores busy while the merges run, each with a thread of this process that spins, as other programs on a machine do.",
+        valueName: "n"))
+    var busyCores = 0
+
+    func validate() throws {
+        guard (0...64).contains(busyCores) else { throw ValidationError("--busy-cores must be from 0 to 64") }
+    }
 
     func work() throws {
         let workload = options.workload
@@ -128,6 +137,8 @@ struct MergeBench: OneShotCommand {
             var times: [Double] = []
             var peak = 0
             var merged: String?
+            let spinners = BusyCores(busyCores)
+            defer { spinners.stop() }
             for run in 1...options.runs {
                 progressNote("merge run \(run) of \(options.runs)")
                 let copy = directory + "/a-\(run).db"
@@ -141,6 +152,7 @@ struct MergeBench: OneShotCommand {
                 if let previous = merged { try? FileManager.default.removeItem(atPath: previous) }
                 merged = copy
             }
+            spinners.stop()
             progressNote("verifying")
             // A after the merge must hold exactly what B and A's own history together hold.
             try b.merge(storeAt: template)
@@ -156,7 +168,8 @@ struct MergeBench: OneShotCommand {
             let result = JSON.object([
                 ("benchmark", .string("merge")), ("workload", .string(options.description)),
                 ("operations", .int(Int64(operations))), ("targetOperationsBefore", .int(Int64(aOperations))),
-                ("runs", .int(Int64(times.count))), ("medianSeconds", .decimal(median, fractionDigits: 3)),
+                ("runs", .int(Int64(times.count))), ("busyCores", .int(Int64(busyCores))),
+                ("medianSeconds", .decimal(median, fractionDigits: 3)),
                 ("operationsPerSecond", .int(Int64(Double(operations) / median))),
                 ("bundleBytes", .int(Int64(summary.bytes))),
                 ("bytesPerOperation", .decimal(Double(summary.bytes) / Double(operations), fractionDigits: 2)),
@@ -170,7 +183,7 @@ struct MergeBench: OneShotCommand {
             } else {
                 say("workload    \(options.description)")
                 say("operations  \(operations) from B, merged into A holding \(aOperations)")
-                say("merge       median \(formatted(median, 3)) s over \(times.count) runs (\(times.map { formatted($0, 3) }.joined(separator: ", ")))")
+                say("merge       median \(formatted(median, 3)) s over \(times.count) runs (\(times.map { formatted($0, 3) }.joined(separator: ", ")))\(busyCores == 0 ? "" : ", \(busyCores) \(busyCores == 1 ? "core" : "cores") kept busy")")
                 say("throughput  \(Int(Double(operations) / median)) operations/s")
                 say("bundle      \(summary.bytes) bytes, \(formatted(Double(summary.bytes) / Double(operations), 2)) bytes/operation")
                 say("memory      \(peak / 1_000_000) MB peak resident during the merges")

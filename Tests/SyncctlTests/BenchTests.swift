@@ -48,6 +48,19 @@ import Testing
         #expect(try FileManager.default.contentsOfDirectory(atPath: temporary).isEmpty)
     }
 
+    /// With cores kept busy, as on a machine where other programs run: the merges still hold B's
+    /// state, and the report says how many cores were busy.
+    @Test func mergeBenchKeepsCoresBusyWhenAsked() throws {
+        let sandbox = try Sandbox()
+        let report = try members(try sandbox.run(["bench", "merge", "--records", "60", "--runs", "1", "--busy-cores", "1", "--json"]))
+        #expect(report["verified"] == .bool(true))
+        #expect(report["busyCores"] == .number("1"))
+        let text = try sandbox.run(["bench", "merge", "--records", "60", "--runs", "1", "--busy-cores", "2"])
+        #expect(text.stdout.split(separator: "\n").contains { $0.hasPrefix("merge ") && $0.hasSuffix(", 2 cores kept busy") }, "\(text)")
+        let refused = try sandbox.run(["bench", "merge", "--busy-cores", "65"])
+        #expect(!refused.succeeded && refused.stderr.contains("--busy-cores must be from 0 to 64"), "\(refused)")
+    }
+
     /// The kept files work as the help says: `syncctl merge b.cbundle --store COPY-OF-a.db`, for
     /// on as many copies as one likes (a.db records no location, so no copy is refused as one).
     @Test func keptFilesMergeAsDocumented() throws {
