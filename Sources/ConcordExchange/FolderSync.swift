@@ -307,12 +307,34 @@ public final class FolderSync: Sendable {
                 lost += Int(state.formerlyHeld.count(of: replica, in: gap))
             }
         }
-        guard missing > 0 else { return }
+        guard missing > 0 || holdsMoreThanItLastSaid(mine, state) else { return }
         progress?(.publishing)
         let (name, summary) = try publish(since: Self.base(mine, from: covered), &state)
         report.publishedFile = name
         report.publishedOperations = summary.operations
         report.republishedOperations = lost
+    }
+
+    /// How long a replica that has nothing new to publish waits before it says again what it
+    /// holds (SPEC.md §14, step 2).
+    package static let topRefreshMillis: UInt64 = 3_600_000
+
+    /// Whether the store holds more than the `top` of the newest file this replica wrote to the
+    /// folder, written at least `topRefreshMillis` ago by the store's clock. The others know what
+    /// it holds by that `top` alone (SPEC.md §5.8): a replica that only reads would hold their
+    /// stable frontier back for good, and publishes a file of nothing to move it.
+    private func holdsMoreThanItLastSaid(_ mine: VersionVector, _ state: State) -> Bool {
+        let own = state.counted.filter(isOwn)
+        guard let newest = own.max(by: { (Self.parse($0.name)?.1 ?? 0) < (Self.parse($1.name)?.1 ?? 0) }) else { return false }
+        let manifest: BundleManifest
+        do {
+            var reader = try ConcordStore.bundleReader(at: (directory as NSString).appendingPathComponent(newest.name), key: state.key)
+            manifest = try reader.readManifest()
+        } catch {
+            // Gone or unreadable since the listing: the next sync sees to it.
+            return false
+        }
+        return !manifest.top.covers(mine) && store.environment.wallClock() >= manifest.createdMillis &+ Self.topRefreshMillis
     }
 
     /// The base of a file that holds every operation of `vector` from, for each replica, the

@@ -110,6 +110,42 @@ import Testing
         #expect(try restored.droppedStableThrough() == a.store.droppedStableThrough())
     }
 
+    /// A replica that only reads says what it holds with a file of nothing, once its newest file
+    /// is an hour old (SPEC.md §14, step 2): until then it holds the remove back, and after, the
+    /// remove is dropped. With nothing new to hold, it publishes nothing.
+    @Test func aReplicaThatOnlyReadsSaysWhatItHoldsOnceAnHour() throws {
+        let directory = try TemporaryDirectory()
+        let folder = try directory.directory("shared")
+        let (a, b) = (try Node(in: directory, "a", seed: 1), try Node(in: directory, "b", seed: 2))
+        let ref = RecordRef.reminder(try a.store.addReminder(ReminderDraft(title: "milk", tags: ["home"])))
+        _ = try b.store.addNote(NoteDraft(title: "from b"))
+        for node in [a, b, a] { try node.sync(folder) }
+        a.clock.advance(1_000)
+        try a.store.perform(.tag(add: [], remove: ["home"]), on: ref)
+        try a.sync(folder)
+        func removesHeld() throws -> Int {
+            try a.store.allOperations().filter { if case .removeTag = $0.action { true } else { false } }.count
+        }
+
+        // b reads the remove; its own file is newer than an hour: it publishes nothing.
+        #expect(try b.sync(folder).publishedFile == nil)
+        try a.sync(folder)
+        try a.store.compact(keeping: .none)
+        #expect(try removesHeld() == 1, "b is known to hold only what its file said")
+
+        b.clock.advance(FolderSync.topRefreshMillis)
+        let said = try b.sync(folder)
+        #expect(said.publishedFile != nil && said.publishedOperations == 0, "\(said)")
+        #expect(try b.sync(folder).publishedFile == nil, "it said so once")
+        try a.sync(folder)
+        #expect(try a.store.stableFrontier().covers(a.store.versionVector()))
+        try a.store.compact(keeping: .none)
+        #expect(try removesHeld() == 0)
+        #expect(try a.store.verify().problems == [])
+        try b.sync(folder)
+        #expect(try a.dump() == b.dump())
+    }
+
     /// A replica never heard from since before the remove holds it back: nothing is dropped until
     /// it is retired.
     @Test func aSilentReplicaHoldsTheRemoveBackUntilItIsRetired() throws {
