@@ -4,8 +4,9 @@ format 2 to 5, decompresses its operations blocks with the `zstd` command, decod
 (§8.3), and prints for each part of an operation (header, timestamp, record, field code, each
 field's values, predecessors, tags, removed dots) its raw bytes per operation, and what it
 compresses to as a column of its own with `zstd -3`: a lower bound of what a column-wise layout
-of the same operations would take. Records are counted in two columns: a record's first mention
-(its 17 bytes), and the later ones as a back reference (a varint: how many distinct records ago).
+of the same operations would take, over the whole bundle (a lower bound) and block by block (as
+the format compresses them). Records are counted in two columns: a record's first mention (its
+17 bytes), and the later ones as a back reference (a varint: how many distinct records ago).
 
 Usage: Benchmarks/bundle_bytes.py BUNDLE"""
 import collections
@@ -144,7 +145,12 @@ def main():
         compressed = zstd(parts[name])
         total += compressed
         print(f"{name:22} {len(parts[name]) / operations:8.2f} {compressed / operations:16.2f}")
-    print(f"{'all columns':22} {'':8} {total / operations:16.2f}")
+    print(f"{'all columns':22} {'':8} {total / operations:16.2f}   (over the whole bundle: a lower bound)")
+    per_block = 0
+    for block in raw:
+        block_parts, _ = columns([block])
+        per_block += sum(zstd(part) for part in block_parts.values())
+    print(f"{'all columns, per block':22} {'':8} {per_block / operations:16.2f}   (each block's columns apart, as blocks are compressed)")
 
 
 if __name__ == "__main__":

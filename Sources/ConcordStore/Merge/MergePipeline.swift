@@ -42,6 +42,8 @@ extension ConcordStore {
         try finishPendingMerge()
         var delivered = DeliveredSeqs()
         let input = try readAndSort({ each in
+            // `each` escapes nothing: it runs only inside `read`, which Swift cannot see when a
+            // closure that captures it is passed to another non-escaping parameter.
             try withoutActuallyEscaping(each) { each in
                 try read { operation in
                     delivered.note(operation.id)
@@ -337,6 +339,7 @@ private struct DeliveredSeqs {
     private var run: (replica: ReplicaID, seqs: ClosedRange<UInt64>)?
 
     mutating func note(_ id: OperationID) {
+        // `&+`: a run that ends at the greatest seq continues with none (seq 0 is never an id).
         if let current = run, current.replica == id.replica, current.seqs.upperBound &+ 1 == id.seq {
             run!.seqs = current.seqs.lowerBound...id.seq
             return

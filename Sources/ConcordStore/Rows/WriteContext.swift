@@ -6,7 +6,7 @@ import GRDB
 /// `contiguous`, plus runs above it that arrived out of order.
 struct HeldSequence {
     private(set) var contiguous: UInt64
-    /// Held runs above `contiguous + 1`.
+    /// Held runs that start above `contiguous + 1` (one that starts there joins the prefix).
     private var above: SeqRuns
 
     init(contiguous: UInt64, ranges: [ClosedRange<UInt64>]) {
