@@ -140,4 +140,63 @@ import Testing
         print("CompactCommandTests kills (seed 58; a whole compact took \(String(format: "%.2f", duration)) s): \(outcomes)")
         #expect(outcomes.contains { $0.hasPrefix("killed") })
     }
+
+    /// Two replicas whose removes name each other's adds, every remove stable (each knows the
+    /// other holds everything). The compaction's first pass goes through the authors in id order,
+    /// so one of the two directions has removes it reaches before the adds they name (SPEC.md §9,
+    /// "Compaction", step 2). `compact` killed at random moments never leaves a remove compacted
+    /// while an add it names is held in full: an export would carry the add without the remove.
+    @Test func compactKilledNeverDropsARemoveBeforeTheAddsItNames() throws {
+        let sandbox = try Sandbox()
+        var random = SplitMix64(seed: 59)
+        var outcomes: [String] = []
+        var duration = 0.0
+        for round in 0..<8 {
+            let directory = try TemporaryDirectory()
+            let (a, b) = (try Node(in: directory, "a", seed: UInt64(2 * round + 1)), try Node(in: directory, "b", seed: UInt64(2 * round + 2)))
+            func tagged(by node: Node, removedBy other: Node) throws {
+                var generator = SplitMix64(seed: UInt64(round) << 8 | UInt64(node === a ? 1 : 2))
+                let refs = (0..<1_500).map { _ in RecordRef.reminder(RecordID.random(using: &generator)) }
+                try node.store.perform(refs.map { ($0, .createReminder(ReminderDraft(title: node.name, tags: [node.name]))) })
+                try other.store.merge(storeAt: node.store.path)
+                other.clock.advance(1_000)
+                try other.store.perform(refs.map { ($0, .tag(add: [], remove: [node.name])) })
+            }
+            try tagged(by: a, removedBy: b)
+            try tagged(by: b, removedBy: a)
+            try b.store.merge(storeAt: a.store.path)
+            try a.store.merge(storeAt: b.store.path)
+            #expect(try a.store.stableFrontier().covers(a.store.versionVector()), "every remove is stable on a")
+            let removes = try a.store.allOperations().compactMap { operation -> (OperationID, [OperationID])? in
+                guard case let .removeTag(_, observed) = operation.action else { return nil }
+                return (operation.id, Array(observed))
+            }
+            #expect(removes.count == 3_000)
+            let dump = try a.dump()
+            let path = a.store.path
+            try a.store.close()
+            try b.store.close()
+
+            let store = Store(sandbox: sandbox, path: path)
+            let fraction = Double(random.next() % 1_000) / 1_000
+            // After round 0, which times a whole compact, each kill lands a random moment after
+            // the compaction's first commit reached the WAL: its passes come after its one read.
+            let point: KillPoint =
+                round == 0 ? .after(1_000) : .progress(measure: { sizeOfFile(path + "-wal") }, threshold: 1, then: duration * fraction / 3)
+            let started = Date()
+            let killed = try sandbox.runKilled(["compact", "--keep-history", "0", "--store", path], at: point)
+            if round == 0 { duration = Date().timeIntervalSince(started) }
+            try store.expectSound("after compact was killed \(point)")
+            let reopened = try ConcordStore.open(at: path)
+            let held = Set(try reopened.allOperations().map(\.id))
+            try reopened.close()
+            let early = removes.filter { remove, named in !held.contains(remove) && named.contains { held.contains($0) } }
+            #expect(early.isEmpty, "round \(round), killed \(point): \(early.count) removes compacted before an add they name, the first \(early.first.map { "\($0.0) naming \($0.1)" } ?? "")")
+            #expect(try store.ok("dump") == dump, "round \(round): the state changed")
+            outcomes.append(killed.status == 0 ? "finished" : "killed with \(removes.filter { held.contains($0.0) }.count) removes held")
+            try store.ok("compact", "--keep-history", "0")
+            #expect(try ConcordStore.open(at: path).allOperations().allSatisfy { if case .removeTag = $0.action { false } else { true } }, "every remove dropped in the end")
+        }
+        print("CompactCommandTests two-author kills (seed 59; a whole compact took \(String(format: "%.2f", duration)) s): \(outcomes)")
+    }
 }
