@@ -110,11 +110,9 @@ import Testing
         #expect(try restored.droppedStableThrough() == a.store.droppedStableThrough())
     }
 
-    /// A replica that only reads says what it holds with a file of nothing, once its newest file
-    /// is an hour old (SPEC.md §14, step 2): until then it holds the remove back, and after, the
-    /// remove is dropped. With nothing new to hold, it publishes nothing.
-    @Test func aReplicaThatOnlyReadsSaysWhatItHoldsOnceAnHour() throws {
-        let directory = try TemporaryDirectory()
+    /// a and b sync through a folder (each then knows the other), and a removes the tag of a
+    /// reminder both hold.
+    static func removedOnceBothSynced(_ directory: TemporaryDirectory) throws -> (a: Node, b: Node, folder: String) {
         let folder = try directory.directory("shared")
         let (a, b) = (try Node(in: directory, "a", seed: 1), try Node(in: directory, "b", seed: 2))
         let ref = RecordRef.reminder(try a.store.addReminder(ReminderDraft(title: "milk", tags: ["home"])))
@@ -122,10 +120,21 @@ import Testing
         for node in [a, b, a] { try node.sync(folder) }
         a.clock.advance(1_000)
         try a.store.perform(.tag(add: [], remove: ["home"]), on: ref)
+        return (a, b, folder)
+    }
+
+    static func removesHeld(by node: Node) throws -> Int {
+        try node.store.allOperations().filter { if case .removeTag = $0.action { true } else { false } }.count
+    }
+
+    /// A replica that only reads says what it holds with a file of nothing, once its newest file
+    /// is an hour old (SPEC.md §14, step 2): until then it holds the remove back, and after, the
+    /// remove is dropped. With nothing new to hold, it publishes nothing.
+    @Test func aReplicaThatOnlyReadsSaysWhatItHoldsOnceAnHour() throws {
+        let directory = try TemporaryDirectory()
+        let (a, b, folder) = try Self.removedOnceBothSynced(directory)
         try a.sync(folder)
-        func removesHeld() throws -> Int {
-            try a.store.allOperations().filter { if case .removeTag = $0.action { true } else { false } }.count
-        }
+        func removesHeld() throws -> Int { try Self.removesHeld(by: a) }
 
         // b reads the remove; its own file is newer than an hour: it publishes nothing.
         #expect(try b.sync(folder).publishedFile == nil)
@@ -150,16 +159,8 @@ import Testing
     /// it is retired.
     @Test func aSilentReplicaHoldsTheRemoveBackUntilItIsRetired() throws {
         let directory = try TemporaryDirectory()
-        let folder = try directory.directory("shared")
-        let (a, b) = (try Node(in: directory, "a", seed: 1), try Node(in: directory, "b", seed: 2))
-        let ref = RecordRef.reminder(try a.store.addReminder(ReminderDraft(title: "milk", tags: ["home"])))
-        _ = try b.store.addNote(NoteDraft(title: "from b"))
-        for node in [a, b, a] { try node.sync(folder) }
-        a.clock.advance(1_000)
-        try a.store.perform(.tag(add: [], remove: ["home"]), on: ref)
-        func removesHeld() throws -> Int {
-            try a.store.allOperations().filter { if case .removeTag = $0.action { true } else { false } }.count
-        }
+        let (a, b, _) = try Self.removedOnceBothSynced(directory)
+        func removesHeld() throws -> Int { try Self.removesHeld(by: a) }
         try a.store.compact(keeping: .none)
         #expect(try removesHeld() == 1, "b was last heard of before the remove")
         #expect(try a.store.droppedStableThrough() == VersionVector())
