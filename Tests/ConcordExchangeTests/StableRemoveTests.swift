@@ -86,7 +86,7 @@ import Testing
         try a.store.exportBundle(to: new, since: VersionVector(), encryptingWith: key)
         for (index, order) in [[old, new], [new, old]].enumerated() {
             let fresh = try Node(in: directory, "fresh\(index)", seed: 10 + UInt64(index), key: key)
-            try fresh.store.merge(filesAt: order)
+            _ = try fresh.store.merge(filesAt: order)
             #expect(try fresh.dump() == a.dump(), "\(order.map { ($0 as NSString).lastPathComponent })")
             #expect(try fresh.store.verify().problems == [])
             #expect(!(try fresh.store.allOperations()).contains { if case .removeTag = $0.action { true } else { false } })
