@@ -34,6 +34,8 @@ package struct SeqRuns: Hashable, Sendable {
 
     package var first: ClosedRange<UInt64>? { runs.first }
 
+    package var last: ClosedRange<UInt64>? { runs.last }
+
     /// How many seqs the runs hold.
     package var count: UInt64 { runs.reduce(0) { $0 + ($1.upperBound - $1.lowerBound + 1) } }
 

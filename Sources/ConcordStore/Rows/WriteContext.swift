@@ -8,6 +8,10 @@ struct HeldSequence {
     private(set) var contiguous: UInt64
     /// Held runs that start above `contiguous + 1` (one that starts there joins the prefix).
     private var above: SeqRuns
+    /// Single seqs that arrived between two runs of `above`: a set takes each in O(1), where
+    /// the runs would move to make room (input in shuffled order brings one seq at a time).
+    /// `missing(in:)` folds them into the runs.
+    private var between: Set<UInt64> = []
 
     init(contiguous: UInt64, ranges: [ClosedRange<UInt64>]) {
         self.contiguous = contiguous
@@ -17,12 +21,16 @@ struct HeldSequence {
 
     func contains(_ seq: UInt64) -> Bool {
         // The prefix first: this runs for every operation merged.
-        seq <= contiguous || (!above.isEmpty && above.contains(seq))
+        seq <= contiguous || (!above.isEmpty && above.contains(seq)) || (!between.isEmpty && between.contains(seq))
     }
 
     /// The seqs of `range` not held, in ascending ranges.
-    func missing(in range: ClosedRange<UInt64>) -> [ClosedRange<UInt64>] {
+    mutating func missing(in range: ClosedRange<UInt64>) -> [ClosedRange<UInt64>] {
         guard range.upperBound > contiguous else { return [] }
+        if !between.isEmpty {
+            above = SeqRuns(above.ranges + between.map { $0...$0 })
+            between.removeAll()
+        }
         return above.missing(in: max(range.lowerBound, contiguous + 1)...range.upperBound)
     }
 
@@ -37,13 +45,26 @@ struct HeldSequence {
     }
 
     mutating func insert(_ seq: UInt64) {
-        insert(seq...seq)
+        if seq > contiguous + 1, let last = above.last, seq < last.lowerBound, !above.contains(seq) {
+            between.insert(seq)
+        } else {
+            insert(seq...seq)
+        }
     }
 
-    /// Moves the runs that now continue the prefix into it.
+    /// Moves the runs, and the single seqs, that now continue the prefix into it.
     private mutating func absorb() {
-        while let first = above.first, first.lowerBound <= contiguous + 1 {
-            contiguous = max(contiguous, above.removeFirst().upperBound)
+        var advanced = true
+        while advanced {
+            advanced = false
+            if let first = above.first, first.lowerBound <= contiguous + 1 {
+                contiguous = max(contiguous, above.removeFirst().upperBound)
+                advanced = true
+            }
+            if !between.isEmpty, between.remove(contiguous + 1) != nil {
+                contiguous += 1
+                advanced = true
+            }
         }
     }
 }
