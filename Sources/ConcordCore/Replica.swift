@@ -43,7 +43,8 @@ package struct Replica: Sendable {
 
     /// Notes that `replica` holds every seq `vector` covers (it sent or published it).
     package mutating func learn(_ replica: ReplicaID, holds vector: VersionVector) {
-        guard replica != id else { return }
+        // An empty vector teaches nothing (SPEC.md §5.8), as in stores (`ConcordStore.learn`).
+        guard replica != id, !vector.entries.isEmpty else { return }
         knownVectors[replica, default: VersionVector()].merge(vector)
     }
 

@@ -48,14 +48,11 @@ import Testing
             }
         }
 
+        /// As stores merge each other (`merge(storesAt:)`): the operations this side lacks, the
+        /// other's compacted seqs, and what it holds; in this side's batches.
         func merge(from other: Side) throws {
-            try model.merge(other.model.operations())
-            let operations = try other.store.allOperations()
-            if batched {
-                try store.merge { each in try operations.forEach(each) }
-            } else {
-                try store.merge(operations)
-            }
+            try model.merge(other.model.export(since: model.versionVector))
+            try store.merge(stores: [other.store])
         }
     }
 

@@ -52,6 +52,10 @@ extension ConcordStore {
 
     /// Merges operations from anywhere, in one transaction: all of them or, if one is invalid or
     /// clashes with one held (SPEC.md §9.1), none. Operations already held are skipped.
+    ///
+    /// Operations alone carry no compacted seqs (SPEC.md §5.8): between replicas that compact,
+    /// exchange bundles, stores or peer sessions, which carry them. A replica fed only this way by
+    /// one that dropped a stable remove keeps the adds that remove named.
     @discardableResult
     public func merge(_ operations: some Sequence<Op>) throws(ConcordError) -> MergeReport {
         try guarded {
@@ -75,6 +79,13 @@ extension ConcordStore {
         var others: [ConcordStore] = []
         defer { for other in others { try? other.close() } }
         for path in paths { others.append(try ConcordStore.open(at: path, readOnly: true, environment: environment)) }
+        return try merge(stores: others)
+    }
+
+    /// Merges the stores `others`, open already (in memory, say), as `merge(storesAt:)` does:
+    /// their operations, their compacted seqs, and what they hold (SPEC.md §5.8).
+    @discardableResult
+    package func merge(stores others: [ConcordStore]) throws(ConcordError) -> MergeReport {
         // A store with a sync key takes no compacted seqs from another store, which no seal
         // vouches for (SPEC.md §13).
         let trustsPlain = try syncKeyBytes() == nil
