@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Where a bundle's bytes go (issue 36: bytes per operation). Reads a bundle (SPEC.md §13) of
+"""Where a bundle's bytes go, per operation. Reads a bundle (SPEC.md §13) of
 format 2 to 5, decompresses its operations blocks with the `zstd` command, decodes their runs
 (§8.3), and prints for each part of an operation (header, timestamp, record, field code, each
 field's values, predecessors, tags, removed dots) its raw bytes per operation, and what it

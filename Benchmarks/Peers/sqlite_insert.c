@@ -1,4 +1,4 @@
-/* The floor Concord's merge is measured against (issue 36): SQLite inserting each operation as
+/* The floor Concord's merge is measured against: SQLite inserting each operation as
  * one row of a table without an index, through one prepared statement in one transaction, WAL
  * and synchronous = FULL as Concord's stores. It reads the operations file operations.py writes
  * (not timed), then times the inserts and the COMMIT, and prints one line:
