@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
-"""Where a bundle's bytes go, per operation. Reads a bundle (SPEC.md §13) of
-format 2 to 5, decompresses its operations blocks with the `zstd` command, decodes their runs
-(§8.3), and prints for each part of an operation (header, timestamp, record, field code, each
+"""Where a bundle's bytes go, per operation. Reads a bundle (SPEC.md §13) of format 2 to 6 and
+decompresses its operations blocks with the `zstd` command.
+
+Format 6 holds each block's entries in columns: it prints each column's raw bytes per operation,
+and what it compresses to alone with `zstd -3`, over all blocks.
+
+Formats 2 to 5 hold rows: it decodes their runs (§8.3), and prints for each part of an operation (header, timestamp, record, field code, each
 field's values, predecessors, tags, removed dots) its raw bytes per operation, and what it
 compresses to as a column of its own with `zstd -3`: a lower bound of what a column-wise layout
 of the same operations would take, over the whole bundle (a lower bound) and block by block (as
@@ -132,9 +136,42 @@ def columns(raw):
     return parts, operations
 
 
+COLUMNS = ["headers", "compacted seqs", "timestamps", "records", "record kinds", "record ids' first halves",
+           "record ids' second halves", "fields", "tags", "operation ids"]
+COLUMNS += [f"values of field code {c}" for c in range(11)] + [f"texts of field code {c}" for c in range(11)]
+
+
+def format6(bundle, raw, stored):
+    """The columns of format 6's blocks, as they are."""
+    sizes = collections.Counter()
+    compressed = collections.Counter()
+    operations = 0
+    for data in raw:
+        table, at = varint(data, 0)
+        at += 16 * table
+        runs, at = varint(data, at)
+        for _ in range(3 * runs):
+            _, at = varint(data, at)
+        for name in COLUMNS:
+            length, at = varint(data, at)
+            column = data[at:at + length]
+            at += length
+            sizes[name] += length
+            compressed[name] += zstd(column) if column else 0
+            if name == "headers":
+                operations += sum(1 for header in column if header != 0x20)
+    print(f"{operations} operations; the file {len(bundle)} bytes, {len(bundle) / operations:.2f} bytes/operation")
+    print(f"operations blocks: raw {sum(map(len, raw)) / operations:.2f}, stored {stored / operations:.2f} bytes/operation")
+    print(f"{'column':28} {'raw':>8} {'alone, zstd -3':>16}   (bytes/operation)")
+    for name in sorted((name for name in COLUMNS if sizes[name]), key=lambda name: -sizes[name]):
+        print(f"{name:28} {sizes[name] / operations:8.2f} {compressed[name] / operations:16.2f}")
+
+
 def main():
     bundle = open(sys.argv[1], "rb").read()
     raw, stored = payloads(bundle)
+    if bundle[8] >= 6:
+        return format6(bundle, raw, stored)
     parts, operations = columns(raw)
     raw_bytes = sum(len(block) for block in raw)
     print(f"{operations} operations; the file {len(bundle)} bytes, {len(bundle) / operations:.2f} bytes/operation")

@@ -103,26 +103,38 @@ public struct ByteReader {
     public let bytes: [UInt8]
     /// Where in `bytes` the next read starts.
     public private(set) var offset: Int
+    /// Where in `bytes` reading ends: a read past it is `.truncated`.
+    package let end: Int
 
     /// A reader of `bytes` that starts at `offset`.
     public init(_ bytes: [UInt8], offset: Int = 0) {
         self.bytes = bytes
         self.offset = offset
+        end = bytes.count
+    }
+
+    /// A reader of `bytes[range]`, which shares `bytes` rather than copying it: one of several
+    /// readers of the parts of one buffer (the columns of a bundle's block, SPEC.md §13).
+    package init(_ bytes: [UInt8], range: Range<Int>) {
+        precondition(range.lowerBound >= 0 && range.upperBound <= bytes.count, "a range outside the bytes")
+        self.bytes = bytes
+        offset = range.lowerBound
+        end = range.upperBound
     }
 
     /// Whether every byte has been read.
-    public var isAtEnd: Bool { offset >= bytes.count }
+    public var isAtEnd: Bool { offset >= end }
     /// How many bytes are left to read.
-    public var remaining: Int { bytes.count - offset }
+    public var remaining: Int { end - offset }
 
     /// The next byte, left unread; nil at the end.
     public func peek() -> UInt8? {
-        offset < bytes.count ? bytes[offset] : nil
+        offset < end ? bytes[offset] : nil
     }
 
     /// The next byte; `.truncated` at the end.
     public mutating func byte() throws(DecodeError) -> UInt8 {
-        guard offset < bytes.count else { throw .truncated }
+        guard offset < end else { throw .truncated }
         defer { offset += 1 }
         return bytes[offset]
     }
@@ -160,7 +172,12 @@ public struct ByteReader {
 
     /// A length-prefixed string; its bytes must be valid UTF-8.
     public mutating func string(maxBytes: Int = Int.max) throws(DecodeError) -> String {
-        let length = try varint()
+        try string(ofLength: try varint(), maxBytes: maxBytes)
+    }
+
+    /// The next `length` bytes as a string: they must be valid UTF-8. For a string whose length
+    /// travels apart from its bytes (a column of texts, SPEC.md §13).
+    package mutating func string(ofLength length: UInt64, maxBytes: Int = Int.max) throws(DecodeError) -> String {
         guard length <= UInt64(min(remaining, maxBytes)) else {
             throw length > UInt64(remaining) ? .truncated : .malformed("string of \(length) bytes exceeds the limit")
         }

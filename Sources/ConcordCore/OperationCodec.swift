@@ -70,13 +70,37 @@ public enum OperationCodec {
         /// Appends `count` compacted seqs, the next of the run, to `writer` (SPEC.md §8.3): they
         /// change nothing the next operation's encoding is relative to.
         public mutating func appendCompacted(_ count: UInt64, into writer: inout ByteWriter) {
+            appendCompacted(count, toParts: &writer)
+        }
+
+        /// `appendCompacted(_:into:)`, writing each part into its column of a block of bundle
+        /// format 6 (SPEC.md §13).
+        package mutating func appendCompacted(_ count: UInt64, into columns: inout OperationColumns.Writer) {
+            appendCompacted(count, toParts: &columns)
+        }
+
+        /// `appendCompacted(_:into:)`, writing each part where `parts` keeps it.
+        private mutating func appendCompacted(_ count: UInt64, toParts parts: inout some OperationPartsWriter) {
             precondition(count >= 1, "no compacted seqs")
-            writer.byte(OperationCodec.compactedHeader)
-            writer.varint(count)
+            parts.header(OperationCodec.compactedHeader)
+            parts.compactedCount(count)
         }
 
         /// Appends `operation`, the next of the run, to `writer` (SPEC.md §8.3).
         public mutating func append(_ operation: Op, into writer: inout ByteWriter) {
+            append(operation, toParts: &writer)
+        }
+
+        /// `append(_:into:)`, writing each part of the operation into its column of a block of
+        /// bundle format 6 (SPEC.md §13).
+        package mutating func append(_ operation: Op, into columns: inout OperationColumns.Writer) {
+            append(operation, toParts: &columns)
+        }
+
+        /// `append(_:into:)`, writing each part of the operation where `parts` keeps it: after one
+        /// another in a run's bytes, or in a block's columns.
+        @inline(__always)
+        private mutating func append(_ operation: Op, toParts parts: inout some OperationPartsWriter) {
             var header: UInt8
             switch operation.action {
             case .assign: header = 0
@@ -88,35 +112,23 @@ public enum OperationCodec {
             let sameRecord = operation.record == previousRecord
             if sameRecord { header |= sameRecordFlag }
             if case .some = operation.predecessors { header |= predecessorsFlag }
-            writer.byte(header)
-            writer.signedVarint(Int64(bitPattern: operation.timestamp.rawValue &- previousTimestamp))
+            parts.header(header)
+            parts.timestampDelta(Int64(bitPattern: operation.timestamp.rawValue &- previousTimestamp))
             previousTimestamp = operation.timestamp.rawValue
             if !sameRecord {
-                writer.byte(operation.record.kind.rawValue)
-                writer.identifier(operation.record.id)
+                parts.record(operation.record)
                 previousRecord = operation.record
             }
             switch operation.action {
             case let .assign(field, value):
-                writer.byte(field.code)
-                if case .other(let name) = field { writer.string(name.string) }
-                encode(value, into: &writer)
-                if let predecessors = operation.predecessors {
-                    writer.varint(UInt64(predecessors.entries.count))
-                    for entry in predecessors.entries {
-                        writer.identifier(entry.replica)
-                        writer.varint(entry.seq)
-                    }
-                }
+                parts.field(field)
+                parts.value(value, code: field.code)
+                if let predecessors = operation.predecessors { parts.ids(predecessors.entries) }
             case let .addTag(tag):
-                writer.string(tag.string)
+                parts.tag(tag.string)
             case let .removeTag(tag, observed):
-                writer.string(tag.string)
-                writer.varint(UInt64(observed.count))
-                for dot in observed {
-                    writer.identifier(dot.replica)
-                    writer.varint(dot.seq)
-                }
+                parts.tag(tag.string)
+                parts.ids(observed)
             case .purge, .elided:
                 break
             }
@@ -235,16 +247,29 @@ public enum OperationCodec {
         /// §4.3; an invalid one throws `.malformed`), or nil for compacted seqs, which it steps
         /// over (§5.8).
         public mutating func next(from reader: inout ByteReader) throws(DecodeError) -> Op? {
-            if try skipCompacted(from: &reader) { return nil }
-            let (header, timestamp, record) = try start(from: &reader)
-            return try rest(header: header, timestamp: timestamp, record: record, from: &reader)
+            try next(fromParts: &reader)
+        }
+
+        /// `next(from:)`, reading each part of the entry from its column of a block of bundle
+        /// format 6 (SPEC.md §13).
+        package mutating func next(from columns: inout OperationColumns.Reader) throws(DecodeError) -> Op? {
+            try next(fromParts: &columns)
+        }
+
+        /// `next(from:)`, reading each part of the entry where `parts` keeps it.
+        @inline(__always)
+        private mutating func next(fromParts parts: inout some OperationParts) throws(DecodeError) -> Op? {
+            if try skipCompacted(from: &parts) { return nil }
+            let (header, timestamp, record) = try start(from: &parts)
+            return try rest(header: header, timestamp: timestamp, record: record, from: &parts)
         }
 
         /// Reads compacted seqs if they come next, and says whether they did.
-        private mutating func skipCompacted(from reader: inout ByteReader) throws(DecodeError) -> Bool {
-            guard reader.peek() == OperationCodec.compactedHeader else { return false }
-            _ = try reader.byte()
-            let count = try reader.varint()
+        @inline(__always)
+        private mutating func skipCompacted(from reader: inout some OperationParts) throws(DecodeError) -> Bool {
+            guard reader.peekHeader() == OperationCodec.compactedHeader else { return false }
+            _ = try reader.header()
+            let count = try reader.compactedCount()
             guard count >= 1 else { throw .malformed("compacted seqs of count 0") }
             guard count <= seqsLeft else { throw .malformed("compacted seqs past the end of their run") }
             guard nextSeq <= Op.maxSeq, count - 1 <= Op.maxSeq - nextSeq else { throw .malformed("compacted seqs past 2^63-1") }
@@ -273,10 +298,10 @@ public enum OperationCodec {
 
         /// The next operation's header, timestamp and record, which every operation has.
         @inline(__always)
-        private mutating func start(from reader: inout ByteReader) throws(DecodeError) -> (UInt8, Timestamp, RecordRef) {
-            let header = try reader.byte()
+        private mutating func start(from reader: inout some OperationParts) throws(DecodeError) -> (UInt8, Timestamp, RecordRef) {
+            let header = try reader.header()
             try OperationCodec.checkFlags(header)
-            let delta = try reader.signedVarint()
+            let delta = try reader.timestampDelta()
             let timestamp = Timestamp(rawValue: previousTimestamp &+ UInt64(bitPattern: delta))
             previousTimestamp = timestamp.rawValue
             let record: RecordRef
@@ -284,9 +309,7 @@ public enum OperationCodec {
                 guard let previousRecord else { throw .malformed("first operation of a run refers to a previous record") }
                 record = previousRecord
             } else {
-                let kind = RecordKind(rawValue: try reader.byte())
-                guard kind.rawValue != 0 else { throw .malformed("record kind 0") }
-                record = RecordRef(kind: kind, id: try reader.identifier())
+                record = try reader.record()
                 previousRecord = record
             }
             return (header, timestamp, record)
@@ -295,7 +318,7 @@ public enum OperationCodec {
         /// The rest of the operation `start` began: its action and predecessors, validated.
         @inline(__always)
         private mutating func rest(
-            header: UInt8, timestamp: Timestamp, record: RecordRef, from reader: inout ByteReader
+            header: UInt8, timestamp: Timestamp, record: RecordRef, from reader: inout some OperationParts
         ) throws(DecodeError) -> Op {
             let (action, predecessors) = try OperationCodec.action(header: header, from: &reader)
             guard nextSeq < UInt64.max else { throw .malformed("sequence number overflows") }
@@ -315,16 +338,15 @@ public enum OperationCodec {
 
     /// An operation's action, after its header, timestamp and record, and the predecessors that
     /// follow an assign's value when its header says so.
-    private static func action(header: UInt8, from reader: inout ByteReader) throws(DecodeError) -> (Action, Predecessors?) {
-        let action: Action
-        let predecessors: Predecessors?
+    @inline(__always)
+    private static func action(header: UInt8, from reader: inout some OperationParts) throws(DecodeError) -> (Action, Predecessors?) {
         if header & OperationCodec.elidedFlag != 0 { return (.elided, nil) }
         switch header & OperationCodec.actionMask {
         case 0:
-            let code = try reader.byte()
+            let code = try reader.fieldCode()
             let field: Field
             if code == 0 {
-                let name = try reader.string()
+                let name = try reader.fieldName()
                 guard !name.isEmpty else { throw .malformed("empty field name") }
                 // Kept as a name even when it is a known field's, so that validation refuses it (§8.3).
                 field = .other(ExactString(name))
@@ -332,28 +354,31 @@ public enum OperationCodec {
                 guard let known = Field(code: code) else { throw .malformed("unknown field code \(code)") }
                 field = known
             }
-            action = .assign(field, try OperationCodec.decodeValue(from: &reader))
-            predecessors = header & OperationCodec.predecessorsFlag != 0 ? try OperationCodec.predecessors(from: &reader) : nil
+            let value = try reader.value(code: code)
+            guard header & OperationCodec.predecessorsFlag != 0 else { return (.assign(field, value), nil) }
+            return (.assign(field, value), try reader.ids { reader throws(DecodeError) in try OperationCodec.predecessors(from: &reader) })
         case 1:
-            action = .addTag(ExactString(try reader.string()))
-            predecessors = nil
+            return (.addTag(ExactString(try reader.tag())), nil)
         case 2:
-            let tag = ExactString(try reader.string())
-            let count = try reader.varint()
-            guard count <= UInt64(reader.remaining / 17) else { throw .truncated }
-            var observed: [OperationID] = []
-            observed.reserveCapacity(Int(count))
-            for _ in 0..<count {
-                let replica: ReplicaID = try reader.identifier()
-                observed.append(OperationID(replica: replica, seq: try reader.varint()))
-            }
-            action = .removeTag(tag, observed: observed)
-            predecessors = nil
+            let tag = ExactString(try reader.tag())
+            let observed = try reader.ids { reader throws(DecodeError) in try OperationCodec.observed(from: &reader) }
+            return (.removeTag(tag, observed: observed), nil)
         default:
-            action = .purge
-            predecessors = nil
+            return (.purge, nil)
         }
-        return (action, predecessors)
+    }
+
+    /// A remove's observed adds: a count, then each add's replica id and seq (SPEC.md §8.3).
+    static func observed(from reader: inout ByteReader) throws(DecodeError) -> [OperationID] {
+        let count = try reader.varint()
+        guard count <= UInt64(reader.remaining / 17) else { throw .truncated }
+        var observed: [OperationID] = []
+        observed.reserveCapacity(Int(count))
+        for _ in 0..<count {
+            let replica: ReplicaID = try reader.identifier()
+            observed.append(OperationID(replica: replica, seq: try reader.varint()))
+        }
+        return observed
     }
 
     /// Reads past an action (and the predecessors after it) as `action(header:from:)` reads it,
@@ -427,6 +452,102 @@ public enum OperationCodec {
         case 3: return .int(try reader.signedVarint())
         case 4: return .string(try reader.string())
         case let tag: throw .malformed("unknown value type \(tag)")
+        }
+    }
+}
+
+/// Where a run decoder reads the parts of an entry (SPEC.md §8.3) from: a run's own bytes, where
+/// they follow one another, or the columns of a block of bundle format 6 (§13), where each kind
+/// of part has a column of its own. Each method reads one part, as §8.3 encodes it.
+protocol OperationParts {
+    /// The next entry's header byte, left unread; nil at the end.
+    func peekHeader() -> UInt8?
+    /// The next entry's header byte.
+    mutating func header() throws(DecodeError) -> UInt8
+    /// How many seqs an entry of compacted seqs covers.
+    mutating func compactedCount() throws(DecodeError) -> UInt64
+    /// An operation's timestamp, as the difference from the previous one's in its run.
+    mutating func timestampDelta() throws(DecodeError) -> Int64
+    /// The record of an operation whose header does not say "same record": its kind is not 0.
+    mutating func record() throws(DecodeError) -> RecordRef
+    /// An assign's field code; 0 when its name follows.
+    mutating func fieldCode() throws(DecodeError) -> UInt8
+    /// The name of an assign's field of code 0.
+    mutating func fieldName() throws(DecodeError) -> String
+    /// An assign's value (§8.2), of a field of code `code`.
+    mutating func value(code: UInt8) throws(DecodeError) -> Value
+    /// A tag operation's tag.
+    mutating func tag() throws(DecodeError) -> String
+    /// Reads, with `body`, a list of operation ids: an assign's predecessors or a remove's
+    /// observed adds.
+    mutating func ids<T>(_ body: (inout ByteReader) throws(DecodeError) -> T) throws(DecodeError) -> T
+}
+
+/// A run's own bytes hold every part of its entries, one after the other (SPEC.md §8.3).
+extension ByteReader: OperationParts {
+    func peekHeader() -> UInt8? { peek() }
+    mutating func header() throws(DecodeError) -> UInt8 { try byte() }
+    mutating func compactedCount() throws(DecodeError) -> UInt64 { try varint() }
+    mutating func timestampDelta() throws(DecodeError) -> Int64 { try signedVarint() }
+
+    mutating func record() throws(DecodeError) -> RecordRef {
+        let kind = RecordKind(rawValue: try byte())
+        guard kind.rawValue != 0 else { throw .malformed("record kind 0") }
+        return RecordRef(kind: kind, id: try identifier())
+    }
+
+    mutating func fieldCode() throws(DecodeError) -> UInt8 { try byte() }
+    mutating func fieldName() throws(DecodeError) -> String { try string() }
+    mutating func value(code: UInt8) throws(DecodeError) -> Value { try OperationCodec.decodeValue(from: &self) }
+    mutating func tag() throws(DecodeError) -> String { try string() }
+
+    mutating func ids<T>(_ body: (inout ByteReader) throws(DecodeError) -> T) throws(DecodeError) -> T {
+        try body(&self)
+    }
+}
+
+/// Where a run encoder writes the parts of an entry (SPEC.md §8.3): after one another in a run's
+/// bytes, or each in its column of a block of bundle format 6 (§13). The counterpart of
+/// `OperationParts`.
+protocol OperationPartsWriter {
+    mutating func header(_ header: UInt8)
+    mutating func compactedCount(_ count: UInt64)
+    mutating func timestampDelta(_ delta: Int64)
+    /// The record of an operation whose header does not say "same record".
+    mutating func record(_ record: RecordRef)
+    /// An assign's field: its code, and its name after code 0.
+    mutating func field(_ field: Field)
+    /// An assign's value (§8.2), of a field of code `code`.
+    mutating func value(_ value: Value, code: UInt8)
+    mutating func tag(_ tag: String)
+    /// A list of operation ids: an assign's predecessors or a remove's observed adds.
+    mutating func ids(_ ids: [OperationID])
+}
+
+/// A run's own bytes hold every part of its entries, one after the other (SPEC.md §8.3).
+extension ByteWriter: OperationPartsWriter {
+    mutating func header(_ header: UInt8) { byte(header) }
+    mutating func compactedCount(_ count: UInt64) { varint(count) }
+    mutating func timestampDelta(_ delta: Int64) { signedVarint(delta) }
+
+    mutating func record(_ record: RecordRef) {
+        byte(record.kind.rawValue)
+        identifier(record.id)
+    }
+
+    mutating func field(_ field: Field) {
+        byte(field.code)
+        if case .other(let name) = field { string(name.string) }
+    }
+
+    mutating func value(_ value: Value, code: UInt8) { OperationCodec.encode(value, into: &self) }
+    mutating func tag(_ tag: String) { string(tag) }
+
+    mutating func ids(_ ids: [OperationID]) {
+        varint(UInt64(ids.count))
+        for id in ids {
+            identifier(id.replica)
+            varint(id.seq)
         }
     }
 }

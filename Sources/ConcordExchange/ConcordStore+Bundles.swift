@@ -51,24 +51,12 @@ extension ConcordStore {
             let base = since.covers(dropped) ? since : VersionVector()
             let manifest = BundleManifest(
                 publisher: replicaID, createdMillis: environment.wallClock(), base: base, top: try versionVector(), droppedStableThrough: dropped)
-            // Format 5 only when removes were dropped, 4 when the store holds compacted seqs, 3
-            // when it holds purges, so that older builds read every other bundle; a compaction or
-            // a purge that commits meanwhile makes the writer ask for the format it needs.
-            var format =
-                !dropped.entries.isEmpty ? BundleFormat.version
-                : try compactedSeqCount() > 0 ? BundleFormat.withoutDroppedRemoves
-                : holdsPurgedRecords() ? BundleFormat.withoutCompaction : BundleFormat.withoutPurges
-            while true {
-                do {
-                    return try exportBundle(
-                        to: path, format: format, manifest: manifest, since: base, contiguousOnly: contiguousOnly, exclusive: exclusive,
-                        temporaryName: name, encryptingWith: key, placing: placing)
-                } catch is DroppedRemovesMoved {
-                    break
-                } catch {
-                    guard let needed = Self.neededFormat(error), needed > format else { throw error }
-                    format = needed
-                }
+            do {
+                return try exportBundle(
+                    to: path, manifest: manifest, since: base, contiguousOnly: contiguousOnly, exclusive: exclusive,
+                    temporaryName: name, encryptingWith: key, placing: placing)
+            } catch is DroppedRemovesMoved {
+                continue
             }
         }
     }
@@ -77,19 +65,9 @@ extension ConcordStore {
     /// again with a manifest that says so.
     private struct DroppedRemovesMoved: Error {}
 
-    /// The format the writer asked for (`NeedsFormat`), if `error` or an error that caused it is that.
-    private static func neededFormat(_ error: any Error) -> UInt8? {
-        var next: (any Error)? = error
-        while let error = next {
-            if let needs = error as? BundleWriter.NeedsFormat { return needs.version }
-            next = (error as? ConcordError)?.cause
-        }
-        return nil
-    }
-
-    /// `exportBundle(to:…)` in bundle format `format`.
+    /// `exportBundle(to:…)` with the manifest the bundle is to carry.
     private func exportBundle(
-        to path: String, format: UInt8, manifest: BundleManifest, since: VersionVector, contiguousOnly: Bool, exclusive: Bool,
+        to path: String, manifest: BundleManifest, since: VersionVector, contiguousOnly: Bool, exclusive: Bool,
         temporaryName name: String, encryptingWith key: SyncKey?, placing: (BundleSummary, () throws(ConcordError) -> Void) throws -> Void
     ) throws -> BundleSummary {
         let top = manifest.top
@@ -109,7 +87,7 @@ extension ConcordStore {
                 }
             }
             let sealer = try key.map { key in try BundleSealer(key: key, sink: write) }
-            var writer = try BundleWriter(manifest: manifest, format: format) { bytes in
+            var writer = try BundleWriter(manifest: manifest) { bytes in
                 if let sealer { try sealer.write(bytes) } else { try write(bytes) }
             }
             // Every seq past `since`: its operation, or compacted (SPEC.md §5.8, §13).

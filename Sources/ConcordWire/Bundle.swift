@@ -4,24 +4,39 @@ import ConcordCore
 package enum BundleFormat {
     /// `\x89 C N C D \r \n \x1A`: not text, and damaged by any newline or 8-bit mangling.
     package static let magic: [UInt8] = [0x89, 0x43, 0x4E, 0x43, 0x44, 0x0D, 0x0A, 0x1A]
-    /// The newest format version this build reads and writes: 5, whose manifest says where its
-    /// publisher knows removes were dropped as stable (SPEC.md §5.8, §13). It reads formats 1 to 4
-    /// too: format 4's runs may hold compacted seqs, format 3's operations may be purges and
-    /// elided operations, format 2's assigns may carry their predecessors, format 1's carry none.
-    package static let version: UInt8 = 5
+    /// The newest format version this build reads and writes: 6, whose operations blocks hold
+    /// their entries' parts in columns (SPEC.md §13). It reads formats 1 to 5 too, whose blocks
+    /// hold runs of rows: format 5's manifest says where its publisher knows removes were
+    /// dropped as stable, format 4's runs may hold compacted seqs, format 3's operations may be
+    /// purges and elided operations, format 2's assigns may carry their predecessors, format 1's
+    /// carry none.
+    package static let version: UInt8 = 6
+    /// The newest format whose blocks hold rows, and the first whose manifest says where removes
+    /// were dropped as stable.
+    package static let withDroppedRemoves: UInt8 = 5
     /// The format of a bundle that may hold compacted seqs, whose publisher knows of no remove
     /// dropped as stable.
     package static let withoutDroppedRemoves: UInt8 = 4
     /// The format of a bundle that may hold purges and elided operations, and no compacted seq.
     package static let withoutCompaction: UInt8 = 3
-    /// The format a bundle that holds no purge, no elided operation and no compacted seq is
-    /// written in, so that builds older than purges read it (SPEC.md §13).
+    /// The oldest format this build writes: its runs hold no purge, no elided operation and no
+    /// compacted seq (SPEC.md §13).
     package static let withoutPurges: UInt8 = 2
     /// The longest block, stored or decompressed, a reader accepts: 16 MiB.
     package static let maxBlockBytes = 16 << 20
-    /// A writer closes an operations block after the operation that brings the bytes of its
-    /// operations in their runs to this many or more (SPEC.md §13, "Canonical order").
-    package static let targetBlockBytes = 1 << 20
+
+    /// How a block of format `format` lays out its entries.
+    package static func layout(_ format: UInt8) -> OperationsBlock.Layout {
+        format > withDroppedRemoves ? .columns : .rows
+    }
+
+    /// A writer closes an operations block after the entry that brings the bytes of its entries
+    /// (in their runs, or in the columns) to this many or more (SPEC.md §13, "Canonical order").
+    /// Columns compress better the more they hold: their blocks are larger, yet small enough
+    /// that one with an 8 MiB text in its last entry stays under `maxBlockBytes`.
+    package static func targetBlockBytes(_ format: UInt8) -> Int {
+        layout(format) == .rows ? 1 << 20 : 7 << 20
+    }
 
     static let headerBytes = 10
     static let blockHeaderBytes = 14
@@ -134,8 +149,9 @@ package struct BundleWriter {
     /// The compacted seqs appended.
     private var compactedRuns: [(replica: ReplicaID, seqs: ClosedRange<UInt64>)] = []
 
-    /// The operations block being filled.
-    private var block = OperationsBlock.Encoder()
+    /// The operations block being filled, and the bytes of entries that close it.
+    private var block: OperationsBlock.Encoder
+    private let targetBlockBytes: Int
 
     /// The format version written in the header.
     private let format: UInt8
@@ -148,21 +164,24 @@ package struct BundleWriter {
     }
 
     /// Starts a bundle: writes the header and the manifest block.
-    /// - Parameter format: `BundleFormat.withoutPurges` unless the bundle may hold a purge or an
-    ///   elided operation (SPEC.md §13).
-    package init(manifest: BundleManifest, format: UInt8 = BundleFormat.withoutPurges, sink: @escaping (ArraySlice<UInt8>) throws -> Void) throws {
+    /// - Parameter format: the newest, which every store's bundles are written in; an older one
+    ///   only to write what an older build wrote (SPEC.md §13).
+    package init(manifest: BundleManifest, format: UInt8 = BundleFormat.version, sink: @escaping (ArraySlice<UInt8>) throws -> Void) throws {
         precondition((BundleFormat.withoutPurges...BundleFormat.version).contains(format), "bundle format \(format) is not one this build writes")
-        precondition(format >= BundleFormat.version || manifest.droppedStableThrough.entries.isEmpty, "only format 5 says where removes were dropped")
+        precondition(
+            format >= BundleFormat.withDroppedRemoves || manifest.droppedStableThrough.entries.isEmpty, "only formats 5 and 6 say where removes were dropped")
         self.sink = sink
         self.manifest = manifest
         self.format = format
+        block = OperationsBlock.Encoder(layout: BundleFormat.layout(format))
+        targetBlockBytes = BundleFormat.targetBlockBytes(format)
         try emit(BundleFormat.magic[...] + [format, 0])
         var payload = ByteWriter()
         payload.identifier(manifest.publisher)
         payload.varint(manifest.createdMillis)
         payload.versionVector(manifest.base)
         payload.versionVector(manifest.top)
-        if format >= BundleFormat.version { payload.versionVector(manifest.droppedStableThrough) }
+        if format >= BundleFormat.withDroppedRemoves { payload.versionVector(manifest.droppedStableThrough) }
         try emitBlock(.manifest, payload.bytes, compress: false)
     }
 
@@ -178,7 +197,7 @@ package struct BundleWriter {
         } else {
             runs.append((operation.id.replica, operation.id.seq...operation.id.seq))
         }
-        if block.operationBytes >= BundleFormat.targetBlockBytes { try flushBlock() }
+        if block.operationBytes >= targetBlockBytes { try flushBlock() }
     }
 
     /// Adds compacted seqs of `author` (SPEC.md §5.8), in the canonical order of operations: an
@@ -192,7 +211,7 @@ package struct BundleWriter {
         } else {
             runs.append((author, seqs))
         }
-        if block.operationBytes >= BundleFormat.targetBlockBytes { try flushBlock() }
+        if block.operationBytes >= targetBlockBytes { try flushBlock() }
     }
 
     /// Writes the last operations block and the end block.
@@ -266,6 +285,8 @@ package struct BundleReader<Source: ByteSource> {
     private var fileChecksum = CRC32C()
     private var position = 0
     package private(set) var manifest: BundleManifest?
+    /// The format version its header gives (0 before the manifest is read).
+    package private(set) var format: UInt8 = 0
     /// The open operations block, and the blocks and operations read before it.
     private var cursor: OperationsBlock.Cursor?
     private var blocks = 0
@@ -294,6 +315,7 @@ package struct BundleReader<Source: ByteSource> {
         guard header[8] <= BundleFormat.version else { throw .newerVersion(header[8]) }
         guard header[8] >= 1 else { throw .corrupt("format version 0") }
         guard header[9] == 0 else { throw .corrupt("header flags 0x\(String(header[9], radix: 16)) are reserved") }
+        format = header[8]
         let (type, payload) = try readBlock()
         guard type == .manifest else { throw .corrupt("the first block is not the manifest") }
         var reader = ByteReader(payload)
@@ -302,7 +324,7 @@ package struct BundleReader<Source: ByteSource> {
             let created = try reader.varint()
             let base = try reader.versionVector()
             let top = try reader.versionVector()
-            let dropped = header[8] >= BundleFormat.version ? try reader.versionVector() : VersionVector()
+            let dropped = header[8] >= BundleFormat.withDroppedRemoves ? try reader.versionVector() : VersionVector()
             guard reader.isAtEnd else { throw DecodeError.malformed("bytes after the manifest") }
             let manifest = BundleManifest(publisher: publisher, createdMillis: created, base: base, top: top, droppedStableThrough: dropped)
             self.manifest = manifest
@@ -344,7 +366,7 @@ package struct BundleReader<Source: ByteSource> {
             case .operations:
                 blocks += 1
                 do {
-                    cursor = try OperationsBlock.Cursor(payload)
+                    cursor = try OperationsBlock.Cursor(payload, layout: BundleFormat.layout(format))
                 } catch {
                     throw .corrupt("block \(blocks): \(error)")
                 }

@@ -1,8 +1,18 @@
 import ConcordCore
 
 /// The payload of a bundle's operations block (SPEC.md §13): a replica table, then runs of
-/// operations (§8.3). Peer sessions carry the same payload in their batches (§15.6).
+/// operations (§8.3), each run's bytes after its header (rows) or the parts of every run's
+/// entries in columns after the runs' headers (bundle format 6). Peer sessions carry the payload
+/// in rows in their batches (§15.6).
 package enum OperationsBlock {
+    /// How a payload lays out its runs' entries.
+    package enum Layout: Sendable {
+        /// Each run's header, then its bytes (§8.3): bundle formats 1 to 5, and peer batches.
+        case rows
+        /// Every run's header, then the entries' parts in columns: bundle format 6.
+        case columns
+    }
+
     /// Decodes a whole payload, calling `body` with each operation in order, and returns how many
     /// there were. Every operation is validated (§4.3); a payload that breaks any rule of §13 is
     /// refused with a `DecodeError` (whatever `body` throws is passed on as it is).
@@ -12,9 +22,9 @@ package enum OperationsBlock {
     /// - Complexity: O(*n*) in the payload's size; memory is bounded by one run's bytes.
     @discardableResult
     package static func decode(
-        _ payload: [UInt8], maxOperations: Int = .max, _ body: (Op) throws -> Void
+        _ payload: [UInt8], layout: Layout = .rows, maxOperations: Int = .max, _ body: (Op) throws -> Void
     ) throws -> Int {
-        var cursor = try Cursor(payload, maxOperations: maxOperations)
+        var cursor = try Cursor(payload, layout: layout, maxOperations: maxOperations)
         while let operation = try cursor.next() { try body(operation) }
         return cursor.operations
     }
@@ -22,13 +32,16 @@ package enum OperationsBlock {
     /// Reads a payload's operations one at a time, in order, with every check of `decode`; the
     /// payload's end is checked when `next()` first returns nil.
     package struct Cursor {
+        /// The payload, from the first run's header; in columns, up to the first column.
         private var reader: ByteReader
         private let replicas: [ReplicaID]
         private let maxOperations: Int
         private var runsLeft: UInt64
-        /// The open run: its bytes, and its decoder (nil when no run is open).
-        private var runReader = ByteReader([])
+        /// The open run's decoder (nil when no run is open), and in rows its bytes.
         private var runDecoder: OperationCodec.RunDecoder?
+        private var runReader = ByteReader([])
+        /// The columns (nil in rows).
+        private var columns: OperationColumns.Reader?
         /// The operations returned so far.
         package private(set) var operations = 0
         /// The ids of the runs opened so far (all of the block's, once `next()` returned nil), in
@@ -37,7 +50,7 @@ package enum OperationsBlock {
         /// The compacted seqs read so far (SPEC.md §5.8), in the block's order.
         package private(set) var compacted: [(replica: ReplicaID, seqs: ClosedRange<UInt64>)] = []
 
-        package init(_ payload: [UInt8], maxOperations: Int = .max) throws(DecodeError) {
+        package init(_ payload: [UInt8], layout: Layout = .rows, maxOperations: Int = .max) throws(DecodeError) {
             reader = ByteReader(payload)
             let replicaCount = try reader.varint()
             guard replicaCount >= 1, replicaCount <= UInt64(reader.remaining / 16) else {
@@ -47,8 +60,22 @@ package enum OperationsBlock {
             for _ in 0..<replicaCount { replicas.append(try reader.identifier()) }
             self.replicas = replicas
             runsLeft = try reader.varint()
-            guard runsLeft >= 1, runsLeft <= UInt64(reader.remaining / 4) else { throw .malformed("\(runsLeft) runs") }
+            // A run's header takes 4 bytes or more in rows (with its length), 3 in columns.
+            guard runsLeft >= 1, runsLeft <= UInt64(reader.remaining / (layout == .rows ? 4 : 3)) else {
+                throw .malformed("\(runsLeft) runs")
+            }
             self.maxOperations = maxOperations
+            if layout == .columns {
+                // The runs' headers come first, the columns after them: find where they start.
+                let firstRun = reader.offset
+                for _ in 0..<runsLeft {
+                    for _ in 0..<3 { _ = try reader.varint() }
+                }
+                let lastRun = reader.offset
+                columns = try OperationColumns.Reader(from: &reader)
+                guard reader.isAtEnd else { throw .malformed("\(reader.remaining) bytes after the last column") }
+                reader = ByteReader(payload, range: firstRun..<lastRun)
+            }
         }
 
         /// The next operation, or nil after the last. Compacted seqs (SPEC.md §5.8) are stepped
@@ -58,7 +85,8 @@ package enum OperationsBlock {
                 if runDecoder != nil {
                     if !runDecoder!.isAtEnd {
                         let seq = runDecoder!.nextSeq
-                        guard let operation = try runDecoder!.next(from: &runReader) else {
+                        let entry = try columns != nil ? runDecoder!.next(from: &columns!) : runDecoder!.next(from: &runReader)
+                        guard let operation = entry else {
                             compacted.append((runDecoder!.author, seq...(runDecoder!.nextSeq - 1)))
                             continue
                         }
@@ -71,6 +99,7 @@ package enum OperationsBlock {
                 }
                 guard runsLeft > 0 else {
                     guard reader.isAtEnd else { throw .malformed("bytes after the last run") }
+                    try columns?.checkEnd()
                     return nil
                 }
                 runsLeft -= 1
@@ -83,16 +112,18 @@ package enum OperationsBlock {
             guard author < UInt64(replicas.count) else { throw .malformed("a run names replica #\(author) of \(replicas.count)") }
             let firstSeq = try reader.varint()
             let count = try reader.varint()
-            let length = try reader.varint()
-            // Compacted seqs take two bytes or more, however many they are.
-            guard count >= 1, length >= 1, length <= UInt64(reader.remaining) else {
-                throw .malformed("a run of \(count) operations in \(length) bytes")
-            }
+            guard count >= 1 else { throw .malformed("a run of 0 operations") }
             guard firstSeq >= 1, count - 1 <= UInt64.max - firstSeq else {
                 throw .malformed("a run of \(count) operations cannot start at seq \(firstSeq)")
             }
-            let bytes = Array(try reader.bytes(Int(length)))
-            runReader = ByteReader(bytes)
+            if columns == nil {
+                let length = try reader.varint()
+                // Compacted seqs take two bytes or more, however many they are.
+                guard length >= 1, length <= UInt64(reader.remaining) else {
+                    throw .malformed("a run of \(count) operations in \(length) bytes")
+                }
+                runReader = ByteReader(Array(try reader.bytes(Int(length))))
+            }
             runDecoder = OperationCodec.RunDecoder(author: replicas[Int(author)], firstSeq: firstSeq, count: count)
             runs.append((replicas[Int(author)], firstSeq...firstSeq + (count - 1)))
         }
@@ -101,20 +132,26 @@ package enum OperationsBlock {
     /// Builds one payload from operations appended one at a time, grouping each author's
     /// consecutive seqs into runs.
     package struct Encoder: Sendable {
+        private let layout: Layout
         private var replicaIndex: [ReplicaID: Int] = [:]
         private var replicas: [ReplicaID] = []
         private var runs: [PendingRun] = []
+        /// The entries' parts, in columns.
+        private var columns = OperationColumns.Writer()
 
         /// How many operations the open payload holds.
         package private(set) var operationCount = 0
-        /// The bytes its operations take in their runs (§8.3), exactly: what a bundle writer cuts
-        /// its blocks by (SPEC.md §13), so that the same operations always make the same blocks.
+        /// The bytes its entries take in their runs (§8.3) or in the columns, exactly: what a
+        /// bundle writer cuts its blocks by (SPEC.md §13), so that the same operations always
+        /// make the same blocks.
         package private(set) var operationBytes = 0
-        /// About how many bytes the payload will take once finished (exact for the runs'
-        /// operation bytes and the replica table, an estimate for the run headers).
+        /// About how many bytes the payload will take once finished (exact for the entries and the
+        /// replica table, an estimate for the run headers).
         package private(set) var estimatedBytes = 0
 
-        package init() {}
+        package init(layout: Layout = .rows) {
+            self.layout = layout
+        }
 
         /// Whether nothing was appended: no operation and no compacted seq.
         package var isEmpty: Bool { runs.isEmpty }
@@ -122,39 +159,37 @@ package enum OperationsBlock {
         /// Adds an operation. Operations of one author should come in ascending seq order for a
         /// compact payload (any order is valid).
         package mutating func append(_ operation: Op) {
-            let index = self.index(of: operation.id.replica)
-            let bytes: Int
-            if let last = runs.indices.last, runs[last].continues(author: index, seq: operation.id.seq) {
-                bytes = runs[last].append(operation)
-            } else {
-                var run = PendingRun(author: index, firstSeq: operation.id.seq)
-                bytes = run.append(operation)
-                estimatedBytes += 24
-                runs.append(run)
-            }
-            operationBytes += bytes
-            estimatedBytes += bytes
+            let run = openRun(author: operation.id.replica, seq: operation.id.seq)
+            count { $0.runs[run].append(operation, columns: &$0.columns) }
             operationCount += 1
         }
 
         /// Adds compacted seqs of `author` (SPEC.md §5.8), in the same order as operations.
-        /// - Returns: how many bytes they took.
-        @discardableResult
-        package mutating func appendCompacted(_ seqs: ClosedRange<UInt64>, of author: ReplicaID) -> Int {
+        package mutating func appendCompacted(_ seqs: ClosedRange<UInt64>, of author: ReplicaID) {
+            let run = openRun(author: author, seq: seqs.lowerBound)
+            count { $0.runs[run].appendCompacted(seqs.upperBound - seqs.lowerBound + 1, columns: &$0.columns) }
+        }
+
+        /// The index of the run that `seq` of `author` continues, a new one if none does.
+        private mutating func openRun(author: ReplicaID, seq: UInt64) -> Int {
             let index = self.index(of: author)
-            let count = seqs.upperBound - seqs.lowerBound + 1
-            let bytes: Int
-            if let last = runs.indices.last, runs[last].continues(author: index, seq: seqs.lowerBound) {
-                bytes = runs[last].appendCompacted(count)
-            } else {
-                var run = PendingRun(author: index, firstSeq: seqs.lowerBound)
-                bytes = run.appendCompacted(count)
-                estimatedBytes += 24
-                runs.append(run)
-            }
-            operationBytes += bytes
-            estimatedBytes += bytes
-            return bytes
+            if let last = runs.indices.last, runs[last].continues(author: index, seq: seq) { return last }
+            runs.append(PendingRun(author: index, firstSeq: seq, bytes: layout == .rows ? ByteWriter() : nil))
+            estimatedBytes += 24
+            return runs.count - 1
+        }
+
+        /// Runs `append`, which adds one entry, and counts the bytes it took.
+        private mutating func count(_ append: (inout Self) -> Void) {
+            let before = entryBytes
+            append(&self)
+            operationBytes += entryBytes - before
+            estimatedBytes += entryBytes - before
+        }
+
+        /// The bytes every entry appended so far takes: in the runs' bytes or in the columns.
+        private var entryBytes: Int {
+            layout == .rows ? runs.last?.bytes?.bytes.count ?? 0 : columns.bytes
         }
 
         /// The index of `author` in the replica table, added if it is not there yet.
@@ -170,7 +205,7 @@ package enum OperationsBlock {
         /// An empty encoder gives an empty array (not a valid payload: one holds at least one run).
         package mutating func finish() -> [UInt8] {
             guard !runs.isEmpty else { return [] }
-            var payload = ByteWriter(capacity: estimatedBytes + 64)
+            var payload = ByteWriter(capacity: estimatedBytes + 64 + 4 * OperationColumns.count)
             payload.varint(UInt64(replicas.count))
             for replica in replicas { payload.identifier(replica) }
             payload.varint(UInt64(runs.count))
@@ -178,9 +213,12 @@ package enum OperationsBlock {
                 payload.varint(UInt64(run.author))
                 payload.varint(run.firstSeq)
                 payload.varint(run.count)
-                payload.varint(UInt64(run.bytes.bytes.count))
-                payload.bytes(run.bytes.bytes)
+                if let bytes = run.bytes?.bytes {
+                    payload.varint(UInt64(bytes.count))
+                    payload.bytes(bytes)
+                }
             }
+            if layout == .columns { columns.finish(into: &payload) }
             replicaIndex.removeAll(keepingCapacity: true)
             replicas.removeAll(keepingCapacity: true)
             runs.removeAll(keepingCapacity: true)
@@ -196,32 +234,34 @@ package enum OperationsBlock {
             let firstSeq: UInt64
             /// How many seqs it covers, compacted ones included.
             var count: UInt64 = 0
-            var bytes = ByteWriter()
+            /// Its bytes, in rows; nil in columns.
+            var bytes: ByteWriter?
             var encoder = OperationCodec.RunEncoder()
 
-            init(author: Int, firstSeq: UInt64) {
+            init(author: Int, firstSeq: UInt64, bytes: ByteWriter?) {
                 self.author = author
                 self.firstSeq = firstSeq
+                self.bytes = bytes
             }
 
             func continues(author: Int, seq: UInt64) -> Bool {
                 self.author == author && firstSeq &+ count == seq && seq != 0
             }
 
-            /// Appends an operation; returns how many bytes it took.
-            mutating func append(_ operation: Op) -> Int {
-                let before = bytes.bytes.count
-                encoder.append(operation, into: &bytes)
+            /// Encodes `operation` into its bytes in rows, into `columns` otherwise.
+            mutating func append(_ operation: Op, columns: inout OperationColumns.Writer) {
+                if bytes != nil { encoder.append(operation, into: &bytes!) } else { encoder.append(operation, into: &columns) }
                 count += 1
-                return bytes.bytes.count - before
             }
 
-            /// Appends `count` compacted seqs; returns how many bytes they took.
-            mutating func appendCompacted(_ count: UInt64) -> Int {
-                let before = bytes.bytes.count
-                encoder.appendCompacted(count, into: &bytes)
+            /// Encodes `count` compacted seqs as `append` encodes an operation.
+            mutating func appendCompacted(_ count: UInt64, columns: inout OperationColumns.Writer) {
+                if bytes != nil {
+                    encoder.appendCompacted(count, into: &bytes!)
+                } else {
+                    encoder.appendCompacted(count, into: &columns)
+                }
                 self.count += count
-                return bytes.bytes.count - before
             }
         }
     }

@@ -78,7 +78,7 @@ import Testing
 
     /// A bundle of format 5 (SPEC.md §13): its manifest says where its publisher dropped removes
     /// as stable (§5.8). A fresh store merges it to the dump `syncctl` printed, and takes that
-    /// vector: what it exports then is of format 5 too.
+    /// vector: what it exports then says so too, in format 6.
     @Test func aFormat5BundleSaysWhereRemovesWereDropped() throws {
         let sandbox = try Sandbox()
         let store = try sandbox.makeStore()
@@ -90,7 +90,26 @@ import Testing
         #expect(try store.ok("log").split(separator: "\n").count == 6)
         let exported = sandbox.path("again.cbundle")
         try store.ok("export", exported)
-        #expect(try Data(contentsOf: URL(fileURLWithPath: exported))[8] == 5)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: exported))[8] == 6)
+        let again = try sandbox.makeStore("again.db")
+        try again.ok("merge", exported)
+        #expect(try again.ok("dump") == dump.trimmingCharacters(in: .newlines))
+        try store.expectSound("after merging the fixture")
+    }
+
+    /// A bundle of format 6 (SPEC.md §13): its operations blocks hold their entries in columns. Two
+    /// replicas' operations, a conflict settled by a write with predecessors, a removed tag,
+    /// compacted seqs, a purge with the operations it elided, and a field by name (a retired
+    /// replica's record).
+    @Test func aFormat6BundleHoldsItsEntriesInColumns() throws {
+        let sandbox = try Sandbox()
+        let store = try sandbox.makeStore()
+        let directory = Self.fixtures.appendingPathComponent("bundle-v6")
+        #expect(try store.ok("merge", directory.appendingPathComponent("mixed.cbundle").path)
+            == "merged 24 new operations from 2 replicas and 2 compacted seqs")
+        let dump = try String(contentsOf: directory.appendingPathComponent("mixed.dump.json"), encoding: .utf8)
+        #expect(try store.ok("dump") == dump.trimmingCharacters(in: .newlines))
+        #expect(try store.ok("conflicts") == "no conflicts", "the last title write saw both of the conflict's")
         try store.expectSound("after merging the fixture")
     }
 }

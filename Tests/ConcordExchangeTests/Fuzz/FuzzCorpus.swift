@@ -179,12 +179,22 @@ enum FuzzCorpus {
     }
 
     /// The seeds the fuzz tests start from: this corpus and the format-1 fixtures.
+    /// The files, and each of them written again in format 6 (named `NAME-v6.cbundle`), whose
+    /// blocks hold columns (SPEC.md §13): the fuzzers mutate both layouts.
     static func load() throws -> [(name: String, bytes: [UInt8])] {
         var seeds: [(String, [UInt8])] = []
-        for folder in [directory, fixturesDirectory.appendingPathComponent("bundle-v1")] {
+        for folder in [directory, fixturesDirectory.appendingPathComponent("bundle-v1"), fixturesDirectory.appendingPathComponent("bundle-v6")] {
             for name in try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted() where name.hasSuffix(".cbundle") {
                 seeds.append((name, try readBytes(folder.appendingPathComponent(name).path)))
             }
+        }
+        for (name, bytes) in seeds where bytes[8] < BundleFormat.version {
+            let (manifest, operations, _) = try readBundle(bytes)
+            var rewritten: [UInt8] = []
+            var writer = try BundleWriter(manifest: manifest) { rewritten += $0 }
+            for operation in operations { try writer.append(operation) }
+            _ = try writer.finish()
+            seeds.append((name.replacingOccurrences(of: ".cbundle", with: "-v6.cbundle"), rewritten))
         }
         return seeds
     }

@@ -381,6 +381,9 @@ struct BundleImage {
     var header: [UInt8]
     var blocks: [Block]
 
+    /// How its operations blocks lay out their entries, as its header's format says.
+    var layout: OperationsBlock.Layout { BundleFormat.layout(header[8]) }
+
     init(header: [UInt8] = BundleFormat.magic + [BundleFormat.withoutDroppedRemoves, 0], blocks: [Block]) {
         self.header = header
         self.blocks = blocks
@@ -429,7 +432,7 @@ struct BundleImage {
             var raw = block.raw
             if block.type == 2 {
                 operationBlocks += 1
-                operations &+= OperationsPayload(parsing: raw)?.operationCount ?? 0
+                operations &+= OperationsPayload(parsing: raw, layout: layout)?.operationCount ?? 0
             }
             if block.type == 3 {
                 switch end {
@@ -483,33 +486,42 @@ struct OperationsPayload {
         var author: UInt64
         var firstSeq: UInt64
         var count: UInt64
+        /// Its bytes, in rows; empty in columns, whose bytes are all in `trailing`.
         var bytes: [UInt8]
-        /// A byte length to write instead of the true one.
+        /// A byte length to write instead of the true one (rows only).
         var lengthOverride: UInt64?
     }
 
+    var layout: OperationsBlock.Layout
     var replicas: [[UInt8]]
     var runs: [Run]
+    /// What follows the runs: the columns, in columns; nothing in a valid payload of rows.
     var trailing: [UInt8] = []
 
-    init(replicas: [[UInt8]], runs: [Run]) {
+    init(layout: OperationsBlock.Layout = .rows, replicas: [[UInt8]], runs: [Run]) {
+        self.layout = layout
         self.replicas = replicas
         self.runs = runs
     }
 
-    init?(parsing raw: [UInt8]) {
+    init?(parsing raw: [UInt8], layout: OperationsBlock.Layout) {
+        self.layout = layout
         var reader = ByteReader(raw)
         do {
             let replicaCount = try reader.varint()
             guard replicaCount <= UInt64(reader.remaining / 16) else { return nil }
             replicas = try (0..<replicaCount).map { _ in Array(try reader.bytes(16)) }
             let runCount = try reader.varint()
-            guard runCount <= UInt64(reader.remaining / 4) else { return nil }
+            guard runCount <= UInt64(reader.remaining / 3) else { return nil }
             runs = []
             for _ in 0..<runCount {
                 let author = try reader.varint()
                 let firstSeq = try reader.varint()
                 let count = try reader.varint()
+                guard layout == .rows else {
+                    runs.append(Run(author: author, firstSeq: firstSeq, count: count, bytes: []))
+                    continue
+                }
                 let length = try reader.varint()
                 guard length <= UInt64(reader.remaining) else { return nil }
                 runs.append(Run(author: author, firstSeq: firstSeq, count: count, bytes: Array(try reader.bytes(Int(length)))))
@@ -531,8 +543,10 @@ struct OperationsPayload {
             writer.varint(run.author)
             writer.varint(run.firstSeq)
             writer.varint(run.count)
-            writer.varint(run.lengthOverride ?? UInt64(run.bytes.count))
-            writer.bytes(run.bytes)
+            if layout == .rows {
+                writer.varint(run.lengthOverride ?? UInt64(run.bytes.count))
+                writer.bytes(run.bytes)
+            }
         }
         writer.bytes(trailing)
         return writer.bytes

@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""Decodes a bundle of format 6 (SPEC.md §13) from the SPEC alone and prints its manifest and
+its entries as JSON, one operation or stretch of compacted seqs per line. Needs the `zstd`
+command. Usage: decode.py BUNDLE"""
+import json
+import struct
+import subprocess
+import sys
+
+FIELDS = ["", "title", "notes", "due", "priority", "completed", "snoozedUntil", "repeat", "deleted", "body", "pinned"]
+COLUMNS = ["headers", "compacted seqs", "timestamps", "records", "record kinds", "record ids' first halves",
+           "record ids' second halves", "fields", "tags", "operation ids"]
+COLUMNS += [f"values of field code {c}" for c in range(11)] + [f"texts of field code {c}" for c in range(11)]
+
+
+class Reader:
+    def __init__(self, data, name="payload"):
+        self.data, self.at, self.name = data, 0, name
+
+    def take(self, count):
+        if self.at + count > len(self.data):
+            raise ValueError(f"the {self.name} ends early")
+        chunk = self.data[self.at:self.at + count]
+        self.at += count
+        return chunk
+
+    def byte(self):
+        return self.take(1)[0]
+
+    def varint(self):
+        value = shift = 0
+        while True:
+            byte = self.byte()
+            value |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                return value
+            shift += 7
+
+    def svarint(self):
+        raw = self.varint()
+        return (raw >> 1) ^ -(raw & 1)
+
+    def id(self):
+        return self.take(16).hex()
+
+    def string(self, length=None):
+        return self.take(self.varint() if length is None else length).decode("utf-8")
+
+    def ids(self):
+        return [(self.id(), self.varint()) for _ in range(self.varint())]
+
+    def vector(self):
+        return {self.id(): self.varint() for _ in range(self.varint())}
+
+
+def operations(payload):
+    main = Reader(payload)
+    replicas = [main.id() for _ in range(main.varint())]
+    runs = [(replicas[main.varint()], main.varint(), main.varint()) for _ in range(main.varint())]
+    columns = []
+    for name in COLUMNS:
+        columns.append(Reader(main.take(main.varint()), name))
+    assert main.at == len(payload), "bytes after the last column"
+    (headers, compacted, timestamps, records, kinds, highs, lows, fields, tags, ids) = columns[:10]
+    values, texts = columns[10:21], columns[21:]
+    table, previous_high = [], 0
+    for author, seq, count in runs:
+        end, timestamp, record = seq + count, 0, None
+        while seq < end:
+            header = headers.byte()
+            if header == 0x20:
+                n = compacted.varint()
+                yield {"author": author, "compacted": [seq, seq + n - 1]}
+                seq += n
+                continue
+            timestamp = (timestamp + timestamps.svarint()) % (1 << 64)
+            if not header & 0x04:
+                k = records.varint()
+                if k == 0:
+                    kind = kinds.byte()
+                    previous_high = (previous_high + highs.svarint()) % (1 << 64)
+                    record = (kind, f"{previous_high:016x}" + lows.take(8).hex())
+                    table.append(record)
+                else:
+                    record = table[k - 1]
+            entry = {"author": author, "seq": seq, "timestamp": timestamp, "kind": record[0], "record": record[1]}
+            action = header & 0x03
+            if header & 0x10:
+                entry["action"] = "elided"
+            elif action == 0:
+                code = fields.byte()
+                entry["field"] = fields.string() if code == 0 else FIELDS[code]
+                value = values[code]
+                value_type = value.byte()
+                entry["value"] = {0: None, 1: False, 2: True}.get(value_type)
+                if value_type == 3:
+                    entry["value"] = value.svarint()
+                elif value_type == 4:
+                    entry["value"] = texts[code].string(value.varint())
+                if header & 0x08:
+                    entry["predecessors"] = ids.ids()
+            elif action in (1, 2):
+                entry["action"] = "addTag" if action == 1 else "removeTag"
+                entry["tag"] = tags.string()
+                if action == 2:
+                    entry["observed"] = ids.ids()
+            else:
+                entry["action"] = "purge"
+            yield entry
+            seq += 1
+    for column in columns:
+        assert column.at == len(column.data), f"bytes left in the {column.name} column"
+
+
+def main():
+    data = open(sys.argv[1], "rb").read()
+    assert data[:8] == b"\x89CNCD\r\n\x1a" and data[8] == 6, "not a bundle of format 6"
+    at = 10
+    while at < len(data):
+        kind, flags = data[at], data[at + 1]
+        stored, raw, _ = struct.unpack(">III", data[at + 2:at + 14])
+        body = data[at + 14:at + 14 + stored]
+        at += 14 + stored
+        if flags & 1:
+            body = subprocess.run(["zstd", "-d", "-c"], input=body, capture_output=True, check=True).stdout
+        if kind == 1:
+            manifest = Reader(body)
+            print(json.dumps({"publisher": manifest.id(), "created": manifest.varint(), "base": manifest.vector(),
+                              "top": manifest.vector(), "dropped": manifest.vector()}))
+        elif kind == 2:
+            for entry in operations(body):
+                print(json.dumps(entry))
+
+
+if __name__ == "__main__":
+    main()

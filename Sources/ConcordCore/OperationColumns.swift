@@ -1,0 +1,193 @@
+/// The columns of an operations block of bundle format 6 (SPEC.md §13, "Operations payload"):
+/// the parts of its entries (§8.3) sorted by kind, so that zstd finds texts beside texts and
+/// timestamps beside timestamps, with each record's id written once per block.
+package enum OperationColumns {
+    /// The columns, in the order a payload holds them.
+    enum Column: Int, CaseIterable {
+        case headers, compacted, timestamps, records, recordKinds, recordIDHighs, recordIDLows, fields, tags, ids
+        /// The first of the value columns, one per field code 0 to 10 (§6); the text columns follow.
+        case values
+    }
+
+    /// Field codes 0 (a field by name) to 10 each have a column of values and one of texts.
+    static let fieldCodes = 11
+    /// How many columns a payload holds: 32.
+    package static let count = Column.values.rawValue + 2 * fieldCodes
+
+    /// The column's name in errors.
+    static func name(_ index: Int) -> String {
+        if index >= Column.values.rawValue + fieldCodes { return "texts of field code \(index - Column.values.rawValue - fieldCodes)" }
+        if index >= Column.values.rawValue { return "values of field code \(index - Column.values.rawValue)" }
+        return ["headers", "compacted seqs", "timestamps", "records", "record kinds", "record ids' first halves",
+                "record ids' second halves", "fields", "tags", "operation ids"][index]
+    }
+
+    /// Reads the entries' parts from their columns: what `OperationCodec.RunDecoder` decodes a
+    /// block's runs from.
+    package struct Reader: OperationParts {
+        private var headers, compacted, timestamps, records, recordKinds, recordIDHighs, recordIDLows, fields, tags, ids: ByteReader
+        /// The value and the text columns, indexed by field code.
+        private var values: [ByteReader]
+        private var texts: [ByteReader]
+        /// The records the block named so far, in the order it named them.
+        private var table: [RecordRef] = []
+        private var previousHigh: UInt64 = 0
+
+        /// Reads the columns' lengths from `reader`, which is left past the last column.
+        package init(from reader: inout ByteReader) throws(DecodeError) {
+            var columns: [ByteReader] = []
+            columns.reserveCapacity(OperationColumns.count)
+            for index in 0..<OperationColumns.count {
+                let length = try reader.varint()
+                guard length <= UInt64(reader.remaining) else {
+                    throw .malformed("the \(OperationColumns.name(index)) column of \(length) bytes, past the payload's end")
+                }
+                let start = reader.offset
+                _ = try reader.bytes(Int(length))
+                columns.append(ByteReader(reader.bytes, range: start..<reader.offset))
+            }
+            (headers, compacted, timestamps, records) = (columns[0], columns[1], columns[2], columns[3])
+            (recordKinds, recordIDHighs, recordIDLows) = (columns[4], columns[5], columns[6])
+            (fields, tags, ids) = (columns[7], columns[8], columns[9])
+            let firstValues = Column.values.rawValue
+            values = Array(columns[firstValues..<firstValues + OperationColumns.fieldCodes])
+            texts = Array(columns[(firstValues + OperationColumns.fieldCodes)...])
+        }
+
+        /// Checks that every column was read to its end, once every run was.
+        package func checkEnd() throws(DecodeError) {
+            let all = [headers, compacted, timestamps, records, recordKinds, recordIDHighs, recordIDLows, fields, tags, ids] + values + texts
+            for (index, column) in all.enumerated() where !column.isAtEnd {
+                throw .malformed("\(column.remaining) bytes left in the \(OperationColumns.name(index)) column")
+            }
+        }
+
+        func peekHeader() -> UInt8? { headers.peek() }
+        mutating func header() throws(DecodeError) -> UInt8 { try headers.byte() }
+        mutating func compactedCount() throws(DecodeError) -> UInt64 { try compacted.varint() }
+        mutating func timestampDelta() throws(DecodeError) -> Int64 { try timestamps.signedVarint() }
+
+        mutating func record() throws(DecodeError) -> RecordRef {
+            let reference = try records.varint()
+            guard reference == 0 else {
+                guard reference <= UInt64(table.count) else {
+                    throw .malformed("record #\(reference) of a block that named \(table.count) so far")
+                }
+                return table[Int(reference) - 1]
+            }
+            let kind = RecordKind(rawValue: try recordKinds.byte())
+            guard kind.rawValue != 0 else { throw .malformed("record kind 0") }
+            let high = previousHigh &+ UInt64(bitPattern: try recordIDHighs.signedVarint())
+            previousHigh = high
+            let record = RecordRef(kind: kind, id: RecordID(high: high, low: try recordIDLows.fixed64()))
+            table.append(record)
+            return record
+        }
+
+        mutating func fieldCode() throws(DecodeError) -> UInt8 { try fields.byte() }
+        mutating func fieldName() throws(DecodeError) -> String { try fields.string() }
+
+        mutating func value(code: UInt8) throws(DecodeError) -> Value {
+            // Only codes 0 to 10 reach here: the field's code was checked first.
+            let code = Int(code)
+            switch try values[code].byte() {
+            case 0: return .null
+            case 1: return .bool(false)
+            case 2: return .bool(true)
+            case 3: return .int(try values[code].signedVarint())
+            case 4: return .string(try texts[code].string(ofLength: try values[code].varint()))
+            case let tag: throw .malformed("unknown value type \(tag)")
+            }
+        }
+
+        mutating func tag() throws(DecodeError) -> String { try tags.string() }
+
+        mutating func ids<T>(_ body: (inout ByteReader) throws(DecodeError) -> T) throws(DecodeError) -> T {
+            try body(&ids)
+        }
+    }
+
+    /// Writes the entries' parts into their columns: what `OperationCodec.RunEncoder` encodes a
+    /// block's runs into.
+    package struct Writer: OperationPartsWriter {
+        private var columns = [ByteWriter](repeating: ByteWriter(), count: OperationColumns.count)
+        /// The records the block named so far, and their number there (from 1).
+        private var table: [RecordRef: Int] = [:]
+        private var previousHigh: UInt64 = 0
+
+        package init() {}
+
+        /// The bytes the columns hold, without their lengths.
+        package private(set) var bytes = 0
+
+        private mutating func write(_ column: Column, _ body: (inout ByteWriter) -> Void) {
+            write(column.rawValue, body)
+        }
+
+        private mutating func write(_ index: Int, _ body: (inout ByteWriter) -> Void) {
+            let before = columns[index].bytes.count
+            body(&columns[index])
+            bytes += columns[index].bytes.count - before
+        }
+
+        mutating func header(_ header: UInt8) { write(.headers) { $0.byte(header) } }
+        mutating func compactedCount(_ count: UInt64) { write(.compacted) { $0.varint(count) } }
+        mutating func timestampDelta(_ delta: Int64) { write(.timestamps) { $0.signedVarint(delta) } }
+
+        mutating func record(_ record: RecordRef) {
+            if let number = table[record] {
+                write(.records) { $0.varint(UInt64(number)) }
+                return
+            }
+            table[record] = table.count + 1
+            write(.records) { $0.varint(0) }
+            write(.recordKinds) { $0.byte(record.kind.rawValue) }
+            let delta = Int64(bitPattern: record.id.high &- previousHigh)
+            write(.recordIDHighs) { $0.signedVarint(delta) }
+            previousHigh = record.id.high
+            write(.recordIDLows) { $0.fixed64(record.id.low) }
+        }
+
+        package mutating func field(_ field: Field) {
+            write(.fields) { column in
+                column.byte(field.code)
+                if case .other(let name) = field { column.string(name.string) }
+            }
+        }
+
+        mutating func value(_ value: Value, code: UInt8) {
+            let column = Column.values.rawValue + Int(code)
+            switch value {
+            case .null: write(column) { $0.byte(0) }
+            case .bool(false): write(column) { $0.byte(1) }
+            case .bool(true): write(column) { $0.byte(2) }
+            case .int(let integer):
+                write(column) {
+                    $0.byte(3)
+                    $0.signedVarint(integer)
+                }
+            case .string(let text):
+                write(column) {
+                    $0.byte(4)
+                    $0.varint(UInt64(text.utf8.count))
+                }
+                write(column + OperationColumns.fieldCodes) { $0.bytes(text.utf8) }
+            }
+        }
+
+        mutating func tag(_ tag: String) { write(.tags) { $0.string(tag) } }
+        mutating func ids(_ ids: [OperationID]) { write(.ids) { $0.ids(ids) } }
+
+        /// Appends every column, each after its length, to `payload`, and empties the writer.
+        package mutating func finish(into payload: inout ByteWriter) {
+            for index in columns.indices {
+                payload.varint(UInt64(columns[index].bytes.count))
+                payload.bytes(columns[index].bytes)
+                columns[index].removeAll()
+            }
+            table.removeAll(keepingCapacity: true)
+            previousHigh = 0
+            bytes = 0
+        }
+    }
+}
