@@ -60,7 +60,8 @@ def operations(payload):
     columns = []
     for name in COLUMNS:
         columns.append(Reader(main.take(main.varint()), name))
-    assert main.at == len(payload), "bytes after the last column"
+    if main.at != len(payload):
+        raise ValueError("bytes after the last column")
     (headers, compacted, timestamps, records, kinds, highs, lows, fields, tags, ids) = columns[:10]
     values, texts = columns[10:21], columns[21:]
     table, previous_high = [], 0
@@ -81,8 +82,10 @@ def operations(payload):
                     previous_high = (previous_high + highs.svarint()) % (1 << 64)
                     record = (kind, f"{previous_high:016x}" + lows.take(8).hex())
                     table.append(record)
-                else:
+                elif k <= len(table):
                     record = table[k - 1]
+                else:
+                    raise ValueError(f"record #{k} of a block that named {len(table)} so far")
             entry = {"author": author, "seq": seq, "timestamp": timestamp, "kind": record[0], "record": record[1]}
             action = header & 0x03
             if header & 0x10:
@@ -109,12 +112,14 @@ def operations(payload):
             yield entry
             seq += 1
     for column in columns:
-        assert column.at == len(column.data), f"bytes left in the {column.name} column"
+        if column.at != len(column.data):
+            raise ValueError(f"bytes left in the {column.name} column")
 
 
 def main():
     data = open(sys.argv[1], "rb").read()
-    assert data[:8] == b"\x89CNCD\r\n\x1a" and data[8] == 6, "not a bundle of format 6"
+    if data[:8] != b"\x89CNCD\r\n\x1a" or data[8] != 6:
+        raise ValueError("not a bundle of format 6")
     at = 10
     while at < len(data):
         kind, flags = data[at], data[at + 1]

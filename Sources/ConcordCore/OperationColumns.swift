@@ -4,34 +4,43 @@
 package enum OperationColumns {
     /// The columns, in the order a payload holds them.
     enum Column: Int, CaseIterable {
-        case headers, compacted, timestamps, records, recordKinds, recordIDHighs, recordIDLows, fields, tags, ids
+        case headers, compacted, timestamps, records, recordKinds, recordIDFirstHalves, recordIDSecondHalves, fields, tags, ids
         /// The first of the value columns, one per field code 0 to 10 (§6); the text columns follow.
         case values
+
+        /// Its name in errors, as SPEC.md §13 gives it.
+        var name: String {
+            ["headers", "compacted seqs", "timestamps", "records", "record kinds", "record ids' first halves",
+             "record ids' second halves", "fields", "tags", "operation ids"][rawValue]
+        }
     }
 
-    /// Field codes 0 (a field by name) to 10 each have a column of values and one of texts.
-    static let fieldCodes = 11
+    /// Field codes 0 (a field by name) to 10 each have a column of values and one of texts. A new
+    /// field code needs a new format: its values would have no column.
+    static let fieldCodes = Int(Field.maxKnownCode) + 1
     /// How many columns a payload holds: 32.
     package static let count = Column.values.rawValue + 2 * fieldCodes
 
-    /// The column's name in errors.
+    /// The name of column `index` in errors.
     static func name(_ index: Int) -> String {
-        if index >= Column.values.rawValue + fieldCodes { return "texts of field code \(index - Column.values.rawValue - fieldCodes)" }
-        if index >= Column.values.rawValue { return "values of field code \(index - Column.values.rawValue)" }
-        return ["headers", "compacted seqs", "timestamps", "records", "record kinds", "record ids' first halves",
-                "record ids' second halves", "fields", "tags", "operation ids"][index]
+        let values = Column.values.rawValue
+        if index >= values + fieldCodes { return "texts of field code \(index - values - fieldCodes)" }
+        if index >= values { return "values of field code \(index - values)" }
+        return Column(rawValue: index)!.name
     }
 
     /// Reads the entries' parts from their columns: what `OperationCodec.RunDecoder` decodes a
     /// block's runs from.
     package struct Reader: OperationParts {
-        private var headers, compacted, timestamps, records, recordKinds, recordIDHighs, recordIDLows, fields, tags, ids: ByteReader
+        private var headers, compacted, timestamps, records, recordKinds, recordIDFirstHalves, recordIDSecondHalves, fields, tags, ids: ByteReader
         /// The value and the text columns, indexed by field code.
         private var values: [ByteReader]
         private var texts: [ByteReader]
-        /// The records the block named so far, in the order it named them.
+        /// The records the block named so far, in the order it named them: at most one per 11
+        /// bytes of the block's columns.
         private var table: [RecordRef] = []
-        private var previousHigh: UInt64 = 0
+        /// The first half of the id of the table's last record.
+        private var previousFirstHalf: UInt64 = 0
 
         /// Reads the columns' lengths from `reader`, which is left past the last column.
         package init(from reader: inout ByteReader) throws(DecodeError) {
@@ -47,7 +56,7 @@ package enum OperationColumns {
                 columns.append(ByteReader(reader.bytes, range: start..<reader.offset))
             }
             (headers, compacted, timestamps, records) = (columns[0], columns[1], columns[2], columns[3])
-            (recordKinds, recordIDHighs, recordIDLows) = (columns[4], columns[5], columns[6])
+            (recordKinds, recordIDFirstHalves, recordIDSecondHalves) = (columns[4], columns[5], columns[6])
             (fields, tags, ids) = (columns[7], columns[8], columns[9])
             let firstValues = Column.values.rawValue
             values = Array(columns[firstValues..<firstValues + OperationColumns.fieldCodes])
@@ -56,7 +65,7 @@ package enum OperationColumns {
 
         /// Checks that every column was read to its end, once every run was.
         package func checkEnd() throws(DecodeError) {
-            let all = [headers, compacted, timestamps, records, recordKinds, recordIDHighs, recordIDLows, fields, tags, ids] + values + texts
+            let all = [headers, compacted, timestamps, records, recordKinds, recordIDFirstHalves, recordIDSecondHalves, fields, tags, ids] + values + texts
             for (index, column) in all.enumerated() where !column.isAtEnd {
                 throw .malformed("\(column.remaining) bytes left in the \(OperationColumns.name(index)) column")
             }
@@ -77,9 +86,9 @@ package enum OperationColumns {
             }
             let kind = RecordKind(rawValue: try recordKinds.byte())
             guard kind.rawValue != 0 else { throw .malformed("record kind 0") }
-            let high = previousHigh &+ UInt64(bitPattern: try recordIDHighs.signedVarint())
-            previousHigh = high
-            let record = RecordRef(kind: kind, id: RecordID(high: high, low: try recordIDLows.fixed64()))
+            let firstHalf = previousFirstHalf &+ UInt64(bitPattern: try recordIDFirstHalves.signedVarint())
+            previousFirstHalf = firstHalf
+            let record = RecordRef(kind: kind, id: RecordID(high: firstHalf, low: try recordIDSecondHalves.fixed64()))
             table.append(record)
             return record
         }
@@ -88,7 +97,8 @@ package enum OperationColumns {
         mutating func fieldName() throws(DecodeError) -> String { try fields.string() }
 
         mutating func value(code: UInt8) throws(DecodeError) -> Value {
-            // Only codes 0 to 10 reach here: the field's code was checked first.
+            // The field's code was checked first; this guards the columns' indices all the same.
+            guard code <= Field.maxKnownCode else { throw .malformed("unknown field code \(code)") }
             let code = Int(code)
             switch try values[code].byte() {
             case 0: return .null
@@ -113,7 +123,8 @@ package enum OperationColumns {
         private var columns = [ByteWriter](repeating: ByteWriter(), count: OperationColumns.count)
         /// The records the block named so far, and their number there (from 1).
         private var table: [RecordRef: Int] = [:]
-        private var previousHigh: UInt64 = 0
+        /// The first half of the id of the table's last record.
+        private var previousFirstHalf: UInt64 = 0
 
         package init() {}
 
@@ -142,10 +153,10 @@ package enum OperationColumns {
             table[record] = table.count + 1
             write(.records) { $0.varint(0) }
             write(.recordKinds) { $0.byte(record.kind.rawValue) }
-            let delta = Int64(bitPattern: record.id.high &- previousHigh)
-            write(.recordIDHighs) { $0.signedVarint(delta) }
-            previousHigh = record.id.high
-            write(.recordIDLows) { $0.fixed64(record.id.low) }
+            let delta = Int64(bitPattern: record.id.high &- previousFirstHalf)
+            write(.recordIDFirstHalves) { $0.signedVarint(delta) }
+            previousFirstHalf = record.id.high
+            write(.recordIDSecondHalves) { $0.fixed64(record.id.low) }
         }
 
         package mutating func field(_ field: Field) {
@@ -178,16 +189,21 @@ package enum OperationColumns {
         mutating func tag(_ tag: String) { write(.tags) { $0.string(tag) } }
         mutating func ids(_ ids: [OperationID]) { write(.ids) { $0.ids(ids) } }
 
-        /// Appends every column, each after its length, to `payload`, and empties the writer.
-        package mutating func finish(into payload: inout ByteWriter) {
-            for index in columns.indices {
-                payload.varint(UInt64(columns[index].bytes.count))
-                payload.bytes(columns[index].bytes)
-                columns[index].removeAll()
+        /// Every column, each after its length, in the order of a payload, and empties the writer:
+        /// the parts are handed over as they are, not copied into one array.
+        package mutating func finish() -> [[UInt8]] {
+            var parts: [[UInt8]] = []
+            parts.reserveCapacity(2 * columns.count)
+            for column in columns {
+                var length = ByteWriter()
+                length.varint(UInt64(column.bytes.count))
+                parts += [length.bytes, column.bytes]
             }
+            columns = [ByteWriter](repeating: ByteWriter(), count: OperationColumns.count)
             table.removeAll(keepingCapacity: true)
-            previousHigh = 0
+            previousFirstHalf = 0
             bytes = 0
+            return parts
         }
     }
 }

@@ -1065,24 +1065,9 @@ package struct PeerSession: Sendable {
         }
     }
 
-    /// An upper bound, give or take, of an operation's encoded size (SPEC.md §8.3), used to start a
-    /// new batch before an operation that would take the open one well past its target.
-    package static func sizeBound(_ operation: Op) -> Int {
-        var size = 1 + 10 + 17
-        switch operation.action {
-        case let .assign(field, value):
-            size += 1
-            if case .other(let name) = field { size += 10 + name.string.utf8.count }
-            if case .string(let text) = value { size += 11 + text.utf8.count } else { size += 11 }
-        case let .addTag(tag):
-            size += 10 + tag.string.utf8.count
-        case let .removeTag(tag, observed):
-            size += 20 + tag.string.utf8.count + observed.count * 26
-        case .purge, .elided:
-            break
-        }
-        return size
-    }
+    /// An upper bound of an operation's encoded size (SPEC.md §8.3), used to start a new batch
+    /// before an operation that would take the open one well past its target.
+    package static func sizeBound(_ operation: Op) -> Int { OperationsBlock.sizeBound(operation) }
 
     // MARK: Test hooks
 

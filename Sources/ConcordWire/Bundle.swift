@@ -11,8 +11,10 @@ package enum BundleFormat {
     /// purges and elided operations, format 2's assigns may carry their predecessors, format 1's
     /// carry none.
     package static let version: UInt8 = 6
-    /// The newest format whose blocks hold rows, and the first whose manifest says where removes
-    /// were dropped as stable.
+    /// The first format whose operations blocks hold columns.
+    package static let withColumns: UInt8 = 6
+    /// The first format whose manifest says where removes were dropped as stable, and the last
+    /// whose operations blocks hold rows.
     package static let withDroppedRemoves: UInt8 = 5
     /// The format of a bundle that may hold compacted seqs, whose publisher knows of no remove
     /// dropped as stable.
@@ -27,13 +29,13 @@ package enum BundleFormat {
 
     /// How a block of format `format` lays out its entries.
     package static func layout(_ format: UInt8) -> OperationsBlock.Layout {
-        format > withDroppedRemoves ? .columns : .rows
+        format >= withColumns ? .columns : .rows
     }
 
-    /// A writer closes an operations block after the entry that brings the bytes of its entries
-    /// (in their runs, or in the columns) to this many or more (SPEC.md §13, "Canonical order").
-    /// Columns compress better the more they hold: their blocks are larger, yet small enough
-    /// that one with an 8 MiB text in its last entry stays under `maxBlockBytes`.
+    /// A writer closes an operations block after the entry that brings its bytes
+    /// (`OperationsBlock.Encoder.blockBytes`) to this many or more (SPEC.md §13, "Canonical
+    /// order"). Columns compress better the more they hold: their blocks are larger, yet with an
+    /// operation under 1 MiB last (larger ones go alone) well under `maxBlockBytes`.
     package static func targetBlockBytes(_ format: UInt8) -> Int {
         layout(format) == .rows ? 1 << 20 : 7 << 20
     }
@@ -156,13 +158,6 @@ package struct BundleWriter {
     /// The format version written in the header.
     private let format: UInt8
 
-    /// Thrown by `append` for what a bundle of its format cannot carry (a purge or an elided
-    /// operation before format 3, compacted seqs before format 4): the bundle is to be written
-    /// again in format `version`.
-    package struct NeedsFormat: Error {
-        package let version: UInt8
-    }
-
     /// Starts a bundle: writes the header and the manifest block.
     /// - Parameter format: the newest, which every store's bundles are written in; an older one
     ///   only to write what an older build wrote (SPEC.md §13).
@@ -182,14 +177,18 @@ package struct BundleWriter {
         payload.versionVector(manifest.base)
         payload.versionVector(manifest.top)
         if format >= BundleFormat.withDroppedRemoves { payload.versionVector(manifest.droppedStableThrough) }
-        try emitBlock(.manifest, payload.bytes, compress: false)
+        try emitBlock(.manifest, payload.bytes)
     }
 
     /// Adds an operation. Given in ascending order of replica id, then seq (SPEC.md §13,
     /// "Canonical order"), the same operations always make the same raw payloads; any order is
     /// valid, but may make other payloads and more runs.
     package mutating func append(_ operation: Op) throws {
-        if operation.purges, format < BundleFormat.withoutCompaction { throw NeedsFormat(version: BundleFormat.withoutCompaction) }
+        precondition(!operation.purges || format >= BundleFormat.withoutCompaction, "bundle format \(format) carries no purge")
+        // In columns, an operation of 1 MiB or more goes in a block of its own: no block then
+        // passes 8 MiB but by one such operation.
+        let alone = BundleFormat.layout(format) == .columns && OperationsBlock.isLarge(operation)
+        if alone { try flushBlock() }
         block.append(operation)
         operationCount += 1
         if let last = runs.last, last.replica == operation.id.replica, last.seqs.upperBound &+ 1 == operation.id.seq {
@@ -197,13 +196,13 @@ package struct BundleWriter {
         } else {
             runs.append((operation.id.replica, operation.id.seq...operation.id.seq))
         }
-        if block.operationBytes >= targetBlockBytes { try flushBlock() }
+        if alone || block.blockBytes >= targetBlockBytes { try flushBlock() }
     }
 
     /// Adds compacted seqs of `author` (SPEC.md §5.8), in the canonical order of operations: an
     /// export carries every seq it covers without its operation so.
     package mutating func appendCompacted(_ seqs: ClosedRange<UInt64>, of author: ReplicaID) throws {
-        if format < BundleFormat.withoutDroppedRemoves { throw NeedsFormat(version: BundleFormat.withoutDroppedRemoves) }
+        precondition(format >= BundleFormat.withoutDroppedRemoves, "bundle format \(format) carries no compacted seqs")
         block.appendCompacted(seqs, of: author)
         compactedRuns.append((author, seqs))
         if let last = runs.last, last.replica == author, last.seqs.upperBound &+ 1 == seqs.lowerBound {
@@ -211,7 +210,7 @@ package struct BundleWriter {
         } else {
             runs.append((author, seqs))
         }
-        if block.operationBytes >= targetBlockBytes { try flushBlock() }
+        if block.blockBytes >= targetBlockBytes { try flushBlock() }
     }
 
     /// Writes the last operations block and the end block.
@@ -222,23 +221,28 @@ package struct BundleWriter {
         payload.varint(UInt64(blockCount))
         let checksum = fileChecksum.value
         payload.bytes([24, 16, 8, 0].map { UInt8(truncatingIfNeeded: checksum >> $0) })
-        try emitBlock(.end, payload.bytes, compress: false)
+        try emitBlock(.end, payload.bytes)
         return BundleSummary(manifest: manifest, operations: operationCount, bytes: written, holds: SeqRanges(runs), compacted: SeqRanges(compactedRuns))
     }
 
     private mutating func flushBlock() throws {
         guard !block.isEmpty else { return }
-        try emitBlock(.operations, block.finish(), compress: true)
+        let parts = block.finishParts()
+        try emitBlock(.operations, stored: Zstd.compress(parts: parts), rawLength: parts.reduce(0) { $0 + $1.count }, compressed: true)
         blockCount += 1
     }
 
-    private mutating func emitBlock(_ type: BundleFormat.BlockType, _ raw: [UInt8], compress: Bool) throws {
-        let stored = compress ? Zstd.compress(raw) : raw
+    /// A manifest or end block: stored as it is.
+    private mutating func emitBlock(_ type: BundleFormat.BlockType, _ raw: [UInt8]) throws {
+        try emitBlock(type, stored: raw, rawLength: raw.count, compressed: false)
+    }
+
+    private mutating func emitBlock(_ type: BundleFormat.BlockType, stored: [UInt8], rawLength: Int, compressed: Bool) throws {
         var header = ByteWriter(capacity: BundleFormat.blockHeaderBytes)
         header.byte(type.rawValue)
-        header.byte(compress ? BundleFormat.compressedFlag : 0)
+        header.byte(compressed ? BundleFormat.compressedFlag : 0)
         header.fixed32(UInt32(stored.count))
-        header.fixed32(UInt32(raw.count))
+        header.fixed32(UInt32(rawLength))
         header.fixed32(CRC32C.checksum(stored))
         try emit(header.bytes[...])
         try emit(stored[...])

@@ -129,6 +129,40 @@ package enum OperationsBlock {
         }
     }
 
+    /// An upper bound of the bytes `operation` takes in a run (§8.3) or in columns (§13): its
+    /// header, timestamp and record, at most 30 bytes, and its action and predecessors, their
+    /// strings and ids at their length and each length or count at 10 bytes.
+    package static func sizeBound(_ operation: Op) -> Int {
+        var size = 30
+        switch operation.action {
+        case let .assign(field, value):
+            size += 1
+            if case .other(let name) = field { size += 10 + name.string.utf8.count }
+            if case .string(let text) = value { size += 11 + text.utf8.count } else { size += 11 }
+        case let .addTag(tag):
+            size += 10 + tag.string.utf8.count
+        case let .removeTag(tag, observed):
+            size += 20 + tag.string.utf8.count + observed.count * 26
+        case .purge, .elided:
+            break
+        }
+        if let predecessors = operation.predecessors { size += 10 + predecessors.entries.count * 26 }
+        return size
+    }
+
+    /// Whether `operation`'s encoding alone (§8.3: a run of it alone) takes 1 MiB or more: a
+    /// writer of columns gives it a block of its own (§13, "Canonical order").
+    package static func isLarge(_ operation: Op) -> Bool {
+        guard sizeBound(operation) >= largeOperationBytes else { return false }
+        var bytes = ByteWriter()
+        var encoder = OperationCodec.RunEncoder()
+        encoder.append(operation, into: &bytes)
+        return bytes.bytes.count >= largeOperationBytes
+    }
+
+    /// 1 MiB.
+    static let largeOperationBytes = 1 << 20
+
     /// Builds one payload from operations appended one at a time, grouping each author's
     /// consecutive seqs into runs.
     package struct Encoder: Sendable {
@@ -141,6 +175,12 @@ package enum OperationsBlock {
 
         /// How many operations the open payload holds.
         package private(set) var operationCount = 0
+        /// The bytes a bundle writer cuts its blocks by (SPEC.md §13, "Canonical order"): in rows,
+        /// the entries' bytes; in columns, the entries' bytes, and 30 for each run and 16 for each
+        /// replica of the table, which bound their headers.
+        package var blockBytes: Int {
+            layout == .rows ? operationBytes : operationBytes + 30 * runs.count + 16 * replicas.count
+        }
         /// The bytes its entries take in their runs (§8.3) or in the columns, exactly: what a
         /// bundle writer cuts its blocks by (SPEC.md §13), so that the same operations always
         /// make the same blocks.
@@ -204,28 +244,35 @@ package enum OperationsBlock {
         /// Returns the payload of everything appended since the last call, and empties the encoder.
         /// An empty encoder gives an empty array (not a valid payload: one holds at least one run).
         package mutating func finish() -> [UInt8] {
+            let parts = finishParts()
+            return parts.count == 1 ? parts[0] : Array(parts.joined())
+        }
+
+        /// `finish()`'s payload as parts to be written one after the other: in columns, the
+        /// tables, then each column's length and bytes, none copied (an empty encoder gives none).
+        package mutating func finishParts() -> [[UInt8]] {
             guard !runs.isEmpty else { return [] }
-            var payload = ByteWriter(capacity: estimatedBytes + 64 + 4 * OperationColumns.count)
-            payload.varint(UInt64(replicas.count))
-            for replica in replicas { payload.identifier(replica) }
-            payload.varint(UInt64(runs.count))
+            var head = ByteWriter(capacity: layout == .rows ? estimatedBytes + 64 : 16 * replicas.count + 24 * runs.count + 8)
+            head.varint(UInt64(replicas.count))
+            for replica in replicas { head.identifier(replica) }
+            head.varint(UInt64(runs.count))
             for run in runs {
-                payload.varint(UInt64(run.author))
-                payload.varint(run.firstSeq)
-                payload.varint(run.count)
+                head.varint(UInt64(run.author))
+                head.varint(run.firstSeq)
+                head.varint(run.count)
                 if let bytes = run.bytes?.bytes {
-                    payload.varint(UInt64(bytes.count))
-                    payload.bytes(bytes)
+                    head.varint(UInt64(bytes.count))
+                    head.bytes(bytes)
                 }
             }
-            if layout == .columns { columns.finish(into: &payload) }
+            let parts = layout == .columns ? [head.bytes] + columns.finish() : [head.bytes]
             replicaIndex.removeAll(keepingCapacity: true)
             replicas.removeAll(keepingCapacity: true)
             runs.removeAll(keepingCapacity: true)
             estimatedBytes = 0
             operationBytes = 0
             operationCount = 0
-            return payload.bytes
+            return parts
         }
 
         /// A run being encoded into the open payload.

@@ -1,7 +1,7 @@
 import CZstd
 
-/// One-shot zstd compression of a block through the system libzstd: bundles' operations blocks
-/// (SPEC.md §13) and peer batches (§15.6).
+/// zstd compression of a block through the system libzstd: bundles' operations blocks (SPEC.md
+/// §13) and peer batches (§15.6).
 package enum Zstd {
     /// The level bundles are written at (zstd's default).
     static let level: Int32 = 3
@@ -20,6 +20,38 @@ package enum Zstd {
         // Compression into a buffer of ZSTD_compressBound bytes cannot fail.
         precondition(ZSTD_isError(written) == 0, "zstd: \(String(cString: ZSTD_getErrorName(written)))")
         output.removeSubrange(written...)
+        return output
+    }
+
+    /// One zstd frame holding `parts` one after the other, at zstd's default level, compressed as
+    /// they are rather than joined first: a block written in columns is not copied whole once
+    /// more. The frame records its content size, as `compress(_:)`'s does.
+    package static func compress(parts: [[UInt8]]) -> [UInt8] {
+        guard let context = ZSTD_createCCtx() else { fatalError("zstd: cannot create a compression context") }
+        defer { ZSTD_freeCCtx(context) }
+        func check(_ result: Int) {
+            precondition(ZSTD_isError(result) == 0, "zstd: \(String(cString: ZSTD_getErrorName(result)))")
+        }
+        check(ZSTD_CCtx_setParameter(context, ZSTD_c_compressionLevel, level))
+        check(ZSTD_CCtx_setPledgedSrcSize(context, UInt64(parts.reduce(0) { $0 + $1.count })))
+        var output: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: ZSTD_CStreamOutSize())
+        for (index, part) in parts.enumerated() where !part.isEmpty || index == parts.count - 1 {
+            let directive = index == parts.count - 1 ? ZSTD_e_end : ZSTD_e_continue
+            part.withUnsafeBytes { source in
+                var input = ZSTD_inBuffer(src: source.baseAddress, size: source.count, pos: 0)
+                var pending = 0
+                repeat {
+                    chunk.withUnsafeMutableBytes { destination in
+                        var out = ZSTD_outBuffer(dst: destination.baseAddress, size: destination.count, pos: 0)
+                        pending = ZSTD_compressStream2(context, &out, &input, directive)
+                        check(pending)
+                        output.append(contentsOf: destination[..<out.pos])
+                    }
+                    // Ending, zstd says how much it still holds; continuing, it takes all the input.
+                } while directive == ZSTD_e_end ? pending != 0 : input.pos < input.size
+            }
+        }
         return output
     }
 

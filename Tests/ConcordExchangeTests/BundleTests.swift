@@ -375,8 +375,6 @@ import Testing
         #expect(fromFile == whole.1)
     }
 
-    /// A bundle of more than a megabyte of operations spans several operations blocks, each
-    /// bounded, and round-trips; a damaged later block refuses the whole bundle.
     /// The bundle of format 6 in `Fixtures/bundle-v6/` (SPEC.md §13, columns): it merges to the
     /// dump `syncctl` printed, and writing its operations again gives its raw payloads byte for
     /// byte, so the writer's columns are the ones the SPEC describes (`decode.py` there reads the
@@ -421,6 +419,29 @@ import Testing
         #expect(try payloads(written) == (try payloads(bytes)))
     }
 
+    /// An operation of 1 MiB or more is a block of its own (SPEC.md §13, "Canonical order"): the
+    /// blocks around it end before and after it, so no block passes 8 MiB but by one such
+    /// operation, and a 2 MiB note amid others reads back.
+    @Test func anOperationOfAMegabyteOrMoreIsABlockOfItsOwn() throws {
+        let directory = try TemporaryDirectory()
+        let store = try ConcordStore.inMemory(environment: environment(clock: ManualClock(baseMillis), seed: 84))
+        try store.addReminder(ReminderDraft(title: "before"))
+        try store.addNote(NoteDraft(title: "large", body: String(repeating: "abcdefgh", count: 256 * 1024)))
+        try store.addReminder(ReminderDraft(title: "after"))
+        let path = directory.file("large-op.cbundle")
+        let summary = try store.exportBundle(to: path)
+        let bytes = try readBytes(path)
+        let operationBlocks = blocks(of: bytes).filter { $0.type == 2 }
+        #expect(operationBlocks.count == 3, "\(operationBlocks)")
+        #expect(operationBlocks.map(\.rawLength)[1] > 2 << 20)
+        #expect(operationBlocks.map(\.rawLength)[0] < 1024 && operationBlocks.map(\.rawLength)[2] < 1024)
+        let (_, operations, _) = try readBundle(bytes)
+        #expect(operations.count == summary.operations)
+        #expect(operations == (try store.allOperations()))
+    }
+
+    /// A bundle of more than a block of operations spans several operations blocks, each
+    /// bounded, and round-trips; a damaged later block refuses the whole bundle.
     @Test func largeBundlesSpanSeveralBlocks() throws {
         let directory = try TemporaryDirectory()
         let clock = ManualClock(baseMillis)

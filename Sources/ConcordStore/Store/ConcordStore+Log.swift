@@ -66,8 +66,8 @@ extension ConcordStore {
         return SeqRanges(compacted)
     }
 
-    /// How many seqs the store holds compacted (`meta.compacted`, SPEC.md §9): its bundles then
-    /// need format 4.
+    /// How many seqs the store holds compacted (`meta.compacted`, SPEC.md §9): a shared folder
+    /// rewrites its files once this grew enough (§14).
     package func compactedSeqCount() throws(ConcordError) -> Int64 {
         try guarded {
             try read { db in try Int64.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'compacted'") ?? 0 }
