@@ -112,17 +112,18 @@ package enum OperationsBlock {
             guard author < UInt64(replicas.count) else { throw .malformed("a run names replica #\(author) of \(replicas.count)") }
             let firstSeq = try reader.varint()
             let count = try reader.varint()
-            guard count >= 1 else { throw .malformed("a run of 0 operations") }
-            guard firstSeq >= 1, count - 1 <= UInt64.max - firstSeq else {
-                throw .malformed("a run of \(count) operations cannot start at seq \(firstSeq)")
-            }
             if columns == nil {
                 let length = try reader.varint()
                 // Compacted seqs take two bytes or more, however many they are.
-                guard length >= 1, length <= UInt64(reader.remaining) else {
+                guard count >= 1, length >= 1, length <= UInt64(reader.remaining) else {
                     throw .malformed("a run of \(count) operations in \(length) bytes")
                 }
                 runReader = ByteReader(Array(try reader.bytes(Int(length))))
+            } else {
+                guard count >= 1 else { throw .malformed("a run of 0 operations") }
+            }
+            guard firstSeq >= 1, count - 1 <= UInt64.max - firstSeq else {
+                throw .malformed("a run of \(count) operations cannot start at seq \(firstSeq)")
             }
             runDecoder = OperationCodec.RunDecoder(author: replicas[Int(author)], firstSeq: firstSeq, count: count)
             runs.append((replicas[Int(author)], firstSeq...firstSeq + (count - 1)))
