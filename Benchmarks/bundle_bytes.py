@@ -136,8 +136,8 @@ def columns(raw):
     return parts, operations
 
 
-COLUMNS = ["headers", "compacted seqs", "timestamps", "records", "record kinds", "record ids' first halves",
-           "record ids' second halves", "fields", "tags", "operation ids"]
+COLUMNS = ["headers", "compacted seqs", "timestamps", "records", "record kinds", "record ids' first six bytes",
+           "record ids' last ten bytes", "fields", "tags", "operation ids"]
 COLUMNS += [f"values of field code {c}" for c in range(11)] + [f"texts of field code {c}" for c in range(11)]
 
 

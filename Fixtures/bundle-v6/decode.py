@@ -8,8 +8,8 @@ import subprocess
 import sys
 
 FIELDS = ["", "title", "notes", "due", "priority", "completed", "snoozedUntil", "repeat", "deleted", "body", "pinned"]
-COLUMNS = ["headers", "compacted seqs", "timestamps", "records", "record kinds", "record ids' first halves",
-           "record ids' second halves", "fields", "tags", "operation ids"]
+COLUMNS = ["headers", "compacted seqs", "timestamps", "records", "record kinds", "record ids' first six bytes",
+           "record ids' last ten bytes", "fields", "tags", "operation ids"]
 COLUMNS += [f"values of field code {c}" for c in range(11)] + [f"texts of field code {c}" for c in range(11)]
 
 
@@ -62,9 +62,9 @@ def operations(payload):
         columns.append(Reader(main.take(main.varint()), name))
     if main.at != len(payload):
         raise ValueError("bytes after the last column")
-    (headers, compacted, timestamps, records, kinds, highs, lows, fields, tags, ids) = columns[:10]
+    (headers, compacted, timestamps, records, kinds, times, rests, fields, tags, ids) = columns[:10]
     values, texts = columns[10:21], columns[21:]
-    table, previous_high = [], 0
+    table, previous_time = [], 0
     for author, seq, count in runs:
         end, timestamp, record = seq + count, 0, None
         while seq < end:
@@ -79,8 +79,10 @@ def operations(payload):
                 k = records.varint()
                 if k == 0:
                     kind = kinds.byte()
-                    previous_high = (previous_high + highs.svarint()) % (1 << 64)
-                    record = (kind, f"{previous_high:016x}" + lows.take(8).hex())
+                    previous_time += times.svarint()
+                    if not 0 <= previous_time < 1 << 48:
+                        raise ValueError("a record id's first six bytes out of range")
+                    record = (kind, f"{previous_time:012x}" + rests.take(10).hex())
                     table.append(record)
                 elif k <= len(table):
                     record = table[k - 1]

@@ -4,14 +4,14 @@
 package enum OperationColumns {
     /// The columns, in the order a payload holds them.
     enum Column: Int, CaseIterable {
-        case headers, compacted, timestamps, records, recordKinds, recordIDFirstHalves, recordIDSecondHalves, fields, tags, ids
+        case headers, compacted, timestamps, records, recordKinds, recordIDTimes, recordIDRests, fields, tags, ids
         /// The first of the value columns, one per field code 0 to 10 (§6); the text columns follow.
         case values
 
         /// Its name in errors, as SPEC.md §13 gives it.
         var name: String {
-            ["headers", "compacted seqs", "timestamps", "records", "record kinds", "record ids' first halves",
-             "record ids' second halves", "fields", "tags", "operation ids"][rawValue]
+            ["headers", "compacted seqs", "timestamps", "records", "record kinds", "record ids' first six bytes",
+             "record ids' last ten bytes", "fields", "tags", "operation ids"][rawValue]
         }
     }
 
@@ -32,15 +32,15 @@ package enum OperationColumns {
     /// Reads the entries' parts from their columns: what `OperationCodec.RunDecoder` decodes a
     /// block's runs from.
     package struct Reader: OperationParts {
-        private var headers, compacted, timestamps, records, recordKinds, recordIDFirstHalves, recordIDSecondHalves, fields, tags, ids: ByteReader
+        private var headers, compacted, timestamps, records, recordKinds, recordIDTimes, recordIDRests, fields, tags, ids: ByteReader
         /// The value and the text columns, indexed by field code.
         private var values: [ByteReader]
         private var texts: [ByteReader]
         /// The records the block named so far, in the order it named them: at most one per 11
         /// bytes of the block's columns.
         private var table: [RecordRef] = []
-        /// The first half of the id of the table's last record.
-        private var previousFirstHalf: UInt64 = 0
+        /// The first six bytes of the id of the table's last record.
+        private var previousTime: Int64 = 0
 
         /// Reads the columns' lengths from `reader`, which is left past the last column.
         package init(from reader: inout ByteReader) throws(DecodeError) {
@@ -56,7 +56,7 @@ package enum OperationColumns {
                 columns.append(ByteReader(reader.bytes, range: start..<reader.offset))
             }
             (headers, compacted, timestamps, records) = (columns[0], columns[1], columns[2], columns[3])
-            (recordKinds, recordIDFirstHalves, recordIDSecondHalves) = (columns[4], columns[5], columns[6])
+            (recordKinds, recordIDTimes, recordIDRests) = (columns[4], columns[5], columns[6])
             (fields, tags, ids) = (columns[7], columns[8], columns[9])
             let firstValues = Column.values.rawValue
             values = Array(columns[firstValues..<firstValues + OperationColumns.fieldCodes])
@@ -65,7 +65,7 @@ package enum OperationColumns {
 
         /// Checks that every column was read to its end, once every run was.
         package func checkEnd() throws(DecodeError) {
-            let all = [headers, compacted, timestamps, records, recordKinds, recordIDFirstHalves, recordIDSecondHalves, fields, tags, ids] + values + texts
+            let all = [headers, compacted, timestamps, records, recordKinds, recordIDTimes, recordIDRests, fields, tags, ids] + values + texts
             for (index, column) in all.enumerated() where !column.isAtEnd {
                 throw .malformed("\(column.remaining) bytes left in the \(OperationColumns.name(index)) column")
             }
@@ -86,9 +86,12 @@ package enum OperationColumns {
             }
             let kind = RecordKind(rawValue: try recordKinds.byte())
             guard kind.rawValue != 0 else { throw .malformed("record kind 0") }
-            let firstHalf = previousFirstHalf &+ UInt64(bitPattern: try recordIDFirstHalves.signedVarint())
-            previousFirstHalf = firstHalf
-            let record = RecordRef(kind: kind, id: RecordID(high: firstHalf, low: try recordIDSecondHalves.fixed64()))
+            let (time, overflow) = previousTime.addingReportingOverflow(try recordIDTimes.signedVarint())
+            guard !overflow, time >= 0, time < 1 << 48 else { throw .malformed("a record id's first six bytes out of range") }
+            previousTime = time
+            let seventh = UInt64(try recordIDRests.byte())
+            let eighth = UInt64(try recordIDRests.byte())
+            let record = RecordRef(kind: kind, id: RecordID(high: UInt64(time) << 16 | seventh << 8 | eighth, low: try recordIDRests.fixed64()))
             table.append(record)
             return record
         }
@@ -123,8 +126,8 @@ package enum OperationColumns {
         private var columns = [ByteWriter](repeating: ByteWriter(), count: OperationColumns.count)
         /// The records the block named so far, and their number there (from 1).
         private var table: [RecordRef: Int] = [:]
-        /// The first half of the id of the table's last record.
-        private var previousFirstHalf: UInt64 = 0
+        /// The first six bytes of the id of the table's last record.
+        private var previousTime: Int64 = 0
 
         package init() {}
 
@@ -153,10 +156,17 @@ package enum OperationColumns {
             table[record] = table.count + 1
             write(.records) { $0.varint(0) }
             write(.recordKinds) { $0.byte(record.kind.rawValue) }
-            let delta = Int64(bitPattern: record.id.high &- previousFirstHalf)
-            write(.recordIDFirstHalves) { $0.signedVarint(delta) }
-            previousFirstHalf = record.id.high
-            write(.recordIDSecondHalves) { $0.fixed64(record.id.low) }
+            // Concord's ids start with a time in milliseconds (SPEC.md §2): ids made one after
+            // the other differ there by little, and the rest is random.
+            let time = Int64(record.id.high >> 16)
+            let delta = time - previousTime
+            write(.recordIDTimes) { $0.signedVarint(delta) }
+            previousTime = time
+            write(.recordIDRests) {
+                $0.byte(UInt8(truncatingIfNeeded: record.id.high >> 8))
+                $0.byte(UInt8(truncatingIfNeeded: record.id.high))
+                $0.fixed64(record.id.low)
+            }
         }
 
         package mutating func field(_ field: Field) {
@@ -201,7 +211,7 @@ package enum OperationColumns {
             }
             columns = [ByteWriter](repeating: ByteWriter(), count: OperationColumns.count)
             table.removeAll(keepingCapacity: true)
-            previousFirstHalf = 0
+            previousTime = 0
             bytes = 0
             return parts
         }

@@ -149,6 +149,12 @@ import Testing
         var kinds = columns
         kinds[4][0] = 0
         #expect(Self.refusal(Self.assemble(head, kinds))?.contains("record kind 0") == true)
+        // A record id whose first six bytes come out below 0.
+        var times = columns
+        var firstTime = ByteReader(columns[5])
+        _ = try firstTime.varint()
+        times[5] = [0x01] + Array(columns[5][firstTime.offset...])
+        #expect(Self.refusal(Self.assemble(head, times))?.contains("a record id's first six bytes out of range") == true)
 
         // A header with a reserved bit, a value of an unknown type, a text that is not UTF-8.
         var headers = columns
