@@ -181,12 +181,14 @@ public struct ByteReader {
         guard length <= UInt64(min(remaining, maxBytes)) else {
             throw length > UInt64(remaining) ? .truncated : .malformed("string of \(length) bytes exceeds the limit")
         }
-        let start = offset
-        offset += Int(length)
-        // From the buffer in place: the standard library validates contiguous UTF-8 in one pass,
-        // and no slice of `bytes` is made (and retained) per string.
-        let valid = bytes.withUnsafeBufferPointer { all in
-            String(validating: UnsafeBufferPointer(rebasing: all[start..<offset]), as: UTF8.self)
+        let slice = try bytes(Int(length))
+        // Decoding from a buffer takes the standard library's fast path; it repairs invalid UTF-8,
+        // so a string whose bytes changed was not valid.
+        let valid: String? = slice.withUnsafeBufferPointer { buffer in
+            let string = String(decoding: buffer, as: UTF8.self)
+            var copy = string
+            let same = copy.withUTF8 { $0.count == buffer.count && (buffer.isEmpty || memcmp($0.baseAddress!, buffer.baseAddress!, buffer.count) == 0) }
+            return same ? string : nil
         }
         guard let valid else { throw .malformed("string is not valid UTF-8") }
         return valid
