@@ -77,8 +77,9 @@ import Testing
     }
 
     /// A bundle of format 5 (SPEC.md §13): its manifest says where its publisher dropped removes
-    /// as stable (§5.8). A fresh store merges it to the dump `syncctl` printed, and takes that
-    /// vector: what it exports then says so too, in format 6.
+    /// as stable (§5.8). A fresh store merges it to the dump `syncctl` printed; what it exports
+    /// then is of format 6, and a third store merges that to the same dump. (That format 6 carries
+    /// the vector on, `StableRemoveTests` checks on an export's manifest.)
     @Test func aFormat5BundleSaysWhereRemovesWereDropped() throws {
         let sandbox = try Sandbox()
         let store = try sandbox.makeStore()
