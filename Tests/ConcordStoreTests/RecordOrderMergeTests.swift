@@ -56,6 +56,34 @@ import Testing
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).isEmpty)
     }
 
+    /// A run's reader reads the file through a window (`OperationSorter.windowBytes`): operations
+    /// larger than it, and operations that straddle two windows, come back whole, in both orders.
+    @Test func operationsLargerThanTheReadWindowComeBackWhole() throws {
+        let directory = try TemporaryDirectory()
+        let author = ReplicaID(high: 7, low: 7)
+        let window = OperationSorter.windowBytes
+        // Texts from a byte to three windows, in an order that leaves every offset within a window.
+        let sizes = [1, window - 10, 3 * window, 17, window + 1, 2 * window - 3, 100, window / 2, 5]
+        let operations = sizes.enumerated().map { index, size in
+            Op(
+                id: OperationID(replica: author, seq: UInt64(index + 1)), timestamp: Timestamp(rawValue: UInt64(index + 1) << 16),
+                record: .reminder(RecordID(high: 1, low: UInt64(sizes.count - index % 3))),
+                action: .assign(.notes, .string(String(repeating: Character(UnicodeScalar(UInt8(97 + index))), count: size))))
+        }
+        for run in [1, 2, 4] {
+            var sorter = OperationSorter(spillPath: directory.file("sort-\(run)"), runOperations: run)
+            for operation in operations { try sorter.add(operation) }
+            let finished = try sorter.finish()
+            var (added, sorted) = (finished.addedOrder(), finished.recordOrder())
+            var (addedOutput, sortedOutput): ([Op], [Op]) = ([], [])
+            while let operation = try added.next() { addedOutput.append(operation) }
+            while let operation = try sorted.next() { sortedOutput.append(operation) }
+            #expect(addedOutput == operations, "runs of \(run)")
+            let expected = operations.enumerated().sorted { ($0.element.record, $0.offset) < ($1.element.record, $1.offset) }.map(\.element)
+            #expect(sortedOutput == expected, "runs of \(run)")
+        }
+    }
+
     /// A batched merge stopped anywhere (after any batch that logs, or that applies) leaves a sound
     /// store, which local writes may change, and which the next merge brings to the state of the
     /// whole merge in one transaction (with the local writes).
