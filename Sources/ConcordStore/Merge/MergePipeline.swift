@@ -423,7 +423,7 @@ struct RecordApplier {
 /// has applied them to `records` records (it holds about a thousand at a time in memory: they
 /// come in record order). Larger batches merge faster (each commit rewrites every page the batch
 /// touched); smaller ones let other writers in sooner. Operations are sorted by record in runs of
-/// at most `sortRun` operations (about 30 bytes each, plus 32 of index; at most 8 MiB of them);
+/// at most `sortRun` operations (about 30 bytes each, plus 32 of index; at most 4 MiB of them);
 /// more than one run goes through a temporary file.
 package struct MergeBatch: Sendable, Equatable {
     package var operations: Int
@@ -436,7 +436,7 @@ package struct MergeBatch: Sendable, Equatable {
     /// below it, the thread costs more than it saves.
     var foldThreadFrom = 20_000
 
-    package init(operations: Int, records: Int, sortRun: Int = 250_000) {
+    package init(operations: Int, records: Int, sortRun: Int = 125_000) {
         self.operations = max(1, operations)
         self.records = max(1, records)
         self.sortRun = max(1, sortRun)

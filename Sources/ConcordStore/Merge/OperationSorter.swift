@@ -52,7 +52,7 @@ struct OperationSorter {
 
     /// - Parameter spillPath: where the temporary file goes if one is needed (beside the store:
     ///   the system's temporary directory may be memory).
-    init(spillPath: String, runOperations: Int = 250_000, runBytes: Int = 8 << 20) {
+    init(spillPath: String, runOperations: Int = 125_000, runBytes: Int = 4 << 20) {
         self.spillPath = spillPath
         self.runOperations = max(1, runOperations)
         self.runBytes = max(1, min(runBytes, Int(UInt32.max) / 2))
@@ -344,12 +344,14 @@ struct OperationSorter {
                 }
                 // Not all of it is in the window: move what is left to the front and read on
                 // behind it, in the same storage (a new window each time would be a fresh
-                // allocation, its pages faulted in anew, for every 64 KiB of the run). The sorted runs
-                // are read all at once, a window each, and a merge of 7.9 million operations has 32
-                // of them: the folding thread's heap held 17.7 MB with windows of 256 KiB, 7.2 MB
-                // with 64 KiB (6.1 MB at 788,000 operations, in 4 runs).
+                // allocation, its pages faulted in anew, for every window of the run), up to the
+                // window's size; an operation larger than half of it doubles the window. The
+                // sorted runs are read all at once, a window each, and a merge of 7.9 million
+                // operations has 64 of them: the folding thread's heap held 17.7 MB with windows
+                // of 256 KiB that grew as they were refilled (in 32 runs).
                 guard unread < end else { throw ConcordError(.io, "the merge's sort file ends inside an operation") }
-                let wanted = Int(min(end - unread, Int64(max(OperationSorter.windowBytes, (window.count - position) * 2))))
+                let left = window.count - position
+                let wanted = Int(min(end - unread, Int64(max(OperationSorter.windowBytes - left, left))))
                 window.removeSubrange(..<position)
                 try file.read(at: unread, count: wanted, appendingTo: &window)
                 unread += Int64(wanted)

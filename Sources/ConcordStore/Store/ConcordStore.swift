@@ -372,11 +372,12 @@ public final class ConcordStore: Sendable {
             configuration.prepareDatabase { db in
                 // Durable commits: a transaction that returned is on disk.
                 try db.execute(sql: "PRAGMA synchronous = FULL")
-                // A 16 MiB page cache: a merge's batch of records (SPEC.md §5.6) is sorted by id and
-                // written in order, so a larger cache did not make it faster (32 and 96 MiB were
-                // measured), and the memory goes to the batch instead. (Memory-mapped reads were
-                // tried: as fast, but every mapped page counts as resident memory.)
-                try db.execute(sql: "PRAGMA cache_size = -16384")
+                // An 8 MiB page cache: a merge's batch of records (SPEC.md §5.6) is sorted by id and
+                // written in order, so a larger cache did not make it faster (16, 32 and 96 MiB were
+                // measured, Benchmarks/README.md), and the memory goes to the batch instead.
+                // (Memory-mapped reads were tried: as fast, but every mapped page counts as
+                // resident memory.)
+                try db.execute(sql: "PRAGMA cache_size = -8192")
                 // Deleted and replaced content is overwritten with zeros in its page, so that a
                 // purge (or an edit before it) leaves no value in free space (SPEC.md §9, "Erasing").
                 try db.execute(sql: "PRAGMA secure_delete = ON")
