@@ -9,8 +9,12 @@ import Foundation
 /// (shifted left by one, with the low bit set when it is to be sorted), its seq, and its encoding
 /// alone. A run of at most
 /// `runOperations` operations or `runBytes` bytes is kept in memory; when a second run starts, each
-/// full run is written to a temporary file twice, as added and sorted. The file is unlinked as soon
-/// as it is opened, so a crash leaves nothing behind. The streams read it through small buffers.
+/// full run is written to a temporary file once: the operations to be sorted, sorted, then the
+/// others, then where each operation is in those bytes, in the order added (a 4-byte offset each).
+/// The file is unlinked as soon as it is opened, so a crash leaves nothing behind. Record order
+/// reads every run at once, each through a small window; the order added reads one run at a time,
+/// whole. (Each run written twice, as added and as sorted, made a merge 5% slower:
+/// Benchmarks/README.md.)
 struct OperationSorter {
     /// Where a run's operation is in `buffer`, with its record's sort key.
     private struct Entry {
@@ -20,6 +24,8 @@ struct OperationSorter {
         /// Where its length prefix starts, and how many bytes it takes with the prefix.
         var offset: UInt32
         var length: UInt32
+        /// Which operation of its run it is, in the order added.
+        var ordinal: UInt32
 
         /// Record order, then the order of adding (offsets grow as operations are added).
         static func precedes(_ a: Entry, _ b: Entry) -> Bool {
@@ -41,8 +47,8 @@ struct OperationSorter {
     private var inRun = 0
     /// The operations of the run in memory that are to be sorted.
     private var entries: [Entry] = []
-    /// The runs written so far: byte ranges of `file`, as added and sorted.
-    private var runs: [(added: Range<Int64>, sorted: Range<Int64>)] = []
+    /// The runs written so far (`SpilledRun`).
+    private var runs: [SpilledRun] = []
     private var file: SpillFile?
     /// The bytes written to `file` so far.
     private var fileSize: Int64 = 0
@@ -88,33 +94,55 @@ struct OperationSorter {
             let id = operation.record.id
             entries.append(Entry(
                 high: id.high, low: id.low, kind: operation.record.kind.rawValue,
-                offset: UInt32(start), length: UInt32(buffer.bytes.count - start)))
+                offset: UInt32(start), length: UInt32(buffer.bytes.count - start), ordinal: UInt32(inRun)))
             sortedCount += 1
         }
         inRun += 1
         count += 1
     }
 
-    /// Writes the run held in memory to the file: as added, then sorted (through a small buffer,
-    /// so that the run is not copied whole).
+    /// Writes the run held in memory to the file: the operations to be sorted, sorted, then the
+    /// others as added, then each operation's offset in those bytes in the order added (through a
+    /// small buffer, so that the run is not copied whole).
     private mutating func spill() throws {
         guard inRun > 0 else { return }
         if file == nil { file = try SpillFile(path: spillPath) }
-        let added = try appendToFile(buffer.bytes)
         entries.sort(by: Entry.precedes)
-        let sorted = fileSize
+        let start = fileSize
+        // Where each operation of the run goes, by its ordinal; `.max` for one not sorted yet.
+        var moved = [UInt32](repeating: .max, count: inRun)
         var out = ByteWriter(capacity: 1 << 20)
-        try buffer.bytes.withUnsafeBufferPointer { bytes in
-            for entry in entries {
-                out.bytes(UnsafeBufferPointer(rebasing: bytes[Int(entry.offset)..<Int(entry.offset + entry.length)]))
-                if out.bytes.count >= 1 << 20 {
-                    _ = try appendToFile(out.bytes)
-                    out.removeAll()
-                }
+        var written = 0
+        func emit(_ bytes: UnsafeBufferPointer<UInt8>) throws {
+            out.bytes(bytes)
+            written += bytes.count
+            if out.bytes.count >= 1 << 20 {
+                _ = try appendToFile(out.bytes)
+                out.removeAll()
             }
         }
-        _ = try appendToFile(out.bytes)
-        runs.append((added..<sorted, sorted..<fileSize))
+        try buffer.bytes.withUnsafeBufferPointer { bytes in
+            for entry in entries {
+                moved[Int(entry.ordinal)] = UInt32(written)
+                try emit(UnsafeBufferPointer(rebasing: bytes[Int(entry.offset)..<Int(entry.offset + entry.length)]))
+            }
+            let sortedBytes = written
+            if entries.count < inRun {
+                // Those only kept (most often none), found by walking the run in the order added.
+                var reader = ByteReader(buffer.bytes)
+                for ordinal in moved.indices {
+                    let offset = reader.offset
+                    _ = try reader.bytes(Int(try reader.varint()))
+                    guard moved[ordinal] == .max else { continue }
+                    moved[ordinal] = UInt32(written)
+                    try emit(UnsafeBufferPointer(rebasing: bytes[offset..<reader.offset]))
+                }
+            }
+            precondition(written == buffer.bytes.count, "a spilled run lost or doubled an operation")
+            for offset in moved { withUnsafeBytes(of: offset.littleEndian) { out.bytes($0) } }
+            _ = try appendToFile(out.bytes)
+            runs.append(SpilledRun(start: start, sortedBytes: sortedBytes, bytes: written, count: inRun))
+        }
         entries.removeAll(keepingCapacity: true)
         buffer.removeAll()
         inRun = 0
@@ -148,11 +176,10 @@ struct OperationSorter {
         fileprivate let authors: [ReplicaID]
         fileprivate let memory: (bytes: [UInt8], sorted: [Int])?
         fileprivate let file: SpillFile?
-        fileprivate let runs: [(added: Range<Int64>, sorted: Range<Int64>)]
+        fileprivate let runs: [SpilledRun]
 
         fileprivate init(
-            count: Int, sortedCount: Int, authors: [ReplicaID], memory: ([UInt8], [Int])?, file: SpillFile?,
-            runs: [(added: Range<Int64>, sorted: Range<Int64>)]
+            count: Int, sortedCount: Int, authors: [ReplicaID], memory: ([UInt8], [Int])?, file: SpillFile?, runs: [SpilledRun]
         ) {
             self.count = count
             self.sortedCount = sortedCount
@@ -175,7 +202,11 @@ struct OperationSorter {
         private let sorted: Bool
         private var memory: (bytes: [UInt8], sorted: [Int])?
         private var position = 0
-        /// Each run's reader, and (in record order) the operation at its head.
+        /// In the order added, the runs in the file, and the one read (whole) and how far.
+        private var file: SpillFile?
+        private var runs: [SpilledRun] = []
+        private var run: (bytes: [UInt8], offsets: [Int], next: Int)?
+        /// In record order, each run's reader, and the operation at its head.
         private var readers: [RunReader] = []
         private var heads: [Op?] = []
         /// Their records, apart: the heap compares them, and reading one out of `heads` would
@@ -190,7 +221,12 @@ struct OperationSorter {
             self.sorted = sorted
             memory = finished.memory
             if let file = finished.file {
-                readers = finished.runs.map { RunReader(file: file, range: sorted ? $0.sorted : $0.added) }
+                if sorted {
+                    readers = finished.runs.map { RunReader(file: file, range: $0.start..<$0.start + Int64($0.sortedBytes)) }
+                } else {
+                    self.file = file
+                    runs = finished.runs
+                }
             }
         }
 
@@ -261,9 +297,30 @@ struct OperationSorter {
                 position = reader.offset + length
                 return (memory.bytes, reader.offset..<position)
             }
-            // The runs one after the other.
-            while position < readers.count {
-                if let entry = try readers[position].next() { return (readers[position].window, entry) }
+            // The runs one after the other, each read whole, its operations taken where its
+            // offsets say.
+            while position < runs.count {
+                if run == nil {
+                    let spilled = runs[position]
+                    var bytes: [UInt8] = []
+                    var raw: [UInt8] = []
+                    try file!.read(at: spilled.start, count: spilled.bytes, appendingTo: &bytes)
+                    try file!.read(at: spilled.start + Int64(spilled.bytes), count: 4 * spilled.count, appendingTo: &raw)
+                    let offsets = raw.withUnsafeBytes { raw in
+                        (0..<spilled.count).map { Int(UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: 4 * $0, as: UInt32.self))) }
+                    }
+                    run = (bytes, offsets, 0)
+                }
+                if run!.next < run!.offsets.count {
+                    let offset = run!.offsets[run!.next]
+                    run!.next += 1
+                    guard offset < run!.bytes.count else { throw OperationSorter.damaged(DecodeError.truncated) }
+                    var reader = ByteReader(run!.bytes, offset: offset)
+                    let length = (try? reader.varint()).map { Int(clamping: $0) } ?? .max
+                    guard length <= reader.remaining else { throw OperationSorter.damaged(DecodeError.truncated) }
+                    return (run!.bytes, reader.offset..<reader.offset + length)
+                }
+                run = nil
                 position += 1
             }
             return nil
@@ -307,6 +364,16 @@ struct OperationSorter {
                 throw OperationSorter.damaged(error)
             }
         }
+    }
+
+    /// A run written to the file: from `start`, `bytes` bytes of its `count` operations (the
+    /// first `sortedBytes` of them those to be sorted, sorted), then `count` 4-byte little-endian
+    /// offsets in those bytes, in the order added.
+    fileprivate struct SpilledRun {
+        var start: Int64
+        var sortedBytes: Int
+        var bytes: Int
+        var count: Int
     }
 
     /// How many bytes a run's reader reads from the file at least, into its window.
