@@ -9,6 +9,20 @@ import Testing
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("Fixtures")
 
+    /// Merges `Fixtures/<folder>/<name>.cbundle` into a fresh store, which must say `merged`, then
+    /// print the dump beside it (`<name>.dump.json`); returns the store (in a sandbox of its own)
+    /// and the dump.
+    static func mergedFixture(_ folder: String, _ name: String, says merged: String) throws -> (Store, dump: String) {
+        let sandbox = try Sandbox()
+        let store = try sandbox.makeStore()
+        let directory = fixtures.appendingPathComponent(folder)
+        #expect(try store.ok("merge", directory.appendingPathComponent("\(name).cbundle").path) == merged)
+        let dump = try String(contentsOf: directory.appendingPathComponent("\(name).dump.json"), encoding: .utf8)
+            .trimmingCharacters(in: .newlines)
+        #expect(try store.ok("dump") == dump)
+        return (store, dump)
+    }
+
     @Test(arguments: ["basic", "two-replicas"])
     func aFormat1BundleMergesWithNoConflict(_ name: String) throws {
         let sandbox = try Sandbox()
@@ -23,13 +37,9 @@ import Testing
     /// A reminder's title edited on two replicas without an exchange between them, its priority
     /// edited on one and then on the other after a sync, and a note edited on one.
     @Test func aFormat2BundleShowsItsConflicts() throws {
-        let sandbox = try Sandbox()
-        let store = try sandbox.makeStore()
-        let directory = Self.fixtures.appendingPathComponent("bundle-v2")
-        #expect(try store.ok("merge", directory.appendingPathComponent("conflicts.cbundle").path) == "merged 14 new operations from 2 replicas")
-        let dump = try String(contentsOf: directory.appendingPathComponent("conflicts.dump.json"), encoding: .utf8)
-        let conflicts = try String(contentsOf: directory.appendingPathComponent("conflicts.conflicts.json"), encoding: .utf8)
-        #expect(try store.ok("dump") == dump.trimmingCharacters(in: .newlines))
+        let (store, _) = try Self.mergedFixture("bundle-v2", "conflicts", says: "merged 14 new operations from 2 replicas")
+        let conflicts = try String(
+            contentsOf: Self.fixtures.appendingPathComponent("bundle-v2/conflicts.conflicts.json"), encoding: .utf8)
         #expect(try store.ok("conflicts", "--json") == conflicts.trimmingCharacters(in: .newlines))
         let lines = try store.ok("conflicts").split(separator: "\n")
         #expect(lines.count == 3 && lines[0].hasSuffix(" title:"), "\(lines)")
@@ -41,12 +51,7 @@ import Testing
     /// then the purge), beside a completed reminder. A fresh store merges it to the dump `syncctl`
     /// printed, with no trace of the note, and holds the purge: the note cannot be made again.
     @Test func aFormat3BundleCarriesAPurge() throws {
-        let sandbox = try Sandbox()
-        let store = try sandbox.makeStore()
-        let directory = Self.fixtures.appendingPathComponent("bundle-v3")
-        #expect(try store.ok("merge", directory.appendingPathComponent("purge.cbundle").path) == "merged 12 new operations from 1 replica")
-        let dump = try String(contentsOf: directory.appendingPathComponent("purge.dump.json"), encoding: .utf8)
-        #expect(try store.ok("dump") == dump.trimmingCharacters(in: .newlines))
+        let (store, _) = try Self.mergedFixture("bundle-v3", "purge", says: "merged 12 new operations from 1 replica")
         let log = try store.ok("log").split(separator: "\n")
         #expect(log.count == 12)
         #expect(log.filter { $0.hasSuffix("  (elided: its record was purged)") }.count == 4)
@@ -58,13 +63,7 @@ import Testing
     /// tags removed, and then compacted: 7 operations and 5 compacted seqs. A fresh store merges
     /// it to the dump `syncctl` printed and holds every seq, the compacted ones without operations.
     @Test func aFormat4BundleCarriesCompactedSeqs() throws {
-        let sandbox = try Sandbox()
-        let store = try sandbox.makeStore()
-        let directory = Self.fixtures.appendingPathComponent("bundle-v4")
-        #expect(try store.ok("merge", directory.appendingPathComponent("compacted.cbundle").path)
-            == "merged 7 new operations from 1 replica and 5 compacted seqs")
-        let dump = try String(contentsOf: directory.appendingPathComponent("compacted.dump.json"), encoding: .utf8)
-        #expect(try store.ok("dump") == dump.trimmingCharacters(in: .newlines))
+        let (store, dump) = try Self.mergedFixture("bundle-v4", "compacted", says: "merged 7 new operations from 1 replica and 5 compacted seqs")
         #expect(try store.ok("log").split(separator: "\n").count == 7)
         let vector = try #require(try JSONSerialization.jsonObject(with: Data(try store.ok("status", "--json").utf8)) as? [String: Any])
         let held = try #require(vector["versionVector"] as? [String: Any])
@@ -72,7 +71,7 @@ import Testing
         // Its publisher vouched that it held all 12 seqs, as the store does: the tag's remove is
         // stable, and goes (SPEC.md §5.8); the dump stays.
         #expect(try store.ok("compact", "--keep-history", "0") == "dropped 1 operation of 1 record")
-        #expect(try store.ok("dump") == dump.trimmingCharacters(in: .newlines))
+        #expect(try store.ok("dump") == dump)
         try store.expectSound("after merging the fixture")
     }
 
@@ -81,20 +80,14 @@ import Testing
     /// then is of format 6, and a third store merges that to the same dump. (That format 6 carries
     /// the vector on, `StableRemoveTests` checks on an export's manifest.)
     @Test func aFormat5BundleSaysWhereRemovesWereDropped() throws {
-        let sandbox = try Sandbox()
-        let store = try sandbox.makeStore()
-        let directory = Self.fixtures.appendingPathComponent("bundle-v5")
-        #expect(try store.ok("merge", directory.appendingPathComponent("stable.cbundle").path)
-            == "merged 6 new operations from 1 replica and 3 compacted seqs")
-        let dump = try String(contentsOf: directory.appendingPathComponent("stable.dump.json"), encoding: .utf8)
-        #expect(try store.ok("dump") == dump.trimmingCharacters(in: .newlines))
+        let (store, dump) = try Self.mergedFixture("bundle-v5", "stable", says: "merged 6 new operations from 1 replica and 3 compacted seqs")
         #expect(try store.ok("log").split(separator: "\n").count == 6)
-        let exported = sandbox.path("again.cbundle")
+        let exported = store.sandbox.path("again.cbundle")
         try store.ok("export", exported)
         #expect(try Data(contentsOf: URL(fileURLWithPath: exported))[8] == 6)
-        let again = try sandbox.makeStore("again.db")
+        let again = try store.sandbox.makeStore("again.db")
         try again.ok("merge", exported)
-        #expect(try again.ok("dump") == dump.trimmingCharacters(in: .newlines))
+        #expect(try again.ok("dump") == dump)
         try store.expectSound("after merging the fixture")
     }
 
@@ -103,13 +96,7 @@ import Testing
     /// compacted seqs, a purge with the operations it elided, and a field by name (a retired
     /// replica's record).
     @Test func aFormat6BundleHoldsItsEntriesInColumns() throws {
-        let sandbox = try Sandbox()
-        let store = try sandbox.makeStore()
-        let directory = Self.fixtures.appendingPathComponent("bundle-v6")
-        #expect(try store.ok("merge", directory.appendingPathComponent("mixed.cbundle").path)
-            == "merged 24 new operations from 2 replicas and 2 compacted seqs")
-        let dump = try String(contentsOf: directory.appendingPathComponent("mixed.dump.json"), encoding: .utf8)
-        #expect(try store.ok("dump") == dump.trimmingCharacters(in: .newlines))
+        let (store, _) = try Self.mergedFixture("bundle-v6", "mixed", says: "merged 24 new operations from 2 replicas and 2 compacted seqs")
         #expect(try store.ok("conflicts") == "no conflicts", "the last title write saw both of the conflict's")
         try store.expectSound("after merging the fixture")
     }
