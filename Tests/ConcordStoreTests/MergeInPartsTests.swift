@@ -160,6 +160,48 @@ import Testing
         #expect(try store.verify().isSound)
     }
 
+    /// Parts kept sorted for the apply, then one whose operations another writer logged after it
+    /// was prepared: the parts no longer say exactly what waits, and the apply reads the log.
+    @Test func aPartHeldAfterAllBehindKeptPartsIsAppliedFromTheLog() throws {
+        let directory = try TemporaryDirectory()
+        let (store, operations) = try Self.storeAndOperations(in: directory)
+        var merge = try Self.logInParts(Array(operations.prefix(60)), of: 20, into: store)
+        let late = try store.prepareMerge(operations.dropFirst(60))
+        let other = try ConcordStore.open(at: store.path, environment: environment(clock: ManualClock(baseMillis), seed: 3))
+        var otherMerge = MergeInParts(into: other, ifSyncKeyIs: Self.key)
+        try otherMerge.log(try other.prepareMerge(operations[60..<90]))
+        try otherMerge.apply()
+        try other.close()
+
+        let report = try merge.log(late)
+        #expect(report.duplicates == 30)
+        try merge.apply()
+        #expect(try store.dump() == (try Self.expectedDump(of: operations)))
+        #expect(try store.verify().isSound)
+        #expect(try store.verify().pendingOperations == 0)
+    }
+
+    /// A part of each operation: past `maxKeptParts` parts, their sorts are let go (and their
+    /// files closed), and the apply reads what waits from the log.
+    @Test func partsPastTheKeptBoundAreAppliedFromTheLog() throws {
+        let directory = try TemporaryDirectory()
+        let (store, operations) = try Self.storeAndOperations(in: directory)
+        let descriptors = { try FileManager.default.contentsOfDirectory(atPath: "/dev/fd").count }
+        let before = try descriptors()
+        var merge = MergeInParts(into: store, ifSyncKeyIs: Self.key)
+        var most = 0
+        for operation in operations {
+            try merge.log(try store.prepareMerge([operation]))
+            most = max(most, try descriptors() - before)
+        }
+        #expect(operations.count > MergeInParts.maxKeptParts)
+        #expect(most <= MergeInParts.maxKeptParts + 4, "\(most) more descriptors open")
+        try merge.apply()
+        #expect(try store.dump() == (try Self.expectedDump(of: operations)))
+        #expect(try store.verify().pendingOperations == 0)
+        #expect(try descriptors() <= before + 4)
+    }
+
     /// Operations read as held, against a file that has since been replaced by one that lacks
     /// them, are still applied to their records (from the log).
     @Test func operationsPreparedAsHeldThatAreNotAreAppliedAllTheSame() throws {

@@ -56,6 +56,46 @@ import Testing
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).isEmpty)
     }
 
+    /// Sorts finished to their files and concatenated read as one sort of all their operations
+    /// (a merge in parts applies its parts so): in the order added, one part after the other; in
+    /// record order, each record's operations in the order of the parts, then of adding. A part
+    /// of one operation, one of none, and parts of many runs all take part.
+    @Test func concatenatedSortsReadAsOne() async throws {
+        let directory = try TemporaryDirectory()
+        await propertyCheck(count: 100, input: Gen.uint64(), Gen.int(in: 1...30)) { seed, run in
+            do {
+                var rng = SplitMix64(seed: seed)
+                let operations = Self.operations(seed: seed, records: 5)
+                let sorting = operations.map { $0.id.seq % 4 != 0 }
+                // Cuts at random places, some of them twice (an empty part).
+                let cuts = ((0..<Int.random(in: 0...5, using: &rng)).map { _ in Int.random(in: 0...operations.count, using: &rng) } + [0, operations.count]).sorted()
+                var parts: [OperationSorter.Finished] = []
+                for (start, end) in zip(cuts, cuts.dropFirst()) {
+                    var sorter = OperationSorter(spillPath: directory.file("sort-\(seed)-\(start)-\(parts.count)"), runOperations: run)
+                    for index in start..<end { try sorter.add(operations[index], sorting: sorting[index]) }
+                    parts.append(try sorter.finish(toFile: true))
+                }
+                let whole = OperationSorter.Finished.concatenating(parts)
+                #expect(whole.count == operations.count)
+                #expect(whole.sortedCount == sorting.filter { $0 }.count)
+                var added = whole.addedOrder()
+                var sorted = whole.recordOrder()
+                var addedOutput: [Op] = []
+                var sortedOutput: [Op] = []
+                while let operation = try added.next() { addedOutput.append(operation) }
+                while let operation = try sorted.next() { sortedOutput.append(operation) }
+                let expected = zip(operations, sorting).filter(\.1).map(\.0).enumerated().sorted { a, b in
+                    (a.element.record, a.offset) < (b.element.record, b.offset)
+                }.map(\.element)
+                #expect(addedOutput == operations, "seed \(seed), runs of \(run), cuts \(cuts)")
+                #expect(sortedOutput == expected, "seed \(seed), runs of \(run), cuts \(cuts)")
+            } catch {
+                Issue.record("unexpected error: \(error)")
+            }
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).isEmpty)
+    }
+
     /// A run's reader reads the file through a window (`OperationSorter.windowBytes`): operations
     /// larger than it, and operations that straddle two windows, come back whole, in both orders.
     @Test func operationsLargerThanTheReadWindowComeBackWhole() throws {

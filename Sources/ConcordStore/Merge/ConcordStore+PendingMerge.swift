@@ -135,16 +135,9 @@ extension ConcordStore {
     ) throws -> Int {
         guard !rows.isEmpty else { return 0 }
         var sorter = OperationSorter(spillPath: spillPath(), runOperations: bounds.sortRun)
-        let directory = try guarded {
-            try readOnWriter { db in
-                try forEachPendingOperation(in: rows, db) { operation in try sorter.add(operation) }
-                return try ReplicaDirectory(db)
-            }
-        }
+        try guarded { try readOnWriter { db in try forEachPendingOperation(in: rows, db) { operation in try sorter.add(operation) } } }
         let operations = try guarded { try sorter.finish() }
-        var applier = try guarded { try RecordApplier(operations, bounds, encodingWith: directory) }
-        defer { applier.stop() }
-        try applyInRecordOrder(&applier, rows: rows, checking: check, afterEachBatch: afterEachBatch)
+        try apply(sorted: operations, pending: rows, bounds: bounds, checking: check, afterEachBatch: afterEachBatch)
         return operations.sortedCount
     }
 

@@ -9,6 +9,12 @@ import GRDB
 /// parts touch (a reminder created in one batch and updated in a later one) is then read and
 /// written once, as in the merge of one bundle.
 ///
+/// Each part comes sorted by record (`prepareMerge`), in a file of its own; `apply()` folds the
+/// parts' sorted operations together as they are, rather than reading them back from the log and
+/// sorting them again, which took a fifth of a peer session (Benchmarks/README.md). It reads the
+/// log when the parts no longer say exactly what waits: when an operation of a part turned out
+/// held after all, when more than `maxKeptParts` parts wait, or after an apply failed.
+///
 /// Every part is logged only while the store holds the sync key the session authenticated with,
 /// checked inside the part's transaction: a key replaced by any process stops the next part
 /// (SPEC.md §15.1). What was logged before is applied all the same: it was received under the key.
@@ -19,6 +25,9 @@ package struct MergeInParts {
     private let keyBytes: [UInt8]
     /// The log rows of the parts logged and not yet applied.
     private var pending: [PendingRow] = []
+    /// Those parts' sorted operations, while their sorted ones are exactly what `pending` holds;
+    /// nil once they are not (the operations are then read back from the log).
+    private var parts: [OperationSorter.Finished]? = []
     private var started = false
     /// How many operations the parts logged that are not yet applied.
     package private(set) var waiting = 0
@@ -38,6 +47,10 @@ package struct MergeInParts {
 
     static let maxWaiting = 1_000_000
 
+    /// How many parts' sorts `apply()` folds together at most, each through a window of its own
+    /// and with a file open (a peer that sends its operations one at a time makes a part of each).
+    package static let maxKeptParts = 64
+
     /// Logs the operations of `part` (prepared by `ConcordStore.prepareMerge(_:)`) in one
     /// transaction, if the store still holds the session's sync key; otherwise nothing is written
     /// and the call fails with `.keyReplaced`. Held operations are compared with the ones held (a
@@ -46,7 +59,7 @@ package struct MergeInParts {
     package mutating func log(_ part: PreparedMerge) throws(ConcordError) -> MergeReport {
         precondition(part.path == store.path, "a merge prepared for \(part.path) is merged into \(store.path)")
         let (store, keyBytes) = (store, keyBytes)
-        let (report, rows) = try store.guarded {
+        let (report, rows, heldAfterAll) = try store.guarded {
             if !started { try store.finishPendingMerge() }
             started = true
             return try store.log(
@@ -59,20 +72,35 @@ package struct MergeInParts {
         }
         pending += rows
         waiting += report.newOperationCount
+        if heldAfterAll || parts.map({ $0.count >= Self.maxKeptParts }) ?? true {
+            parts = nil
+        } else if part.operations.sortedCount > 0 {
+            parts!.append(part.operations)
+        }
         return report
     }
 
     /// Applies the operations of the parts logged so far to their records, in record order, in
-    /// transactions of at most `MergeBatch.records` records, reading them back from the log. If
-    /// it fails, they stay pending: a later `apply()` tries again, and so do the next merge and
-    /// the next process to open the store (this process no longer claims them, SPEC.md §9).
+    /// transactions of at most `MergeBatch.records` records. If it fails, they stay pending: a
+    /// later `apply()` tries again (from the log), and so do the next merge and the next process
+    /// to open the store (this process no longer claims them, SPEC.md §9).
     package mutating func apply() throws(ConcordError) {
         guard !pending.isEmpty else { return }
-        let store = store
+        let (store, pending, bounds) = (store, pending, store.environment.mergeBatch)
+        let sorted = parts.map(OperationSorter.Finished.concatenating)
+        // A failed apply may have applied some records: only the log's rows say which.
+        parts = nil
         try store.releasingPendingOnFailure { () throws(ConcordError) in
-            _ = try store.guarded { try store.applyPending(pending, bounds: store.environment.mergeBatch, afterEachBatch: {}) }
+            try store.guarded {
+                if let sorted {
+                    try store.apply(sorted: sorted, pending: pending, bounds: bounds)
+                } else {
+                    try store.applyPending(pending, bounds: bounds, afterEachBatch: {})
+                }
+            }
         }
-        pending = []
+        self.pending = []
+        parts = []
         waiting = 0
     }
 }
@@ -87,7 +115,8 @@ extension ConcordStore {
         let bounds = environment.mergeBatch.unbounded(holding: operations.underestimatedCount)
         return try guarded {
             PreparedMerge(
-                operations: try readAndSort({ each in for operation in operations { try each(operation) } }, sortRun: bounds.sortRun),
+                operations: try readAndSort(
+                    { each in for operation in operations { try each(operation) } }, sortRun: bounds.sortRun, toFile: true),
                 path: path)
         }
     }

@@ -100,15 +100,15 @@ extension ConcordStore {
 
     /// Stage 3 alone, for operations read and sorted ahead of time (by this store object, or by
     /// another of the same file: `prepareMerge(_:)`): logs them and returns the log rows it listed
-    /// as pending, whose operations wait for `applyPending(_:bounds:checking:afterEachBatch:)`.
-    /// `MergeInParts` logs each part so.
+    /// as pending, whose operations wait to be applied, and whether an operation turned out held
+    /// after all (then only the pending rows read back from the log say which to apply:
+    /// `applyPending(_:bounds:checking:afterEachBatch:)`). `MergeInParts` logs each part so.
     func log(
         sorted input: OperationSorter.Finished, bounds: MergeBatch, checking check: (Database) throws -> Void
-    ) throws -> (report: MergeReport, pending: [PendingRow]) {
+    ) throws -> (report: MergeReport, rows: [PendingRow], heldAfterAll: Bool) {
         try releasingPendingOnFailure {
             var none = CompactedToLog(SeqRanges())
-        let logged = try logInBatches(input, bounds: bounds, checking: check, afterEachBatch: {}, taking: &none)
-            return (logged.report, logged.rows)
+            return try logInBatches(input, bounds: bounds, checking: check, afterEachBatch: {}, taking: &none)
         }
     }
 
@@ -139,11 +139,24 @@ extension ConcordStore {
             return logged.report
         }
         if applier == nil {
-            let directory = try readOnWriter { db in try ReplicaDirectory(db) }
-            applier = try RecordApplier(input, bounds, encodingWith: directory)
+            try apply(sorted: input, pending: logged.rows, bounds: bounds, checking: check, afterEachBatch: afterEachBatch)
+        } else {
+            try applyInRecordOrder(&applier!, rows: logged.rows, checking: check, afterEachBatch: afterEachBatch)
         }
-        try applyInRecordOrder(&applier!, rows: logged.rows, checking: check, afterEachBatch: afterEachBatch)
         return logged.report
+    }
+
+    /// Stage 4 for operations logged already, whose pending log `rows` hold exactly the operations
+    /// of `input` to be sorted: they are applied from `input`, folded (with the replicas the log
+    /// now names), not read back from the log.
+    func apply(
+        sorted input: OperationSorter.Finished, pending rows: [PendingRow], bounds: MergeBatch,
+        checking check: (Database) throws -> Void = { _ in }, afterEachBatch: () throws -> Void = {}
+    ) throws {
+        let directory = try readOnWriter { db in try ReplicaDirectory(db) }
+        var applier = try RecordApplier(input, bounds, encodingWith: directory)
+        defer { applier.stop() }
+        try applyInRecordOrder(&applier, rows: rows, checking: check, afterEachBatch: afterEachBatch)
     }
 
     /// Stage 3: logs the operations in the order they came, in transactions of at most
@@ -188,8 +201,11 @@ extension ConcordStore {
     }
 
     /// Stages 1 and 2: reads and checks every operation, keeping them all in the order read and
-    /// those the store does not hold in record order too.
-    func readAndSort(_ read: (_ each: (Op) throws -> Void) throws -> Void, sortRun: Int) throws -> OperationSorter.Finished {
+    /// those the store does not hold in record order too; `toFile`, all of them in the sort's file
+    /// (`OperationSorter.finish(toFile:)`).
+    func readAndSort(
+        _ read: (_ each: (Op) throws -> Void) throws -> Void, sortRun: Int, toFile: Bool = false
+    ) throws -> OperationSorter.Finished {
         // Through the read pool: a merge prepared while another is written (a peer session's next
         // part) does not wait for it. What it reads as held may be logged, or not, before this
         // merge logs: the log step settles it (SPEC.md §5.6, "Operations held after all").
@@ -208,7 +224,7 @@ extension ConcordStore {
             let new = id.seq > author!.held && (author!.aboveGaps.isEmpty || !author!.aboveGaps.contains { $0.contains(id.seq) })
             try sorter.add(operation, sorting: new)
         }
-        return try guarded { try sorter.finish() }
+        return try guarded { try sorter.finish(toFile: toFile) }
     }
 
     /// The log rows held above a gap of the version vector (operations that arrived out of

@@ -157,15 +157,18 @@ struct OperationSorter {
     }
 
     /// Ends adding: the operations can now be read in both orders, each as often as needed.
-    consuming func finish() throws -> Finished {
-        if runs.isEmpty {
+    ///
+    /// - Parameter toFile: write a run held in memory to the file too, so that the result holds
+    ///   no memory and can be concatenated with others (`Finished.concatenating`).
+    consuming func finish(toFile: Bool = false) throws -> Finished {
+        if runs.isEmpty, !toFile || inRun == 0 {
             entries.sort(by: Entry.precedes)
             return Finished(
-                count: count, sortedCount: sortedCount, authors: authors,
-                memory: (buffer.bytes, entries.map { Int($0.offset) }), file: nil, runs: [])
+                count: count, sortedCount: sortedCount,
+                memory: (authors, buffer.bytes, entries.map { Int($0.offset) }), files: [])
         }
         try spill()
-        return Finished(count: count, sortedCount: sortedCount, authors: authors, memory: nil, file: file, runs: runs)
+        return Finished(count: count, sortedCount: sortedCount, memory: nil, files: [SortFile(file: file!, authors: authors, runs: runs)])
     }
 
     /// The operations added, ready to be read, on any thread.
@@ -173,20 +176,30 @@ struct OperationSorter {
         /// How many were added, and how many of them to be sorted.
         let count: Int
         let sortedCount: Int
-        fileprivate let authors: [ReplicaID]
-        fileprivate let memory: (bytes: [UInt8], sorted: [Int])?
-        fileprivate let file: SpillFile?
-        fileprivate let runs: [SpilledRun]
+        /// The one run, when it stayed in memory: the operations as added, and where each one to
+        /// be sorted starts, in record order.
+        fileprivate let memory: (authors: [ReplicaID], bytes: [UInt8], sorted: [Int])?
+        /// Otherwise the runs, in files: one for each sort concatenated (one for a sort alone).
+        fileprivate let files: [SortFile]
 
-        fileprivate init(
-            count: Int, sortedCount: Int, authors: [ReplicaID], memory: ([UInt8], [Int])?, file: SpillFile?, runs: [SpilledRun]
-        ) {
+        fileprivate init(count: Int, sortedCount: Int, memory: ([ReplicaID], [UInt8], [Int])?, files: [SortFile]) {
             self.count = count
             self.sortedCount = sortedCount
-            self.authors = authors
-            self.memory = memory.map { (bytes: $0.0, sorted: $0.1) }
-            self.file = file
-            self.runs = runs
+            self.memory = memory.map { (authors: $0.0, bytes: $0.1, sorted: $0.2) }
+            self.files = files
+        }
+
+        /// The operations of `parts` as those of one sort: in the order added, one part after the
+        /// other; in record order, each record's operations in the order of the parts, then of
+        /// adding. Each part must have been finished `toFile`, unless it is the only one that
+        /// holds any.
+        static func concatenating(_ parts: [Finished]) -> Finished {
+            let parts = parts.filter { $0.count > 0 }
+            if parts.count == 1 { return parts[0] }
+            precondition(parts.allSatisfy { $0.memory == nil }, "a sort held in memory is concatenated with others")
+            return Finished(
+                count: parts.reduce(0) { $0 + $1.count }, sortedCount: parts.reduce(0) { $0 + $1.sortedCount },
+                memory: nil, files: parts.flatMap(\.files))
         }
 
         /// Every operation, in the order added.
@@ -196,15 +209,20 @@ struct OperationSorter {
         func recordOrder() -> Stream { Stream(self, sorted: true) }
     }
 
+    /// A sort's runs in its file, with the authors its operations number.
+    fileprivate struct SortFile: Sendable {
+        let file: SpillFile
+        let authors: [ReplicaID]
+        let runs: [SpilledRun]
+    }
+
     /// Operations one at a time.
     struct Stream {
-        private let authors: [ReplicaID]
         private let sorted: Bool
-        private var memory: (bytes: [UInt8], sorted: [Int])?
+        private var memory: (authors: [ReplicaID], bytes: [UInt8], sorted: [Int])?
         private var position = 0
-        /// In the order added, the runs in the file, and the one read (whole) and how far.
-        private var file: SpillFile?
-        private var runs: [SpilledRun] = []
+        /// In the order added, the runs in their files, and the one read (whole) and how far.
+        private var runs: [(file: SpillFile, authors: [ReplicaID], run: SpilledRun)] = []
         private var run: (bytes: [UInt8], offsets: [Int], next: Int)?
         /// In record order, each run's reader, and the operation at its head.
         private var readers: [RunReader] = []
@@ -217,31 +235,31 @@ struct OperationSorter {
         private var started = false
 
         fileprivate init(_ finished: Finished, sorted: Bool) {
-            authors = finished.authors
             self.sorted = sorted
             memory = finished.memory
-            if let file = finished.file {
-                if sorted {
-                    readers = finished.runs.map { RunReader(file: file, range: $0.start..<$0.start + Int64($0.sortedBytes)) }
-                } else {
-                    self.file = file
-                    runs = finished.runs
+            for sort in finished.files {
+                for run in sort.runs {
+                    if sorted {
+                        readers.append(RunReader(file: sort.file, authors: sort.authors, range: run.start..<run.start + Int64(run.sortedBytes)))
+                    } else {
+                        runs.append((sort.file, sort.authors, run))
+                    }
                 }
             }
         }
 
         mutating func next() throws -> Op? {
             if !sorted {
-                guard let (bytes, entry) = try nextAdded() else { return nil }
+                guard let (authors, bytes, entry) = try nextAdded() else { return nil }
                 var reader = ByteReader(bytes, offset: entry.lowerBound)
-                return try decode(&reader)
+                return try Self.decode(&reader, authors)
             }
             if let memory {
                 guard position < memory.sorted.count else { return nil }
                 var reader = ByteReader(memory.bytes, offset: memory.sorted[position])
                 position += 1
                 _ = try? reader.varint()  // its length
-                return try decode(&reader)
+                return try Self.decode(&reader, memory.authors)
             }
             if !started {
                 started = true
@@ -271,7 +289,7 @@ struct OperationSorter {
         /// decoded (for the log, `RunEncoder.append(encodedAlone:in:into:)`).
         mutating func nextKept() throws -> KeptOperation? {
             precondition(!sorted, "kept operations come in the order added")
-            guard let (bytes, entry) = try nextAdded() else { return nil }
+            guard let (authors, bytes, entry) = try nextAdded() else { return nil }
             var reader = ByteReader(bytes, offset: entry.lowerBound)
             do {
                 let tagged = try reader.varint()
@@ -286,26 +304,26 @@ struct OperationSorter {
             }
         }
 
-        /// The bytes that hold the next operation in the order added, and where its entry is in
-        /// them (after its length prefix).
-        private mutating func nextAdded() throws -> ([UInt8], Range<Int>)? {
+        /// The bytes that hold the next operation in the order added, where its entry is in them
+        /// (after its length prefix), and the authors it numbers.
+        private mutating func nextAdded() throws -> (authors: [ReplicaID], bytes: [UInt8], entry: Range<Int>)? {
             if let memory {
                 guard position < memory.bytes.count else { return nil }
                 var reader = ByteReader(memory.bytes, offset: position)
                 let length = (try? reader.varint()).map { Int(clamping: $0) } ?? 0
                 guard length <= reader.remaining else { throw OperationSorter.damaged(DecodeError.truncated) }
                 position = reader.offset + length
-                return (memory.bytes, reader.offset..<position)
+                return (memory.authors, memory.bytes, reader.offset..<position)
             }
             // The runs one after the other, each read whole, its operations taken where its
             // offsets say.
             while position < runs.count {
                 if run == nil {
-                    let spilled = runs[position]
+                    let (file, spilled) = (runs[position].file, runs[position].run)
                     var bytes: [UInt8] = []
                     var raw: [UInt8] = []
-                    try file!.read(at: spilled.start, count: spilled.bytes, appendingTo: &bytes)
-                    try file!.read(at: spilled.start + Int64(spilled.bytes), count: 4 * spilled.count, appendingTo: &raw)
+                    try file.read(at: spilled.start, count: spilled.bytes, appendingTo: &bytes)
+                    try file.read(at: spilled.start + Int64(spilled.bytes), count: 4 * spilled.count, appendingTo: &raw)
                     let offsets = raw.withUnsafeBytes { raw in
                         (0..<spilled.count).map { Int(UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: 4 * $0, as: UInt32.self))) }
                     }
@@ -318,7 +336,7 @@ struct OperationSorter {
                     var reader = ByteReader(run!.bytes, offset: offset)
                     let length = (try? reader.varint()).map { Int(clamping: $0) } ?? .max
                     guard length <= reader.remaining else { throw OperationSorter.damaged(DecodeError.truncated) }
-                    return (run!.bytes, reader.offset..<reader.offset + length)
+                    return (runs[position].authors, run!.bytes, reader.offset..<reader.offset + length)
                 }
                 run = nil
                 position += 1
@@ -348,11 +366,12 @@ struct OperationSorter {
         private mutating func head(of index: Int) throws -> Op? {
             guard let entry = try readers[index].next() else { return nil }
             var reader = ByteReader(readers[index].window, offset: entry.lowerBound)
-            return try decode(&reader)
+            return try Self.decode(&reader, readers[index].authors)
         }
 
-        /// Decodes an operation at `reader`, after its length prefix.
-        private func decode(_ reader: inout ByteReader) throws -> Op {
+        /// Decodes an operation at `reader`, after its length prefix, whose author is numbered in
+        /// `authors`.
+        private static func decode(_ reader: inout ByteReader, _ authors: [ReplicaID]) throws -> Op {
             do {
                 let author = try reader.varint() >> 1
                 let seq = try reader.varint()
@@ -369,7 +388,7 @@ struct OperationSorter {
     /// A run written to the file: from `start`, `bytes` bytes of its `count` operations (the
     /// first `sortedBytes` of them those to be sorted, sorted), then `count` 4-byte little-endian
     /// offsets in those bytes, in the order added.
-    fileprivate struct SpilledRun {
+    fileprivate struct SpilledRun: Sendable {
         var start: Int64
         var sortedBytes: Int
         var bytes: Int
@@ -386,13 +405,16 @@ struct OperationSorter {
     /// Reads one run from the file through a buffer.
     private struct RunReader {
         let file: SpillFile
+        /// The authors its operations number.
+        let authors: [ReplicaID]
         var unread: Int64
         let end: Int64
         private(set) var window: [UInt8] = []
         var position = 0
 
-        init(file: SpillFile, range: Range<Int64>) {
+        init(file: SpillFile, authors: [ReplicaID], range: Range<Int64>) {
             self.file = file
+            self.authors = authors
             unread = range.lowerBound
             end = range.upperBound
         }
