@@ -155,6 +155,30 @@ import Testing
         #expect(try node.store.verify().problems == [])
     }
 
+    /// A store this object may not write (a copy, here) refuses a compaction before it reads the
+    /// log: a server or a watch that holds a copy open asks for one every second, and each used to
+    /// read and sort the whole log before its first write failed. The copy's log is damaged, so a
+    /// compaction that read it would fail otherwise.
+    @Test func aCopyRefusesACompactionBeforeReadingTheLog() throws {
+        let directory = try TemporaryDirectory()
+        let (path, copy) = (directory.file("store.db"), directory.file("copy.db"))
+        let store = try ConcordStore.create(at: path)
+        let id = try store.addReminder(ReminderDraft(title: "t"))
+        for index in 0..<20 { try store.editReminder(id, ReminderPatch(title: "t\(index)")) }
+        try store.close()
+        try FileManager.default.copyItem(atPath: path, toPath: copy)
+        try DatabaseQueue(path: copy).write { db in try db.execute(sql: "UPDATE log SET ops = x'FF'") }
+
+        let copied = try ConcordStore.open(at: copy)
+        defer { try? copied.close() }
+        for compaction in [
+            { _ = try copied.compact(keeping: .none) },
+            { _ = try copied.compactIfDue(CompactionSchedule(keeping: .none, afterOperations: 1)) },
+        ] {
+            #expect { try compaction() } throws: { error in (error as? ConcordError)?.code == .copied }
+        }
+    }
+
     /// A replica's folder files are rewritten at its next sync once its store has compacted a
     /// quarter as many seqs as they hold (SPEC.md §14, "Compaction"): a new device that syncs
     /// through the folder then starts from the compacted log, not from every operation written.

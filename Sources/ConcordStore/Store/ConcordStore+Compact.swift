@@ -30,6 +30,10 @@ extension ConcordStore {
     /// state, and the next compaction finishes what it began.
     @discardableResult
     public func compact(keeping history: KeptHistory = .thirtyDays, recordsPerTransaction: Int = 500) throws(ConcordError) -> CompactionReport {
+        // Before the log is read: a process that holds a copy open (a server, a watch) asks for
+        // a compaction every second, and would read and sort the whole log each time, only for
+        // its first write to be refused.
+        try ensureNotCopied()
         try finishPendingMerge()
         return try guarded {
             var report = CompactionReport()
