@@ -74,6 +74,28 @@ import Testing
         }
     }
 
+    /// A compaction by itself that fails (a damaged log row, here) is logged once and tried again
+    /// a minute later at the soonest (SPEC.md §5.8, "Compacting by itself"): `serve` looks once a
+    /// second, and used to read the whole log and log the failure at each look.
+    @Test func aFailedCompactionIsNotTriedAgainAtEachLook() throws {
+        let sandbox = try Sandbox()
+        let (a, _, _) = try pair(sandbox)
+        for index in 0..<5 { try a.addReminder("r\(index)") }
+        try sandbox.python("""
+            import sqlite3, sys
+            c = sqlite3.connect(sys.argv[1]); c.execute("UPDATE log SET ops = x'FF'"); c.commit(); c.close()
+            """, [a.path])
+        let (server, _) = try serve(sandbox, a, ["--compact-after", "1"])
+        #expect(eventually(timeout: 20) { server.stderr.contains("compaction failed") }, "\(server.stderr)")
+        // Four looks, a second apart.
+        Thread.sleep(forTimeInterval: 4.5)
+        server.send(SIGTERM)
+        let result = server.wait(timeout: 20)
+        let failures = result.stderr.split(separator: "\n").filter { $0.contains("compaction failed: ") && $0.hasSuffix("; it is tried again later") }
+        #expect(failures.count == 1, "\(result)")
+        #expect(result.succeeded, "\(result)")
+    }
+
     @Test func watchLogsEachSyncAndEachSkippedFile() throws {
         let sandbox = try Sandbox()
         let folder = try sandbox.makeDirectory("Shared")

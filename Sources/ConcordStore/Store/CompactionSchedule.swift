@@ -66,10 +66,12 @@ package final class BackgroundCompaction: Sendable {
     private let schedule: CompactionSchedule
     private let logger: Logger
     private let queue = DispatchQueue(label: "concord.compaction")
-    /// Whether a look (and its compaction) is under way, and when the last one began: a look
+    /// Whether a look (and its compaction) is under way, and when the next may begin: a look
     /// reads the store, so a caller that asks often (each event of a live session) looks at
-    /// most once a second.
-    private let looks = LockedState<(running: Bool, last: ContinuousClock.Instant?)>((false, nil))
+    /// most once a second; and after compactions that failed in a row, later and later
+    /// (`retryDelay`), so that a store whose compaction keeps failing (a damaged log row) is not
+    /// read whole, and the failure logged, every second for as long as the sync runs.
+    private let looks = LockedState<(running: Bool, notBefore: ContinuousClock.Instant?, failures: Int)>((false, nil, 0))
 
     package init(_ store: ConcordStore, schedule: CompactionSchedule, logger: Logger) {
         self.store = store
@@ -77,18 +79,32 @@ package final class BackgroundCompaction: Sendable {
         self.logger = logger
     }
 
+    /// How long after its `failures`-th failure in a row a compaction is tried again: a minute,
+    /// doubling up to an hour (SPEC.md §5.8, "Compacting by itself").
+    package static func retryDelay(afterFailures failures: Int) -> Duration {
+        .seconds(min(60 << min(max(failures - 1, 0), 6), 3600))
+    }
+
     /// Starts a compaction if one is due and none is under way; returns at once.
     package func poke() {
         let now = ContinuousClock.now
         guard looks.withLock({ looks in
-            guard !looks.running, looks.last.map({ now - $0 >= .seconds(1) }) ?? true else { return false }
-            looks = (true, now)
+            guard !looks.running, looks.notBefore.map({ now >= $0 }) ?? true else { return false }
+            looks.running = true
+            looks.notBefore = now + .seconds(1)
             return true
         }) else { return }
         // A task, whose blocking work runs on the compaction's own queue (`offload`), as every
         // async caller of the store's synchronous calls does.
         Task { [self, store, schedule, queue] in
-            defer { looks.withLock { $0.running = false } }
+            var failed = false
+            defer {
+                looks.withLock { looks in
+                    looks.running = false
+                    looks.failures = failed ? looks.failures + 1 : 0
+                    if failed { looks.notBefore = ContinuousClock.now + Self.retryDelay(afterFailures: looks.failures) }
+                }
+            }
             let started = ContinuousClock.now
             do throws(ConcordError) {
                 guard let report = try await ConcordStore.offload(on: queue, { () throws(ConcordError) in try store.compactIfDue(schedule) })
@@ -109,6 +125,7 @@ package final class BackgroundCompaction: Sendable {
                 // and opens the store again (with a compaction of its own) if it goes on.
                 logger.debug("compaction stopped: \(error.message)")
             } catch {
+                failed = true
                 logger.warning("compaction failed: \(error.message); it is tried again later")
             }
         }
