@@ -1,5 +1,5 @@
 import ConcordCore
-import ConcordStore
+@testable import ConcordStore
 import Foundation
 import GRDB
 import Testing
@@ -50,9 +50,13 @@ import Testing
         return merge
     }
 
-    @Test func partsAreHeldAtOnceAndReachTheirRecordsWhenApplied() throws {
+    /// Applied from the parts' sorts, kept since they were prepared; folded on the writing thread,
+    /// and on a thread of its own.
+    @Test(arguments: [20_000, 0]) func partsAreHeldAtOnceAndReachTheirRecordsWhenApplied(foldThreadFrom: Int) throws {
         let directory = try TemporaryDirectory()
-        let (store, operations) = try Self.storeAndOperations(in: directory)
+        var bounds = MergeBatch.standard
+        bounds.foldThreadFrom = foldThreadFrom
+        let (store, operations) = try Self.storeAndOperations(in: directory, mergeBatch: bounds)
         var merge = try Self.logInParts(operations, of: 30, into: store)
 
         // Logged: held, counted in the version vector, listed as pending; the records wait.
@@ -63,8 +67,9 @@ import Testing
         #expect(pending.isSound)
         #expect(pending.pendingOperations == operations.count)
 
-        try merge.apply()
+        #expect(try merge.apply() == .keptSorts)
         #expect(merge.waiting == 0)
+        #expect(store.keptSorts.count == 0)
         #expect(try store.dump() == (try Self.expectedDump(of: operations)))
         let applied = try store.verify()
         #expect(applied.isSound)
@@ -160,46 +165,83 @@ import Testing
         #expect(try store.verify().isSound)
     }
 
-    /// Parts kept sorted for the apply, then one whose operations another writer logged after it
-    /// was prepared: the parts no longer say exactly what waits, and the apply reads the log.
-    @Test func aPartHeldAfterAllBehindKeptPartsIsAppliedFromTheLog() throws {
+    /// A part prepared before the part ahead of it was logged, repeating some of its operations:
+    /// they are held after all when it is logged, the parts' sorts no longer say exactly what
+    /// waits, and the apply reads the log.
+    @Test func aPartThatRepeatsOperationsOfThePartAheadIsAppliedFromTheLog() throws {
         let directory = try TemporaryDirectory()
         let (store, operations) = try Self.storeAndOperations(in: directory)
-        var merge = try Self.logInParts(Array(operations.prefix(60)), of: 20, into: store)
-        let late = try store.prepareMerge(operations.dropFirst(60))
-        let other = try ConcordStore.open(at: store.path, environment: environment(clock: ManualClock(baseMillis), seed: 3))
-        var otherMerge = MergeInParts(into: other, ifSyncKeyIs: Self.key)
-        try otherMerge.log(try other.prepareMerge(operations[60..<90]))
-        try otherMerge.apply()
-        try other.close()
-
-        let report = try merge.log(late)
-        #expect(report.duplicates == 30)
-        try merge.apply()
+        let first = try store.prepareMerge(operations[0..<60])
+        let second = try store.prepareMerge(operations[40...])
+        var merge = MergeInParts(into: store, ifSyncKeyIs: Self.key)
+        try merge.log(first)
+        #expect(try merge.log(second).duplicates == 20)
+        #expect(try merge.apply() == .log)
         #expect(try store.dump() == (try Self.expectedDump(of: operations)))
         #expect(try store.verify().isSound)
         #expect(try store.verify().pendingOperations == 0)
+        #expect(store.keptSorts.count == 0)
     }
 
-    /// A part of each operation: past `maxKeptParts` parts, their sorts are let go (and their
-    /// files closed), and the apply reads what waits from the log.
-    @Test func partsPastTheKeptBoundAreAppliedFromTheLog() throws {
+    /// Another store object (another process) applies the merge's pending rows between its
+    /// logging and its applying, and compacts the store: the parts' sorts still hold operations
+    /// the compaction dropped, which must not reach their records again, so the apply reads what
+    /// is still pending from the log (here: nothing) and leaves no `merging` mark behind.
+    @Test func rowsAppliedAndCompactedElsewhereAreNotAppliedFromTheSorts() throws {
         let directory = try TemporaryDirectory()
         let (store, operations) = try Self.storeAndOperations(in: directory)
-        let descriptors = { try FileManager.default.contentsOfDirectory(atPath: "/dev/fd").count }
-        let before = try descriptors()
-        var merge = MergeInParts(into: store, ifSyncKeyIs: Self.key)
-        var most = 0
-        for operation in operations {
-            try merge.log(try store.prepareMerge([operation]))
-            most = max(most, try descriptors() - before)
+        var merge = try Self.logInParts(operations, of: 30, into: store)
+        let other = try ConcordStore.open(at: store.path, environment: environment(clock: ManualClock(baseMillis + 86_400_000), seed: 3))
+        #expect(try other.compact(keeping: .none).droppedOperations > 0)
+        try other.close()
+
+        #expect(try merge.apply() == .log)
+        let expected = try ConcordStore.inMemory(environment: environment(clock: ManualClock(baseMillis), seed: 1))
+        try expected.merge(operations)
+        #expect(try store.reminders().map(\.title).sorted() == (try expected.reminders().map(\.title).sorted()))
+        let verified = try store.verify()
+        #expect(verified.isSound, "\(verified.problems)")
+        #expect(verified.pendingOperations == 0)
+        #expect(try store.readOnWriter { db in try PendingRow.mergingProcesses(db) }.isEmpty)
+    }
+
+    /// A part of each operation: up to `maxKeptParts` parts, their sorts are kept; past it, they
+    /// are let go (and their files closed), and the apply reads what waits from the log.
+    @Test func partsPastTheKeptBoundAreAppliedFromTheLog() throws {
+        for parts in [MergeInParts.maxKeptParts, MergeInParts.maxKeptParts + 1] {
+            let directory = try TemporaryDirectory()
+            let (store, operations) = try Self.storeAndOperations(in: directory)
+            var merge = try Self.logInParts(Array(operations.prefix(parts)), of: 1, into: store)
+            #expect(store.keptSorts.count == (parts <= MergeInParts.maxKeptParts ? parts : 0))
+            #expect(try merge.apply() == (parts <= MergeInParts.maxKeptParts ? .keptSorts : .log))
+            #expect(store.keptSorts.count == 0)
+            #expect(try store.dump() == (try Self.expectedDump(of: Array(operations.prefix(parts)))))
+            #expect(try store.verify().pendingOperations == 0)
         }
-        #expect(operations.count > MergeInParts.maxKeptParts)
-        #expect(most <= MergeInParts.maxKeptParts + 4, "\(most) more descriptors open")
-        try merge.apply()
-        #expect(try store.dump() == (try Self.expectedDump(of: operations)))
-        #expect(try store.verify().pendingOperations == 0)
-        #expect(try descriptors() <= before + 4)
+    }
+
+    /// The merges into one store object (a server's sessions) keep at most `KeptSorts.limit`
+    /// sorts between them: the merge that would keep more reads the log instead.
+    @Test func theMergesOfOneStoreObjectKeepABoundedNumberOfSorts() throws {
+        let directory = try TemporaryDirectory()
+        let (store, operations) = try Self.storeAndOperations(in: directory)
+        let perMerge = MergeInParts.maxKeptParts - 4
+        let count = KeptSorts.limit / perMerge + 1
+        #expect(operations.count >= count * perMerge)
+        var merges: [MergeInParts] = []
+        for index in 0..<count {
+            let slice = operations[(index * perMerge)..<((index + 1) * perMerge)]
+            merges.append(try Self.logInParts(Array(slice), of: 1, into: store))
+            // The merge that would pass the limit lets go of its own too.
+            let kept = (index + 1) * perMerge
+            #expect(store.keptSorts.count == (kept <= KeptSorts.limit ? kept : index * perMerge))
+        }
+        // The first merges' rows were applied by the next one's first part (every merge first
+        // applies what waits): they read the log too.
+        for index in merges.indices { #expect(try merges[index].apply() == .log) }
+        #expect(store.keptSorts.count == 0)
+        #expect(try store.dump() == (try Self.expectedDump(of: Array(operations.prefix(count * perMerge)))))
+        #expect(try store.verify().isSound)
     }
 
     /// Operations read as held, against a file that has since been replaced by one that lacks

@@ -39,6 +39,15 @@ struct PendingRow {
         }
     }
 
+    /// The log row it names.
+    var key: LogRowKey { LogRowKey(replica: replica, firstSeq: firstSeq) }
+
+    /// A log row's key: its author's index and its first seq.
+    struct LogRowKey: Hashable {
+        var replica: Int64
+        var firstSeq: Int64
+    }
+
     /// Whether the row's operation on `record` is still to be applied.
     func awaits(_ record: RecordRef) -> Bool {
         appliedThrough.map { $0 < record } ?? true

@@ -9,11 +9,15 @@ import GRDB
 /// parts touch (a reminder created in one batch and updated in a later one) is then read and
 /// written once, as in the merge of one bundle.
 ///
-/// Each part comes sorted by record (`prepareMerge`), in a file of its own; `apply()` folds the
-/// parts' sorted operations together as they are, rather than reading them back from the log and
-/// sorting them again, which took a fifth of a peer session (Benchmarks/README.md). It reads the
-/// log when the parts no longer say exactly what waits: when an operation of a part turned out
-/// held after all, when more than `maxKeptParts` parts wait, or after an apply failed.
+/// Each part comes sorted by record (`prepareMerge`), in a file of its own, which the merge keeps;
+/// `apply()` folds the kept sorts together as they are, rather than reading the operations back
+/// from the log and sorting them again, which took a sixth of a peer session
+/// (Benchmarks/README.md). It reads the log when the kept sorts may not say exactly what waits:
+/// when an operation of a part turned out held after all; when more than `maxKeptParts` parts
+/// wait, or the store object's merges keep `KeptSorts.limit` files already; after an apply
+/// failed (it may have applied some records); and when another store object applied some of the
+/// merge's rows meanwhile (as every merge first does, and a compaction), which a compaction may
+/// have followed, dropping operations the kept sorts still hold.
 ///
 /// Every part is logged only while the store holds the sync key the session authenticated with,
 /// checked inside the part's transaction: a key replaced by any process stops the next part
@@ -25,9 +29,9 @@ package struct MergeInParts {
     private let keyBytes: [UInt8]
     /// The log rows of the parts logged and not yet applied.
     private var pending: [PendingRow] = []
-    /// Those parts' sorted operations, while their sorted ones are exactly what `pending` holds;
-    /// nil once they are not (the operations are then read back from the log).
-    private var parts: [OperationSorter.Finished]? = []
+    /// Those parts' sorts, while their sorted operations are exactly what `pending` holds; nil
+    /// once they may not be (the operations are then read back from the log).
+    private var keptSorts: [KeptSort]? = []
     private var started = false
     /// How many operations the parts logged that are not yet applied.
     package private(set) var waiting = 0
@@ -47,9 +51,20 @@ package struct MergeInParts {
 
     static let maxWaiting = 1_000_000
 
-    /// How many parts' sorts `apply()` folds together at most, each through a window of its own
-    /// and with a file open (a peer that sends its operations one at a time makes a part of each).
+    /// How many parts' sorts a merge keeps at most, each with its file open, and each read
+    /// through a window of its own when applied (a peer that sends its operations one at a time
+    /// makes a part of each).
     package static let maxKeptParts = 64
+
+    /// Where `apply()` took what it applied from.
+    package enum Source: Equatable, Sendable {
+        /// Nothing waited.
+        case nothing
+        /// The parts' sorts, kept since they were prepared.
+        case keptSorts
+        /// The log rows of the merge still pending, read back.
+        case log
+    }
 
     /// Logs the operations of `part` (prepared by `ConcordStore.prepareMerge(_:)`) in one
     /// transaction, if the store still holds the session's sync key; otherwise nothing is written
@@ -72,10 +87,10 @@ package struct MergeInParts {
         }
         pending += rows
         waiting += report.newOperationCount
-        if heldAfterAll || parts.map({ $0.count >= Self.maxKeptParts }) ?? true {
-            parts = nil
+        if heldAfterAll || (keptSorts?.count ?? Self.maxKeptParts) >= Self.maxKeptParts {
+            keptSorts = nil
         } else if part.operations.sortedCount > 0 {
-            parts!.append(part.operations)
+            if let kept = KeptSort(part.operations, within: store.keptSorts) { keptSorts!.append(kept) } else { keptSorts = nil }
         }
         return report
     }
@@ -84,24 +99,85 @@ package struct MergeInParts {
     /// transactions of at most `MergeBatch.records` records. If it fails, they stay pending: a
     /// later `apply()` tries again (from the log), and so do the next merge and the next process
     /// to open the store (this process no longer claims them, SPEC.md §9).
-    package mutating func apply() throws(ConcordError) {
-        guard !pending.isEmpty else { return }
+    @discardableResult
+    package mutating func apply() throws(ConcordError) -> Source {
+        guard !pending.isEmpty else { return .nothing }
         let (store, pending, bounds) = (store, pending, store.environment.mergeBatch)
-        let sorted = parts.map(OperationSorter.Finished.concatenating)
+        let ours = Set(pending.map(\.key))
+        let sorted = keptSorts.map { kept in OperationSorter.Finished.concatenating(kept.map(\.sorted)) }
         // A failed apply may have applied some records: only the log's rows say which.
-        parts = nil
-        try store.releasingPendingOnFailure { () throws(ConcordError) in
+        keptSorts = nil
+        let source = try store.releasingPendingOnFailure { () throws(ConcordError) -> Source in
             try store.guarded {
                 if let sorted {
-                    try store.apply(sorted: sorted, pending: pending, bounds: bounds)
-                } else {
-                    try store.applyPending(pending, bounds: bounds, afterEachBatch: {})
+                    do {
+                        // Checked in each transaction: while every row of the merge is listed,
+                        // no other store object has applied them, and no compaction has run
+                        // since they were logged (a compaction waits for what is pending).
+                        try store.apply(sorted: sorted, pending: pending, bounds: bounds, checking: { db in
+                            guard ours.isSubset(of: try PendingRow.fetchAll(db).lazy.map(\.key)) else { throw AppliedElsewhere() }
+                        })
+                        return .keptSorts
+                    } catch let error as ConcordError where error.cause is AppliedElsewhere {}
                 }
+                // What of the merge's rows is still pending, each as far as it was applied.
+                let rows = try store.readOnWriter { db in try PendingRow.fetchAll(db).filter { ours.contains($0.key) } }
+                if rows.isEmpty {
+                    try store.write { db in try PendingRow.unmarkThisProcessMerging(db) }
+                } else {
+                    try store.applyPending(rows, bounds: bounds, afterEachBatch: {})
+                }
+                return .log
             }
         }
         self.pending = []
-        parts = []
+        keptSorts = []
         waiting = 0
+        return source
+    }
+
+    /// Another store object applied some of the merge's pending rows.
+    private struct AppliedElsewhere: Error {}
+}
+
+/// A part's sort that a merge in parts keeps for its apply, holding the sort's file open, and
+/// counted against its store object's `KeptSorts` while it lives.
+private final class KeptSort: Sendable {
+    let sorted: OperationSorter.Finished
+    private let count: KeptSorts
+
+    /// Nil when the store object's merges keep as many as they may.
+    init?(_ sorted: OperationSorter.Finished, within count: KeptSorts) {
+        guard count.take() else { return nil }
+        self.sorted = sorted
+        self.count = count
+    }
+
+    deinit { count.giveBack() }
+}
+
+/// How many parts' sorts the merges in parts of one store object keep (`MergeInParts`), each with
+/// a file open: at most `limit`, so that a server's sessions, which share its store object, never
+/// run the process out of file descriptors (sixty-four sessions of `maxKeptParts` parts each would
+/// hold 4,096, where a process may open 1,024 by default on Linux and 256 on macOS).
+final class KeptSorts: Sendable {
+    static let limit = 256
+    private let held = LockedState(0)
+
+    /// How many are kept now.
+    var count: Int { held.withLock { $0 } }
+
+    /// Counts one more, unless `limit` are kept already.
+    fileprivate func take() -> Bool {
+        held.withLock { held in
+            guard held < Self.limit else { return false }
+            held += 1
+            return true
+        }
+    }
+
+    fileprivate func giveBack() {
+        held.withLock { $0 -= 1 }
     }
 }
 

@@ -15,8 +15,10 @@ import GRDB
 /// 3. **Log**: the operations are appended to the log in the order they came, in transactions of
 ///    at most `MergeBatch.operations` operations, each listing the log rows it writes as pending.
 /// 4. **Apply** (`RecordApplier`, its one applier): the operations folded into one state per
-///    record (`FoldedRecords`), from the sorted input, or from the pending rows read back from
-///    the log when an operation turned out held after all, are joined with their records' rows
+///    record (`FoldedRecords`), from the sorted input (a merge in parts: its parts' sorts,
+///    concatenated), or from the pending rows read back from the log when the input no longer
+///    says exactly what was logged (an operation turned out held after all), are joined with
+///    their records' rows
 ///    in record order, in transactions of at most `MergeBatch.records` records; the last one
 ///    deletes the pending rows. A merge that fits in one logging batch applies its first records
 ///    in that batch's transaction, so a small merge is one transaction.
@@ -224,7 +226,8 @@ extension ConcordStore {
             let new = id.seq > author!.held && (author!.aboveGaps.isEmpty || !author!.aboveGaps.contains { $0.contains(id.seq) })
             try sorter.add(operation, sorting: new)
         }
-        return try guarded { try sorter.finish(toFile: toFile) }
+        // A sort with nothing to sort is not applied from: it keeps no file.
+        return try guarded { try sorter.finish(toFile: toFile && sorter.sortedCount > 0) }
     }
 
     /// The log rows held above a gap of the version vector (operations that arrived out of

@@ -8,12 +8,13 @@ import Foundation
 /// Operations are kept encoded, each as a varint length and its bytes: its author's number
 /// (shifted left by one, with the low bit set when it is to be sorted), its seq, and its encoding
 /// alone. A run of at most
-/// `runOperations` operations or `runBytes` bytes is kept in memory; when a second run starts, each
-/// full run is written to a temporary file once: the operations to be sorted, sorted, then the
-/// others, then where each operation is in those bytes, in the order added (a 4-byte offset each).
-/// The file is unlinked as soon as it is opened, so a crash leaves nothing behind. Record order
-/// reads every run at once, each through a small window; the order added reads one run at a time,
-/// whole. (Each run written twice, as added and as sorted, made a merge 5% slower:
+/// `runOperations` operations or `runBytes` bytes is kept in memory; when a second run starts (or
+/// the sort is finished `toFile`), each full run is written to a temporary file once: the
+/// operations to be sorted, sorted, then the others, then where each operation is in those bytes,
+/// in the order added (a 4-byte offset each). The file is unlinked as soon as it is opened, so a
+/// crash leaves nothing behind. Record order reads every run at once, each through a small
+/// window; the order added reads one run at a time, whole. Sorts finished to their files can be
+/// read as one (`Finished.concatenating`): a merge in parts applies its parts so. (Each run written twice, as added and as sorted, made a merge 5% slower:
 /// Benchmarks/README.md.)
 struct OperationSorter {
     /// Where a run's operation is in `buffer`, with its record's sort key.

@@ -43,6 +43,8 @@ public final class ConcordStore: Sendable {
     /// Where the file was when the store was last written, if that is not where it is now: the
     /// store was copied, and refuses writes (SPEC.md §9.1).
     public let copiedFrom: String?
+    /// The parts' sorts that merges in parts into this object keep open (`MergeInParts`).
+    let keptSorts = KeptSorts()
     /// The file's location to record with the next write, until it is recorded.
     private let unrecordedLocation: LockedState<FileLocation?>
     /// The file the path named when this object opened it (nil in memory): once the path names
