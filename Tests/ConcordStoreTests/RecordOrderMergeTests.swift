@@ -35,25 +35,32 @@ import Testing
                 for (operation, sorting) in zip(operations, sorting) { try sorter.add(operation, sorting: sorting) }
                 #expect(sorter.count == operations.count)
                 let finished = try sorter.finish()
-                for _ in 0..<2 {
-                    var added = finished.addedOrder()
-                    var sorted = finished.recordOrder()
-                    var addedOutput: [Op] = []
-                    var sortedOutput: [Op] = []
-                    while let operation = try added.next() { addedOutput.append(operation) }
-                    while let operation = try sorted.next() { sortedOutput.append(operation) }
-                    let expected = zip(operations, sorting).filter(\.1).map(\.0).enumerated().sorted { a, b in
-                        (a.element.record, a.offset) < (b.element.record, b.offset)
-                    }.map(\.element)
-                    #expect(addedOutput == operations, "seed \(seed), runs of \(run)")
-                    #expect(sortedOutput == expected, "seed \(seed), runs of \(run)")
-                }
+                for _ in 0..<2 { try Self.expectBothOrders(of: finished, operations, sorting: sorting, "seed \(seed), runs of \(run)") }
             } catch {
                 Issue.record("unexpected error: \(error)")
             }
         }
         // The temporary file is unlinked as soon as it is opened.
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).isEmpty)
+    }
+
+    /// Checks that `finished` gives back `operations` in the order added, and those that
+    /// `sorting` marks in record order, each record's in the order added.
+    static func expectBothOrders(
+        of finished: OperationSorter.Finished, _ operations: [Op], sorting: [Bool], _ comment: Comment,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
+        var added = finished.addedOrder()
+        var sorted = finished.recordOrder()
+        var addedOutput: [Op] = []
+        var sortedOutput: [Op] = []
+        while let operation = try added.next() { addedOutput.append(operation) }
+        while let operation = try sorted.next() { sortedOutput.append(operation) }
+        let expected = zip(operations, sorting).filter(\.1).map(\.0).enumerated().sorted { a, b in
+            (a.element.record, a.offset) < (b.element.record, b.offset)
+        }.map(\.element)
+        #expect(addedOutput == operations, comment, sourceLocation: sourceLocation)
+        #expect(sortedOutput == expected, comment, sourceLocation: sourceLocation)
     }
 
     /// Sorts finished to their files and concatenated read as one sort of all their operations
@@ -78,17 +85,7 @@ import Testing
                 let whole = OperationSorter.Finished.concatenating(parts)
                 #expect(whole.count == operations.count)
                 #expect(whole.sortedCount == sorting.filter { $0 }.count)
-                var added = whole.addedOrder()
-                var sorted = whole.recordOrder()
-                var addedOutput: [Op] = []
-                var sortedOutput: [Op] = []
-                while let operation = try added.next() { addedOutput.append(operation) }
-                while let operation = try sorted.next() { sortedOutput.append(operation) }
-                let expected = zip(operations, sorting).filter(\.1).map(\.0).enumerated().sorted { a, b in
-                    (a.element.record, a.offset) < (b.element.record, b.offset)
-                }.map(\.element)
-                #expect(addedOutput == operations, "seed \(seed), runs of \(run), cuts \(cuts)")
-                #expect(sortedOutput == expected, "seed \(seed), runs of \(run), cuts \(cuts)")
+                try Self.expectBothOrders(of: whole, operations, sorting: sorting, "seed \(seed), runs of \(run), cuts \(cuts)")
             } catch {
                 Issue.record("unexpected error: \(error)")
             }
@@ -113,14 +110,7 @@ import Testing
         for run in [1, 2, 4] {
             var sorter = OperationSorter(spillPath: directory.file("sort-\(run)"), runOperations: run)
             for operation in operations { try sorter.add(operation) }
-            let finished = try sorter.finish()
-            var (added, sorted) = (finished.addedOrder(), finished.recordOrder())
-            var (addedOutput, sortedOutput): ([Op], [Op]) = ([], [])
-            while let operation = try added.next() { addedOutput.append(operation) }
-            while let operation = try sorted.next() { sortedOutput.append(operation) }
-            #expect(addedOutput == operations, "runs of \(run)")
-            let expected = operations.enumerated().sorted { ($0.element.record, $0.offset) < ($1.element.record, $1.offset) }.map(\.element)
-            #expect(sortedOutput == expected, "runs of \(run)")
+            try Self.expectBothOrders(of: try sorter.finish(), operations, sorting: operations.map { _ in true }, "runs of \(run)")
         }
     }
 
