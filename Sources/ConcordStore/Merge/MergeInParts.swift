@@ -87,10 +87,15 @@ package struct MergeInParts {
         }
         pending += rows
         waiting += report.newOperationCount
-        if heldAfterAll || (keptSorts?.count ?? Self.maxKeptParts) >= Self.maxKeptParts {
+        if heldAfterAll {
             keptSorts = nil
         } else if part.operations.sortedCount > 0 {
-            if let kept = KeptSort(part.operations, within: store.keptSorts) { keptSorts!.append(kept) } else { keptSorts = nil }
+            // A part with nothing to sort adds nothing to apply, and keeps nothing.
+            if (keptSorts?.count ?? Self.maxKeptParts) < Self.maxKeptParts, let kept = KeptSort(part.operations, within: store.keptSorts) {
+                keptSorts!.append(kept)
+            } else {
+                keptSorts = nil
+            }
         }
         return report
     }
