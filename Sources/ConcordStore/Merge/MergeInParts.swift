@@ -114,7 +114,8 @@ package struct MergeInParts {
         keptSorts = nil
         let source = try store.releasingPendingOnFailure { () throws(ConcordError) -> Source in
             try store.guarded {
-                if let sorted {
+                // (Sorts with nothing to apply would settle no row: the log's rows do.)
+                if let sorted, sorted.sortedCount > 0 {
                     do {
                         // Checked in each transaction: while every row of the merge is listed,
                         // no other store object has applied them, and no compaction has run

@@ -18,9 +18,8 @@ import GRDB
 ///    record (`FoldedRecords`), from the sorted input (a merge in parts: its parts' sorts,
 ///    concatenated), or from the pending rows read back from the log when the input no longer
 ///    says exactly what was logged (an operation turned out held after all), are joined with
-///    their records' rows
-///    in record order, in transactions of at most `MergeBatch.records` records; the last one
-///    deletes the pending rows. A merge that fits in one logging batch applies its first records
+///    their records' rows in record order, in transactions of at most `MergeBatch.records`
+///    records; the last one deletes the pending rows. A merge that fits in one logging batch applies its first records
 ///    in that batch's transaction, so a small merge is one transaction.
 ///
 /// A merge in one transaction is the same pipeline with `MergeBatch.unbounded`.
