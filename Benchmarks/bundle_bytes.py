@@ -141,8 +141,8 @@ COLUMNS = ["headers", "compacted seqs", "timestamps", "records", "record kinds",
 COLUMNS += [f"values of field code {c}" for c in range(11)] + [f"texts of field code {c}" for c in range(11)]
 
 
-def format6(bundle, raw, stored):
-    """The columns of format 6's blocks, as they are."""
+def in_columns(bundle, raw, stored):
+    """The columns of the blocks of formats 6 and 7, as they are."""
     sizes = collections.Counter()
     compressed = collections.Counter()
     operations = 0
@@ -171,7 +171,7 @@ def main():
     bundle = open(sys.argv[1], "rb").read()
     raw, stored = payloads(bundle)
     if bundle[8] >= 6:
-        return format6(bundle, raw, stored)
+        return in_columns(bundle, raw, stored)
     parts, operations = columns(raw)
     raw_bytes = sum(len(block) for block in raw)
     print(f"{operations} operations; the file {len(bundle)} bytes, {len(bundle) / operations:.2f} bytes/operation")

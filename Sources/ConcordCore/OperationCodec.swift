@@ -74,7 +74,7 @@ public enum OperationCodec {
         }
 
         /// `appendCompacted(_:into:)`, writing each part into its column of a block of bundle
-        /// format 6 (SPEC.md §13).
+        /// formats 6 and 7 (SPEC.md §13).
         package mutating func appendCompacted(_ count: UInt64, into columns: inout OperationColumns.Writer) {
             appendCompacted(count, toParts: &columns)
         }
@@ -92,7 +92,7 @@ public enum OperationCodec {
         }
 
         /// `append(_:into:)`, writing each part of the operation into its column of a block of
-        /// bundle format 6 (SPEC.md §13).
+        /// bundle formats 6 and 7 (SPEC.md §13).
         package mutating func append(_ operation: Op, into columns: inout OperationColumns.Writer) {
             append(operation, toParts: &columns)
         }
@@ -251,7 +251,7 @@ public enum OperationCodec {
         }
 
         /// `next(from:)`, reading each part of the entry from its column of a block of bundle
-        /// format 6 (SPEC.md §13).
+        /// formats 6 and 7 (SPEC.md §13).
         package mutating func next(from columns: inout OperationColumns.Reader) throws(DecodeError) -> Op? {
             try next(fromParts: &columns)
         }
@@ -457,7 +457,7 @@ public enum OperationCodec {
 }
 
 /// Where a run decoder reads the parts of an entry (SPEC.md §8.3) from: a run's own bytes, where
-/// they follow one another, or the columns of a block of bundle format 6 (§13), where each kind
+/// they follow one another, or the columns of a block of bundle formats 6 and 7 (§13), where each kind
 /// of part has a column of its own. Each method reads one part, as §8.3 encodes it.
 protocol OperationParts {
     /// The next entry's header byte, left unread; nil at the end.
@@ -507,7 +507,7 @@ extension ByteReader: OperationParts {
 }
 
 /// Where a run encoder writes the parts of an entry (SPEC.md §8.3): after one another in a run's
-/// bytes, or each in its column of a block of bundle format 6 (§13). The counterpart of
+/// bytes, or each in its column of a block of bundle formats 6 and 7 (§13). The counterpart of
 /// `OperationParts`.
 protocol OperationPartsWriter {
     mutating func header(_ header: UInt8)

@@ -1,6 +1,7 @@
-/// The columns of an operations block of bundle format 6 (SPEC.md §13, "Operations payload"):
-/// the parts of its entries (§8.3) sorted by kind, so that zstd finds texts beside texts and
-/// timestamps beside timestamps, with each record's id written once per block.
+/// The columns of an operations block of bundle formats 6 and 7 (SPEC.md §13, "Operations
+/// payload"): the parts of its entries (§8.3) sorted by kind, so that zstd finds texts beside texts
+/// and timestamps beside timestamps, with each record's id written once per block (format 6) or
+/// once per 131,072 records its bundle names (format 7; `RecordNames.swift`).
 package enum OperationColumns {
     /// The columns, in the order a payload holds them.
     enum Column: Int, CaseIterable {
@@ -36,14 +37,14 @@ package enum OperationColumns {
         /// The value and the text columns, indexed by field code.
         private var values: [ByteReader]
         private var texts: [ByteReader]
-        /// The records the block named so far, in the order it named them: at most one per 11
-        /// bytes of the block's columns.
-        private var table: [RecordRef] = []
-        /// The first six bytes of the id of the table's last record.
-        private var previousTime: Int64 = 0
+        /// The records named so far, by number: the block's, or its bundle's last 131,072.
+        package private(set) var names: RecordTable
 
         /// Reads the columns' lengths from `reader`, which is left past the last column.
-        package init(from reader: inout ByteReader) throws(DecodeError) {
+        /// - Parameter names: the records named before the block: none in format 6, and in format
+        ///   7 those of its bundle's blocks before it.
+        package init(from reader: inout ByteReader, names: RecordTable) throws(DecodeError) {
+            self.names = names
             var columns: [ByteReader] = []
             columns.reserveCapacity(OperationColumns.count)
             for index in 0..<OperationColumns.count {
@@ -78,21 +79,16 @@ package enum OperationColumns {
 
         mutating func record() throws(DecodeError) -> RecordRef {
             let reference = try records.varint()
-            guard reference == 0 else {
-                guard reference <= UInt64(table.count) else {
-                    throw .malformed("record #\(reference) of a block that named \(table.count) so far")
-                }
-                return table[Int(reference) - 1]
-            }
+            guard reference == 0 else { return try names.record(number: reference) }
             let kind = RecordKind(rawValue: try recordKinds.byte())
             guard kind.rawValue != 0 else { throw .malformed("record kind 0") }
-            let (time, overflow) = previousTime.addingReportingOverflow(try recordIDTimes.signedVarint())
+            let (time, overflow) = names.previousTime.addingReportingOverflow(try recordIDTimes.signedVarint())
             guard !overflow, time >= 0, time < 1 << 48 else { throw .malformed("a record id's first six bytes out of range") }
-            previousTime = time
+            names.previousTime = time
             let seventh = UInt64(try recordIDRests.byte())
             let eighth = UInt64(try recordIDRests.byte())
             let record = RecordRef(kind: kind, id: RecordID(high: UInt64(time) << 16 | seventh << 8 | eighth, low: try recordIDRests.fixed64()))
-            table.append(record)
+            names.name(record)
             return record
         }
 
@@ -124,12 +120,12 @@ package enum OperationColumns {
     /// block's runs into.
     package struct Writer: OperationPartsWriter {
         private var columns = [ByteWriter](repeating: ByteWriter(), count: OperationColumns.count)
-        /// The records the block named so far, and their number there (from 1).
-        private var table: [RecordRef: Int] = [:]
-        /// The first six bytes of the id of the table's last record.
-        private var previousTime: Int64 = 0
+        /// The records named so far, and their numbers: the block's, or its bundle's last 131,072.
+        private var names: RecordNumbers
 
-        package init() {}
+        package init(reach: Reach) {
+            names = RecordNumbers(reach: reach)
+        }
 
         /// The bytes the columns hold, without their lengths.
         package private(set) var bytes = 0
@@ -149,19 +145,19 @@ package enum OperationColumns {
         mutating func timestampDelta(_ delta: Int64) { write(.timestamps) { $0.signedVarint(delta) } }
 
         mutating func record(_ record: RecordRef) {
-            if let number = table[record] {
+            if let number = names.number(of: record) {
                 write(.records) { $0.varint(UInt64(number)) }
                 return
             }
-            table[record] = table.count + 1
+            names.name(record)
             write(.records) { $0.varint(0) }
             write(.recordKinds) { $0.byte(record.kind.rawValue) }
             // Concord's ids start with a time in milliseconds (SPEC.md §2): ids made one after
             // the other differ there by little, and the rest is random.
             let time = Int64(record.id.high >> 16)
-            let delta = time - previousTime
+            let delta = time - names.previousTime
             write(.recordIDTimes) { $0.signedVarint(delta) }
-            previousTime = time
+            names.previousTime = time
             write(.recordIDRests) {
                 $0.byte(UInt8(truncatingIfNeeded: record.id.high >> 8))
                 $0.byte(UInt8(truncatingIfNeeded: record.id.high))
@@ -199,8 +195,9 @@ package enum OperationColumns {
         mutating func tag(_ tag: String) { write(.tags) { $0.string(tag) } }
         mutating func ids(_ ids: [OperationID]) { write(.ids) { $0.ids(ids) } }
 
-        /// Every column, each after its length, in the order of a payload, and empties the writer:
-        /// the parts are handed over as they are, not copied into one array.
+        /// Every column, each after its length, in the order of a payload, and empties the writer
+        /// (in format 7 it keeps the records named, for the bundle's next block): the parts are
+        /// handed over as they are, not copied into one array.
         package mutating func finish() -> [[UInt8]] {
             var parts: [[UInt8]] = []
             parts.reserveCapacity(2 * columns.count)
@@ -210,8 +207,7 @@ package enum OperationColumns {
                 parts += [length.bytes, column.bytes]
             }
             columns = [ByteWriter](repeating: ByteWriter(), count: OperationColumns.count)
-            table.removeAll(keepingCapacity: true)
-            previousTime = 0
+            names.endBlock()
             bytes = 0
             return parts
         }

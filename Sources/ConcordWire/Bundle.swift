@@ -4,13 +4,16 @@ import ConcordCore
 package enum BundleFormat {
     /// `\x89 C N C D \r \n \x1A`: not text, and damaged by any newline or 8-bit mangling.
     package static let magic: [UInt8] = [0x89, 0x43, 0x4E, 0x43, 0x44, 0x0D, 0x0A, 0x1A]
-    /// The newest format version this build reads and writes: 6, whose operations blocks hold
-    /// their entries' parts in columns (SPEC.md §13). It reads formats 1 to 5 too, whose blocks
-    /// hold runs of rows: format 5's manifest says where its publisher knows removes were
-    /// dropped as stable, format 4's runs may hold compacted seqs, format 3's operations may be
-    /// purges and elided operations, format 2's assigns may carry their predecessors, format 1's
-    /// carry none.
-    package static let version: UInt8 = 6
+    /// The newest format version this build reads and writes: 7, whose operations blocks hold
+    /// their entries' parts in columns and name by number a record that a block before them named
+    /// (SPEC.md §13). It reads formats 1 to 6 too: format 6's blocks each name their records
+    /// afresh; those of formats 1 to 5 hold runs of rows; format 5's manifest says where its
+    /// publisher knows removes were dropped as stable, format 4's runs may hold compacted seqs,
+    /// format 3's operations may be purges and elided operations, format 2's assigns may carry
+    /// their predecessors, format 1's carry none.
+    package static let version: UInt8 = 7
+    /// The first format whose blocks name by number the records that blocks before them named.
+    package static let withRecordsNamedPerBundle: UInt8 = 7
     /// The first format whose operations blocks hold columns.
     package static let withColumns: UInt8 = 6
     /// The first format whose manifest says where removes were dropped as stable, and the last
@@ -30,6 +33,11 @@ package enum BundleFormat {
     /// How a block of format `format` lays out its entries.
     package static func layout(_ format: UInt8) -> OperationsBlock.Layout {
         format >= withColumns ? .columns : .rows
+    }
+
+    /// Which records a block of format `format` names by number (in columns).
+    package static func reach(_ format: UInt8) -> OperationColumns.Reach {
+        format >= withRecordsNamedPerBundle ? .bundle : .block
     }
 
     /// A writer closes an operations block after the entry that brings its bytes
@@ -164,11 +172,11 @@ package struct BundleWriter {
     package init(manifest: BundleManifest, format: UInt8 = BundleFormat.version, sink: @escaping (ArraySlice<UInt8>) throws -> Void) throws {
         precondition((BundleFormat.withoutPurges...BundleFormat.version).contains(format), "bundle format \(format) is not one this build writes")
         precondition(
-            format >= BundleFormat.withDroppedRemoves || manifest.droppedStableThrough.entries.isEmpty, "only formats 5 and 6 say where removes were dropped")
+            format >= BundleFormat.withDroppedRemoves || manifest.droppedStableThrough.entries.isEmpty, "only formats 5 and later say where removes were dropped")
         self.sink = sink
         self.manifest = manifest
         self.format = format
-        block = OperationsBlock.Encoder(layout: BundleFormat.layout(format))
+        block = OperationsBlock.Encoder(layout: BundleFormat.layout(format), reach: BundleFormat.reach(format))
         targetBlockBytes = BundleFormat.targetBlockBytes(format)
         try emit(BundleFormat.magic[...] + [format, 0])
         var payload = ByteWriter()
@@ -293,6 +301,9 @@ package struct BundleReader<Source: ByteSource> {
     package private(set) var format: UInt8 = 0
     /// The open operations block, and the blocks and operations read before it.
     private var cursor: OperationsBlock.Cursor?
+    /// The records named by number in the blocks read (in format 7; format 6's blocks each name
+    /// their own), while no cursor holds them.
+    private var names = OperationColumns.RecordTable(reach: .block)
     private var blocks = 0
     private var operations = 0
     /// The last block decompressed: its storage is reused for the next one.
@@ -320,6 +331,7 @@ package struct BundleReader<Source: ByteSource> {
         guard header[8] >= 1 else { throw .corrupt("format version 0") }
         guard header[9] == 0 else { throw .corrupt("header flags 0x\(String(header[9], radix: 16)) are reserved") }
         format = header[8]
+        names = OperationColumns.RecordTable(reach: BundleFormat.reach(format))
         let (type, payload) = try readBlock()
         guard type == .manifest else { throw .corrupt("the first block is not the manifest") }
         var reader = ByteReader(payload)
@@ -358,7 +370,9 @@ package struct BundleReader<Source: ByteSource> {
                 operations += cursor!.operations
                 runs += cursor!.runs
                 compacted += cursor!.compacted
+                if let blockNames = cursor!.names { names = blockNames }
                 cursor = nil
+                names.endBlock()
             }
             if summary != nil { return nil }
             let manifest = try readManifest()
@@ -370,7 +384,7 @@ package struct BundleReader<Source: ByteSource> {
             case .operations:
                 blocks += 1
                 do {
-                    cursor = try OperationsBlock.Cursor(payload, layout: BundleFormat.layout(format))
+                    cursor = try OperationsBlock.Cursor(payload, layout: BundleFormat.layout(format), names: takeNames())
                 } catch {
                     throw .corrupt("block \(blocks): \(error)")
                 }
@@ -383,6 +397,13 @@ package struct BundleReader<Source: ByteSource> {
                 return nil
             }
         }
+    }
+
+    /// The records named so far, handed to the next block's cursor as the only reference to their
+    /// table, which it then extends without a copy.
+    private mutating func takeNames() -> OperationColumns.RecordTable {
+        defer { names = OperationColumns.RecordTable(reach: names.reach) }
+        return names
     }
 
     private mutating func verifyEnd(_ payload: [UInt8], checksum expected: UInt32) throws(BundleError) {

@@ -2,14 +2,15 @@ import ConcordCore
 
 /// The payload of a bundle's operations block (SPEC.md §13): a replica table, then runs of
 /// operations (§8.3), each run's bytes after its header (rows) or the parts of every run's
-/// entries in columns after the runs' headers (bundle format 6). Peer sessions carry the payload
-/// in rows in their batches (§15.6).
+/// entries in columns after the runs' headers (bundle formats 6 and 7). Peer sessions carry the
+/// payload in rows in their batches (§15.6).
 package enum OperationsBlock {
     /// How a payload lays out its runs' entries.
     package enum Layout: Sendable {
         /// Each run's header, then its bytes (§8.3): bundle formats 1 to 5, and peer batches.
         case rows
-        /// Every run's header, then the entries' parts in columns: bundle format 6.
+        /// Every run's header, then the entries' parts in columns: bundle formats 6 and 7, which
+        /// differ in which records a block names by number (`OperationColumns.Reach`).
         case columns
     }
 
@@ -50,7 +51,12 @@ package enum OperationsBlock {
         /// The compacted seqs read so far (SPEC.md §5.8), in the block's order.
         package private(set) var compacted: [(replica: ReplicaID, seqs: ClosedRange<UInt64>)] = []
 
-        package init(_ payload: [UInt8], layout: Layout = .rows, maxOperations: Int = .max) throws(DecodeError) {
+        /// - Parameter names: in columns, the records named before the payload: none but in a
+        ///   bundle of format 7, where a block may name those of the blocks before it.
+        package init(
+            _ payload: [UInt8], layout: Layout = .rows, names: OperationColumns.RecordTable = .init(reach: .block),
+            maxOperations: Int = .max
+        ) throws(DecodeError) {
             reader = ByteReader(payload)
             let replicaCount = try reader.varint()
             guard replicaCount >= 1, replicaCount <= UInt64(reader.remaining / 16) else {
@@ -72,11 +78,15 @@ package enum OperationsBlock {
                     for _ in 0..<3 { _ = try reader.varint() }
                 }
                 let lastRun = reader.offset
-                columns = try OperationColumns.Reader(from: &reader)
+                columns = try OperationColumns.Reader(from: &reader, names: names)
                 guard reader.isAtEnd else { throw .malformed("\(reader.remaining) bytes after the last column") }
                 reader = ByteReader(payload, range: firstRun..<lastRun)
             }
         }
+
+        /// In columns, the records named by the payload and before it: what the next block of a
+        /// bundle of format 7 goes on from, once `next()` returned nil.
+        package var names: OperationColumns.RecordTable? { columns?.names }
 
         /// The next operation, or nil after the last. Compacted seqs (SPEC.md §5.8) are stepped
         /// over: `runs` covers them.
@@ -172,7 +182,7 @@ package enum OperationsBlock {
         private var replicas: [ReplicaID] = []
         private var runs: [PendingRun] = []
         /// The entries' parts, in columns.
-        private var columns = OperationColumns.Writer()
+        private var columns: OperationColumns.Writer
 
         /// How many operations the open payload holds.
         package private(set) var operationCount = 0
@@ -190,8 +200,12 @@ package enum OperationsBlock {
         /// replica table, an estimate for the run headers).
         package private(set) var estimatedBytes = 0
 
-        package init(layout: Layout = .rows) {
+        /// - Parameter reach: in columns, which records a payload names by number: its own (a
+        ///   block of format 6), or also those of the payloads before it (format 7, each payload
+        ///   then the next block of one bundle).
+        package init(layout: Layout = .rows, reach: OperationColumns.Reach = .block) {
             self.layout = layout
+            columns = OperationColumns.Writer(reach: reach)
         }
 
         /// Whether nothing was appended: no operation and no compacted seq.

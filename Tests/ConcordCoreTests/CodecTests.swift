@@ -143,19 +143,20 @@ struct CodecTests {
         }
     }
 
-    /// Runs written into one block's columns (bundle format 6, SPEC.md §13), some ending in
+    /// Runs written into one block's columns (bundle formats 6 and 7, SPEC.md §13), some ending in
     /// compacted seqs, read back as they went in: records named in one run are referred to by
     /// number in the next, and every column is read to its end.
     @Test func runsInColumnsRoundTrip() async {
-        await propertyCheck(count: 300, input: CodecGen.run.array(of: 1...4), Gen.int(in: 0...3)) { runs, compacted in
-            var columns = OperationColumns.Writer()
+        await propertyCheck(count: 300, input: CodecGen.run.array(of: 1...4), Gen.int(in: 0...3), Gen.bool) { runs, compacted, perBundle in
+            let reach: OperationColumns.Reach = perBundle ? .bundle : .block
+            var columns = OperationColumns.Writer(reach: reach)
             for ops in runs {
                 var encoder = OperationCodec.RunEncoder()
                 for op in ops { encoder.append(op, into: &columns) }
                 if compacted > 0 { encoder.appendCompacted(UInt64(compacted), into: &columns) }
             }
             var reader = ByteReader(Array(columns.finish().joined()))
-            var parts = try OperationColumns.Reader(from: &reader)
+            var parts = try OperationColumns.Reader(from: &reader, names: OperationColumns.RecordTable(reach: reach))
             #expect(reader.isAtEnd)
             for ops in runs {
                 var run = OperationCodec.RunDecoder(author: ops[0].id.replica, firstSeq: ops[0].id.seq, count: UInt64(ops.count + compacted))

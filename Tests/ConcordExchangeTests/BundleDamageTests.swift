@@ -220,23 +220,23 @@ import Testing
     @Test func aNewerFormatVersionIsRefusedAsSuch() throws {
         let (bytes, _) = try Self.smallBundle()
         var newer = bytes
-        newer[8] = 7
-        #expect(bundleError(newer) as? BundleError == .newerVersion(7))
+        newer[8] = 8
+        #expect(bundleError(newer) as? BundleError == .newerVersion(8))
         // Even when the rest would not parse as version 1: the version is checked first.
-        let alien = BundleFormat.magic + [7, 0x7F] + Array(repeating: 0xEE, count: 50)
-        #expect(bundleError(alien) as? BundleError == .newerVersion(7))
-        #expect(BundleError.newerVersion(7).description.contains("bundle format version 7 is newer than this build reads"))
+        let alien = BundleFormat.magic + [8, 0x7F] + Array(repeating: 0xEE, count: 50)
+        #expect(bundleError(alien) as? BundleError == .newerVersion(8))
+        #expect(BundleError.newerVersion(8).description.contains("bundle format version 8 is newer than this build reads"))
 
         let directory = try TemporaryDirectory()
-        try writeBytes(newer, to: directory.file("v7.cbundle"))
+        try writeBytes(newer, to: directory.file("v8.cbundle"))
         let store = try Self.targetStore()
         let dump = try store.dump()
         do {
-            try store.mergeBundle(at: directory.file("v7.cbundle"))
-            Issue.record("a version 7 bundle was merged")
+            try store.mergeBundle(at: directory.file("v8.cbundle"))
+            Issue.record("a version 8 bundle was merged")
         } catch let error as ConcordError {
             #expect(error.code == .invalidInput)
-            #expect(error.message.contains("bundle format version 7 is newer than this build reads (6)"), "\(error.message)")
+            #expect(error.message.contains("bundle format version 8 is newer than this build reads (7)"), "\(error.message)")
         }
         #expect(try store.dump() == dump)
     }

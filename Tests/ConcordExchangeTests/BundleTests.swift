@@ -375,28 +375,28 @@ import Testing
         #expect(fromFile == whole.1)
     }
 
-    /// The bundle of format 6 in `Fixtures/bundle-v6/` (SPEC.md §13, columns): it merges to the
-    /// dump `syncctl` printed, and writing its operations again gives its raw payloads byte for
-    /// byte, so the writer's columns are the ones the SPEC describes (`decode.py` there reads the
-    /// fixture from the SPEC alone).
-    @Test func theFormat6FixtureDecodesAndEncodesByteForByte() throws {
-        let directory = fixturesDirectory.appendingPathComponent("bundle-v6")
-        let path = directory.appendingPathComponent("mixed.cbundle").path
+    /// The bundles of formats 6 and 7 in `Fixtures/bundle-v6/` and `bundle-v7/` (SPEC.md §13,
+    /// columns): each merges to the dump `syncctl` printed, and writing its operations again in
+    /// its format gives its raw payloads byte for byte, so the writer's columns are the ones the
+    /// SPEC describes (`decode.py` there reads the fixtures from the SPEC alone).
+    @Test(arguments: [(UInt8(6), "bundle-v6/mixed", 24, 2), (7, "bundle-v7/long", 15, 0)])
+    func theColumnsFixturesDecodeAndEncodeByteForByte(format: UInt8, fixture: String, operationCount: Int, compactedCount: Int) throws {
+        let path = fixturesDirectory.appendingPathComponent("\(fixture).cbundle").path
         let bytes = try readBytes(path)
-        #expect(bytes[8] == 6)
+        #expect(bytes[8] == format)
         let store = try ConcordStore.inMemory(environment: environment(clock: ManualClock(baseMillis), seed: 63))
         let (report, summary) = try store.mergeBundle(at: path)
-        #expect(report.newOperationCount == 24)
-        #expect(summary.compacted.count == 2, "\(summary.compacted)")
-        #expect(Array((try store.dump() + "\n").utf8) == (try readBytes(directory.appendingPathComponent("mixed.dump.json").path)))
+        #expect(report.newOperationCount == operationCount)
+        #expect(summary.compacted.count == compactedCount, "\(summary.compacted)")
+        #expect(Array((try store.dump() + "\n").utf8) == (try readBytes(fixturesDirectory.appendingPathComponent("\(fixture).dump.json").path)))
 
-        // Its entries, written again in the canonical order, make the same raw payload.
+        // Its entries, written again in the canonical order, make the same raw payloads.
         var reader = BundleReader(MemorySource(bytes))
         let manifest = try reader.readManifest()
         var operations: [Op] = []
         try reader.forEachOperation { operations.append($0) }
         var written: [UInt8] = []
-        var writer = try BundleWriter(manifest: manifest) { written += $0 }
+        var writer = try BundleWriter(manifest: manifest, format: format) { written += $0 }
         for author in Set(operations.map(\.id.replica)).sorted() {
             for range in summary.holds.ranges(of: author) {
                 for seq in range {
@@ -409,14 +409,27 @@ import Testing
             }
         }
         _ = try writer.finish()
-        let payloads = { (bundle: [UInt8]) in
-            try blocks(of: bundle).filter { $0.type == 2 }.map { block in
-                var raw: [UInt8] = []
-                try Zstd.decompress(bundle[block.payloadOffset..<block.payloadOffset + block.storedLength], size: block.rawLength, into: &raw)
-                return raw
-            }
+        #expect(try Self.rawPayloads(written) == (try Self.rawPayloads(bytes)))
+    }
+
+    /// The raw payloads of a bundle's operations blocks.
+    static func rawPayloads(_ bundle: [UInt8]) throws -> [[UInt8]] {
+        try blocks(of: bundle).filter { $0.type == 2 }.map { block in
+            var raw: [UInt8] = []
+            try Zstd.decompress(bundle[block.payloadOffset..<block.payloadOffset + block.storedLength], size: block.rawLength, into: &raw)
+            return raw
         }
-        #expect(try payloads(written) == (try payloads(bytes)))
+    }
+
+    /// The fixture of format 7 holds a note's body of 1 MiB, a block of its own (SPEC.md §13,
+    /// "Canonical order"): the block after it names by number the records the first one named,
+    /// and cannot be read without it.
+    @Test func theFormat7FixtureNamesRecordsOfEarlierBlocks() throws {
+        let payloads = try Self.rawPayloads(try readBytes(fixturesDirectory.appendingPathComponent("bundle-v7/long.cbundle").path))
+        #expect(payloads.count == 3)
+        #expect(try RecordReachTests.decode(payloads, reach: .bundle).count == 15)
+        #expect(RecordReachTests.refusal([payloads[2]], reach: .bundle)?.contains("record #2 of a bundle that named 0 so far") == true)
+        #expect(RecordReachTests.refusal(payloads, reach: .block)?.contains("of a block that named 0 so far") == true)
     }
 
     /// An operation of 1 MiB or more is a block of its own (SPEC.md §13, "Canonical order"): the

@@ -50,7 +50,7 @@ import Testing
 
         let path = directory.file("a.cbundle")
         let exported = try a.store.exportBundle(to: path)
-        #expect(try Data(contentsOf: URL(fileURLWithPath: path))[8] == 6, "a compacted store writes format 6")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path))[8] == 7, "a compacted store writes format 7")
         #expect(exported.compacted.runs.map(\.seqs).reduce(0) { $0 + $1.count } == report.droppedOperations)
 
         let b = try Node(in: directory, "b", seed: 2)

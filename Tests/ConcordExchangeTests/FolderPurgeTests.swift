@@ -62,17 +62,17 @@ import Testing
         #expect(filesHolding("secret-title-F9", in: [d.directory.file("d.db")]) == [])
     }
 
-    /// Bundles are written in format 6 with purges or without (SPEC.md §13, "Which format"), and
+    /// Bundles are written in format 7 with purges or without (SPEC.md §13, "Which format"), and
     /// carry them.
-    @Test func aStoreWritesFormat6BeforeAndAfterAPurge() throws {
+    @Test func aStoreWritesFormat7BeforeAndAfterAPurge() throws {
         let directory = try TemporaryDirectory()
         let a = try Node(in: directory, "a", seed: 1)
         let id = try a.store.addReminder(ReminderDraft(title: "r"))
         try a.store.exportBundle(to: directory.file("before.cbundle"))
         try a.store.purge(.reminder(id))
         try a.store.exportBundle(to: directory.file("after.cbundle"))
-        #expect(try Data(contentsOf: URL(fileURLWithPath: directory.file("before.cbundle")))[8] == 6)
-        #expect(try Data(contentsOf: URL(fileURLWithPath: directory.file("after.cbundle")))[8] == 6)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: directory.file("before.cbundle")))[8] == 7)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: directory.file("after.cbundle")))[8] == 7)
         let b = try Node(in: directory, "b", seed: 2)
         try b.store.mergeBundle(at: directory.file("after.cbundle"))
         #expect(try b.dump() == (try a.dump()))

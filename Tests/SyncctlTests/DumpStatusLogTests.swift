@@ -194,7 +194,7 @@ import Testing
         let result = try sandbox.run(["--version"])
         #expect(result.succeeded && result.stderr.isEmpty, "\(result)")
         #expect(result.stdoutLines == [
-            "syncctl 0.1.0", "store schema 9", "bundle format 6, encrypted bundle format 1", "shared folder layout 1",
+            "syncctl 0.1.0", "store schema 9", "bundle format 7, encrypted bundle format 1", "shared folder layout 1",
             "peer protocol 10", "dump format 1",
         ], "\(result)")
     }

@@ -30,7 +30,7 @@ import Testing
         #expect(line.perOperation == String(format: "%.1f", Double(line.bytes) / Double(operations)))
         #expect(exported.out == "exported \(operations) operations to \(bundle) (\(line.bytes) bytes, \(line.perOperation) bytes per operation)")
         let bytes = try Data(contentsOf: URL(fileURLWithPath: bundle))
-        #expect(Array(bytes.prefix(10)) == [0x89, 0x43, 0x4E, 0x43, 0x44, 0x0D, 0x0A, 0x1A, 6, 0], "magic, format version 6, flags 0")
+        #expect(Array(bytes.prefix(10)) == [0x89, 0x43, 0x4E, 0x43, 0x44, 0x0D, 0x0A, 0x1A, 7, 0], "magic, format version 7, flags 0")
         #expect(try listing(of: sandbox.root.path).keys.filter { $0.contains(".tmp") }.isEmpty, "no temporary file is left behind")
 
         let merged = try b.run("merge", bundle)
@@ -241,8 +241,8 @@ import Testing
         }
         // A newer format version.
         var newer = bytes
-        newer[8] = 7
-        try refused("newer.cbundle", newer, ": bundle format version 7 is newer than this build reads (6); upgrade Concord")
+        newer[8] = 8
+        try refused("newer.cbundle", newer, ": bundle format version 8 is newer than this build reads (7); upgrade Concord")
         // Bytes after the end block.
         try refused("trailing.cbundle", bytes + Data([0]), ": the bundle is corrupt: ")
 

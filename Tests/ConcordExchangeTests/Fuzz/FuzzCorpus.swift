@@ -1,6 +1,7 @@
 import ConcordCore
 import ConcordExchange
 import ConcordStore
+import ConcordWire
 import Foundation
 import Testing
 
@@ -179,8 +180,8 @@ enum FuzzCorpus {
     }
 
     /// The seeds the fuzz tests start from: this corpus and the format-1 fixtures.
-    /// The files, and each of them written again in format 6 (named `NAME-v6.cbundle`), whose
-    /// blocks hold columns (SPEC.md §13): the fuzzers mutate both layouts.
+    /// The files, and each of them written again in the newest format (named `NAME-vN.cbundle`),
+    /// whose blocks hold columns (SPEC.md §13): the fuzzers mutate both layouts.
     static func load() throws -> [(name: String, bytes: [UInt8])] {
         var seeds: [(String, [UInt8])] = []
         for folder in [directory, fixturesDirectory.appendingPathComponent("bundle-v1"), fixturesDirectory.appendingPathComponent("bundle-v6")] {
@@ -194,9 +195,28 @@ enum FuzzCorpus {
             var writer = try BundleWriter(manifest: manifest) { rewritten += $0 }
             for operation in operations { try writer.append(operation) }
             _ = try writer.finish()
-            seeds.append((name.replacingOccurrences(of: ".cbundle", with: "-v6.cbundle"), rewritten))
+            seeds.append((name.replacingOccurrences(of: ".cbundle", with: "-v\(BundleFormat.version).cbundle"), rewritten))
         }
+        seeds.append(("blocks-cut-v\(BundleFormat.version).cbundle", try blocksCutAsTheyWere()))
         return seeds
+    }
+
+    /// `blocks.cbundle` in the newest format with its blocks cut where they were: its third block
+    /// names by number a record that its first named (SPEC.md §13, "The record table").
+    static func blocksCutAsTheyWere() throws -> [UInt8] {
+        let image = try #require(BundleImage(parsing: try severalBlocks()))
+        var encoder = OperationsBlock.Encoder(layout: .columns, reach: BundleFormat.reach(BundleFormat.version))
+        var blocks: [BundleImage.Block] = []
+        for block in image.blocks {
+            switch block.type {
+            case 1: blocks.append(.init(type: 1, flags: 0, raw: block.raw + [0]))  // no removes dropped
+            case 2:
+                try OperationsBlock.decode(block.raw, layout: .rows) { encoder.append($0) }
+                blocks.append(.init(type: 2, flags: 1, raw: encoder.finish()))
+            default: blocks.append(block)
+            }
+        }
+        return BundleImage(header: BundleFormat.magic + [BundleFormat.version, 0], blocks: blocks).assemble(compression: .zstd(3), end: .rebuild)
     }
 }
 
