@@ -145,11 +145,10 @@ package enum OperationColumns {
         mutating func timestampDelta(_ delta: Int64) { write(.timestamps) { $0.signedVarint(delta) } }
 
         mutating func record(_ record: RecordRef) {
-            if let number = names.number(of: record) {
+            if let number = names.number(orNaming: record) {
                 write(.records) { $0.varint(UInt64(number)) }
                 return
             }
-            names.name(record)
             write(.records) { $0.varint(0) }
             write(.recordKinds) { $0.byte(record.kind.rawValue) }
             // Concord's ids start with a time in milliseconds (SPEC.md §2): ids made one after

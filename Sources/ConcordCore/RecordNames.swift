@@ -15,6 +15,10 @@ extension OperationColumns {
 
         /// How many of the last records named may be named by number.
         var names: Int { self == .block ? .max : Self.bundleNames }
+
+        /// Where the record named `number`-th (from 0) sits in a table of the last `names`: 131,072
+        /// is a power of two, so a mask rather than a division on every record read.
+        func slot(_ number: Int) -> Int { self == .block ? number : number & (Self.bundleNames - 1) }
     }
 
     /// The records named so far, by their numbers: what a reader looks an operation's record up in.
@@ -40,7 +44,7 @@ extension OperationColumns {
             guard UInt64(named) - number < UInt64(reach.names) else {
                 throw .malformed("record #\(number) of a bundle that named \(named) so far, more than \(Reach.bundleNames) names back")
             }
-            return records[Int(number - 1) % reach.names]
+            return records[reach.slot(Int(number - 1))]
         }
 
         /// Names `record` as the next number.
@@ -48,7 +52,7 @@ extension OperationColumns {
             if records.count < reach.names {
                 records.append(record)
             } else {
-                records[named % reach.names] = record
+                records[reach.slot(named)] = record
             }
             named += 1
         }
@@ -79,23 +83,29 @@ extension OperationColumns {
             self.reach = reach
         }
 
-        /// The number of `record`, if it was named within reach.
-        package func number(of record: RecordRef) -> Int? { numbers[record] }
-
-        /// Names `record`, which is not within reach, as the next number.
-        package mutating func name(_ record: RecordRef) {
+        /// The number of `record` if it was named within reach; otherwise names it as the next
+        /// number (its id is then written) and returns nil.
+        package mutating func number(orNaming record: RecordRef) -> Int? {
+            let next = named + 1
+            // One probe of the table both finds the record and adds it: most records are named
+            // once, and the probe of a large table is a cache miss.
+            let number = { (stored: inout Int) -> Int in
+                if stored == 0 { stored = next }
+                return stored
+            }(&numbers[record, default: 0])
+            guard number == next else { return number }
             if reach == .bundle {
                 if ring.count < Reach.bundleNames {
                     ring.append(record)
                 } else {
                     // The record named `Reach.bundleNames` names before this one falls out of reach.
-                    let slot = named % Reach.bundleNames
+                    let slot = reach.slot(named)
                     numbers[ring[slot]] = nil
                     ring[slot] = record
                 }
             }
-            named += 1
-            numbers[record] = named
+            named = next
+            return nil
         }
 
         /// At a block's end: with reach `.block`, the next block names its records afresh.
