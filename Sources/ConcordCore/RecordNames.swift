@@ -81,6 +81,13 @@ extension OperationColumns {
 
         package init(reach: Reach) {
             self.reach = reach
+            if reach == .bundle {
+                // Room for all it may hold, at once: the table is not rehashed as it grows, and its
+                // storage, too large for malloc's heap, goes back to the system when it is freed.
+                // Pages that no record reaches are never touched.
+                numbers.reserveCapacity(Reach.bundleNames)
+                ring.reserveCapacity(Reach.bundleNames)
+            }
         }
 
         /// The number of `record` if it was named within reach; otherwise names it as the next
