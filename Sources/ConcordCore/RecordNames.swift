@@ -81,14 +81,13 @@ extension OperationColumns {
 
         package init(reach: Reach) {
             self.reach = reach
-            if reach == .bundle {
-                // Room for all it may hold, at once: the table is not rehashed as it grows, and its
-                // storage, too large for malloc's heap, goes back to the system when it is freed.
-                // Pages that no record reaches are never touched.
-                numbers.reserveCapacity(Reach.bundleNames)
-                ring.reserveCapacity(Reach.bundleNames)
-            }
         }
+
+        /// Once a bundle's writer has named this many records, it takes room for all 131,072 at
+        /// once: its table is then not rehashed as it grows, and the storage, too large for
+        /// malloc's heap, goes back to the system when it is freed. The small bundles of a shared
+        /// folder's changes never take it.
+        static let namesBeforeRoomForAll = 4096
 
         /// The number of `record` if it was named within reach; otherwise names it as the next
         /// number (its id is then written) and returns nil.
@@ -102,6 +101,10 @@ extension OperationColumns {
             }(&numbers[record, default: 0])
             guard number == next else { return number }
             if reach == .bundle {
+                if named == Self.namesBeforeRoomForAll {
+                    numbers.reserveCapacity(Reach.bundleNames)
+                    ring.reserveCapacity(Reach.bundleNames)
+                }
                 if ring.count < Reach.bundleNames {
                     ring.append(record)
                 } else {
