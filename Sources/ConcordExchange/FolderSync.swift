@@ -150,7 +150,7 @@ public final class FolderSync: Sendable {
                 pending.append(file)
                 continue
             }
-            let retry = known.skipped != nil && (checksAll || known.keyID != state.keyID)
+            let retry = known.skipped.map { checksAll || known.keyID != state.keyID || Self.readsNow($0) } ?? false
             let unchanged = !checksAll && known.identity == file.identity && !known.identity.isEmpty
             // Touched, copied, replaced, or too recent to tell: the same file only if the same bytes.
             guard !retry, unchanged || (try? FileSource.sha256(of: path(of: file))) == known.sha256 else {
@@ -650,6 +650,22 @@ public final class FolderSync: Sendable {
     /// given again on later syncs has its code too.
     package static func skippedRecord(_ code: ConcordError.Code, _ reason: String) -> String {
         code == .invalidInput ? reason : "\(code): \(reason)"
+    }
+
+    /// Whether a file was skipped as of a format version that this build reads: it was skipped by
+    /// an older build, this store's before an upgrade, and is read again at once (SPEC.md §14).
+    package static func readsNow(_ skipped: String) -> Bool {
+        let newer = [
+            ("an encrypted bundle of format version ", ", newer than this build reads", EncryptedBundleFormat.version),
+            ("bundle format version ", " is newer than this build reads", BundleFormat.version),
+        ]
+        for (before, after, newest) in newer {
+            guard let start = skipped.range(of: before)?.upperBound else { continue }
+            let version = skipped[start...].prefix { $0.isASCII && $0.isNumber }
+            guard skipped[version.endIndex...].hasPrefix(after), let version = UInt8(version) else { continue }
+            return version <= newest
+        }
+        return false
     }
 
     /// The code and reason of a skipped file's record; a record without a code is `invalidInput`

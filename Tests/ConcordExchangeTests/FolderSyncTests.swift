@@ -244,6 +244,49 @@ import Testing
         for replica in [d, f] { #expect(try a.store.versionVector()[replica.store.replicaID] == 0, "\(replica.name)") }
     }
 
+    /// A file that a build older than its format skipped (SPEC.md §14) is read at the first sync
+    /// after the store's upgrade, not one sync in 64; one of a format newer still stays skipped.
+    @Test func aFileSkippedAsOfAFormatThisBuildReadsIsReadAgainAtOnce() throws {
+        let directory = try TemporaryDirectory()
+        let folder = try directory.directory("shared")
+        let a = try Node(in: directory, "a", seed: 41)
+        let d = try Node(in: directory, "d", seed: 42)
+        try d.store.addReminder(ReminderDraft(title: "from d"))
+        let exported = directory.file("d.cbundle")
+        try d.store.exportBundle(to: exported)
+        let bundle = try readBytes(exported)
+        let path = folder + "/concord-v1/" + bundleName(d.hex, 1)
+        try FileManager.default.createDirectory(atPath: folder + "/concord-v1", withIntermediateDirectories: true)
+        var newer = bundle
+        newer[8] = BundleFormat.version + 1
+        try writeBytes(newer, to: path)
+        #expect(try a.sync(folder).importedFiles == 0)
+        #expect(try a.sync(folder).warningLines.contains { $0.contains("bundle format version \(BundleFormat.version + 1) is newer") })
+
+        // What a build of the format before this one recorded of the file this build reads.
+        try writeBytes(bundle, to: path)
+        let record = try #require(try a.store.folderFiles(in: folder).values.first)
+        var older = record
+        older.identity = ""
+        older.sha256 = try FileSource.sha256(of: path)
+        older.skipped = "bundle format version \(BundleFormat.version) is newer than this build reads (\(BundleFormat.version - 1)); upgrade Concord"
+        try a.store.recordFolderFiles([older])
+        let report = try a.sync(folder)
+        #expect(report.importedFiles == 1, "\(report.warningLines)")
+        #expect(report.warningLines.isEmpty, "\(report.warningLines)")
+        #expect(try a.store.versionVector()[d.store.replicaID] == (try d.store.versionVector())[d.store.replicaID])
+    }
+
+    @Test func onlyAFormatThisBuildReadsIsReadAgain() {
+        let version = BundleFormat.version
+        #expect(FolderSync.readsNow("bundle format version \(version) is newer than this build reads (\(version - 1)); upgrade Concord"))
+        #expect(!FolderSync.readsNow("bundle format version \(version + 1) is newer than this build reads (\(version)); upgrade Concord"))
+        #expect(FolderSync.readsNow("the bundle is corrupt: it is an encrypted bundle of format version 1, newer than this build reads (0); upgrade Concord"))
+        #expect(!FolderSync.readsNow("the bundle is corrupt: it is an encrypted bundle of format version 2, newer than this build reads (1); upgrade Concord"))
+        #expect(!FolderSync.readsNow("the bundle is corrupt: checksum mismatch in the operations block"))
+        #expect(!FolderSync.readsNow("bundle format version 300 is newer than this build reads (7); upgrade Concord"))
+    }
+
     /// A file being written while another replica reads the folder is skipped as incomplete, at
     /// every stage, then imported once whole.
     @Test func aFileStillBeingWrittenIsImportedOnceWhole() throws {
