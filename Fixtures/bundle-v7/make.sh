@@ -25,6 +25,8 @@ print(json.dumps({"kind": "note", "title": "Draft", "body": "All work and no pla
 a import draft.json >/dev/null
 draft=$(a note list --json | python3 -c 'import json, sys; print([n["id"] for n in json.load(sys.stdin) if n["title"] == "Draft"][0])')
 a note edit "$draft" --body "All work." >/dev/null
+# A reminder the third block lists: its id's time is a delta from the first block's last entry.
+a reminder add "Call the plumber" --priority high >/dev/null
 a reminder edit "$milk" --title "Buy milk, any" >/dev/null
 a reminder complete "$milk" >/dev/null
 a export "$here/long.cbundle" >/dev/null

@@ -1,7 +1,7 @@
 /// The columns of an operations block of bundle formats 6 and 7 (SPEC.md §13, "Operations
 /// payload"): the parts of its entries (§8.3) sorted by kind, so that zstd finds texts beside texts
 /// and timestamps beside timestamps, with each record's id written once per block (format 6) or
-/// once per 131,072 records its bundle names (format 7; `RecordNames.swift`).
+/// at most once in any 131,072 entries of its bundle's record table (format 7; `RecordNumbers.swift`).
 package enum OperationColumns {
     /// The columns, in the order a payload holds them.
     enum Column: Int, CaseIterable {
@@ -37,14 +37,14 @@ package enum OperationColumns {
         /// The value and the text columns, indexed by field code.
         private var values: [ByteReader]
         private var texts: [ByteReader]
-        /// The records named so far, by number: the block's, or its bundle's last 131,072.
-        package private(set) var names: RecordTable
+        /// The record table: the block's, or in format 7 its bundle's.
+        package private(set) var table: RecordsByNumber
 
         /// Reads the columns' lengths from `reader`, which is left past the last column.
-        /// - Parameter names: the records named before the block: none in format 6, and in format
-        ///   7 those of its bundle's blocks before it.
-        package init(from reader: inout ByteReader, names: RecordTable) throws(DecodeError) {
-            self.names = names
+        /// - Parameter table: the record table before the block: empty in format 6, and in format 7
+        ///   that of its bundle's blocks before it.
+        package init(from reader: inout ByteReader, table: RecordsByNumber) throws(DecodeError) {
+            self.table = table
             var columns: [ByteReader] = []
             columns.reserveCapacity(OperationColumns.count)
             for index in 0..<OperationColumns.count {
@@ -79,16 +79,16 @@ package enum OperationColumns {
 
         mutating func record() throws(DecodeError) -> RecordRef {
             let reference = try records.varint()
-            guard reference == 0 else { return try names.record(number: reference) }
+            guard reference == 0 else { return try table.record(number: reference) }
             let kind = RecordKind(rawValue: try recordKinds.byte())
             guard kind.rawValue != 0 else { throw .malformed("record kind 0") }
-            let (time, overflow) = names.previousTime.addingReportingOverflow(try recordIDTimes.signedVarint())
+            let (time, overflow) = table.previousTime.addingReportingOverflow(try recordIDTimes.signedVarint())
             guard !overflow, time >= 0, time < 1 << 48 else { throw .malformed("a record id's first six bytes out of range") }
-            names.previousTime = time
+            table.previousTime = time
             let seventh = UInt64(try recordIDRests.byte())
             let eighth = UInt64(try recordIDRests.byte())
             let record = RecordRef(kind: kind, id: RecordID(high: UInt64(time) << 16 | seventh << 8 | eighth, low: try recordIDRests.fixed64()))
-            names.name(record)
+            table.list(record)
             return record
         }
 
@@ -120,11 +120,11 @@ package enum OperationColumns {
     /// block's runs into.
     package struct Writer: OperationPartsWriter {
         private var columns = [ByteWriter](repeating: ByteWriter(), count: OperationColumns.count)
-        /// The records named so far, and their numbers: the block's, or its bundle's last 131,072.
-        private var names: RecordNumbers
+        /// The record table: the block's, or in format 7 its bundle's.
+        private var table: NumbersByRecord
 
         package init(reach: Reach) {
-            names = RecordNumbers(reach: reach)
+            table = NumbersByRecord(reach: reach)
         }
 
         /// The bytes the columns hold, without their lengths.
@@ -145,7 +145,7 @@ package enum OperationColumns {
         mutating func timestampDelta(_ delta: Int64) { write(.timestamps) { $0.signedVarint(delta) } }
 
         mutating func record(_ record: RecordRef) {
-            if let number = names.number(orNaming: record) {
+            if let number = table.number(orListing: record) {
                 write(.records) { $0.varint(UInt64(number)) }
                 return
             }
@@ -154,9 +154,9 @@ package enum OperationColumns {
             // Concord's ids start with a time in milliseconds (SPEC.md §2): ids made one after
             // the other differ there by little, and the rest is random.
             let time = Int64(record.id.high >> 16)
-            let delta = time - names.previousTime
+            let delta = time - table.previousTime
             write(.recordIDTimes) { $0.signedVarint(delta) }
-            names.previousTime = time
+            table.previousTime = time
             write(.recordIDRests) {
                 $0.byte(UInt8(truncatingIfNeeded: record.id.high >> 8))
                 $0.byte(UInt8(truncatingIfNeeded: record.id.high))
@@ -195,7 +195,7 @@ package enum OperationColumns {
         mutating func ids(_ ids: [OperationID]) { write(.ids) { $0.ids(ids) } }
 
         /// Every column, each after its length, in the order of a payload, and empties the writer
-        /// (in format 7 it keeps the records named, for the bundle's next block): the parts are
+        /// (in format 7 it keeps the record table, for the bundle's next block): the parts are
         /// handed over as they are, not copied into one array.
         package mutating func finish() -> [[UInt8]] {
             var parts: [[UInt8]] = []
@@ -206,7 +206,7 @@ package enum OperationColumns {
                 parts += [length.bytes, column.bytes]
             }
             columns = [ByteWriter](repeating: ByteWriter(), count: OperationColumns.count)
-            names.endBlock()
+            table.endBlock()
             bytes = 0
             return parts
         }

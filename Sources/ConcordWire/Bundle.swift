@@ -301,9 +301,9 @@ package struct BundleReader<Source: ByteSource> {
     package private(set) var format: UInt8 = 0
     /// The open operations block, and the blocks and operations read before it.
     private var cursor: OperationsBlock.Cursor?
-    /// The records named by number in the blocks read (in format 7; format 6's blocks each name
-    /// their own), while no cursor holds them.
-    private var names = OperationColumns.RecordTable(reach: .block)
+    /// The record table of the blocks read (in format 7; each block of format 6 has its own), while
+    /// no cursor holds it.
+    private var recordTable = OperationColumns.RecordsByNumber(reach: .block)
     private var blocks = 0
     private var operations = 0
     /// The last block decompressed: its storage is reused for the next one.
@@ -331,7 +331,7 @@ package struct BundleReader<Source: ByteSource> {
         guard header[8] >= 1 else { throw .corrupt("format version 0") }
         guard header[9] == 0 else { throw .corrupt("header flags 0x\(String(header[9], radix: 16)) are reserved") }
         format = header[8]
-        names = OperationColumns.RecordTable(reach: BundleFormat.reach(format))
+        recordTable = OperationColumns.RecordsByNumber(reach: BundleFormat.reach(format))
         let (type, payload) = try readBlock()
         guard type == .manifest else { throw .corrupt("the first block is not the manifest") }
         var reader = ByteReader(payload)
@@ -370,9 +370,9 @@ package struct BundleReader<Source: ByteSource> {
                 operations += cursor!.operations
                 runs += cursor!.runs
                 compacted += cursor!.compacted
-                if let blockNames = cursor!.names { names = blockNames }
+                if let table = cursor!.table { recordTable = table }
                 cursor = nil
-                names.endBlock()
+                recordTable.endBlock()
             }
             if summary != nil { return nil }
             let manifest = try readManifest()
@@ -384,7 +384,7 @@ package struct BundleReader<Source: ByteSource> {
             case .operations:
                 blocks += 1
                 do {
-                    cursor = try OperationsBlock.Cursor(payload, layout: BundleFormat.layout(format), names: takeNames())
+                    cursor = try OperationsBlock.Cursor(payload, layout: BundleFormat.layout(format), table: takeRecordTable())
                 } catch {
                     throw .corrupt("block \(blocks): \(error)")
                 }
@@ -399,11 +399,11 @@ package struct BundleReader<Source: ByteSource> {
         }
     }
 
-    /// The records named so far, handed to the next block's cursor as the only reference to their
-    /// table, which it then extends without a copy.
-    private mutating func takeNames() -> OperationColumns.RecordTable {
-        defer { names = OperationColumns.RecordTable(reach: names.reach) }
-        return names
+    /// The record table, handed to the next block's cursor as the only reference to its storage,
+    /// which the cursor then extends without a copy.
+    private mutating func takeRecordTable() -> OperationColumns.RecordsByNumber {
+        defer { recordTable = OperationColumns.RecordsByNumber(reach: recordTable.reach) }
+        return recordTable
     }
 
     private mutating func verifyEnd(_ payload: [UInt8], checksum expected: UInt32) throws(BundleError) {

@@ -51,10 +51,11 @@ package enum OperationsBlock {
         /// The compacted seqs read so far (SPEC.md §5.8), in the block's order.
         package private(set) var compacted: [(replica: ReplicaID, seqs: ClosedRange<UInt64>)] = []
 
-        /// - Parameter names: in columns, the records named before the payload: none but in a
-        ///   bundle of format 7, where a block may name those of the blocks before it.
+        /// - Parameter table: in columns, the record table before the payload: by default an empty
+        ///   one of its own, as a block of format 6 has; in format 7, that of the bundle's blocks
+        ///   before it.
         package init(
-            _ payload: [UInt8], layout: Layout = .rows, names: OperationColumns.RecordTable = .init(reach: .block),
+            _ payload: [UInt8], layout: Layout = .rows, table: OperationColumns.RecordsByNumber = .init(reach: .block),
             maxOperations: Int = .max
         ) throws(DecodeError) {
             reader = ByteReader(payload)
@@ -78,15 +79,15 @@ package enum OperationsBlock {
                     for _ in 0..<3 { _ = try reader.varint() }
                 }
                 let lastRun = reader.offset
-                columns = try OperationColumns.Reader(from: &reader, names: names)
+                columns = try OperationColumns.Reader(from: &reader, table: table)
                 guard reader.isAtEnd else { throw .malformed("\(reader.remaining) bytes after the last column") }
                 reader = ByteReader(payload, range: firstRun..<lastRun)
             }
         }
 
-        /// In columns, the records named by the payload and before it: what the next block of a
-        /// bundle of format 7 goes on from, once `next()` returned nil.
-        package var names: OperationColumns.RecordTable? { columns?.names }
+        /// In columns, the record table as the payload left it: what the next block of a bundle of
+        /// format 7 goes on from, once `next()` returned nil.
+        package var table: OperationColumns.RecordsByNumber? { columns?.table }
 
         /// The next operation, or nil after the last. Compacted seqs (SPEC.md §5.8) are stepped
         /// over: `runs` covers them.

@@ -156,7 +156,7 @@ struct CodecTests {
                 if compacted > 0 { encoder.appendCompacted(UInt64(compacted), into: &columns) }
             }
             var reader = ByteReader(Array(columns.finish().joined()))
-            var parts = try OperationColumns.Reader(from: &reader, names: OperationColumns.RecordTable(reach: reach))
+            var parts = try OperationColumns.Reader(from: &reader, table: OperationColumns.RecordsByNumber(reach: reach))
             #expect(reader.isAtEnd)
             for ops in runs {
                 var run = OperationCodec.RunDecoder(author: ops[0].id.replica, firstSeq: ops[0].id.seq, count: UInt64(ops.count + compacted))

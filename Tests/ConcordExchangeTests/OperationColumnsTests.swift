@@ -2,8 +2,9 @@ import ConcordCore
 import ConcordWire
 import Testing
 
-/// Operations payloads in columns (SPEC.md §13, bundle format 6): every kind of entry comes back
-/// as it went in, records are named once per block, and a payload that breaks a rule is refused.
+/// Operations payloads in columns (SPEC.md §13), each with a record table of its own as in format
+/// 6: every kind of entry comes back as it went in, records are named once per block, and a
+/// payload that breaks a rule is refused.
 @Suite struct OperationColumnsTests {
     static let a = ReplicaID(high: 0xA, low: 1)
     static let b = ReplicaID(high: 0xB, low: 2)

@@ -102,10 +102,10 @@ import Testing
     }
 
     /// A bundle of format 7 (SPEC.md §13): a note's body of 1 MiB is a block of its own, and the
-    /// block after it names by number the records the first block named. Merged, it gives the
-    /// dump `syncctl` printed; exported again, it is the same three blocks of format 7.
+    /// block after it names by number the records the first block listed. Merged, it gives the
+    /// dump `syncctl` printed; exported again and merged into a third store, the same dump.
     @Test func aFormat7BundleNamesRecordsAcrossBlocks() throws {
-        let (store, dump) = try Self.mergedFixture("bundle-v7", "long", says: "merged 15 new operations from 2 replicas")
+        let (store, dump) = try Self.mergedFixture("bundle-v7", "long", says: "merged 20 new operations from 2 replicas")
         #expect(try store.ok("conflicts") == "no conflicts", "the last title write saw both of the conflict's")
         let exported = store.sandbox.path("again.cbundle")
         try store.ok("export", exported)
