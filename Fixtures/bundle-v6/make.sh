@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Writes mixed.cbundle and mixed.dump.json (Fixtures/README.md, bundle-v6/) with the syncctl
-# given as $1 (default: syncctl on PATH), in a temporary directory.
+# given as $1 (default: syncctl on PATH), in a temporary directory. Builds after 5b0b47a write
+# format 7: give one of format 6.
 set -euo pipefail
 syncctl=${1:-syncctl}
 here=$(cd "$(dirname "$0")" && pwd)

@@ -378,7 +378,7 @@ import Testing
     /// The bundles of formats 6 and 7 in `Fixtures/bundle-v6/` and `bundle-v7/` (SPEC.md §13,
     /// columns): each merges to the dump `syncctl` printed, and writing its operations again in
     /// its format gives its raw payloads byte for byte, so the writer's columns are the ones the
-    /// SPEC describes (`decode.py` there reads the fixtures from the SPEC alone).
+    /// SPEC describes (`bundle-v7/decode.py` reads both from the SPEC alone).
     @Test(arguments: [(UInt8(6), "bundle-v6/mixed", 24, 2), (7, "bundle-v7/long", 20, 0)])
     func theColumnsFixturesDecodeAndEncodeByteForByte(format: UInt8, fixture: String, operationCount: Int, compactedCount: Int) throws {
         let path = fixturesDirectory.appendingPathComponent("\(fixture).cbundle").path
