@@ -5,14 +5,14 @@ package enum BundleFormat {
     /// `\x89 C N C D \r \n \x1A`: not text, and damaged by any newline or 8-bit mangling.
     package static let magic: [UInt8] = [0x89, 0x43, 0x4E, 0x43, 0x44, 0x0D, 0x0A, 0x1A]
     /// The newest format version this build reads and writes: 7, whose operations blocks hold
-    /// their entries' parts in columns and name by number a record that a block before them named
+    /// their entries' parts in columns and name by number a record that a block before them listed
     /// (SPEC.md §13). It reads formats 1 to 6 too: format 6's blocks each name their records
     /// afresh; those of formats 1 to 5 hold runs of rows; format 5's manifest says where its
     /// publisher knows removes were dropped as stable, format 4's runs may hold compacted seqs,
     /// format 3's operations may be purges and elided operations, format 2's assigns may carry
     /// their predecessors, format 1's carry none.
     package static let version: UInt8 = 7
-    /// The first format whose blocks name by number the records that blocks before them named.
+    /// The first format whose blocks name by number the records that blocks before them listed.
     package static let withRecordsNamedPerBundle: UInt8 = 7
     /// The first format whose operations blocks hold columns.
     package static let withColumns: UInt8 = 6
