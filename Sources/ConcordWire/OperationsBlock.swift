@@ -16,7 +16,9 @@ package enum OperationsBlock {
 
     /// Decodes a whole payload, calling `body` with each operation in order, and returns how many
     /// there were. Every operation is validated (§4.3); a payload that breaks any rule of §13 is
-    /// refused with a `DecodeError` (whatever `body` throws is passed on as it is).
+    /// refused with a `DecodeError` (whatever `body` throws is passed on as it is). A payload in
+    /// columns is read with a record table of its own, as a block of format 6 (a block of format 7
+    /// needs its bundle's: `Cursor`).
     ///
     /// - Parameter maxOperations: refuse a payload that holds more operations than this; the runs'
     ///   declared counts are checked before each run is decoded.
